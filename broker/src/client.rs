@@ -1,0 +1,814 @@
+//! One client connection: its state, its subscriptions, its outbound buffer,
+//! and the three tasks that serve it on its shard (read, write, ping).
+//!
+//! The read task owns the connection's life: it parses operations and acts on
+//! them, and when the connection ends for any reason it removes the
+//! subscriptions and tells the write task to finish. The write task drains the
+//! outbound buffer in one write per wake-up (so replies to a burst of
+//! operations leave in one syscall). The ping task sends server PINGs and
+//! closes stale connections.
+
+use std::cell::{Cell, RefCell};
+use std::net::SocketAddr;
+use std::rc::{Rc, Weak};
+use std::task::{Poll, Waker};
+use std::time::{Duration, Instant, SystemTime};
+
+use bytes::Bytes;
+use futures_lite::{AsyncReadExt, AsyncWriteExt};
+use glommio::net::TcpStream;
+use rustc_hash::FxHashMap;
+
+use crate::proto::connect::{ConnectError, ConnectOptions};
+use crate::proto::encode::{self, Delivery};
+use crate::proto::errors;
+use crate::proto::parser::{ClientOp, ParseError, Parser, ParserLimits, Publish, Step};
+use crate::proto::subject;
+use crate::shard::Shard;
+use crate::stats;
+
+/// Read buffer size a connection starts with and returns to when idle.
+pub const READ_BUFFER_INITIAL_BYTES: usize = 4 * 1024;
+/// Read buffer size a busy connection grows to for ordinary traffic.
+pub const READ_BUFFER_BUSY_BYTES: usize = 64 * 1024;
+/// Outbound buffer capacity kept between writes; larger ones are released.
+const OUTBOUND_RETAINED_BYTES: usize = 256 * 1024;
+/// The first server PING goes out this soon after CONNECT (nats-server: 2 s).
+const FIRST_PING_INTERVAL: Duration = Duration::from_secs(2);
+/// How long a closing connection may take to flush its last bytes.
+const CLOSE_FLUSH_DEADLINE: Duration = Duration::from_secs(2);
+/// nats-server re-measures RTT with a PING at least this often.
+const RTT_MEASUREMENT_INTERVAL: Duration = Duration::from_secs(3600);
+
+/// A subscription of a client; the sublist holds it as a `Target::Local`.
+#[derive(Debug)]
+pub struct Subscription {
+    pub client: Weak<Client>,
+    pub client_id: u64,
+    pub sid: Bytes,
+    pub subject: Bytes,
+    pub queue: Option<Bytes>,
+    pub delivered: Cell<u64>,
+    /// Auto-unsubscribe after this many deliveries in total; 0 = never.
+    pub max: Cell<u64>,
+    pub closed: Cell<bool>,
+}
+
+/// Why a connection ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CloseReason {
+    ClientClosed,
+    ReadError,
+    WriteError,
+    ProtocolViolation,
+    ParseError,
+    MaxPayloadExceeded,
+    MaxControlLineExceeded,
+    MaxConnectionsExceeded,
+    BadClientProtocol,
+    NoRespondersRequiresHeaders,
+    AuthorizationViolation,
+    StaleConnection,
+    SlowConsumerPendingBytes,
+    SlowConsumerWriteDeadline,
+    ServerShutdown,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum State {
+    Open,
+    /// Flush what is queued (such as a final -ERR), then close.
+    Closing,
+    /// Close without flushing (slow consumer).
+    Closed,
+}
+
+/// The options a delivery needs, copied out of CONNECT for the hot path.
+#[derive(Debug, Clone, Copy)]
+struct Flags {
+    verbose: bool,
+    pedantic: bool,
+    echo: bool,
+    headers: bool,
+    no_responders: bool,
+}
+
+pub struct Client {
+    pub id: u64,
+    pub address: SocketAddr,
+    pub started: SystemTime,
+    started_instant: Instant,
+    options: RefCell<ConnectOptions>,
+    flags: Cell<Flags>,
+    subscriptions: RefCell<FxHashMap<Bytes, Rc<Subscription>>>,
+    outbound: RefCell<Vec<u8>>,
+    in_flight_bytes: Cell<usize>,
+    writer_waker: RefCell<Option<Waker>>,
+    state: Cell<State>,
+    close_reason: Cell<Option<CloseReason>>,
+    close_waiters: RefCell<Vec<Waker>>,
+    pub in_msgs: Cell<u64>,
+    pub in_bytes: Cell<u64>,
+    pub out_msgs: Cell<u64>,
+    pub out_bytes: Cell<u64>,
+    last_activity: Cell<Instant>,
+    /// Last client data or PING (suppresses server PINGs).
+    last_in: Cell<Instant>,
+    pings_out: Cell<u32>,
+    rtt: Cell<Option<Duration>>,
+    rtt_start: Cell<Option<Instant>>,
+    connect_received: Cell<bool>,
+    first_pong_sent: Cell<bool>,
+    /// The interest sequence every peer must apply before this client's next PONG.
+    interest_needed: Cell<u64>,
+    max_pending_bytes: usize,
+}
+
+impl Client {
+    pub fn new(id: u64, address: SocketAddr, max_pending_bytes: usize) -> Client {
+        let now = Instant::now();
+        let options = ConnectOptions::default();
+        let flags = Flags::from_options(&options);
+        Client {
+            id,
+            address,
+            started: SystemTime::now(),
+            started_instant: now,
+            options: RefCell::new(options),
+            flags: Cell::new(flags),
+            subscriptions: RefCell::new(FxHashMap::default()),
+            outbound: RefCell::new(Vec::with_capacity(1024)),
+            in_flight_bytes: Cell::new(0),
+            writer_waker: RefCell::new(None),
+            state: Cell::new(State::Open),
+            close_reason: Cell::new(None),
+            close_waiters: RefCell::new(Vec::new()),
+            in_msgs: Cell::new(0),
+            in_bytes: Cell::new(0),
+            out_msgs: Cell::new(0),
+            out_bytes: Cell::new(0),
+            last_activity: Cell::new(now),
+            last_in: Cell::new(now),
+            pings_out: Cell::new(0),
+            rtt: Cell::new(None),
+            rtt_start: Cell::new(None),
+            connect_received: Cell::new(false),
+            first_pong_sent: Cell::new(false),
+            interest_needed: Cell::new(0),
+            max_pending_bytes,
+        }
+    }
+
+    pub fn is_open(&self) -> bool {
+        self.state.get() == State::Open
+    }
+
+    pub fn close_reason(&self) -> Option<CloseReason> {
+        self.close_reason.get()
+    }
+
+    pub fn headers(&self) -> bool {
+        self.flags.get().headers
+    }
+
+    pub fn echo(&self) -> bool {
+        self.flags.get().echo
+    }
+
+    pub fn no_responders(&self) -> bool {
+        self.flags.get().no_responders
+    }
+
+    pub fn options(&self) -> ConnectOptions {
+        self.options.borrow().clone()
+    }
+
+    pub fn pending_bytes(&self) -> usize {
+        self.outbound.borrow().len() + self.in_flight_bytes.get()
+    }
+
+    pub fn subscription_count(&self) -> usize {
+        self.subscriptions.borrow().len()
+    }
+
+    pub fn subscription_subjects(&self) -> Vec<String> {
+        self.subscriptions
+            .borrow()
+            .values()
+            .map(|subscription| String::from_utf8_lossy(&subscription.subject).into_owned())
+            .collect()
+    }
+
+    pub fn last_activity(&self) -> Instant {
+        self.last_activity.get()
+    }
+
+    pub fn started_instant(&self) -> Instant {
+        self.started_instant
+    }
+
+    pub fn rtt(&self) -> Option<Duration> {
+        self.rtt.get()
+    }
+
+    // ----- outbound ------------------------------------------------------
+
+    fn wake_writer(&self) {
+        if let Some(waker) = self.writer_waker.borrow_mut().take() {
+            waker.wake();
+        }
+    }
+
+    /// Queues protocol bytes (PONG, +OK, -ERR, INFO, PING).
+    pub fn queue_bytes(&self, bytes: &[u8]) {
+        if !self.is_open() {
+            return;
+        }
+        self.outbound.borrow_mut().extend_from_slice(bytes);
+        self.wake_writer();
+    }
+
+    pub fn queue_err(&self, text: &str) {
+        if !self.is_open() {
+            return;
+        }
+        encode::push_err(&mut self.outbound.borrow_mut(), text);
+        self.wake_writer();
+    }
+
+    fn queue_ok(&self) {
+        if self.flags.get().verbose {
+            self.queue_bytes(encode::OK);
+        }
+    }
+
+    /// Queues one message delivery; false if the connection cannot take it.
+    /// Exceeding `max_pending` closes the connection as a slow consumer.
+    pub fn queue_delivery(&self, shard: &Shard, delivery: &Delivery<'_>) -> bool {
+        if !self.is_open() {
+            return false;
+        }
+        let headers = self.flags.get().headers;
+        let (pending, body_bytes) = {
+            let mut outbound = self.outbound.borrow_mut();
+            encode::push_delivery(&mut outbound, delivery, headers);
+            let body_bytes = if delivery.header_bytes > 0 && !headers {
+                delivery.message.len() - delivery.header_bytes
+            } else {
+                delivery.message.len()
+            };
+            (outbound.len() + self.in_flight_bytes.get(), body_bytes)
+        };
+        stats::add(&self.out_msgs, 1);
+        stats::add(&self.out_bytes, body_bytes as u64);
+        stats::add(&shard.counters.out_msgs, 1);
+        stats::add(&shard.counters.out_bytes, body_bytes as u64);
+        if pending > self.max_pending_bytes {
+            log::info!(
+                target: "tern::client",
+                "{} - cid:{} - Slow Consumer Detected: MaxPending of {} Exceeded",
+                self.address,
+                self.id,
+                self.max_pending_bytes
+            );
+            stats::add(&shard.counters.slow_consumers, 1);
+            self.close_now(CloseReason::SlowConsumerPendingBytes);
+            return true;
+        }
+        self.wake_writer();
+        true
+    }
+
+    // ----- closing -------------------------------------------------------
+
+    fn close_with(&self, state: State, reason: CloseReason) {
+        if self.state.get() != State::Open {
+            return;
+        }
+        self.state.set(state);
+        self.close_reason.set(Some(reason));
+        if state == State::Closed {
+            self.outbound.borrow_mut().clear();
+        }
+        self.wake_writer();
+        for waker in self.close_waiters.borrow_mut().drain(..) {
+            waker.wake();
+        }
+    }
+
+    /// Closes after flushing what is queued.
+    pub fn close(&self, reason: CloseReason) {
+        self.close_with(State::Closing, reason);
+    }
+
+    /// Sends `-ERR '<text>'`, flushes, closes.
+    pub fn close_with_err(&self, text: &str, reason: CloseReason) {
+        self.queue_err(text);
+        self.close(reason);
+    }
+
+    /// Closes at once, dropping anything queued.
+    pub fn close_now(&self, reason: CloseReason) {
+        self.close_with(State::Closed, reason);
+    }
+
+    /// Completes once the connection is no longer open.
+    async fn closed(&self) {
+        std::future::poll_fn(|context| {
+            if self.is_open() {
+                self.close_waiters.borrow_mut().push(context.waker().clone());
+                Poll::Pending
+            } else {
+                Poll::Ready(())
+            }
+        })
+        .await
+    }
+
+    // ----- PONG and the async INFO ---------------------------------------
+
+    /// Sends a PONG, and after the first one the `connect_info` INFO.
+    pub fn send_pong(&self, shard: &Shard) {
+        self.queue_bytes(encode::PONG);
+        if self.connect_received.get() && !self.first_pong_sent.replace(true) && self.options.borrow().protocol >= 1 {
+            let mut info = shard.server_info(self);
+            info.connect_info = true;
+            info.remote_account = "$G".to_string();
+            self.queue_bytes(&info.to_line());
+        }
+    }
+}
+
+impl Flags {
+    fn from_options(options: &ConnectOptions) -> Flags {
+        Flags {
+            verbose: options.verbose,
+            pedantic: options.pedantic,
+            echo: options.echo,
+            headers: options.headers,
+            no_responders: options.no_responders,
+        }
+    }
+}
+
+/// A glommio stream the read and write tasks share; each poll borrows it only
+/// for its own duration, and glommio keeps read and write readiness separate.
+#[derive(Clone)]
+struct SharedStream(Rc<RefCell<TcpStream>>);
+
+impl futures_lite::AsyncRead for SharedStream {
+    fn poll_read(
+        self: std::pin::Pin<&mut Self>,
+        context: &mut std::task::Context<'_>,
+        buffer: &mut [u8],
+    ) -> Poll<std::io::Result<usize>> {
+        let mut stream = self.0.borrow_mut();
+        std::pin::Pin::new(&mut *stream).poll_read(context, buffer)
+    }
+}
+
+impl futures_lite::AsyncWrite for SharedStream {
+    fn poll_write(
+        self: std::pin::Pin<&mut Self>,
+        context: &mut std::task::Context<'_>,
+        buffer: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        let mut stream = self.0.borrow_mut();
+        std::pin::Pin::new(&mut *stream).poll_write(context, buffer)
+    }
+
+    fn poll_flush(self: std::pin::Pin<&mut Self>, context: &mut std::task::Context<'_>) -> Poll<std::io::Result<()>> {
+        let mut stream = self.0.borrow_mut();
+        std::pin::Pin::new(&mut *stream).poll_flush(context)
+    }
+
+    fn poll_close(self: std::pin::Pin<&mut Self>, context: &mut std::task::Context<'_>) -> Poll<std::io::Result<()>> {
+        let mut stream = self.0.borrow_mut();
+        std::pin::Pin::new(&mut *stream).poll_close(context)
+    }
+}
+
+/// Serves one accepted connection until it closes.
+pub async fn serve(shard: Rc<Shard>, client: Rc<Client>, stream: TcpStream) {
+    let _ = stream.set_nodelay(true);
+    let stream = SharedStream(Rc::new(RefCell::new(stream)));
+    client.queue_bytes(&shard.server_info(&client).to_line());
+    let writer = glommio::spawn_local(write_loop(shard.clone(), client.clone(), stream.clone()));
+    let pinger = glommio::spawn_local(ping_loop(shard.clone(), client.clone()));
+    read_loop(&shard, &client, stream).await;
+    // The connection is over: no more deliveries, subscriptions go away.
+    if client.is_open() {
+        client.close(CloseReason::ClientClosed);
+    }
+    drop(pinger);
+    shard.remove_client(&client);
+    writer.await;
+    log::debug!(target: "tern::client", "{} - cid:{} - closed: {:?}", client.address, client.id, client.close_reason());
+}
+
+/// A growable read buffer; `data[start..end]` is unparsed input.
+struct ReadBuffer {
+    data: Vec<u8>,
+    start: usize,
+    end: usize,
+    limit_bytes: usize,
+}
+
+impl ReadBuffer {
+    fn new(limit_bytes: usize) -> ReadBuffer {
+        ReadBuffer { data: vec![0; READ_BUFFER_INITIAL_BYTES], start: 0, end: 0, limit_bytes }
+    }
+
+    fn unparsed(&self) -> &[u8] {
+        &self.data[self.start..self.end]
+    }
+
+    fn consume(&mut self, bytes: usize) {
+        assert!(self.start + bytes <= self.end);
+        self.start += bytes;
+        if self.start == self.end {
+            self.start = 0;
+            self.end = 0;
+        }
+    }
+
+    /// Makes room for at least `needed` unparsed bytes in total (when known)
+    /// and some free space; returns the free space.
+    fn spare(&mut self, needed: Option<usize>) -> &mut [u8] {
+        let unparsed = self.end - self.start;
+        let wanted = needed.unwrap_or(0).max(unparsed + 1);
+        assert!(wanted <= self.limit_bytes, "operation larger than the read limit");
+        if self.start > 0 && (self.data.len() - self.end < READ_BUFFER_INITIAL_BYTES || self.data.len() - self.start < wanted) {
+            self.data.copy_within(self.start..self.end, 0);
+            self.start = 0;
+            self.end = unparsed;
+        }
+        if self.data.len() < wanted || self.end == self.data.len() {
+            let grown = (self.data.len() * 2).max(wanted).min(self.limit_bytes.max(wanted));
+            self.data.resize(grown, 0);
+        }
+        &mut self.data[self.end..]
+    }
+
+    fn filled(&mut self, bytes: usize) {
+        self.end += bytes;
+        assert!(self.end <= self.data.len());
+    }
+
+    /// Returns to the initial size once idle after a large message.
+    fn shrink_if_idle(&mut self) {
+        if self.start == self.end && self.data.len() > READ_BUFFER_BUSY_BYTES {
+            self.data = vec![0; READ_BUFFER_INITIAL_BYTES];
+            self.start = 0;
+            self.end = 0;
+        }
+    }
+}
+
+async fn read_loop(shard: &Rc<Shard>, client: &Rc<Client>, mut stream: SharedStream) {
+    let limits = &shard.config.limits;
+    let parser_limits = ParserLimits {
+        max_control_line_bytes: limits.max_control_line_bytes,
+        max_payload_bytes: limits.max_payload_bytes,
+    };
+    let mut parser = Parser::new(parser_limits);
+    // A whole operation: control line (with a little slack for the op name
+    // and blanks) plus the largest payload and its CRLF.
+    let limit_bytes = limits.max_control_line_bytes
+        + limits.max_payload_bytes
+        + crate::proto::parser::OPERATION_PREFIX_BYTES_MAX
+        + 16;
+    let mut buffer = ReadBuffer::new(limit_bytes.max(READ_BUFFER_BUSY_BYTES));
+    let mut bytes_needed = None;
+    while client.is_open() {
+        let spare = buffer.spare(bytes_needed);
+        let spare_bytes = spare.len();
+        let read = futures_lite::future::or(async { Some(stream.read(spare).await) }, async {
+            client.closed().await;
+            None
+        })
+        .await;
+        let read_bytes = match read {
+            None => break,
+            Some(Ok(0)) => {
+                client.close(CloseReason::ClientClosed);
+                break;
+            }
+            Some(Ok(bytes)) => bytes,
+            Some(Err(_)) => {
+                client.close_now(CloseReason::ReadError);
+                break;
+            }
+        };
+        buffer.filled(read_bytes);
+        let now = Instant::now();
+        client.last_activity.set(now);
+        bytes_needed = None;
+        while client.is_open() {
+            let headers = client.flags.get().headers;
+            match parser.parse(buffer.unparsed(), headers) {
+                Ok(Step::Op { op, consumed }) => {
+                    handle_op(shard, client, op, now);
+                    buffer.consume(consumed);
+                }
+                Ok(Step::NeedMore { consumed, bytes_needed: needed }) => {
+                    buffer.consume(consumed);
+                    bytes_needed = needed;
+                    break;
+                }
+                Err(error) => {
+                    close_for_parse_error(client, error);
+                    break;
+                }
+            }
+        }
+        if read_bytes < spare_bytes / 4 {
+            buffer.shrink_if_idle();
+        }
+        // Backpressure: a peer shard that cannot keep up slows this publisher.
+        if shard.links.congested() {
+            shard.links.wait_for_space().await;
+        }
+    }
+}
+
+fn close_for_parse_error(client: &Client, error: ParseError) {
+    log::debug!(target: "tern::client", "{} - cid:{} - parser error: {error}", client.address, client.id);
+    match error {
+        ParseError::UnknownOperation => {
+            client.close_with_err(errors::UNKNOWN_PROTOCOL_OPERATION, CloseReason::ParseError)
+        }
+        ParseError::ControlLineTooLong => {
+            client.close_with_err(errors::MAXIMUM_CONTROL_LINE_EXCEEDED, CloseReason::MaxControlLineExceeded)
+        }
+        ParseError::PayloadTooLarge { .. } => {
+            client.close_with_err(errors::MAXIMUM_PAYLOAD_VIOLATION, CloseReason::MaxPayloadExceeded)
+        }
+        ParseError::Violation(_) => client.close(CloseReason::ProtocolViolation),
+    }
+}
+
+fn handle_op(shard: &Rc<Shard>, client: &Rc<Client>, op: ClientOp<'_>, now: Instant) {
+    match op {
+        ClientOp::Publish(publish) => handle_publish(shard, client, &publish, now),
+        ClientOp::Ping => handle_ping(shard, client, now),
+        ClientOp::Pong => {
+            client.pings_out.set(0);
+            if let Some(start) = client.rtt_start.get() {
+                client.rtt.set(Some(now.saturating_duration_since(start)));
+            }
+        }
+        ClientOp::Subscribe { subject, queue, sid } => handle_subscribe(shard, client, subject, queue, sid, now),
+        ClientOp::Unsubscribe { sid, max_messages } => handle_unsubscribe(shard, client, sid, max_messages, now),
+        ClientOp::Connect { json } => handle_connect(client, json, now),
+        ClientOp::Info { json } => {
+            if serde_json::from_slice::<serde::de::IgnoredAny>(json).is_err() {
+                client.close(CloseReason::ParseError);
+            }
+        }
+        ClientOp::Ok => {}
+        ClientOp::Err { .. } => client.close(CloseReason::ParseError),
+    }
+}
+
+fn handle_connect(client: &Rc<Client>, json: &[u8], now: Instant) {
+    let options = match ConnectOptions::parse(json) {
+        Ok(options) => options,
+        Err(_) => {
+            client.close(CloseReason::ProtocolViolation);
+            return;
+        }
+    };
+    client.rtt.set(Some(now.saturating_duration_since(client.started_instant)));
+    client.connect_received.set(true);
+    let verdict = options.validate();
+    let flags = Flags::from_options(&options);
+    *client.options.borrow_mut() = options;
+    client.flags.set(flags);
+    match verdict {
+        Ok(()) => client.queue_ok(),
+        Err(ConnectError::AccountDesignation) => {
+            client.close_with_err(errors::AUTHORIZATION_VIOLATION, CloseReason::AuthorizationViolation)
+        }
+        Err(ConnectError::InvalidProtocol) => {
+            client.close_with_err(errors::INVALID_CLIENT_PROTOCOL, CloseReason::BadClientProtocol)
+        }
+        Err(ConnectError::NoRespondersWithoutHeaders) => client.close_with_err(
+            errors::NO_RESPONDERS_REQUIRES_HEADERS,
+            CloseReason::NoRespondersRequiresHeaders,
+        ),
+        Err(ConnectError::Malformed(_)) => unreachable!("malformed CONNECT handled above"),
+    }
+}
+
+fn handle_ping(shard: &Rc<Shard>, client: &Rc<Client>, now: Instant) {
+    client.last_in.set(now);
+    let needed = client.interest_needed.get();
+    let mut router = shard.router.borrow_mut();
+    if router.all_applied(needed) {
+        drop(router);
+        client.send_pong(shard);
+    } else {
+        router.defer_pong(needed, client);
+    }
+}
+
+fn handle_subscribe(
+    shard: &Rc<Shard>,
+    client: &Rc<Client>,
+    subject: &[u8],
+    queue: Option<&[u8]>,
+    sid: &[u8],
+    now: Instant,
+) {
+    client.last_in.set(now);
+    let max_subscriptions = shard.config.limits.max_subscriptions;
+    if max_subscriptions > 0 && client.subscriptions.borrow().len() >= max_subscriptions {
+        client.queue_err(errors::MAXIMUM_SUBSCRIPTIONS_EXCEEDED);
+        return;
+    }
+    if client.subscriptions.borrow().contains_key(sid) {
+        client.queue_ok();
+        return;
+    }
+    let subscription = Rc::new(Subscription {
+        client: Rc::downgrade(client),
+        client_id: client.id,
+        sid: Bytes::copy_from_slice(sid),
+        subject: Bytes::copy_from_slice(subject),
+        queue: queue.map(Bytes::copy_from_slice),
+        delivered: Cell::new(0),
+        max: Cell::new(0),
+        closed: Cell::new(false),
+    });
+    let added = shard.router.borrow_mut().add_local(&subscription);
+    match added {
+        Err(_) => {
+            client.queue_err(errors::INVALID_SUBJECT);
+        }
+        Ok(update) => {
+            client.subscriptions.borrow_mut().insert(subscription.sid.clone(), subscription);
+            stats::add(&shard.counters.subscriptions, 1);
+            if let Some(update) = update {
+                client.interest_needed.set(update.sequence);
+                shard.broadcast_interest(update);
+            }
+            client.queue_ok();
+        }
+    }
+}
+
+fn handle_unsubscribe(shard: &Rc<Shard>, client: &Rc<Client>, sid: &[u8], max_messages: i64, now: Instant) {
+    client.last_in.set(now);
+    let subscription = client.subscriptions.borrow().get(sid).cloned();
+    if let Some(subscription) = subscription {
+        if max_messages > 0 && max_messages as u64 > subscription.delivered.get() {
+            subscription.max.set(max_messages as u64);
+        } else {
+            unsubscribe(shard, client, &subscription);
+        }
+    }
+    client.queue_ok();
+}
+
+/// Removes one subscription of `client` everywhere.
+pub fn unsubscribe(shard: &Shard, client: &Client, subscription: &Rc<Subscription>) {
+    if subscription.closed.replace(true) {
+        return;
+    }
+    client.subscriptions.borrow_mut().remove(&subscription.sid);
+    stats::subtract(&shard.counters.subscriptions, 1);
+    let update = shard.router.borrow_mut().remove_local(subscription);
+    if let Some(update) = update {
+        shard.broadcast_interest(update);
+    }
+}
+
+/// Removes every subscription of a closing client.
+pub fn unsubscribe_all(shard: &Shard, client: &Client) {
+    let subscriptions: Vec<Rc<Subscription>> = client.subscriptions.borrow().values().cloned().collect();
+    for subscription in subscriptions {
+        unsubscribe(shard, client, &subscription);
+    }
+    assert!(client.subscriptions.borrow().is_empty());
+}
+
+/// Reserved subject prefixes a client may not publish to.
+fn reserved_subject(subject: &[u8]) -> bool {
+    subject.starts_with(b"_GR_.") || subject.starts_with(b"$NRG.")
+}
+
+/// Reserved reply prefixes a client may not use.
+fn reserved_reply(reply: &[u8]) -> bool {
+    reply.starts_with(b"_R_.") || reply.starts_with(b"_GR_.") || reply.starts_with(b"$JS.ACK.")
+}
+
+fn handle_publish(shard: &Rc<Shard>, client: &Rc<Client>, publish: &Publish<'_>, now: Instant) {
+    stats::add(&client.in_msgs, 1);
+    stats::add(&client.in_bytes, publish.message.len() as u64);
+    stats::add(&shard.counters.in_msgs, 1);
+    stats::add(&shard.counters.in_bytes, publish.message.len() as u64);
+    client.last_in.set(now);
+    let flags = client.flags.get();
+    if flags.pedantic && !subject::is_valid_literal_subject(publish.subject) {
+        client.queue_err(errors::INVALID_PUBLISH_SUBJECT);
+    }
+    if reserved_subject(publish.subject) {
+        client.queue_err(&errors::publish_violation(publish.subject));
+        return;
+    }
+    if let Some(reply) = publish.reply {
+        if reserved_reply(reply) {
+            client.queue_err(&errors::reply_violation(reply));
+            return;
+        }
+    }
+    client.queue_ok();
+    shard.route_publish(client, publish);
+}
+
+async fn write_loop(shard: Rc<Shard>, client: Rc<Client>, mut stream: SharedStream) {
+    let mut spare: Vec<u8> = Vec::with_capacity(1024);
+    let write_deadline = shard.config.limits.write_deadline;
+    loop {
+        std::future::poll_fn(|context| {
+            if !client.outbound.borrow().is_empty() || !client.is_open() {
+                Poll::Ready(())
+            } else {
+                *client.writer_waker.borrow_mut() = Some(context.waker().clone());
+                Poll::Pending
+            }
+        })
+        .await;
+        let state = client.state.get();
+        if state == State::Closed || (state == State::Closing && client.outbound.borrow().is_empty()) {
+            break;
+        }
+        std::mem::swap(&mut *client.outbound.borrow_mut(), &mut spare);
+        client.in_flight_bytes.set(spare.len());
+        let deadline = if state == State::Open { write_deadline } else { CLOSE_FLUSH_DEADLINE.min(write_deadline) };
+        let written = tern_shard::timer::timeout(deadline, stream.write_all(&spare)).await;
+        client.in_flight_bytes.set(0);
+        match written {
+            Ok(Ok(())) => {}
+            Ok(Err(_)) => {
+                client.close_now(CloseReason::WriteError);
+                break;
+            }
+            Err(_) => {
+                if client.is_open() {
+                    log::info!(
+                        target: "tern::client",
+                        "{} - cid:{} - Slow Consumer Detected: WriteDeadline of {:?} exceeded",
+                        client.address,
+                        client.id,
+                        write_deadline
+                    );
+                    stats::add(&shard.counters.slow_consumers, 1);
+                }
+                client.close_now(CloseReason::SlowConsumerWriteDeadline);
+                break;
+            }
+        }
+        spare.clear();
+        if spare.capacity() > OUTBOUND_RETAINED_BYTES {
+            spare = Vec::with_capacity(1024);
+        }
+    }
+    let _ = stream.0.borrow().shutdown(std::net::Shutdown::Both).await;
+}
+
+async fn ping_loop(shard: Rc<Shard>, client: Rc<Client>) {
+    let limits = &shard.config.limits;
+    let interval = limits.ping_interval;
+    let first = interval.min(FIRST_PING_INTERVAL);
+    // nats-server adds up to 20 % jitter to the first PING.
+    let jitter_ns = shard.router.borrow().random_below((first.as_nanos() as u64 / 5).max(1));
+    tern_shard::timer::sleep(first + Duration::from_nanos(jitter_ns)).await;
+    while client.is_open() {
+        let now = Instant::now();
+        let need_rtt = client.rtt.get().is_none()
+            || client.rtt_start.get().is_none_or(|start| now.saturating_duration_since(start) > RTT_MEASUREMENT_INTERVAL);
+        let recently_active = now.saturating_duration_since(client.last_in.get()) < interval;
+        if need_rtt || !recently_active {
+            if client.pings_out.get() + 1 > limits.ping_max {
+                log::debug!(target: "tern::client", "{} - cid:{} - Stale Client Connection - Closing", client.address, client.id);
+                stats::add(&shard.counters.stale_connections, 1);
+                client.close_with_err(errors::STALE_CONNECTION, CloseReason::StaleConnection);
+                break;
+            }
+            client.rtt_start.set(Some(now));
+            client.pings_out.set(client.pings_out.get() + 1);
+            client.queue_bytes(encode::PING);
+        }
+        tern_shard::timer::sleep(interval).await;
+    }
+}
+
+/// Refuses a connection: INFO, then `-ERR '<text>'`, then close.
+pub async fn reject(mut stream: TcpStream, info: Vec<u8>, text: &'static str) {
+    let mut bytes = info;
+    encode::push_err(&mut bytes, text);
+    let _ = tern_shard::timer::timeout(CLOSE_FLUSH_DEADLINE, stream.write_all(&bytes)).await;
+    let _ = stream.shutdown(std::net::Shutdown::Both).await;
+}

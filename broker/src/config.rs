@@ -1,0 +1,456 @@
+//! Configuration: command-line flags (named as nats-server's where they
+//! overlap), an optional TOML file, defaults. Flags override the file.
+//!
+//! Sizes accept a number of bytes or a string with a unit (`"64KB"`, `"1MiB"`);
+//! durations accept seconds or a string (`"2m"`, `"100ms"`, `"1h"`).
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::Parser as ClapParser;
+use serde::Deserialize;
+use tern_shard::CpuList;
+
+pub const DEFAULT_PORT: u16 = 4222;
+pub const DEFAULT_HTTP_PORT: u16 = 8222;
+pub const DEFAULT_MAX_PAYLOAD_BYTES: usize = 1024 * 1024;
+pub const DEFAULT_MAX_PENDING_BYTES: usize = 64 * 1024 * 1024;
+pub const DEFAULT_MAX_CONNECTIONS: usize = 64 * 1024;
+pub const DEFAULT_MAX_CONTROL_LINE_BYTES: usize = 4096;
+pub const DEFAULT_PING_INTERVAL: Duration = Duration::from_secs(120);
+pub const DEFAULT_PING_MAX: u32 = 2;
+pub const DEFAULT_WRITE_DEADLINE: Duration = Duration::from_secs(10);
+/// glommio io memory per shard. Small until the storage engine needs DMA
+/// buffers: it is pinned (memlock) and counts in RSS.
+pub const DEFAULT_IO_MEMORY_BYTES: usize = 1024 * 1024;
+pub const DEFAULT_MESH_RING_CAPACITY: usize = 1024;
+/// nats-server refuses a max_payload above this.
+pub const MAX_PAYLOAD_LIMIT_BYTES: usize = 64 * 1024 * 1024;
+
+#[derive(ClapParser, Debug, Default)]
+#[command(
+    name = "tern-server",
+    version,
+    about = "tern: a NATS-compatible message broker, thread-per-core on io_uring",
+    long_about = "tern-server speaks the NATS client protocol. Flags that exist in nats-server \
+                  have its names (-a, -p, -m, -c, -n, -sd). Flags override the config file."
+)]
+pub struct Flags {
+    /// Client listen address (nats-server: --addr/--net)
+    #[arg(short = 'a', long = "addr", alias = "net", value_name = "HOST")]
+    pub addr: Option<String>,
+    /// Client port; 0 or -1 picks a free port [default: 4222]
+    #[arg(short = 'p', long = "port", value_name = "PORT", allow_negative_numbers = true)]
+    pub port: Option<i32>,
+    /// Monitoring HTTP port; -1 picks a free port, 0 disables [default: 8222]
+    #[arg(short = 'm', long = "http_port", alias = "http-port", value_name = "PORT", allow_negative_numbers = true)]
+    pub http_port: Option<i32>,
+    /// Monitoring HTTP listen address [default: the client address]
+    #[arg(long = "http_host", alias = "http-host", value_name = "HOST")]
+    pub http_host: Option<String>,
+    /// TOML configuration file
+    #[arg(short = 'c', long = "config", value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Server name [default: the server id]
+    #[arg(short = 'n', long = "server_name", alias = "name", value_name = "NAME")]
+    pub server_name: Option<String>,
+    /// Data directory (also written -sd) [default: ./data]
+    #[arg(long = "store_dir", alias = "store-dir", value_name = "DIR")]
+    pub store_dir: Option<PathBuf>,
+    /// CPUs to run shards on, one shard per CPU, taskset syntax: 1, 0-3, 0,2 [default: all online CPUs]
+    #[arg(long = "cores", value_name = "LIST")]
+    pub cores: Option<String>,
+    /// Largest message payload (headers included) a client may publish [default: 1MB]
+    #[arg(long = "max_payload", value_name = "SIZE")]
+    pub max_payload: Option<String>,
+    /// Bytes queued to a client before it is closed as a slow consumer [default: 64MB]
+    #[arg(long = "max_pending", value_name = "SIZE")]
+    pub max_pending: Option<String>,
+    /// Most client connections at once [default: 65536]
+    #[arg(long = "max_connections", value_name = "N")]
+    pub max_connections: Option<usize>,
+    /// Most subscriptions per connection; 0 is unlimited [default: 0]
+    #[arg(long = "max_subscriptions", value_name = "N")]
+    pub max_subscriptions: Option<usize>,
+    /// Longest control line (its arguments) a client may send [default: 4KB]
+    #[arg(long = "max_control_line", value_name = "SIZE")]
+    pub max_control_line: Option<String>,
+    /// How often the server PINGs an idle client [default: 2m]
+    #[arg(long = "ping_interval", value_name = "DURATION")]
+    pub ping_interval: Option<String>,
+    /// Unanswered server PINGs before the connection is stale [default: 2]
+    #[arg(long = "ping_max", value_name = "N")]
+    pub ping_max: Option<u32>,
+    /// How long a write to a client may block before it is a slow consumer [default: 10s]
+    #[arg(long = "write_deadline", value_name = "DURATION")]
+    pub write_deadline: Option<String>,
+    /// io_uring buffer memory per shard, pinned (counts against RLIMIT_MEMLOCK) [default: 1MiB]
+    #[arg(long = "io_memory", value_name = "SIZE")]
+    pub io_memory: Option<String>,
+    /// Enable debug logging
+    #[arg(short = 'D', long = "debug")]
+    pub debug: bool,
+}
+
+/// The TOML file; same names as the flags (and as nats-server's config).
+#[derive(Deserialize, Debug, Default)]
+#[serde(deny_unknown_fields)]
+pub struct FileConfig {
+    #[serde(alias = "addr", alias = "net")]
+    pub host: Option<String>,
+    pub port: Option<i32>,
+    pub http_port: Option<i32>,
+    pub http_host: Option<String>,
+    #[serde(alias = "name")]
+    pub server_name: Option<String>,
+    pub store_dir: Option<PathBuf>,
+    pub cores: Option<String>,
+    pub max_payload: Option<SizeValue>,
+    pub max_pending: Option<SizeValue>,
+    #[serde(alias = "max_conn")]
+    pub max_connections: Option<usize>,
+    #[serde(alias = "max_subs")]
+    pub max_subscriptions: Option<usize>,
+    pub max_control_line: Option<SizeValue>,
+    pub ping_interval: Option<DurationValue>,
+    pub ping_max: Option<u32>,
+    pub write_deadline: Option<DurationValue>,
+    pub io_memory: Option<SizeValue>,
+    pub debug: Option<bool>,
+}
+
+#[derive(Deserialize, Debug, Clone)]
+#[serde(untagged)]
+pub enum SizeValue {
+    Bytes(u64),
+    Text(String),
+}
+
+#[derive(Deserialize, Debug, Clone)]
+#[serde(untagged)]
+pub enum DurationValue {
+    Seconds(u64),
+    Text(String),
+}
+
+/// Client-facing limits.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Limits {
+    pub max_payload_bytes: usize,
+    pub max_pending_bytes: usize,
+    pub max_connections: usize,
+    /// 0 = unlimited.
+    pub max_subscriptions: usize,
+    pub max_control_line_bytes: usize,
+    pub ping_interval: Duration,
+    pub ping_max: u32,
+    pub write_deadline: Duration,
+}
+
+/// The resolved configuration.
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub host: String,
+    /// 0 = pick a free port.
+    pub port: u16,
+    /// `None` = monitoring disabled; `Some(0)` = pick a free port.
+    pub http_port: Option<u16>,
+    pub http_host: String,
+    pub server_name: Option<String>,
+    pub store_dir: PathBuf,
+    pub cores: CpuList,
+    pub limits: Limits,
+    pub io_memory_bytes: usize,
+    pub mesh_ring_capacity: usize,
+    pub debug: bool,
+    pub config_file: Option<PathBuf>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot read config file {path}: {source}")]
+    Read { path: PathBuf, source: std::io::Error },
+    #[error("config file {path}: {message}")]
+    Parse { path: PathBuf, message: String },
+    #[error("{field}: {message}")]
+    Invalid { field: &'static str, message: String },
+}
+
+fn invalid(field: &'static str, message: impl Into<String>) -> ConfigError {
+    ConfigError::Invalid { field, message: message.into() }
+}
+
+/// nats-server's two-letter short flags clap cannot express.
+pub fn normalise_args(args: impl IntoIterator<Item = String>) -> Vec<String> {
+    args.into_iter()
+        .map(|arg| match arg.as_str() {
+            "-sd" => "--store_dir".to_string(),
+            _ => match arg.strip_prefix("-sd=") {
+                Some(value) => format!("--store_dir={value}"),
+                None => arg,
+            },
+        })
+        .collect()
+}
+
+impl Config {
+    /// Flags from the process arguments, then the file they name, then defaults.
+    pub fn from_args(args: impl IntoIterator<Item = String>) -> Result<Config, clap::Error> {
+        let flags = Flags::try_parse_from(normalise_args(args))?;
+        Config::resolve(flags).map_err(|error| clap::Error::raw(clap::error::ErrorKind::InvalidValue, format!("{error}\n")))
+    }
+
+    pub fn resolve(flags: Flags) -> Result<Config, ConfigError> {
+        let file = match &flags.config {
+            Some(path) => {
+                let text = std::fs::read_to_string(path)
+                    .map_err(|source| ConfigError::Read { path: path.clone(), source })?;
+                toml::from_str::<FileConfig>(&text)
+                    .map_err(|error| ConfigError::Parse { path: path.clone(), message: error.to_string() })?
+            }
+            None => FileConfig::default(),
+        };
+        let host = flags.addr.or(file.host).unwrap_or_else(|| "0.0.0.0".to_string());
+        let port = match flags.port.or(file.port) {
+            None => DEFAULT_PORT,
+            Some(-1) | Some(0) => 0,
+            Some(port) => u16::try_from(port).map_err(|_| invalid("port", format!("{port} is not a port")))?,
+        };
+        let http_port = match flags.http_port.or(file.http_port) {
+            None => Some(DEFAULT_HTTP_PORT),
+            Some(0) => None,
+            Some(-1) => Some(0),
+            Some(port) => {
+                Some(u16::try_from(port).map_err(|_| invalid("http_port", format!("{port} is not a port")))?)
+            }
+        };
+        let http_host = flags.http_host.or(file.http_host).unwrap_or_else(|| host.clone());
+        let cores = match flags.cores.or(file.cores) {
+            Some(list) => {
+                let cores = CpuList::parse(&list).map_err(|error| invalid("cores", error.to_string()))?;
+                cores.check_online().map_err(|error| invalid("cores", error.to_string()))?;
+                cores
+            }
+            None => CpuList::online(),
+        };
+        let size = |field: &'static str, flag: Option<String>, file: Option<SizeValue>, default: usize| {
+            match (flag, file) {
+                (Some(text), _) => parse_size(&text).map_err(|message| invalid(field, message)),
+                (None, Some(SizeValue::Bytes(bytes))) => Ok(bytes as usize),
+                (None, Some(SizeValue::Text(text))) => parse_size(&text).map_err(|message| invalid(field, message)),
+                (None, None) => Ok(default),
+            }
+        };
+        let duration = |field: &'static str, flag: Option<String>, file: Option<DurationValue>, default: Duration| {
+            match (flag, file) {
+                (Some(text), _) => parse_duration(&text).map_err(|message| invalid(field, message)),
+                (None, Some(DurationValue::Seconds(seconds))) => Ok(Duration::from_secs(seconds)),
+                (None, Some(DurationValue::Text(text))) => {
+                    parse_duration(&text).map_err(|message| invalid(field, message))
+                }
+                (None, None) => Ok(default),
+            }
+        };
+        let limits = Limits {
+            max_payload_bytes: size("max_payload", flags.max_payload, file.max_payload, DEFAULT_MAX_PAYLOAD_BYTES)?,
+            max_pending_bytes: size("max_pending", flags.max_pending, file.max_pending, DEFAULT_MAX_PENDING_BYTES)?,
+            max_connections: flags.max_connections.or(file.max_connections).unwrap_or(DEFAULT_MAX_CONNECTIONS),
+            max_subscriptions: flags.max_subscriptions.or(file.max_subscriptions).unwrap_or(0),
+            max_control_line_bytes: size(
+                "max_control_line",
+                flags.max_control_line,
+                file.max_control_line,
+                DEFAULT_MAX_CONTROL_LINE_BYTES,
+            )?,
+            ping_interval: duration("ping_interval", flags.ping_interval, file.ping_interval, DEFAULT_PING_INTERVAL)?,
+            ping_max: flags.ping_max.or(file.ping_max).unwrap_or(DEFAULT_PING_MAX),
+            write_deadline: duration(
+                "write_deadline",
+                flags.write_deadline,
+                file.write_deadline,
+                DEFAULT_WRITE_DEADLINE,
+            )?,
+        };
+        let config = Config {
+            host,
+            port,
+            http_port,
+            http_host,
+            server_name: flags.server_name.or(file.server_name),
+            store_dir: flags.store_dir.or(file.store_dir).unwrap_or_else(|| PathBuf::from("./data")),
+            cores,
+            limits,
+            io_memory_bytes: size("io_memory", flags.io_memory, file.io_memory, DEFAULT_IO_MEMORY_BYTES)?,
+            mesh_ring_capacity: DEFAULT_MESH_RING_CAPACITY,
+            debug: flags.debug || file.debug.unwrap_or(false),
+            config_file: flags.config,
+        };
+        config.validate()?;
+        Ok(config)
+    }
+
+    fn validate(&self) -> Result<(), ConfigError> {
+        let limits = &self.limits;
+        if limits.max_payload_bytes == 0 {
+            return Err(invalid("max_payload", "must be positive"));
+        }
+        if limits.max_payload_bytes > MAX_PAYLOAD_LIMIT_BYTES {
+            return Err(invalid("max_payload", format!("cannot be higher than {MAX_PAYLOAD_LIMIT_BYTES} bytes")));
+        }
+        if limits.max_payload_bytes > limits.max_pending_bytes {
+            return Err(invalid(
+                "max_payload",
+                format!(
+                    "{} cannot be higher than max_pending {}",
+                    limits.max_payload_bytes, limits.max_pending_bytes
+                ),
+            ));
+        }
+        if limits.max_control_line_bytes < 64 {
+            return Err(invalid("max_control_line", "must be at least 64 bytes"));
+        }
+        if limits.max_connections == 0 {
+            return Err(invalid("max_connections", "must be positive"));
+        }
+        if limits.ping_interval.is_zero() {
+            return Err(invalid("ping_interval", "must be positive"));
+        }
+        if limits.write_deadline.is_zero() {
+            return Err(invalid("write_deadline", "must be positive"));
+        }
+        if self.io_memory_bytes < 64 * 1024 {
+            return Err(invalid("io_memory", "must be at least 64KiB"));
+        }
+        Ok(())
+    }
+}
+
+/// `1048576`, `64KB`, `64K`, `1MiB`, `1 MB`: KB/K/KiB all mean 1024 (as nats-server).
+pub fn parse_size(text: &str) -> Result<usize, String> {
+    let text = text.trim();
+    let split = text.find(|c: char| !c.is_ascii_digit()).unwrap_or(text.len());
+    let (digits, unit) = text.split_at(split);
+    let value: u64 = digits.parse().map_err(|_| format!("{text:?} is not a size"))?;
+    let multiplier: u64 = match unit.trim().to_ascii_uppercase().as_str() {
+        "" | "B" => 1,
+        "K" | "KB" | "KIB" => 1 << 10,
+        "M" | "MB" | "MIB" => 1 << 20,
+        "G" | "GB" | "GIB" => 1 << 30,
+        "T" | "TB" | "TIB" => 1 << 40,
+        _ => return Err(format!("{text:?}: unknown size unit {unit:?}")),
+    };
+    let bytes = value.checked_mul(multiplier).ok_or_else(|| format!("{text:?} is too large"))?;
+    usize::try_from(bytes).map_err(|_| format!("{text:?} is too large"))
+}
+
+/// `30` (seconds), `500ms`, `2m`, `1h`, `1m30s`, `1.5s`.
+pub fn parse_duration(text: &str) -> Result<Duration, String> {
+    let text = text.trim();
+    if text.is_empty() {
+        return Err("empty duration".into());
+    }
+    if text.bytes().all(|b| b.is_ascii_digit()) {
+        return text.parse::<u64>().map(Duration::from_secs).map_err(|error| error.to_string());
+    }
+    let mut total = Duration::ZERO;
+    let mut rest = text;
+    while !rest.is_empty() {
+        let number_end = rest.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(rest.len());
+        let (number, after) = rest.split_at(number_end);
+        let unit_end = after.find(|c: char| c.is_ascii_digit() || c == '.').unwrap_or(after.len());
+        let (unit, next) = after.split_at(unit_end);
+        let value: f64 = number.parse().map_err(|_| format!("{text:?} is not a duration"))?;
+        let seconds = match unit {
+            "ns" => value / 1e9,
+            "us" | "µs" => value / 1e6,
+            "ms" => value / 1e3,
+            "s" => value,
+            "m" => value * 60.0,
+            "h" => value * 3600.0,
+            _ => return Err(format!("{text:?}: unknown duration unit {unit:?}")),
+        };
+        total += Duration::from_secs_f64(seconds);
+        rest = next;
+    }
+    Ok(total)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(args: &[&str]) -> Result<Config, clap::Error> {
+        Config::from_args(std::iter::once("tern-server").chain(args.iter().copied()).map(String::from))
+    }
+
+    #[test]
+    fn defaults() {
+        let config = config(&[]).unwrap();
+        assert_eq!(config.port, 4222);
+        assert_eq!(config.http_port, Some(8222));
+        assert_eq!(config.store_dir, PathBuf::from("./data"));
+        assert_eq!(config.limits.max_payload_bytes, 1024 * 1024);
+        assert_eq!(config.limits.ping_interval, Duration::from_secs(120));
+        assert_eq!(config.cores, CpuList::online());
+    }
+
+    #[test]
+    fn nats_server_flag_names() {
+        let config = config(&["-a", "127.0.0.1", "-p", "-1", "-m", "-1", "-n", "edge", "-sd", "/tmp/x"]).unwrap();
+        assert_eq!(config.host, "127.0.0.1");
+        assert_eq!(config.port, 0);
+        assert_eq!(config.http_port, Some(0));
+        assert_eq!(config.server_name.as_deref(), Some("edge"));
+        assert_eq!(config.store_dir, PathBuf::from("/tmp/x"));
+        let config = super::Config::from_args(
+            ["tern-server", "--port", "5000", "--http_port", "0", "--max_payload", "64KB"].map(String::from),
+        )
+        .unwrap();
+        assert_eq!(config.port, 5000);
+        assert_eq!(config.http_port, None);
+        assert_eq!(config.limits.max_payload_bytes, 65536);
+    }
+
+    #[test]
+    fn flags_override_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("tern.toml");
+        std::fs::write(
+            &path,
+            "port = 5555\nmax_payload = \"2MB\"\nping_interval = \"100ms\"\nping_max = 3\nmax_pending = 10485760\n",
+        )
+        .unwrap();
+        let config = config(&["-c", path.to_str().unwrap(), "-p", "6666"]).unwrap();
+        assert_eq!(config.port, 6666);
+        assert_eq!(config.limits.max_payload_bytes, 2 * 1024 * 1024);
+        assert_eq!(config.limits.ping_interval, Duration::from_millis(100));
+        assert_eq!(config.limits.ping_max, 3);
+        assert_eq!(config.limits.max_pending_bytes, 10 * 1024 * 1024);
+    }
+
+    #[test]
+    fn rejects_bad_values() {
+        assert!(config(&["--cores", "x"]).is_err());
+        assert!(config(&["--max_payload", "2MB", "--max_pending", "1MB"]).is_err());
+        assert!(config(&["-p", "70000"]).is_err());
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("bad.toml");
+        std::fs::write(&path, "no_such_option = 1\n").unwrap();
+        assert!(config(&["-c", path.to_str().unwrap()]).is_err());
+    }
+
+    #[test]
+    fn sizes_and_durations() {
+        assert_eq!(parse_size("1024"), Ok(1024));
+        assert_eq!(parse_size("64KB"), Ok(65536));
+        assert_eq!(parse_size("1MiB"), Ok(1 << 20));
+        assert_eq!(parse_size("2 mb"), Ok(2 << 20));
+        assert!(parse_size("1XB").is_err());
+        assert_eq!(parse_duration("30"), Ok(Duration::from_secs(30)));
+        assert_eq!(parse_duration("100ms"), Ok(Duration::from_millis(100)));
+        assert_eq!(parse_duration("2m"), Ok(Duration::from_secs(120)));
+        assert_eq!(parse_duration("1m30s"), Ok(Duration::from_secs(90)));
+        assert_eq!(parse_duration("1.5s"), Ok(Duration::from_millis(1500)));
+        assert!(parse_duration("5y").is_err());
+    }
+}

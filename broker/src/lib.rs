@@ -1,0 +1,32 @@
+//! tern-broker: `tern-server`, the NATS-compatible broker.
+//!
+//! This crate owns configuration and flags, the NATS client protocol codec,
+//! connections, subject routing within and across shards, and monitoring
+//! HTTP. Later issues add JetStream (streams, consumers, KV and object store),
+//! auth and TLS here. See ARCHITECTURE.md for the publish path.
+//!
+//! Module map:
+//! - [`config`]: flags, TOML file, limits.
+//! - [`proto`]: parser, encoder, CONNECT/INFO, subjects, `-ERR` texts.
+//! - [`sublist`]: the subject trie with its match cache.
+//! - [`router`]: local subscriptions and other shards' interest.
+//! - [`client`]: one connection's state and tasks.
+//! - [`shard`]: one shard's connections and the publish path.
+//! - [`peer`]: outboxes to the other shards.
+//! - [`message`]: what crosses between shards.
+//! - [`monitor`]: `/healthz`, `/varz`, `/connz`, `/subsz`, `/metrics`.
+//! - [`server`]: start-up and shard wiring.
+
+pub mod client;
+pub mod config;
+pub mod logger;
+pub mod message;
+pub mod monitor;
+pub mod peer;
+pub mod proto;
+pub mod router;
+pub mod server;
+pub mod shard;
+pub mod stats;
+pub mod sublist;
+pub mod timestamp;

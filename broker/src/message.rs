@@ -1,0 +1,110 @@
+//! What crosses between shards. Only these messages cross; payloads cross as
+//! `Bytes` (reference counted), nothing else is shared.
+//!
+//! Ordering: each ring between two shards is FIFO, and a shard sends its
+//! interest changes and its forwarded messages on the same ring, so a peer
+//! always learns of a subscription before any message that relies on it.
+
+use bytes::Bytes;
+
+use crate::stats::ShardReport;
+
+/// A shard's interest in `subject` (and `queue`) changed: it now has `count`
+/// local subscriptions for it (0 = none).
+#[derive(Debug, Clone)]
+pub struct InterestUpdate {
+    /// Increases by one per update a shard broadcasts.
+    pub sequence: u64,
+    pub subject: Bytes,
+    pub queue: Option<Bytes>,
+    pub count: u32,
+}
+
+/// A published message forwarded to a shard with matching interest. The
+/// receiving shard delivers it to its local plain subscriptions, and to one
+/// local member of each queue group named in `queues`.
+#[derive(Debug, Clone)]
+pub struct RoutedMessage {
+    /// `subject`, then `reply`, then the message (header block + payload), in one allocation.
+    pub data: Bytes,
+    pub subject_bytes: u32,
+    pub reply_bytes: u32,
+    pub has_reply: bool,
+    pub header_bytes: u32,
+    pub queues: Vec<Bytes>,
+}
+
+impl RoutedMessage {
+    pub fn new(subject: &[u8], reply: Option<&[u8]>, header_bytes: usize, message: &[u8], queues: Vec<Bytes>) -> Self {
+        let reply_slice = reply.unwrap_or(&[]);
+        let mut data = Vec::with_capacity(subject.len() + reply_slice.len() + message.len());
+        data.extend_from_slice(subject);
+        data.extend_from_slice(reply_slice);
+        data.extend_from_slice(message);
+        assert!(header_bytes <= message.len());
+        RoutedMessage {
+            data: Bytes::from(data),
+            subject_bytes: subject.len() as u32,
+            reply_bytes: reply_slice.len() as u32,
+            has_reply: reply.is_some(),
+            header_bytes: header_bytes as u32,
+            queues,
+        }
+    }
+
+    pub fn subject(&self) -> &[u8] {
+        &self.data[..self.subject_bytes as usize]
+    }
+
+    pub fn reply(&self) -> Option<&[u8]> {
+        let start = self.subject_bytes as usize;
+        self.has_reply.then(|| &self.data[start..start + self.reply_bytes as usize])
+    }
+
+    pub fn message(&self) -> &[u8] {
+        &self.data[(self.subject_bytes + self.reply_bytes) as usize..]
+    }
+}
+
+/// What monitoring asks a shard for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReportKind {
+    /// Counters only.
+    Counters,
+    /// Counters and every connection (for `/connz`).
+    Connections { subscriptions: bool },
+}
+
+#[derive(Debug)]
+pub enum ShardMessage {
+    Interest(InterestUpdate),
+    /// The sender has applied every interest update up to `sequence` from the receiver.
+    InterestApplied { sequence: u64 },
+    Deliver(RoutedMessage),
+    ReportRequest { id: u64, kind: ReportKind },
+    Report { id: u64, report: Box<ShardReport> },
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn routed_message_round_trips() {
+        let routed = RoutedMessage::new(b"a.b", Some(b"_INBOX.1"), 2, b"h:xyz", vec![]);
+        assert_eq!(routed.subject(), b"a.b");
+        assert_eq!(routed.reply(), Some(&b"_INBOX.1"[..]));
+        assert_eq!(routed.message(), b"h:xyz");
+        let no_reply = RoutedMessage::new(b"a", None, 0, b"", vec![]);
+        assert_eq!(no_reply.reply(), None);
+        assert_eq!(no_reply.message(), b"");
+        let empty_reply = RoutedMessage::new(b"a", Some(b""), 0, b"x", vec![]);
+        assert_eq!(empty_reply.reply(), Some(&b""[..]));
+    }
+
+    #[test]
+    fn shard_messages_stay_small() {
+        // Every ring slot holds one ShardMessage by value.
+        assert!(std::mem::size_of::<ShardMessage>() <= 96, "{}", std::mem::size_of::<ShardMessage>());
+    }
+}

@@ -1,0 +1,207 @@
+//! Subject routing state of one shard: its sublist (own subscriptions plus
+//! the interest other shards announced), the counts behind its own
+//! announcements, and the bookkeeping that lets a PONG promise "every shard
+//! now knows about your subscriptions".
+//!
+//! Interest protocol between shards (like nats-server's route `RS+`/`RS-`,
+//! over the in-process mesh): when a shard's local count for a (subject,
+//! queue) changes it broadcasts `InterestUpdate { sequence, subject, queue,
+//! count }`: for plain subscriptions only on 0 <-> 1 transitions, for queue
+//! subscriptions on every change (the count is the group's weight there, so
+//! queue members are picked uniformly across shards). A peer applies updates
+//! in order and acknowledges the highest sequence applied; a client's PONG
+//! waits until every peer has acknowledged that client's last announcement.
+
+use std::cell::Cell;
+use std::collections::VecDeque;
+use std::rc::{Rc, Weak};
+
+use bytes::Bytes;
+use rustc_hash::FxHashMap;
+
+use crate::client::{Client, Subscription};
+use crate::message::InterestUpdate;
+use crate::sublist::{InvalidSubject, Matches, Sublist, SublistEntry};
+
+/// Another shard's interest in a (subject, queue); `weight` is its number of
+/// local queue members (1 for plain interest).
+#[derive(Debug)]
+pub struct RemoteInterest {
+    pub shard: usize,
+    pub weight: Cell<u32>,
+}
+
+/// What the sublist holds.
+#[derive(Clone, Debug)]
+pub enum Target {
+    Local(Rc<Subscription>),
+    Remote(Rc<RemoteInterest>),
+}
+
+impl SublistEntry for Target {
+    fn same(&self, other: &Self) -> bool {
+        match (self, other) {
+            (Target::Local(a), Target::Local(b)) => Rc::ptr_eq(a, b),
+            (Target::Remote(a), Target::Remote(b)) => Rc::ptr_eq(a, b),
+            _ => false,
+        }
+    }
+}
+
+type InterestKey = (Bytes, Option<Bytes>);
+
+pub struct Router {
+    index: usize,
+    shard_count: usize,
+    sublist: Sublist<Target>,
+    local_counts: FxHashMap<InterestKey, u32>,
+    remote: Vec<FxHashMap<InterestKey, Rc<RemoteInterest>>>,
+    /// Sequence of the last update this shard broadcast.
+    sequence: u64,
+    /// Per peer: highest of our sequences it has applied.
+    peer_applied: Vec<u64>,
+    /// PONGs waiting for peers to apply a sequence, in sequence order.
+    deferred_pongs: VecDeque<(u64, Weak<Client>)>,
+    random_state: Cell<u64>,
+}
+
+impl Router {
+    pub fn new(index: usize, shard_count: usize, seed: u64) -> Router {
+        assert!(index < shard_count);
+        Router {
+            index,
+            shard_count,
+            sublist: Sublist::new(),
+            local_counts: FxHashMap::default(),
+            remote: (0..shard_count).map(|_| FxHashMap::default()).collect(),
+            sequence: 0,
+            peer_applied: vec![0; shard_count],
+            deferred_pongs: VecDeque::new(),
+            random_state: Cell::new(seed | 1),
+        }
+    }
+
+    pub fn sublist(&self) -> &Sublist<Target> {
+        &self.sublist
+    }
+
+    /// Indexes a local subscription; returns the update to broadcast, if any.
+    pub fn add_local(&mut self, subscription: &Rc<Subscription>) -> Result<Option<InterestUpdate>, InvalidSubject> {
+        self.sublist.insert(
+            &subscription.subject,
+            subscription.queue.as_ref(),
+            Target::Local(subscription.clone()),
+        )?;
+        let key = (subscription.subject.clone(), subscription.queue.clone());
+        let count = self.local_counts.entry(key.clone()).or_insert(0);
+        *count += 1;
+        let count = *count;
+        Ok(self.announce(key, count, count == 1))
+    }
+
+    /// Removes a local subscription; returns the update to broadcast, if any.
+    pub fn remove_local(&mut self, subscription: &Rc<Subscription>) -> Option<InterestUpdate> {
+        let target = Target::Local(subscription.clone());
+        if !self.sublist.remove(&subscription.subject, subscription.queue.as_ref(), &target) {
+            return None;
+        }
+        let key = (subscription.subject.clone(), subscription.queue.clone());
+        let count = self.local_counts.get_mut(&key).expect("a removed subscription was counted");
+        assert!(*count > 0);
+        *count -= 1;
+        let count = *count;
+        if count == 0 {
+            self.local_counts.remove(&key);
+        }
+        self.announce(key, count, count == 0)
+    }
+
+    fn announce(&mut self, key: InterestKey, count: u32, transition: bool) -> Option<InterestUpdate> {
+        if self.shard_count == 1 {
+            return None;
+        }
+        let (subject, queue) = key;
+        if queue.is_none() && !transition {
+            return None;
+        }
+        self.sequence += 1;
+        Some(InterestUpdate { sequence: self.sequence, subject, queue, count })
+    }
+
+    /// Applies an update from `peer`; the caller acknowledges `update.sequence`.
+    pub fn apply_remote(&mut self, peer: usize, update: &InterestUpdate) {
+        assert!(peer != self.index && peer < self.shard_count);
+        let key = (update.subject.clone(), update.queue.clone());
+        let table = &mut self.remote[peer];
+        if update.count == 0 {
+            if let Some(interest) = table.remove(&key) {
+                let removed = self.sublist.remove(&key.0, key.1.as_ref(), &Target::Remote(interest));
+                assert!(removed, "remote interest was indexed");
+            }
+            return;
+        }
+        if let Some(interest) = table.get(&key) {
+            interest.weight.set(update.count);
+            return;
+        }
+        let interest = Rc::new(RemoteInterest { shard: peer, weight: Cell::new(update.count) });
+        // A peer only announces subjects its own sublist accepted.
+        self.sublist
+            .insert(&key.0, key.1.as_ref(), Target::Remote(interest.clone()))
+            .expect("peer announced a valid subject");
+        table.insert(key, interest);
+    }
+
+    pub fn matches(&mut self, subject: &[u8]) -> Rc<Matches<Target>> {
+        self.sublist.matches(subject)
+    }
+
+    /// Last sequence this shard broadcast.
+    pub fn sequence(&self) -> u64 {
+        self.sequence
+    }
+
+    /// Whether every peer has applied our updates up to `sequence`.
+    pub fn all_applied(&self, sequence: u64) -> bool {
+        (0..self.shard_count).all(|peer| peer == self.index || self.peer_applied[peer] >= sequence)
+    }
+
+    /// Parks a PONG until every peer has applied `sequence`.
+    pub fn defer_pong(&mut self, sequence: u64, client: &Rc<Client>) {
+        assert!(!self.all_applied(sequence));
+        if let Some(&(last, _)) = self.deferred_pongs.back() {
+            assert!(last <= sequence, "deferred PONGs stay in sequence order");
+        }
+        self.deferred_pongs.push_back((sequence, Rc::downgrade(client)));
+    }
+
+    /// Records `peer`'s acknowledgement; returns the clients whose PONG may go now.
+    pub fn record_applied(&mut self, peer: usize, sequence: u64) -> Vec<Rc<Client>> {
+        assert!(sequence <= self.sequence, "peer acknowledged a sequence never sent");
+        if sequence > self.peer_applied[peer] {
+            self.peer_applied[peer] = sequence;
+        }
+        let mut ready = Vec::new();
+        while let Some(&(needed, _)) = self.deferred_pongs.front() {
+            if !self.all_applied(needed) {
+                break;
+            }
+            let (_, client) = self.deferred_pongs.pop_front().expect("front exists");
+            if let Some(client) = client.upgrade() {
+                ready.push(client);
+            }
+        }
+        ready
+    }
+
+    /// Uniform random number below `bound` (xorshift; deterministic per seed).
+    pub fn random_below(&self, bound: u64) -> u64 {
+        assert!(bound > 0);
+        let mut state = self.random_state.get();
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        self.random_state.set(state);
+        state % bound
+    }
+}

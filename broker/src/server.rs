@@ -1,0 +1,183 @@
+//! Starting the node: check the host, reserve the ports, start one shard per
+//! configured CPU, and wire each shard's listener, peers and monitor.
+
+use std::collections::hash_map::RandomState;
+use std::hash::{BuildHasher, Hasher};
+use std::net::{SocketAddr, ToSocketAddrs};
+use std::rc::Rc;
+use std::sync::atomic::AtomicUsize;
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use glommio::net::TcpListener;
+use tern_shard::{run_shards, ShardContext, ShardSpec};
+
+use crate::config::Config;
+use crate::message::ShardMessage;
+use crate::monitor::Monitor;
+use crate::peer::PeerLinks;
+use crate::proto::info::{generate_server_id, NATS_COMPATIBLE_VERSION, TERN_VERSION};
+use crate::shard::{Shard, Shared};
+
+#[derive(Debug, thiserror::Error)]
+pub enum ServerError {
+    #[error("{0}")]
+    Memlock(#[from] tern_shard::memlock::MemlockError),
+    #[error("cannot resolve listen address {address}: {message}")]
+    Address { address: String, message: String },
+    #[error("cannot listen on {address}: {source}")]
+    Listen { address: String, source: std::io::Error },
+    #[error("{0}")]
+    Runtime(#[from] tern_shard::RuntimeError),
+    #[error("shard {shard}: {message}")]
+    Shard { shard: usize, message: String },
+}
+
+/// A random u64 from the standard library's per-process hasher keys.
+pub fn random_u64() -> u64 {
+    let mut hasher = RandomState::new().build_hasher();
+    hasher.write_u128(SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).map_or(0, |d| d.as_nanos()));
+    hasher.finish()
+}
+
+fn resolve(host: &str, port: u16) -> Result<SocketAddr, ServerError> {
+    (host, port)
+        .to_socket_addrs()
+        .map_err(|error| ServerError::Address { address: format!("{host}:{port}"), message: error.to_string() })?
+        .next()
+        .ok_or_else(|| ServerError::Address { address: format!("{host}:{port}"), message: "no address".into() })
+}
+
+/// Binds (without listening) a port-0 socket with SO_REUSEPORT so every shard
+/// can then bind the same, now known, port. Kept open while the server runs.
+fn reserve_port(address: SocketAddr) -> Result<(socket2::Socket, u16), ServerError> {
+    let listen_error = |source| ServerError::Listen { address: address.to_string(), source };
+    let socket = socket2::Socket::new(socket2::Domain::for_address(address), socket2::Type::STREAM, None)
+        .map_err(listen_error)?;
+    socket.set_reuse_port(true).map_err(listen_error)?;
+    socket.bind(&address.into()).map_err(listen_error)?;
+    let port = socket
+        .local_addr()
+        .map_err(listen_error)?
+        .as_socket()
+        .map(|bound| bound.port())
+        .expect("an inet socket has an inet address");
+    Ok((socket, port))
+}
+
+/// Runs the server until SIGINT/SIGTERM.
+pub fn run(config: Config) -> Result<(), ServerError> {
+    let outcome = tern_shard::memlock::check(config.cores.len(), config.io_memory_bytes as u64)?;
+    log::debug!(target: "tern::server", "memlock: {outcome:?}");
+    let mut random = [0u8; 32];
+    for chunk in random.chunks_mut(8) {
+        chunk.copy_from_slice(&random_u64().to_le_bytes());
+    }
+    let server_id = generate_server_id(random);
+    let server_name = config.server_name.clone().unwrap_or_else(|| server_id.clone());
+    let address = resolve(&config.host, config.port)?;
+    let (_reservation, client_port) = if config.port == 0 {
+        let (socket, port) = reserve_port(address)?;
+        (Some(socket), port)
+    } else {
+        (None, config.port)
+    };
+    log::info!(target: "tern::server", "Starting tern-server");
+    log::info!(target: "tern::server", "  Version:  {TERN_VERSION} (NATS protocol compatible with {NATS_COMPATIBLE_VERSION})");
+    log::info!(target: "tern::server", "  Name:     {server_name}");
+    log::info!(target: "tern::server", "  ID:       {server_id}");
+    log::info!(target: "tern::server", "  Shards:   {} on CPUs {}", config.cores.len(), config.cores);
+    if let Some(path) = &config.config_file {
+        log::info!(target: "tern::server", "Using configuration file: {}", path.display());
+    }
+    let spec = ShardSpec {
+        cpus: config.cores.clone(),
+        io_memory_bytes: config.io_memory_bytes,
+        mesh_ring_capacity: config.mesh_ring_capacity,
+        watch_signals: true,
+    };
+    let shared = Arc::new(Shared {
+        config,
+        server_id,
+        server_name,
+        started: SystemTime::now(),
+        client_port,
+        connections: AtomicUsize::new(0),
+    });
+    let seed = random_u64();
+    let results = run_shards::<ShardMessage, _, _, _>(&spec, move |context| {
+        let shared = shared.clone();
+        async move { shard_main(shared, context, seed).await }
+    })?;
+    for (shard, result) in results.into_iter().enumerate() {
+        result.map_err(|message| ServerError::Shard { shard, message })?;
+    }
+    log::info!(target: "tern::server", "Server Exiting..");
+    Ok(())
+}
+
+async fn shard_main(shared: Arc<Shared>, context: ShardContext<ShardMessage>, seed: u64) -> Result<(), String> {
+    let config = &shared.config;
+    let index = context.index;
+    let client_address = format!("{}:{}", config.host, shared.client_port);
+    // Bind before joining the mesh: once the mesh is up, every shard listens.
+    let listener = TcpListener::bind(client_address.as_str());
+    let http_listener = match (index, config.http_port) {
+        (0, Some(port)) => Some(TcpListener::bind((config.http_host.as_str(), port))),
+        _ => None,
+    };
+    let mut mesh = context.mesh.connect().await;
+    let shutdown = context.shutdown.clone();
+    let listener = match listener {
+        Ok(listener) => listener,
+        Err(error) => {
+            shutdown.trigger();
+            return Err(format!("cannot listen for clients on {client_address}: {error}"));
+        }
+    };
+    let receivers = mesh.take_receivers();
+    let links = PeerLinks::new(Rc::new(mesh));
+    links.start();
+    let shard = Shard::new(
+        index,
+        context.shard_count,
+        context.cpu,
+        shared.clone(),
+        links,
+        shutdown.clone(),
+        seed.wrapping_add(index as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15),
+    );
+    for (peer, receiver) in receivers {
+        glommio::spawn_local(shard.clone().receive_from(peer, receiver)).detach();
+    }
+    let accept = glommio::spawn_local(shard.clone().accept_loop(listener));
+    let mut monitor_task = None;
+    if let Some(http_listener) = http_listener {
+        match http_listener {
+            Ok(http_listener) => {
+                let bound = http_listener.local_addr().map(|address| address.port()).unwrap_or(0);
+                log::info!(target: "tern::server", "Starting http monitor on {}:{bound}", config.http_host);
+                let monitor = Monitor::new(shard.clone());
+                monitor_task = Some(glommio::spawn_local(monitor.accept_loop(http_listener)));
+            }
+            Err(error) => {
+                shutdown.trigger();
+                return Err(format!("cannot listen for monitoring on {}:{:?}: {error}", config.http_host, config.http_port));
+            }
+        }
+    }
+    if index == 0 {
+        log::info!(target: "tern::server", "Listening for client connections on {client_address}");
+        log::info!(target: "tern::server", "Server is ready");
+    }
+    shutdown.wait().await;
+    if index == 0 {
+        log::info!(target: "tern::server", "Initiating Shutdown...");
+    }
+    accept.await;
+    if let Some(task) = monitor_task {
+        task.await;
+    }
+    shard.drain_clients().await;
+    Ok(())
+}

@@ -1,0 +1,500 @@
+//! One shard of the broker: its connections, its router, its links to the
+//! other shards, and the publish path.
+//!
+//! Publish path (core NATS): the connection's read task parses a PUB and calls
+//! [`Shard::route_publish`], which matches the subject in this shard's
+//! sublist (cached), appends the message to the outbound buffer of every local
+//! subscriber, picks one member per queue group (weighted across shards), and
+//! forwards the message once to each other shard with interest. The receiving
+//! shard delivers to its own subscribers ([`Shard::deliver_routed`]). Nothing
+//! here is shared with other threads except the immutable [`Shared`] and one
+//! connection counter used only when connections open and close.
+
+use std::cell::{Cell, RefCell};
+use std::net::SocketAddr;
+use std::rc::Rc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::task::{Poll, Waker};
+use std::time::{Duration, SystemTime};
+
+use bytes::Bytes;
+use glommio::net::{TcpListener, TcpStream};
+use rustc_hash::FxHashMap;
+use tern_shard::Shutdown;
+
+use crate::client::{self, Client, CloseReason, Subscription};
+use crate::config::Config;
+use crate::message::{InterestUpdate, ReportKind, RoutedMessage, ShardMessage};
+use crate::peer::PeerLinks;
+use crate::proto::encode::{self, Delivery};
+use crate::proto::errors;
+use crate::proto::info::{ServerInfo, NATS_COMPATIBLE_VERSION, TERN_VERSION};
+use crate::proto::parser::Publish;
+use crate::router::{Router, Target};
+use crate::stats::{self, ConnectionInfo, ShardCounters, ShardReport};
+use crate::sublist::QueueMatches;
+use crate::timestamp::{go_duration, Civil};
+
+/// How long monitoring waits for the other shards' reports.
+pub const REPORT_TIMEOUT: Duration = Duration::from_secs(2);
+/// How long shutdown waits for connections to flush and close.
+pub const SHUTDOWN_DRAIN_TIMEOUT: Duration = Duration::from_secs(3);
+
+/// Immutable server-wide state, plus the connection count (touched only when
+/// a connection opens or closes, never on the publish path).
+pub struct Shared {
+    pub config: Config,
+    pub server_id: String,
+    pub server_name: String,
+    pub started: SystemTime,
+    pub client_port: u16,
+    pub connections: AtomicUsize,
+}
+
+struct PendingReport {
+    expected: usize,
+    reports: RefCell<Vec<ShardReport>>,
+    waker: RefCell<Option<Waker>>,
+}
+
+pub struct Shard {
+    pub index: usize,
+    pub shard_count: usize,
+    pub cpu: usize,
+    pub config: Config,
+    pub shared: Arc<Shared>,
+    pub router: RefCell<Router>,
+    pub links: Rc<PeerLinks>,
+    pub counters: ShardCounters,
+    pub shutdown: Shutdown,
+    clients: RefCell<FxHashMap<u64, Rc<Client>>>,
+    next_client_sequence: Cell<u64>,
+    pending_reports: RefCell<FxHashMap<u64, Rc<PendingReport>>>,
+    next_report_id: Cell<u64>,
+}
+
+/// Where a queue group's message goes.
+enum QueueChoice {
+    Delivered,
+    Forward(usize),
+    Nobody,
+}
+
+impl Shard {
+    pub fn new(
+        index: usize,
+        shard_count: usize,
+        cpu: usize,
+        shared: Arc<Shared>,
+        links: Rc<PeerLinks>,
+        shutdown: Shutdown,
+        seed: u64,
+    ) -> Rc<Shard> {
+        Rc::new(Shard {
+            index,
+            shard_count,
+            cpu,
+            config: shared.config.clone(),
+            shared,
+            router: RefCell::new(Router::new(index, shard_count, seed)),
+            links,
+            counters: ShardCounters::default(),
+            shutdown,
+            clients: RefCell::new(FxHashMap::default()),
+            next_client_sequence: Cell::new(0),
+            pending_reports: RefCell::new(FxHashMap::default()),
+            next_report_id: Cell::new(0),
+        })
+    }
+
+    /// Client ids are unique across shards: shard `i` of `n` hands out `i+1, i+1+n, …`.
+    fn next_client_id(&self) -> u64 {
+        let sequence = self.next_client_sequence.get();
+        self.next_client_sequence.set(sequence + 1);
+        sequence * self.shard_count as u64 + self.index as u64 + 1
+    }
+
+    pub fn server_info(&self, client: &Client) -> ServerInfo {
+        ServerInfo {
+            server_id: self.shared.server_id.clone(),
+            server_name: self.shared.server_name.clone(),
+            version: NATS_COMPATIBLE_VERSION,
+            proto: 1,
+            git_commit: None,
+            go: format!("tern-{TERN_VERSION}"),
+            host: self.config.host.clone(),
+            port: self.shared.client_port,
+            headers: true,
+            max_payload: self.config.limits.max_payload_bytes,
+            jetstream: false,
+            client_id: client.id,
+            client_ip: client.address.ip().to_string(),
+            connect_info: false,
+            remote_account: String::new(),
+            ldm: false,
+            api_lvl: 0,
+            tern_version: TERN_VERSION,
+            tern_shard: self.index,
+        }
+    }
+
+    // ----- connections -----------------------------------------------------
+
+    /// Accepts connections until shutdown.
+    pub async fn accept_loop(self: Rc<Self>, listener: TcpListener) {
+        loop {
+            let accepted = futures_lite::future::or(async { Some(listener.accept().await) }, async {
+                self.shutdown.wait().await;
+                None
+            })
+            .await;
+            match accepted {
+                None => break,
+                Some(Ok(stream)) => self.start_client(stream),
+                Some(Err(error)) => {
+                    log::warn!(target: "tern::shard", "shard {}: accept failed: {error}", self.index);
+                    tern_shard::timer::sleep(Duration::from_millis(10)).await;
+                }
+            }
+        }
+    }
+
+    fn start_client(self: &Rc<Self>, stream: TcpStream) {
+        let address = stream.peer_addr().unwrap_or_else(|_| SocketAddr::from(([0, 0, 0, 0], 0)));
+        let id = self.next_client_id();
+        let client = Rc::new(Client::new(id, address, self.config.limits.max_pending_bytes));
+        let open = self.shared.connections.fetch_add(1, Ordering::Relaxed) + 1;
+        if open > self.config.limits.max_connections {
+            self.shared.connections.fetch_sub(1, Ordering::Relaxed);
+            log::warn!(target: "tern::client", "{address} - cid:{id} - maximum connections exceeded");
+            let info = self.server_info(&client).to_line();
+            glommio::spawn_local(client::reject(stream, info, errors::MAXIMUM_CONNECTIONS_EXCEEDED)).detach();
+            return;
+        }
+        stats::add(&self.counters.connections, 1);
+        stats::add(&self.counters.total_connections, 1);
+        self.clients.borrow_mut().insert(id, client.clone());
+        log::debug!(target: "tern::client", "{address} - cid:{id} - client connection created on shard {}", self.index);
+        glommio::spawn_local(client::serve(self.clone(), client, stream)).detach();
+    }
+
+    /// Forgets a closed client: its subscriptions and its slot.
+    pub fn remove_client(&self, client: &Client) {
+        assert!(!client.is_open());
+        client::unsubscribe_all(self, client);
+        if self.clients.borrow_mut().remove(&client.id).is_some() {
+            stats::subtract(&self.counters.connections, 1);
+            self.shared.connections.fetch_sub(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Closes every connection and waits (bounded) for them to finish.
+    pub async fn drain_clients(&self) {
+        let clients: Vec<Rc<Client>> = self.clients.borrow().values().cloned().collect();
+        for client in clients {
+            client.close(CloseReason::ServerShutdown);
+        }
+        let deadline = std::time::Instant::now() + SHUTDOWN_DRAIN_TIMEOUT;
+        while !self.clients.borrow().is_empty() && std::time::Instant::now() < deadline {
+            tern_shard::timer::sleep(Duration::from_millis(5)).await;
+        }
+    }
+
+    // ----- interest ----------------------------------------------------------
+
+    pub fn broadcast_interest(&self, update: InterestUpdate) {
+        self.links.broadcast(|| ShardMessage::Interest(update.clone()));
+    }
+
+    // ----- the publish path --------------------------------------------------
+
+    /// Routes one published message from a local client.
+    pub fn route_publish(&self, publisher: &Rc<Client>, publish: &Publish<'_>) {
+        let matches = self.router.borrow_mut().matches(publish.subject);
+        let delivery = Delivery {
+            subject: publish.subject,
+            sid: &[],
+            reply: publish.reply,
+            header_bytes: publish.header_bytes,
+            message: publish.message,
+        };
+        let mut delivered = false;
+        let mut forwards: Vec<(usize, Vec<Bytes>)> = Vec::new();
+        for target in &matches.plain {
+            match target {
+                Target::Local(subscription) => {
+                    delivered |= self.deliver_local(subscription, Some(publisher.id), &delivery);
+                }
+                Target::Remote(interest) => add_forward(&mut forwards, interest.shard, None),
+            }
+        }
+        for group in &matches.queues {
+            match self.choose_queue_member(group, Some(publisher.id), &delivery, true) {
+                QueueChoice::Delivered => delivered = true,
+                QueueChoice::Forward(shard) => add_forward(&mut forwards, shard, Some(&group.name)),
+                QueueChoice::Nobody => {}
+            }
+        }
+        for (peer, queues) in forwards {
+            let routed = RoutedMessage::new(publish.subject, publish.reply, publish.header_bytes, publish.message, queues);
+            self.links.send(peer, ShardMessage::Deliver(routed));
+            stats::add(&self.counters.forwarded_msgs, 1);
+            delivered = true;
+        }
+        if !delivered {
+            if let Some(reply) = publish.reply {
+                if publisher.no_responders() {
+                    self.send_no_responders(publisher, publish.subject, reply);
+                }
+            }
+        }
+    }
+
+    /// Delivers a message another shard forwarded here.
+    pub fn deliver_routed(&self, routed: &RoutedMessage) {
+        stats::add(&self.counters.received_forwarded_msgs, 1);
+        let matches = self.router.borrow_mut().matches(routed.subject());
+        let delivery = Delivery {
+            subject: routed.subject(),
+            sid: &[],
+            reply: routed.reply(),
+            header_bytes: routed.header_bytes as usize,
+            message: routed.message(),
+        };
+        for target in &matches.plain {
+            if let Target::Local(subscription) = target {
+                self.deliver_local(subscription, None, &delivery);
+            }
+        }
+        for name in &routed.queues {
+            if let Some(group) = matches.queues.iter().find(|group| &group.name == name) {
+                self.choose_queue_member(group, None, &delivery, false);
+            }
+        }
+    }
+
+    /// Picks one member of a queue group, weighted so every member across all
+    /// shards is equally likely, and delivers to it if it is local. With
+    /// `allow_remote` false (a forwarded message) only local members count.
+    fn choose_queue_member(
+        &self,
+        group: &QueueMatches<Target>,
+        publisher: Option<u64>,
+        delivery: &Delivery<'_>,
+        allow_remote: bool,
+    ) -> QueueChoice {
+        let weight = |target: &Target| -> u64 {
+            match target {
+                Target::Local(subscription) => u64::from(!subscription.closed.get()),
+                Target::Remote(interest) if allow_remote => u64::from(interest.weight.get()),
+                Target::Remote(_) => 0,
+            }
+        };
+        let total: u64 = group.members.iter().map(weight).sum();
+        if total == 0 {
+            return QueueChoice::Nobody;
+        }
+        let mut pick = self.router.borrow().random_below(total);
+        let mut start = 0;
+        for (index, member) in group.members.iter().enumerate() {
+            let member_weight = weight(member);
+            if pick < member_weight {
+                start = index;
+                break;
+            }
+            pick -= member_weight;
+        }
+        // From the pick onwards, the first member able to take it gets it.
+        let count = group.members.len();
+        for offset in 0..count {
+            let member = &group.members[(start + offset) % count];
+            if weight(member) == 0 {
+                continue;
+            }
+            match member {
+                Target::Local(subscription) => {
+                    if self.deliver_local(subscription, publisher, delivery) {
+                        return QueueChoice::Delivered;
+                    }
+                }
+                Target::Remote(interest) => return QueueChoice::Forward(interest.shard),
+            }
+        }
+        QueueChoice::Nobody
+    }
+
+    /// Delivers to one local subscription; false if it could not take it
+    /// (closed, echo suppressed, auto-unsubscribe limit passed).
+    fn deliver_local(&self, subscription: &Rc<Subscription>, publisher: Option<u64>, delivery: &Delivery<'_>) -> bool {
+        if subscription.closed.get() {
+            return false;
+        }
+        let Some(client) = subscription.client.upgrade() else {
+            return false;
+        };
+        if !client.is_open() {
+            return false;
+        }
+        if publisher == Some(client.id) && !client.echo() {
+            return false;
+        }
+        let delivered = subscription.delivered.get() + 1;
+        subscription.delivered.set(delivered);
+        let max = subscription.max.get();
+        if max > 0 && delivered > max {
+            client::unsubscribe(self, &client, subscription);
+            return false;
+        }
+        client.queue_delivery(self, &Delivery { sid: &subscription.sid, ..*delivery });
+        if max > 0 && delivered == max {
+            client::unsubscribe(self, &client, subscription);
+        }
+        true
+    }
+
+    /// The 503 status to a requester whose request matched no one, on its
+    /// first plain subscription matching the reply subject.
+    fn send_no_responders(&self, publisher: &Client, subject: &[u8], reply: &[u8]) {
+        let matches = self.router.borrow_mut().matches(reply);
+        let subscription = matches.plain.iter().find_map(|target| match target {
+            Target::Local(subscription) if subscription.client_id == publisher.id && !subscription.closed.get() => {
+                Some(subscription.clone())
+            }
+            _ => None,
+        });
+        if let Some(subscription) = subscription {
+            let mut bytes = Vec::with_capacity(64 + reply.len() + subject.len());
+            encode::push_no_responders(&mut bytes, reply, &subscription.sid, subject);
+            publisher.queue_bytes(&bytes);
+        }
+    }
+
+    // ----- messages from other shards ------------------------------------------
+
+    /// Drains the ring from `peer` until it closes.
+    pub async fn receive_from(self: Rc<Self>, peer: usize, receiver: tern_shard::mesh::Receiver<ShardMessage>) {
+        while let Some(message) = receiver.recv().await {
+            self.handle_peer_message(peer, message);
+        }
+    }
+
+    fn handle_peer_message(&self, peer: usize, message: ShardMessage) {
+        match message {
+            ShardMessage::Deliver(routed) => self.deliver_routed(&routed),
+            ShardMessage::Interest(update) => {
+                self.router.borrow_mut().apply_remote(peer, &update);
+                self.links.acknowledge(peer, update.sequence);
+            }
+            ShardMessage::InterestApplied { sequence } => {
+                let ready = self.router.borrow_mut().record_applied(peer, sequence);
+                for client in ready {
+                    client.send_pong(self);
+                }
+            }
+            ShardMessage::ReportRequest { id, kind } => {
+                let report = Box::new(self.report(kind));
+                self.links.send(peer, ShardMessage::Report { id, report });
+            }
+            ShardMessage::Report { id, report } => {
+                let pending = self.pending_reports.borrow().get(&id).cloned();
+                if let Some(pending) = pending {
+                    pending.reports.borrow_mut().push(*report);
+                    if let Some(waker) = pending.waker.borrow_mut().take() {
+                        waker.wake();
+                    }
+                }
+            }
+        }
+    }
+
+    // ----- monitoring --------------------------------------------------------
+
+    /// This shard's counters (and connections, if asked).
+    pub fn report(&self, kind: ReportKind) -> ShardReport {
+        let mut report = ShardReport::from_counters(self.index, self.cpu, &self.counters);
+        {
+            let router = self.router.borrow();
+            report.sublist = router.sublist().stats();
+            report.sublist_entries = router.sublist().count() as u64;
+            report.sublist_cache_entries = router.sublist().cache_len() as u64;
+        }
+        if let ReportKind::Connections { subscriptions } = kind {
+            let now = std::time::Instant::now();
+            let wall_now = SystemTime::now();
+            for client in self.clients.borrow().values() {
+                let options = client.options();
+                let last_activity = wall_now - now.saturating_duration_since(client.last_activity());
+                report.connection_list.push(ConnectionInfo {
+                    cid: client.id,
+                    kind: "Client",
+                    connection_type: "nats",
+                    ip: client.address.ip().to_string(),
+                    port: client.address.port(),
+                    start: Civil::from_system_time(client.started).rfc3339(),
+                    last_activity: Civil::from_system_time(last_activity).rfc3339(),
+                    rtt: client.rtt().map(|rtt| format!("{rtt:?}")).unwrap_or_default(),
+                    uptime: go_duration(now.saturating_duration_since(client.started_instant())),
+                    idle: go_duration(now.saturating_duration_since(client.last_activity())),
+                    pending_bytes: client.pending_bytes() as u64,
+                    in_msgs: client.in_msgs.get(),
+                    out_msgs: client.out_msgs.get(),
+                    in_bytes: client.in_bytes.get(),
+                    out_bytes: client.out_bytes.get(),
+                    subscriptions: client.subscription_count() as u64,
+                    name: options.name,
+                    lang: options.lang,
+                    version: options.version,
+                    subscriptions_list: subscriptions.then(|| client.subscription_subjects()),
+                    shard: self.index,
+                    cpu: self.cpu,
+                });
+            }
+        }
+        report
+    }
+
+    /// Every shard's report, in shard order (missing ones if a shard does
+    /// not answer within [`REPORT_TIMEOUT`]).
+    pub async fn gather_reports(&self, kind: ReportKind) -> Vec<ShardReport> {
+        let id = self.next_report_id.get();
+        self.next_report_id.set(id + 1);
+        let pending = Rc::new(PendingReport {
+            expected: self.shard_count - 1,
+            reports: RefCell::new(Vec::with_capacity(self.shard_count)),
+            waker: RefCell::new(None),
+        });
+        self.pending_reports.borrow_mut().insert(id, pending.clone());
+        self.links.broadcast(|| ShardMessage::ReportRequest { id, kind });
+        let _ = tern_shard::timer::timeout(
+            REPORT_TIMEOUT,
+            std::future::poll_fn(|context| {
+                if pending.reports.borrow().len() >= pending.expected {
+                    Poll::Ready(())
+                } else {
+                    *pending.waker.borrow_mut() = Some(context.waker().clone());
+                    Poll::Pending
+                }
+            }),
+        )
+        .await;
+        self.pending_reports.borrow_mut().remove(&id);
+        let mut reports = std::mem::take(&mut *pending.reports.borrow_mut());
+        reports.push(self.report(kind));
+        reports.sort_by_key(|report| report.shard);
+        reports
+    }
+}
+
+fn add_forward(forwards: &mut Vec<(usize, Vec<Bytes>)>, shard: usize, queue: Option<&Bytes>) {
+    let position = match forwards.iter().position(|(peer, _)| *peer == shard) {
+        Some(position) => position,
+        None => {
+            forwards.push((shard, Vec::new()));
+            forwards.len() - 1
+        }
+    };
+    if let Some(queue) = queue {
+        forwards[position].1.push(queue.clone());
+    }
+}
