@@ -356,6 +356,18 @@ impl Flags {
 #[derive(Clone)]
 struct SharedStream(Rc<RefCell<TcpStream>>);
 
+impl SharedStream {
+    /// Shuts both directions down now (the socket closes when the last task drops it).
+    fn shutdown(&self) {
+        use std::os::fd::AsRawFd;
+        let fd = self.0.borrow().as_raw_fd();
+        // SAFETY: fd is a socket owned by the stream, alive while we hold the Rc.
+        unsafe {
+            libc::shutdown(fd, libc::SHUT_RDWR);
+        }
+    }
+}
+
 impl futures_lite::AsyncRead for SharedStream {
     fn poll_read(
         self: std::pin::Pin<&mut Self>,
@@ -775,7 +787,7 @@ async fn write_loop(shard: Rc<Shard>, client: Rc<Client>, mut stream: SharedStre
             spare = Vec::with_capacity(1024);
         }
     }
-    let _ = stream.0.borrow().shutdown(std::net::Shutdown::Both).await;
+    stream.shutdown();
 }
 
 async fn ping_loop(shard: Rc<Shard>, client: Rc<Client>) {

@@ -31,15 +31,17 @@ pub const CONNZ_LIMIT_MAX: usize = 100_000;
 /// State of the monitor itself (request counts, CPU sampling).
 pub struct Monitor {
     shard: Rc<Shard>,
+    http_port: u16,
     requests: RefCell<BTreeMap<String, u64>>,
     cpu_sample: Cell<(Instant, u64)>,
     cpu_percent: Cell<f64>,
 }
 
 impl Monitor {
-    pub fn new(shard: Rc<Shard>) -> Rc<Monitor> {
+    pub fn new(shard: Rc<Shard>, http_port: u16) -> Rc<Monitor> {
         Rc::new(Monitor {
             shard,
+            http_port,
             requests: RefCell::new(BTreeMap::new()),
             cpu_sample: Cell::new((Instant::now(), process_cpu_ticks())),
             cpu_percent: Cell::new(0.0),
@@ -147,7 +149,7 @@ impl Monitor {
             ping_interval: config.limits.ping_interval.as_nanos() as u64,
             ping_max: config.limits.ping_max,
             http_host: config.http_host.clone(),
-            http_port: config.http_port.unwrap_or(0),
+            http_port: self.http_port,
             max_control_line: config.limits.max_control_line_bytes,
             max_payload: config.limits.max_payload_bytes,
             max_pending: config.limits.max_pending_bytes,
@@ -158,7 +160,7 @@ impl Monitor {
             uptime: go_duration(uptime),
             mem: resident_bytes(),
             mem_peak: peak_resident_bytes(),
-            cores: std::thread::available_parallelism().map_or(1, |n| n.get()),
+            cores: online_cpus(),
             gomaxprocs: shard.shard_count,
             cpu: self.sample_cpu(),
             connections: reports.iter().map(|report| report.connections).sum(),
@@ -239,7 +241,8 @@ impl Monitor {
     async fn metrics(&self) -> String {
         let reports = self.shard.gather_reports(ReportKind::Counters).await;
         let mut out = String::with_capacity(4096);
-        let families: [(&str, &str, &str, fn(&ShardReport) -> u64); 11] = [
+        type Family = (&'static str, &'static str, &'static str, fn(&ShardReport) -> u64);
+        let families: [Family; 11] = [
             ("tern_connections", "gauge", "Open client connections.", |r| r.connections),
             ("tern_connections_total", "counter", "Client connections accepted.", |r| r.total_connections),
             ("tern_subscriptions", "gauge", "Client subscriptions.", |r| r.subscriptions),
@@ -411,6 +414,17 @@ fn parse_query(query: &str) -> BTreeMap<String, String> {
             (key.to_string(), value.to_string())
         })
         .collect()
+}
+
+/// CPUs online on the host (not this pinned thread's affinity).
+fn online_cpus() -> usize {
+    // SAFETY: sysconf has no preconditions.
+    let count = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) };
+    if count > 0 {
+        count as usize
+    } else {
+        1
+    }
 }
 
 fn page_size() -> u64 {

@@ -157,7 +157,7 @@ async fn shard_main(shared: Arc<Shared>, context: ShardContext<ShardMessage>, se
             Ok(http_listener) => {
                 let bound = http_listener.local_addr().map(|address| address.port()).unwrap_or(0);
                 log::info!(target: "tern::server", "Starting http monitor on {}:{bound}", config.http_host);
-                let monitor = Monitor::new(shard.clone());
+                let monitor = Monitor::new(shard.clone(), bound);
                 monitor_task = Some(glommio::spawn_local(monitor.accept_loop(http_listener)));
             }
             Err(error) => {

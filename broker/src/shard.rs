@@ -268,7 +268,7 @@ impl Shard {
             }
         }
         for name in &routed.queues {
-            if let Some(group) = matches.queues.iter().find(|group| &group.name == name) {
+            if let Some(group) = matches.queues.iter().find(|group| group.name == name) {
                 self.choose_queue_member(group, None, &delivery, false);
             }
         }

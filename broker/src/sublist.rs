@@ -64,7 +64,7 @@ impl<T: Clone> Matches<T> {
     fn add_node(&mut self, node: &Node<T>) {
         self.plain.extend(node.plain.iter().cloned());
         for (name, members) in &node.queues {
-            match self.queues.iter_mut().find(|queue| &queue.name == name) {
+            match self.queues.iter_mut().find(|queue| queue.name == name) {
                 Some(queue) => queue.members.extend(members.iter().cloned()),
                 None => self.queues.push(QueueMatches { name: name.clone(), members: members.clone() }),
             }

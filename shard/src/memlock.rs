@@ -81,15 +81,26 @@ pub fn required_bytes(shards: usize, io_memory_bytes: u64) -> u64 {
     (shards as u64).saturating_mul(io_memory_bytes.saturating_add(RING_OVERHEAD_BYTES_PER_SHARD))
 }
 
-/// Pure decision: given the limits, what must happen. `None` target means nothing to do.
-pub fn plan(required: u64, limits: MemlockLimits) -> Result<Option<u64>, ()> {
+/// What must happen for a need, given the limits.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Plan {
+    /// The capability or the soft limit already covers it.
+    Nothing,
+    /// Raise the soft limit to this many bytes (within the hard limit).
+    Raise(u64),
+    /// Only the operator can fix it.
+    Insufficient,
+}
+
+/// Pure decision: given the limits, what must happen.
+pub fn plan(required: u64, limits: MemlockLimits) -> Plan {
     if limits.cap_ipc_lock || limits.soft_bytes >= required {
-        return Ok(None);
+        return Plan::Nothing;
     }
     if limits.hard_bytes >= required {
-        return Ok(Some(required));
+        return Plan::Raise(required);
     }
-    Err(())
+    Plan::Insufficient
 }
 
 /// Reads the limits of the current process.
@@ -123,9 +134,9 @@ pub fn check(shards: usize, io_memory_bytes: u64) -> Result<MemlockOutcome, Meml
     let limits = read_limits();
     let error = || MemlockError { required_bytes: required, shards, io_memory_bytes, limits };
     match plan(required, limits) {
-        Ok(None) if limits.cap_ipc_lock => Ok(MemlockOutcome::Capability),
-        Ok(None) => Ok(MemlockOutcome::Sufficient),
-        Ok(Some(target)) => {
+        Plan::Nothing if limits.cap_ipc_lock => Ok(MemlockOutcome::Capability),
+        Plan::Nothing => Ok(MemlockOutcome::Sufficient),
+        Plan::Raise(target) => {
             let limit = libc::rlimit { rlim_cur: target, rlim_max: limits.hard_bytes };
             // SAFETY: setrlimit reads one rlimit struct.
             let rc = unsafe { libc::setrlimit(libc::RLIMIT_MEMLOCK, &limit) };
@@ -134,7 +145,7 @@ pub fn check(shards: usize, io_memory_bytes: u64) -> Result<MemlockOutcome, Meml
             }
             Ok(MemlockOutcome::Raised { from_bytes: limits.soft_bytes, to_bytes: target })
         }
-        Err(()) => Err(error()),
+        Plan::Insufficient => Err(error()),
     }
 }
 
@@ -147,15 +158,15 @@ mod tests {
     #[test]
     fn capability_bypasses_the_limit() {
         let limits = MemlockLimits { soft_bytes: 0, hard_bytes: 0, cap_ipc_lock: true };
-        assert_eq!(plan(100 * MIB, limits), Ok(None));
+        assert_eq!(plan(100 * MIB, limits), Plan::Nothing);
     }
 
     #[test]
     fn raises_soft_up_to_hard() {
         let limits = MemlockLimits { soft_bytes: 8 * MIB, hard_bytes: 64 * MIB, cap_ipc_lock: false };
-        assert_eq!(plan(8 * MIB, limits), Ok(None));
-        assert_eq!(plan(20 * MIB, limits), Ok(Some(20 * MIB)));
-        assert_eq!(plan(65 * MIB, limits), Err(()));
+        assert_eq!(plan(8 * MIB, limits), Plan::Nothing);
+        assert_eq!(plan(20 * MIB, limits), Plan::Raise(20 * MIB));
+        assert_eq!(plan(65 * MIB, limits), Plan::Insufficient);
     }
 
     #[test]

