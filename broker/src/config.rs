@@ -87,6 +87,9 @@ pub struct Flags {
     /// io_uring buffer memory per shard, pinned (counts against RLIMIT_MEMLOCK) [default: 1MiB]
     #[arg(long = "io_memory", value_name = "SIZE")]
     pub io_memory: Option<String>,
+    /// Busy-poll this long for I/O before a shard sleeps (lower latency, more CPU); 0 disables [default: 0]
+    #[arg(long = "spin_before_park", value_name = "DURATION")]
+    pub spin_before_park: Option<String>,
     /// Enable debug logging
     #[arg(short = 'D', long = "debug")]
     pub debug: bool,
@@ -116,6 +119,7 @@ pub struct FileConfig {
     pub ping_max: Option<u32>,
     pub write_deadline: Option<DurationValue>,
     pub io_memory: Option<SizeValue>,
+    pub spin_before_park: Option<DurationValue>,
     pub debug: Option<bool>,
 }
 
@@ -162,6 +166,7 @@ pub struct Config {
     pub limits: Limits,
     pub io_memory_bytes: usize,
     pub mesh_ring_capacity: usize,
+    pub spin_before_park: Duration,
     pub debug: bool,
     pub config_file: Option<PathBuf>,
 }
@@ -282,6 +287,7 @@ impl Config {
             limits,
             io_memory_bytes: size("io_memory", flags.io_memory, file.io_memory, DEFAULT_IO_MEMORY_BYTES)?,
             mesh_ring_capacity: DEFAULT_MESH_RING_CAPACITY,
+            spin_before_park: duration("spin_before_park", flags.spin_before_park, file.spin_before_park, Duration::ZERO)?,
             debug: flags.debug || file.debug.unwrap_or(false),
             config_file: flags.config,
         };

@@ -95,6 +95,7 @@ pub fn run(config: Config) -> Result<(), ServerError> {
         io_memory_bytes: config.io_memory_bytes,
         mesh_ring_capacity: config.mesh_ring_capacity,
         watch_signals: true,
+        spin_before_park: Some(config.spin_before_park),
     };
     let shared = Arc::new(Shared {
         config,

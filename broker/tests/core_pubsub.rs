@@ -10,7 +10,7 @@ mod common;
 use std::collections::HashSet;
 use std::time::{Duration, Instant};
 
-use common::{expect_no_message, flush, next_message, subject, Flavor, Server, QUIET, TIMEOUT};
+use common::{expect_no_message, flush, next_message, subject, sync_interest, Flavor, Server, QUIET, TIMEOUT};
 use futures::StreamExt;
 
 async fn pub_sub(flavor: Flavor) {
@@ -19,10 +19,18 @@ async fn pub_sub(flavor: Flavor) {
     let publisher = server.connect().await;
     let subject = subject("pub_sub", flavor, "greeting");
     let mut subscriber = subscriber_client.subscribe(subject.clone()).await.unwrap();
-    flush(&subscriber_client).await;
+    sync_interest(&subscriber_client, &publisher).await;
     publisher.publish(subject.clone(), "hello".into()).await.unwrap();
     flush(&publisher).await;
-    let message = next_message(&mut subscriber, TIMEOUT).await;
+    let placement = server.placement(&[("subscriber", &subscriber_client), ("publisher", &publisher)]);
+    let message = tokio::time::timeout(TIMEOUT, subscriber.next())
+        .await
+        .unwrap_or_else(|_| panic!(
+            "{}: message not delivered within {TIMEOUT:?}{placement}{}",
+            flavor.name(),
+            server.shard_counters()
+        ))
+        .expect("subscription ended");
     assert_eq!(message.subject.as_str(), subject);
     assert_eq!(&message.payload[..], b"hello");
     assert!(message.reply.is_none());
@@ -50,8 +58,8 @@ async fn wildcards(flavor: Flavor) {
     let mut literal = client.subscribe(base.clone()).await.unwrap();
     let mut star = client.subscribe(format!("{base}.*")).await.unwrap();
     let mut full = client.subscribe(format!("{base}.>")).await.unwrap();
-    flush(&client).await;
     let publisher = server.connect().await;
+    sync_interest(&client, &publisher).await;
     let one = base.clone();
     let two = format!("{base}.b");
     let three = format!("{base}.b.c");
@@ -75,7 +83,7 @@ async fn wildcards(flavor: Flavor) {
     );
     // Wildcard tokens must be whole tokens: `a*` is a literal token.
     let mut partial = client.subscribe(format!("{base}.b*")).await.unwrap();
-    flush(&client).await;
+    sync_interest(&client, &publisher).await;
     publisher.publish(format!("{base}.bx"), "no".into()).await.unwrap();
     publisher.publish(format!("{base}.b*"), "yes".into()).await.unwrap();
     flush(&publisher).await;
@@ -89,12 +97,13 @@ async fn queue_groups(flavor: Flavor) {
     const MESSAGES: usize = 200;
     let server = Server::default_for(flavor);
     let subject = subject("queue_groups", flavor, "work");
+    let publisher = server.connect().await;
     let mut members = Vec::new();
     let mut member_clients = Vec::new();
     for _ in 0..3 {
         let client = server.connect().await;
         members.push(client.queue_subscribe(subject.clone(), "workers".into()).await.unwrap());
-        flush(&client).await;
+        sync_interest(&client, &publisher).await;
         member_clients.push(client);
     }
     let mut plain = Vec::new();
@@ -102,10 +111,9 @@ async fn queue_groups(flavor: Flavor) {
     for _ in 0..2 {
         let client = server.connect().await;
         plain.push(client.subscribe(subject.clone()).await.unwrap());
-        flush(&client).await;
+        sync_interest(&client, &publisher).await;
         plain_clients.push(client);
     }
-    let publisher = server.connect().await;
     for index in 0..MESSAGES {
         publisher.publish(subject.clone(), index.to_string().into()).await.unwrap();
     }
@@ -148,9 +156,13 @@ async fn queue_groups(flavor: Flavor) {
 differential!(queue_groups);
 
 /// A responder answering `re:<payload>` until its subscription ends.
-async fn spawn_responder(client: async_nats::Client, subject: String) -> tokio::task::JoinHandle<()> {
+pub async fn spawn_responder(
+    client: async_nats::Client,
+    subject: String,
+    requester: &async_nats::Client,
+) -> tokio::task::JoinHandle<()> {
     let mut requests = client.subscribe(subject).await.unwrap();
-    flush(&client).await;
+    sync_interest(&client, requester).await;
     tokio::spawn(async move {
         while let Some(request) = requests.next().await {
             if let Some(reply) = request.reply {
@@ -165,8 +177,8 @@ async fn spawn_responder(client: async_nats::Client, subject: String) -> tokio::
 async fn request_reply(flavor: Flavor) {
     let server = Server::default_for(flavor);
     let subject = subject("request_reply", flavor, "svc");
-    let responder = spawn_responder(server.connect().await, subject.clone()).await;
     let requester = server.connect().await;
+    let responder = spawn_responder(server.connect().await, subject.clone(), &requester).await;
     let answer = tokio::time::timeout(TIMEOUT, requester.request(subject.clone(), "one".into()))
         .await
         .expect("request timed out")
@@ -192,13 +204,13 @@ async fn headers_multi_value(flavor: Flavor) {
     let client = server.connect().await;
     let subject = subject("headers_multi_value", flavor, "h");
     let mut subscriber = client.subscribe(subject.clone()).await.unwrap();
-    flush(&client).await;
+    let publisher = server.connect().await;
+    sync_interest(&client, &publisher).await;
     let mut headers = async_nats::HeaderMap::new();
     headers.append("X-Multi", "first");
     headers.append("X-Multi", "second");
     headers.append("X-Multi", "third");
     headers.insert("Single", "only");
-    let publisher = server.connect().await;
     publisher.publish_with_headers(subject.clone(), headers, "body".into()).await.unwrap();
     flush(&publisher).await;
     let message = next_message(&mut subscriber, TIMEOUT).await;
@@ -232,8 +244,8 @@ async fn auto_unsubscribe(flavor: Flavor) {
     let baseline = server.varz()["subscriptions"].as_u64().expect("varz subscriptions");
     let mut subscriber = client.subscribe(subject.clone()).await.unwrap();
     subscriber.unsubscribe_after(3).await.unwrap();
-    flush(&client).await;
     let publisher = server.connect().await;
+    sync_interest(&client, &publisher).await;
     for index in 0..10 {
         publisher.publish(subject.clone(), index.to_string().into()).await.unwrap();
     }
@@ -263,15 +275,16 @@ async fn no_echo(flavor: Flavor) {
     let other = server.connect().await;
     let mut own = quiet.subscribe(subject.clone()).await.unwrap();
     let mut others = other.subscribe(subject.clone()).await.unwrap();
-    flush(&quiet).await;
-    flush(&other).await;
+    sync_interest(&quiet, &other).await;
+    sync_interest(&other, &quiet).await;
 
     quiet.publish(subject.clone(), "from-quiet".into()).await.unwrap();
-    // Were it echoed, the MSG would precede the PONG of this flush.
     flush(&quiet).await;
     let message = next_message(&mut others, TIMEOUT).await;
     assert_eq!(&message.payload[..], b"from-quiet");
 
+    // "from-other" is published after the server delivered "from-quiet": had
+    // "from-quiet" been echoed to its publisher, it would arrive first.
     other.publish(subject.clone(), "from-other".into()).await.unwrap();
     flush(&other).await;
     let message = next_message(&mut own, TIMEOUT).await;
@@ -288,8 +301,8 @@ async fn ordering(flavor: Flavor) {
     let subject = subject("ordering", flavor, "seq");
     let subscriber_client = server.connect().await;
     let mut subscriber = subscriber_client.subscribe(subject.clone()).await.unwrap();
-    flush(&subscriber_client).await;
     let publisher = server.connect().await;
+    sync_interest(&subscriber_client, &publisher).await;
     let publishing = {
         let publisher = publisher.clone();
         let subject = subject.clone();
@@ -317,13 +330,13 @@ async fn many_subscriptions(flavor: Flavor) {
     for index in 0..SUBSCRIPTIONS {
         subscribers.push(client.subscribe(format!("{base}.{index}")).await.unwrap());
     }
-    flush(&client).await;
+    let publisher = server.connect().await;
+    sync_interest(&client, &publisher).await;
     server
         .wait_json("/subsz", "10000 subscriptions", TIMEOUT, &mut |subsz| {
             subsz["num_subscriptions"].as_u64().unwrap_or(0) >= SUBSCRIPTIONS as u64
         })
         .await;
-    let publisher = server.connect().await;
     for index in 0..SUBSCRIPTIONS {
         publisher.publish(format!("{base}.{index}"), index.to_string().into()).await.unwrap();
     }

@@ -352,6 +352,29 @@ impl Server {
             .and_then(|list| list.iter().find(|entry| entry["cid"].as_u64() == Some(cid)).cloned())
     }
 
+    /// For failure messages: which shard serves each named client (tern only).
+    pub fn placement(&self, clients: &[(&str, &async_nats::Client)]) -> String {
+        if self.flavor != Flavor::Tern {
+            return String::new();
+        }
+        let parts: Vec<String> = clients
+            .iter()
+            .map(|(name, client)| {
+                let cid = client.server_info().client_id;
+                format!("{name} cid {cid} on shard {:?}", self.shard_of(cid))
+            })
+            .collect();
+        format!(" [{}]", parts.join(", "))
+    }
+
+    /// For failure messages: tern's per-shard counters from `/varz`.
+    pub fn shard_counters(&self) -> String {
+        if self.flavor != Flavor::Tern {
+            return String::new();
+        }
+        format!(" shard counters: {}", self.varz()["shards"])
+    }
+
     /// tern: the shard serving connection `cid`, per `/connz`.
     pub fn shard_of(&self, cid: u64) -> Option<usize> {
         self.connz_entry(cid).and_then(|entry| entry["shard"].as_u64()).map(|shard| shard as usize)
@@ -599,12 +622,45 @@ pub async fn expect_no_message(subscriber: &mut async_nats::Subscriber, period: 
     }
 }
 
-/// Flushes a client (PING/PONG round trip) under a timeout.
+/// Flushes a client's socket buffer under a timeout. NOTE: in async-nats 0.51
+/// `flush()` is NOT a PING/PONG round trip; it does not prove the server has
+/// processed anything. Use [`sync_interest`] for that.
 pub async fn flush(client: &async_nats::Client) {
     tokio::time::timeout(TIMEOUT, client.flush())
         .await
         .expect("flush timed out")
         .expect("flush failed");
+}
+
+/// Waits (bounded) until messages `publisher` publishes can reach every
+/// subscription `subscriber` has made so far.
+///
+/// async-nats has no user-facing PING/PONG, so this probes: `subscriber`
+/// subscribes to a fresh probe subject after its other subscriptions, and
+/// `publisher` publishes to it until a probe arrives. One connection's
+/// subscriptions become visible in the order it made them (nats-server;
+/// tern applies each shard's interest updates in order), so once the probe
+/// subscription is reachable, the earlier ones are too. Leftover probes go to
+/// the probe subscription, which is then dropped (UNSUB).
+pub async fn sync_interest(subscriber: &async_nats::Client, publisher: &async_nats::Client) {
+    let probe_subject = subscriber.new_inbox().replacen("_INBOX", "_PROBE", 1);
+    let mut probe = subscriber.subscribe(probe_subject.clone()).await.expect("probe subscribe");
+    flush(subscriber).await;
+    let deadline = Instant::now() + TIMEOUT;
+    let mut attempt = 0u64;
+    loop {
+        attempt += 1;
+        publisher.publish(probe_subject.clone(), attempt.to_string().into()).await.expect("probe publish");
+        flush(publisher).await;
+        // Poll interval of a bounded wait: each probe gets 25 ms to arrive.
+        if let Ok(Some(_)) = tokio::time::timeout(Duration::from_millis(25), probe.next()).await {
+            break;
+        }
+        if Instant::now() >= deadline {
+            panic!("subscriber's interest never became visible to the publisher within {TIMEOUT:?} ({attempt} probes)");
+        }
+    }
+    drop(probe);
 }
 
 /// Generates `mod <name> { fn tern(); fn nats(); }`: one test per flavor

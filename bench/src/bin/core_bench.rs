@@ -1,0 +1,262 @@
+//! core-bench: core NATS pub/sub measured on tern-server and nats-server side
+//! by side in one run, each server pinned to one CPU and the client to another.
+//!
+//! ```text
+//! cargo run --release -p tern-bench --bin core-bench -- \
+//!     [--tern target/release/tern-server] [--nats nats-server] \
+//!     [--server-cpu 1] [--client-cpu 0] [--samples 20000] [--messages 2000000]
+//! ```
+//!
+//! Measures, for each server:
+//! - latency: one message in flight, 128 B, publish -> receipt on another
+//!   connection (async-nats), p50/p90/p99/p99.9/max over `--samples`;
+//! - fan-out throughput 1 -> 1: a raw-socket publisher writes `--messages`
+//!   128 B PUBs as fast as the socket takes them while a raw-socket subscriber
+//!   counts deliveries; msgs/s until the last one arrives;
+//! - peak RSS of the server process (VmHWM).
+//!
+//! A benchmark, not a test: it never fails on a number. Prints a markdown table.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use futures::StreamExt;
+use hdrhistogram::Histogram;
+
+const PAYLOAD_BYTES: usize = 128;
+
+struct Settings {
+    tern: String,
+    nats: String,
+    server_cpu: usize,
+    client_cpu: usize,
+    samples: usize,
+    warmup: usize,
+    messages: usize,
+}
+
+fn settings() -> Settings {
+    let mut settings = Settings {
+        tern: "target/release/tern-server".into(),
+        nats: "nats-server".into(),
+        server_cpu: 1,
+        client_cpu: 0,
+        samples: 20_000,
+        warmup: 2_000,
+        messages: 2_000_000,
+    };
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let mut index = 0;
+    while index < args.len() {
+        let value = args.get(index + 1).cloned().unwrap_or_default();
+        match args[index].as_str() {
+            "--tern" => settings.tern = value,
+            "--nats" => settings.nats = value,
+            "--server-cpu" => settings.server_cpu = value.parse().expect("--server-cpu N"),
+            "--client-cpu" => settings.client_cpu = value.parse().expect("--client-cpu N"),
+            "--samples" => settings.samples = value.parse().expect("--samples N"),
+            "--warmup" => settings.warmup = value.parse().expect("--warmup N"),
+            "--messages" => settings.messages = value.parse().expect("--messages N"),
+            other => panic!("unknown argument {other}"),
+        }
+        index += 2;
+    }
+    settings
+}
+
+fn pin_current_thread(cpu: usize) {
+    // SAFETY: cpu_set_t is plain data; sched_setaffinity reads it.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(cpu, &mut set);
+        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
+    }
+}
+
+struct Server {
+    name: &'static str,
+    child: Child,
+    port: u16,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn start(name: &'static str, program: &str, args: &[String], cpu: usize) -> Server {
+    let mut command = Command::new(program);
+    command.args(args).stdout(Stdio::null()).stderr(Stdio::piped());
+    // SAFETY: pre_exec runs in the child before exec; sched_setaffinity is async-signal-safe.
+    unsafe {
+        use std::os::unix::process::CommandExt;
+        command.pre_exec(move || {
+            let mut set: libc::cpu_set_t = std::mem::zeroed();
+            libc::CPU_SET(cpu, &mut set);
+            libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
+            Ok(())
+        });
+    }
+    let mut child = command.spawn().unwrap_or_else(|error| panic!("cannot start {program}: {error}"));
+    let stderr = child.stderr.take().expect("stderr piped");
+    let mut lines = BufReader::new(stderr).lines();
+    let mut port = None;
+    for line in lines.by_ref() {
+        let line = line.expect("server log line");
+        if let Some(rest) = line.split("Listening for client connections on ").nth(1) {
+            port = rest.trim().rsplit(':').next().and_then(|port| port.parse::<u16>().ok());
+        }
+        if line.contains("Server is ready") {
+            break;
+        }
+    }
+    std::thread::spawn(move || for _ in lines {});
+    Server { name, child, port: port.expect("server announced its port") }
+}
+
+fn peak_rss_bytes(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|status| {
+            status
+                .lines()
+                .find_map(|line| line.strip_prefix("VmHWM:"))
+                .and_then(|value| value.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        })
+        .map_or(0, |kib| kib * 1024)
+}
+
+struct Results {
+    latency: Histogram<u64>,
+    throughput_msgs_per_second: f64,
+    peak_rss_bytes: u64,
+}
+
+async fn measure_latency(port: u16, settings: &Settings) -> Histogram<u64> {
+    let url = format!("nats://127.0.0.1:{port}");
+    let publisher = async_nats::connect(&url).await.expect("publisher connects");
+    let subscriber_client = async_nats::connect(&url).await.expect("subscriber connects");
+    let mut subscriber = subscriber_client.subscribe("bench.latency").await.expect("subscribe");
+    subscriber_client.flush().await.expect("flush");
+    let payload = bytes::Bytes::from(vec![b'x'; PAYLOAD_BYTES]);
+    let mut histogram = Histogram::<u64>::new_with_bounds(1, 60_000_000_000, 3).expect("histogram");
+    for index in 0..settings.warmup + settings.samples {
+        let start = Instant::now();
+        publisher.publish("bench.latency", payload.clone()).await.expect("publish");
+        let message = tokio::time::timeout(Duration::from_secs(5), subscriber.next())
+            .await
+            .expect("message within 5 s")
+            .expect("subscription open");
+        let elapsed = start.elapsed();
+        assert_eq!(message.payload.len(), PAYLOAD_BYTES);
+        if index >= settings.warmup {
+            histogram.record(elapsed.as_nanos() as u64).expect("record");
+        }
+    }
+    histogram
+}
+
+/// Raw sockets on both sides so the client is not the limit.
+fn measure_throughput(port: u16, messages: usize) -> f64 {
+    let mut subscriber = TcpStream::connect(("127.0.0.1", port)).expect("subscriber connects");
+    subscriber.write_all(b"CONNECT {\"verbose\":false,\"pedantic\":false}\r\nSUB bench.fanout 1\r\nPING\r\n").unwrap();
+    let mut seen = Vec::new();
+    let mut chunk = [0u8; 65536];
+    while !seen.windows(6).any(|window| window == b"PONG\r\n") {
+        let bytes = subscriber.read(&mut chunk).unwrap();
+        assert!(bytes > 0, "server closed the subscriber");
+        seen.extend_from_slice(&chunk[..bytes]);
+    }
+    let frame_bytes = format!("MSG bench.fanout 1 {PAYLOAD_BYTES}\r\n").len() + PAYLOAD_BYTES + 2;
+    let expected_bytes = frame_bytes * messages;
+    let counter = std::thread::spawn(move || {
+        let mut received = 0usize;
+        let mut chunk = vec![0u8; 1 << 20];
+        while received < expected_bytes {
+            let bytes = subscriber.read(&mut chunk).expect("subscriber reads");
+            assert!(bytes > 0, "server closed the subscriber after {received} bytes");
+            received += bytes;
+        }
+        Instant::now()
+    });
+    let mut publisher = TcpStream::connect(("127.0.0.1", port)).expect("publisher connects");
+    publisher.write_all(b"CONNECT {\"verbose\":false,\"pedantic\":false}\r\n").unwrap();
+    let mut frame = format!("PUB bench.fanout {PAYLOAD_BYTES}\r\n").into_bytes();
+    frame.extend(std::iter::repeat_n(b'x', PAYLOAD_BYTES));
+    frame.extend_from_slice(b"\r\n");
+    let batch_messages = 512;
+    let batch: Vec<u8> = frame.repeat(batch_messages);
+    let start = Instant::now();
+    let mut sent = 0;
+    while sent < messages {
+        let count = batch_messages.min(messages - sent);
+        publisher.write_all(&batch[..count * frame.len()]).expect("publish");
+        sent += count;
+    }
+    let finished = counter.join().expect("counter thread");
+    messages as f64 / finished.duration_since(start).as_secs_f64()
+}
+
+async fn run(server: &Server, settings: &Settings) -> Results {
+    let latency = measure_latency(server.port, settings).await;
+    let port = server.port;
+    let messages = settings.messages;
+    let throughput = tokio::task::spawn_blocking(move || measure_throughput(port, messages)).await.unwrap();
+    Results {
+        latency,
+        throughput_msgs_per_second: throughput,
+        peak_rss_bytes: peak_rss_bytes(server.child.id()),
+    }
+}
+
+fn micros(histogram: &Histogram<u64>, quantile: f64) -> f64 {
+    histogram.value_at_quantile(quantile) as f64 / 1000.0
+}
+
+fn main() {
+    let settings = settings();
+    pin_current_thread(settings.client_cpu);
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
+    let cpu = settings.server_cpu.to_string();
+    let nats_args = ["-a", "127.0.0.1", "-p", "-1"].map(String::from).to_vec();
+    let tern_args = ["-a", "127.0.0.1", "-p", "-1", "-m", "0", "--cores", &cpu].map(String::from).to_vec();
+    let mut all = Vec::new();
+    for (name, program, args) in [("nats-server", &settings.nats, &nats_args), ("tern", &settings.tern, &tern_args)] {
+        let server = start(name, program, args, settings.server_cpu);
+        eprintln!("measuring {} (pid {}, port {})", server.name, server.child.id(), server.port);
+        let results = runtime.block_on(run(&server, &settings));
+        all.push((server.name, results));
+    }
+    println!(
+        "| server | p50 µs | p90 µs | p99 µs | p99.9 µs | max µs | fan-out 1→1 msgs/s | peak RSS MiB |"
+    );
+    println!("|---|---|---|---|---|---|---|---|");
+    for (name, results) in &all {
+        println!(
+            "| {name} | {:.1} | {:.1} | {:.1} | {:.1} | {:.1} | {:.0} | {:.1} |",
+            micros(&results.latency, 0.5),
+            micros(&results.latency, 0.9),
+            micros(&results.latency, 0.99),
+            micros(&results.latency, 0.999),
+            results.latency.max() as f64 / 1000.0,
+            results.throughput_msgs_per_second,
+            results.peak_rss_bytes as f64 / (1024.0 * 1024.0)
+        );
+    }
+    if let [(_, nats), (_, tern)] = &all[..] {
+        println!(
+            "| tern / nats | {:.2} | {:.2} | {:.2} | {:.2} | {:.2} | {:.2} | {:.2} |",
+            micros(&tern.latency, 0.5) / micros(&nats.latency, 0.5),
+            micros(&tern.latency, 0.9) / micros(&nats.latency, 0.9),
+            micros(&tern.latency, 0.99) / micros(&nats.latency, 0.99),
+            micros(&tern.latency, 0.999) / micros(&nats.latency, 0.999),
+            tern.latency.max() as f64 / nats.latency.max() as f64,
+            tern.throughput_msgs_per_second / nats.throughput_msgs_per_second,
+            tern.peak_rss_bytes as f64 / nats.peak_rss_bytes as f64
+        );
+    }
+}
