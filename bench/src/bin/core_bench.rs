@@ -4,7 +4,8 @@
 //! ```text
 //! cargo run --release -p tern-bench --bin core-bench -- \
 //!     [--tern target/release/tern-server] [--nats nats-server] \
-//!     [--server-cpu 1] [--client-cpu 0] [--samples 20000] [--messages 2000000]
+//!     [--server-cpu 1] [--client-cpu 0] [--samples 20000] [--messages 2000000] \
+//!     [--tern-arg=--spin_before_park --tern-arg=100us ...]
 //! ```
 //!
 //! Measures, for each server:
@@ -35,6 +36,7 @@ struct Settings {
     samples: usize,
     warmup: usize,
     messages: usize,
+    tern_extra: Vec<String>,
 }
 
 fn settings() -> Settings {
@@ -46,6 +48,7 @@ fn settings() -> Settings {
         samples: 20_000,
         warmup: 2_000,
         messages: 2_000_000,
+        tern_extra: Vec::new(),
     };
     let args: Vec<String> = std::env::args().skip(1).collect();
     let mut index = 0;
@@ -59,6 +62,7 @@ fn settings() -> Settings {
             "--samples" => settings.samples = value.parse().expect("--samples N"),
             "--warmup" => settings.warmup = value.parse().expect("--warmup N"),
             "--messages" => settings.messages = value.parse().expect("--messages N"),
+            "--tern-arg" => settings.tern_extra.push(value),
             other => panic!("unknown argument {other}"),
         }
         index += 2;
@@ -223,7 +227,8 @@ fn main() {
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
     let cpu = settings.server_cpu.to_string();
     let nats_args = ["-a", "127.0.0.1", "-p", "-1"].map(String::from).to_vec();
-    let tern_args = ["-a", "127.0.0.1", "-p", "-1", "-m", "0", "--cores", &cpu].map(String::from).to_vec();
+    let mut tern_args = ["-a", "127.0.0.1", "-p", "-1", "-m", "0", "--cores", &cpu].map(String::from).to_vec();
+    tern_args.extend(settings.tern_extra.iter().cloned());
     let mut all = Vec::new();
     for (name, program, args) in [("nats-server", &settings.nats, &nats_args), ("tern", &settings.tern, &tern_args)] {
         let server = start(name, program, args, settings.server_cpu);
