@@ -455,10 +455,13 @@ impl ReadBuffer {
             self.start = 0;
             self.end = unparsed;
         }
-        if self.data.len() < wanted || self.end == self.data.len() {
+        // Grow for a large operation, or (up to the busy size) for a full buffer.
+        let full = self.end == self.data.len();
+        if self.data.len() < wanted || (full && self.data.len() < READ_BUFFER_BUSY_BYTES) {
             let grown = (self.data.len() * 2).max(wanted).min(self.limit_bytes.max(wanted));
             self.data.resize(grown, 0);
         }
+        assert!(self.end < self.data.len(), "the read buffer has free space");
         &mut self.data[self.end..]
     }
 
@@ -823,4 +826,44 @@ pub async fn reject(mut stream: TcpStream, info: Vec<u8>, text: &'static str) {
     encode::push_err(&mut bytes, text);
     let _ = tern_shard::timer::timeout(CLOSE_FLUSH_DEADLINE, stream.write_all(&bytes)).await;
     let _ = stream.shutdown(std::net::Shutdown::Both).await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn read_buffer_grows_only_as_needed() {
+        let limit = 1024 * 1024 + 4096 + 80;
+        let mut buffer = ReadBuffer::new(limit);
+        // Full reads grow it up to the busy size, not beyond.
+        for _ in 0..10 {
+            let spare = buffer.spare(None).len();
+            buffer.filled(spare);
+            buffer.consume(buffer.end - buffer.start);
+        }
+        assert!(buffer.data.len() <= READ_BUFFER_BUSY_BYTES);
+        // An operation that needs more gets exactly room for it.
+        buffer.filled(10);
+        let spare = buffer.spare(Some(500_000)).len();
+        assert!(buffer.data.len() >= 500_000);
+        assert!(spare >= 500_000 - 10);
+        buffer.consume(10);
+        buffer.shrink_if_idle();
+        assert_eq!(buffer.data.len(), READ_BUFFER_INITIAL_BYTES);
+    }
+
+    #[test]
+    fn read_buffer_compacts_before_growing() {
+        let mut buffer = ReadBuffer::new(1 << 20);
+        let size = buffer.spare(None).len();
+        buffer.filled(size);
+        buffer.consume(size - 3);
+        let before = buffer.data.len();
+        let spare = buffer.spare(Some(100)).len();
+        assert_eq!(buffer.start, 0);
+        assert_eq!(buffer.unparsed().len(), 3);
+        assert_eq!(buffer.data.len(), before);
+        assert!(spare >= 97);
+    }
 }
