@@ -104,6 +104,10 @@ pub struct Client {
     outbound: RefCell<Vec<u8>>,
     in_flight_bytes: Cell<usize>,
     writer_waker: RefCell<Option<Waker>>,
+    /// Producers waiting for this client's pending bytes to drop below the stall threshold.
+    drain_waiters: RefCell<Vec<Waker>>,
+    /// Already on the shard's list of stalled clients.
+    stall_listed: Cell<bool>,
     state: Cell<State>,
     close_reason: Cell<Option<CloseReason>>,
     close_waiters: RefCell<Vec<Waker>>,
@@ -122,6 +126,7 @@ pub struct Client {
     /// The interest sequence every peer must apply before this client's next PONG.
     interest_needed: Cell<u64>,
     max_pending_bytes: usize,
+    stall_threshold_bytes: usize,
 }
 
 impl Client {
@@ -140,6 +145,8 @@ impl Client {
             outbound: RefCell::new(Vec::with_capacity(1024)),
             in_flight_bytes: Cell::new(0),
             writer_waker: RefCell::new(None),
+            drain_waiters: RefCell::new(Vec::new()),
+            stall_listed: Cell::new(false),
             state: Cell::new(State::Open),
             close_reason: Cell::new(None),
             close_waiters: RefCell::new(Vec::new()),
@@ -156,6 +163,46 @@ impl Client {
             first_pong_sent: Cell::new(false),
             interest_needed: Cell::new(0),
             max_pending_bytes,
+            // nats-server: producers stall once a target passes 75 % of max_pending.
+            stall_threshold_bytes: max_pending_bytes / 4 * 3,
+        }
+    }
+
+    /// Whether producers should wait for this client before sending it more.
+    pub fn over_stall_threshold(&self) -> bool {
+        self.is_open() && self.pending_bytes() > self.stall_threshold_bytes
+    }
+
+    /// Marks the client as listed for a stall check; false if it already was.
+    pub fn list_for_stall(&self) -> bool {
+        !self.stall_listed.replace(true)
+    }
+
+    pub fn unlist_for_stall(&self) {
+        self.stall_listed.set(false);
+    }
+
+    /// Completes once this client's pending bytes are below the stall
+    /// threshold (or it closed).
+    pub async fn drained(&self) {
+        std::future::poll_fn(|context| {
+            if self.over_stall_threshold() {
+                self.drain_waiters
+                    .borrow_mut()
+                    .push(context.waker().clone());
+                Poll::Pending
+            } else {
+                Poll::Ready(())
+            }
+        })
+        .await
+    }
+
+    fn wake_drain_waiters(&self) {
+        if !self.over_stall_threshold() {
+            for waker in self.drain_waiters.borrow_mut().drain(..) {
+                waker.wake();
+            }
         }
     }
 
@@ -294,6 +341,7 @@ impl Client {
         for waker in self.close_waiters.borrow_mut().drain(..) {
             waker.wake();
         }
+        self.wake_drain_waiters();
     }
 
     /// Closes after flushing what is queued.
@@ -316,7 +364,9 @@ impl Client {
     async fn closed(&self) {
         std::future::poll_fn(|context| {
             if self.is_open() {
-                self.close_waiters.borrow_mut().push(context.waker().clone());
+                self.close_waiters
+                    .borrow_mut()
+                    .push(context.waker().clone());
                 Poll::Pending
             } else {
                 Poll::Ready(())
@@ -330,7 +380,10 @@ impl Client {
     /// Sends a PONG, and after the first one the `connect_info` INFO.
     pub fn send_pong(&self, shard: &Shard) {
         self.queue_bytes(encode::PONG);
-        if self.connect_received.get() && !self.first_pong_sent.replace(true) && self.options.borrow().protocol >= 1 {
+        if self.connect_received.get()
+            && !self.first_pong_sent.replace(true)
+            && self.options.borrow().protocol >= 1
+        {
             let mut info = shard.server_info(self);
             info.connect_info = true;
             info.remote_account = "$G".to_string();
@@ -389,12 +442,18 @@ impl futures_lite::AsyncWrite for SharedStream {
         std::pin::Pin::new(&mut *stream).poll_write(context, buffer)
     }
 
-    fn poll_flush(self: std::pin::Pin<&mut Self>, context: &mut std::task::Context<'_>) -> Poll<std::io::Result<()>> {
+    fn poll_flush(
+        self: std::pin::Pin<&mut Self>,
+        context: &mut std::task::Context<'_>,
+    ) -> Poll<std::io::Result<()>> {
         let mut stream = self.0.borrow_mut();
         std::pin::Pin::new(&mut *stream).poll_flush(context)
     }
 
-    fn poll_close(self: std::pin::Pin<&mut Self>, context: &mut std::task::Context<'_>) -> Poll<std::io::Result<()>> {
+    fn poll_close(
+        self: std::pin::Pin<&mut Self>,
+        context: &mut std::task::Context<'_>,
+    ) -> Poll<std::io::Result<()>> {
         let mut stream = self.0.borrow_mut();
         std::pin::Pin::new(&mut *stream).poll_close(context)
     }
@@ -428,7 +487,12 @@ struct ReadBuffer {
 
 impl ReadBuffer {
     fn new(limit_bytes: usize) -> ReadBuffer {
-        ReadBuffer { data: vec![0; READ_BUFFER_INITIAL_BYTES], start: 0, end: 0, limit_bytes }
+        ReadBuffer {
+            data: vec![0; READ_BUFFER_INITIAL_BYTES],
+            start: 0,
+            end: 0,
+            limit_bytes,
+        }
     }
 
     fn unparsed(&self) -> &[u8] {
@@ -449,8 +513,14 @@ impl ReadBuffer {
     fn spare(&mut self, needed: Option<usize>) -> &mut [u8] {
         let unparsed = self.end - self.start;
         let wanted = needed.unwrap_or(0).max(unparsed + 1);
-        assert!(wanted <= self.limit_bytes, "operation larger than the read limit");
-        if self.start > 0 && (self.data.len() - self.end < READ_BUFFER_INITIAL_BYTES || self.data.len() - self.start < wanted) {
+        assert!(
+            wanted <= self.limit_bytes,
+            "operation larger than the read limit"
+        );
+        if self.start > 0
+            && (self.data.len() - self.end < READ_BUFFER_INITIAL_BYTES
+                || self.data.len() - self.start < wanted)
+        {
             self.data.copy_within(self.start..self.end, 0);
             self.start = 0;
             self.end = unparsed;
@@ -458,7 +528,9 @@ impl ReadBuffer {
         // Grow for a large operation, or (up to the busy size) for a full buffer.
         let full = self.end == self.data.len();
         if self.data.len() < wanted || (full && self.data.len() < READ_BUFFER_BUSY_BYTES) {
-            let grown = (self.data.len() * 2).max(wanted).min(self.limit_bytes.max(wanted));
+            let grown = (self.data.len() * 2)
+                .max(wanted)
+                .min(self.limit_bytes.max(wanted));
             self.data.resize(grown, 0);
         }
         assert!(self.end < self.data.len(), "the read buffer has free space");
@@ -516,6 +588,8 @@ async fn read_loop(shard: &Rc<Shard>, client: &Rc<Client>, mut stream: SharedStr
             }
         };
         buffer.filled(read_bytes);
+        // Act on this input only after what other shards sent before it.
+        shard.catch_up_with_peers().await;
         let now = Instant::now();
         client.last_activity.set(now);
         bytes_needed = None;
@@ -526,7 +600,10 @@ async fn read_loop(shard: &Rc<Shard>, client: &Rc<Client>, mut stream: SharedStr
                     handle_op(shard, client, op, now);
                     buffer.consume(consumed);
                 }
-                Ok(Step::NeedMore { consumed, bytes_needed: needed }) => {
+                Ok(Step::NeedMore {
+                    consumed,
+                    bytes_needed: needed,
+                }) => {
                     buffer.consume(consumed);
                     bytes_needed = needed;
                     break;
@@ -540,7 +617,18 @@ async fn read_loop(shard: &Rc<Shard>, client: &Rc<Client>, mut stream: SharedStr
         if read_bytes < spare_bytes / 4 {
             buffer.shrink_if_idle();
         }
-        // Backpressure: a peer shard that cannot keep up slows this publisher.
+        // A read that filled the buffer means more input is waiting, and a
+        // hot socket never makes `read` wait: let the write tasks of the
+        // clients this batch delivered to run first, or a burst piles up
+        // unsent. (After a partial read the next `read` waits anyway, and
+        // not yielding lets messages from other shards, such as interest
+        // updates, be handled before this client's next operation.)
+        if read_bytes == spare_bytes {
+            futures_lite::future::yield_now().await;
+        }
+        // Backpressure: consumers on this shard past 75 % of max_pending, and
+        // peer shards that cannot keep up, slow this publisher.
+        shard.stall_for_consumers().await;
         if shard.links.congested() {
             shard.links.wait_for_space().await;
         }
@@ -553,12 +641,14 @@ fn close_for_parse_error(client: &Client, error: ParseError) {
         ParseError::UnknownOperation => {
             client.close_with_err(errors::UNKNOWN_PROTOCOL_OPERATION, CloseReason::ParseError)
         }
-        ParseError::ControlLineTooLong => {
-            client.close_with_err(errors::MAXIMUM_CONTROL_LINE_EXCEEDED, CloseReason::MaxControlLineExceeded)
-        }
-        ParseError::PayloadTooLarge { .. } => {
-            client.close_with_err(errors::MAXIMUM_PAYLOAD_VIOLATION, CloseReason::MaxPayloadExceeded)
-        }
+        ParseError::ControlLineTooLong => client.close_with_err(
+            errors::MAXIMUM_CONTROL_LINE_EXCEEDED,
+            CloseReason::MaxControlLineExceeded,
+        ),
+        ParseError::PayloadTooLarge { .. } => client.close_with_err(
+            errors::MAXIMUM_PAYLOAD_VIOLATION,
+            CloseReason::MaxPayloadExceeded,
+        ),
         ParseError::Violation(_) => client.close(CloseReason::ProtocolViolation),
     }
 }
@@ -573,8 +663,14 @@ fn handle_op(shard: &Rc<Shard>, client: &Rc<Client>, op: ClientOp<'_>, now: Inst
                 client.rtt.set(Some(now.saturating_duration_since(start)));
             }
         }
-        ClientOp::Subscribe { subject, queue, sid } => handle_subscribe(shard, client, subject, queue, sid, now),
-        ClientOp::Unsubscribe { sid, max_messages } => handle_unsubscribe(shard, client, sid, max_messages, now),
+        ClientOp::Subscribe {
+            subject,
+            queue,
+            sid,
+        } => handle_subscribe(shard, client, subject, queue, sid, now),
+        ClientOp::Unsubscribe { sid, max_messages } => {
+            handle_unsubscribe(shard, client, sid, max_messages, now)
+        }
         ClientOp::Connect { json } => handle_connect(client, json, now),
         ClientOp::Info { json } => {
             if serde_json::from_slice::<serde::de::IgnoredAny>(json).is_err() {
@@ -594,7 +690,9 @@ fn handle_connect(client: &Rc<Client>, json: &[u8], now: Instant) {
             return;
         }
     };
-    client.rtt.set(Some(now.saturating_duration_since(client.started_instant)));
+    client
+        .rtt
+        .set(Some(now.saturating_duration_since(client.started_instant)));
     client.connect_received.set(true);
     let verdict = options.validate();
     let flags = Flags::from_options(&options);
@@ -602,12 +700,14 @@ fn handle_connect(client: &Rc<Client>, json: &[u8], now: Instant) {
     client.flags.set(flags);
     match verdict {
         Ok(()) => client.queue_ok(),
-        Err(ConnectError::AccountDesignation) => {
-            client.close_with_err(errors::AUTHORIZATION_VIOLATION, CloseReason::AuthorizationViolation)
-        }
-        Err(ConnectError::InvalidProtocol) => {
-            client.close_with_err(errors::INVALID_CLIENT_PROTOCOL, CloseReason::BadClientProtocol)
-        }
+        Err(ConnectError::AccountDesignation) => client.close_with_err(
+            errors::AUTHORIZATION_VIOLATION,
+            CloseReason::AuthorizationViolation,
+        ),
+        Err(ConnectError::InvalidProtocol) => client.close_with_err(
+            errors::INVALID_CLIENT_PROTOCOL,
+            CloseReason::BadClientProtocol,
+        ),
         Err(ConnectError::NoRespondersWithoutHeaders) => client.close_with_err(
             errors::NO_RESPONDERS_REQUIRES_HEADERS,
             CloseReason::NoRespondersRequiresHeaders,
@@ -622,8 +722,10 @@ fn handle_ping(shard: &Rc<Shard>, client: &Rc<Client>, now: Instant) {
     let mut router = shard.router.borrow_mut();
     if router.all_applied(needed) {
         drop(router);
+        log::debug!(target: "tern::interest", "shard {} cid {}: PONG now (needs {needed})", shard.index, client.id);
         client.send_pong(shard);
     } else {
+        log::debug!(target: "tern::interest", "shard {} cid {}: PONG deferred until {needed}", shard.index, client.id);
         router.defer_pong(needed, client);
     }
 }
@@ -662,9 +764,21 @@ fn handle_subscribe(
             client.queue_err(errors::INVALID_SUBJECT);
         }
         Ok(update) => {
-            client.subscriptions.borrow_mut().insert(subscription.sid.clone(), subscription);
+            client
+                .subscriptions
+                .borrow_mut()
+                .insert(subscription.sid.clone(), subscription);
             stats::add(&shard.counters.subscriptions, 1);
             if let Some(update) = update {
+                log::debug!(
+                    target: "tern::interest",
+                    "shard {} cid {}: announce {} {:?} count {}",
+                    shard.index,
+                    client.id,
+                    update.sequence,
+                    String::from_utf8_lossy(&update.subject),
+                    update.count
+                );
                 client.interest_needed.set(update.sequence);
                 shard.broadcast_interest(update);
             }
@@ -673,7 +787,13 @@ fn handle_subscribe(
     }
 }
 
-fn handle_unsubscribe(shard: &Rc<Shard>, client: &Rc<Client>, sid: &[u8], max_messages: i64, now: Instant) {
+fn handle_unsubscribe(
+    shard: &Rc<Shard>,
+    client: &Rc<Client>,
+    sid: &[u8],
+    max_messages: i64,
+    now: Instant,
+) {
     client.last_in.set(now);
     let subscription = client.subscriptions.borrow().get(sid).cloned();
     if let Some(subscription) = subscription {
@@ -701,7 +821,8 @@ pub fn unsubscribe(shard: &Shard, client: &Client, subscription: &Rc<Subscriptio
 
 /// Removes every subscription of a closing client.
 pub fn unsubscribe_all(shard: &Shard, client: &Client) {
-    let subscriptions: Vec<Rc<Subscription>> = client.subscriptions.borrow().values().cloned().collect();
+    let subscriptions: Vec<Rc<Subscription>> =
+        client.subscriptions.borrow().values().cloned().collect();
     for subscription in subscriptions {
         unsubscribe(shard, client, &subscription);
     }
@@ -756,14 +877,21 @@ async fn write_loop(shard: Rc<Shard>, client: Rc<Client>, mut stream: SharedStre
         })
         .await;
         let state = client.state.get();
-        if state == State::Closed || (state == State::Closing && client.outbound.borrow().is_empty()) {
+        if state == State::Closed
+            || (state == State::Closing && client.outbound.borrow().is_empty())
+        {
             break;
         }
         std::mem::swap(&mut *client.outbound.borrow_mut(), &mut spare);
         client.in_flight_bytes.set(spare.len());
-        let deadline = if state == State::Open { write_deadline } else { CLOSE_FLUSH_DEADLINE.min(write_deadline) };
+        let deadline = if state == State::Open {
+            write_deadline
+        } else {
+            CLOSE_FLUSH_DEADLINE.min(write_deadline)
+        };
         let written = tern_shard::timer::timeout(deadline, stream.write_all(&spare)).await;
         client.in_flight_bytes.set(0);
+        client.wake_drain_waiters();
         match written {
             Ok(Ok(())) => {}
             Ok(Err(_)) => {
@@ -798,12 +926,17 @@ async fn ping_loop(shard: Rc<Shard>, client: Rc<Client>) {
     let interval = limits.ping_interval;
     let first = interval.min(FIRST_PING_INTERVAL);
     // nats-server adds up to 20 % jitter to the first PING.
-    let jitter_ns = shard.router.borrow().random_below((first.as_nanos() as u64 / 5).max(1));
+    let jitter_ns = shard
+        .router
+        .borrow()
+        .random_below((first.as_nanos() as u64 / 5).max(1));
     tern_shard::timer::sleep(first + Duration::from_nanos(jitter_ns)).await;
     while client.is_open() {
         let now = Instant::now();
         let need_rtt = client.rtt.get().is_none()
-            || client.rtt_start.get().is_none_or(|start| now.saturating_duration_since(start) > RTT_MEASUREMENT_INTERVAL);
+            || client.rtt_start.get().is_none_or(|start| {
+                now.saturating_duration_since(start) > RTT_MEASUREMENT_INTERVAL
+            });
         let recently_active = now.saturating_duration_since(client.last_in.get()) < interval;
         if need_rtt || !recently_active {
             if client.pings_out.get() + 1 > limits.ping_max {

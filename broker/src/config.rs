@@ -40,10 +40,21 @@ pub struct Flags {
     #[arg(short = 'a', long = "addr", alias = "net", value_name = "HOST")]
     pub addr: Option<String>,
     /// Client port; 0 or -1 picks a free port [default: 4222]
-    #[arg(short = 'p', long = "port", value_name = "PORT", allow_negative_numbers = true)]
+    #[arg(
+        short = 'p',
+        long = "port",
+        value_name = "PORT",
+        allow_negative_numbers = true
+    )]
     pub port: Option<i32>,
     /// Monitoring HTTP port; -1 picks a free port, 0 disables [default: 8222]
-    #[arg(short = 'm', long = "http_port", alias = "http-port", value_name = "PORT", allow_negative_numbers = true)]
+    #[arg(
+        short = 'm',
+        long = "http_port",
+        alias = "http-port",
+        value_name = "PORT",
+        allow_negative_numbers = true
+    )]
     pub http_port: Option<i32>,
     /// Monitoring HTTP listen address [default: the client address]
     #[arg(long = "http_host", alias = "http-host", value_name = "HOST")]
@@ -174,15 +185,24 @@ pub struct Config {
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
     #[error("cannot read config file {path}: {source}")]
-    Read { path: PathBuf, source: std::io::Error },
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
     #[error("config file {path}: {message}")]
     Parse { path: PathBuf, message: String },
     #[error("{field}: {message}")]
-    Invalid { field: &'static str, message: String },
+    Invalid {
+        field: &'static str,
+        message: String,
+    },
 }
 
 fn invalid(field: &'static str, message: impl Into<String>) -> ConfigError {
-    ConfigError::Invalid { field, message: message.into() }
+    ConfigError::Invalid {
+        field,
+        message: message.into(),
+    }
 }
 
 /// nats-server's two-letter short flags clap cannot express.
@@ -202,51 +222,75 @@ impl Config {
     /// Flags from the process arguments, then the file they name, then defaults.
     pub fn from_args(args: impl IntoIterator<Item = String>) -> Result<Config, clap::Error> {
         let flags = Flags::try_parse_from(normalise_args(args))?;
-        Config::resolve(flags).map_err(|error| clap::Error::raw(clap::error::ErrorKind::InvalidValue, format!("{error}\n")))
+        Config::resolve(flags).map_err(|error| {
+            clap::Error::raw(clap::error::ErrorKind::InvalidValue, format!("{error}\n"))
+        })
     }
 
     pub fn resolve(flags: Flags) -> Result<Config, ConfigError> {
         let file = match &flags.config {
             Some(path) => {
-                let text = std::fs::read_to_string(path)
-                    .map_err(|source| ConfigError::Read { path: path.clone(), source })?;
-                toml::from_str::<FileConfig>(&text)
-                    .map_err(|error| ConfigError::Parse { path: path.clone(), message: error.to_string() })?
+                let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+                    path: path.clone(),
+                    source,
+                })?;
+                toml::from_str::<FileConfig>(&text).map_err(|error| ConfigError::Parse {
+                    path: path.clone(),
+                    message: error.to_string(),
+                })?
             }
             None => FileConfig::default(),
         };
-        let host = flags.addr.or(file.host).unwrap_or_else(|| "0.0.0.0".to_string());
+        let host = flags
+            .addr
+            .or(file.host)
+            .unwrap_or_else(|| "0.0.0.0".to_string());
         let port = match flags.port.or(file.port) {
             None => DEFAULT_PORT,
             Some(-1) | Some(0) => 0,
-            Some(port) => u16::try_from(port).map_err(|_| invalid("port", format!("{port} is not a port")))?,
+            Some(port) => {
+                u16::try_from(port).map_err(|_| invalid("port", format!("{port} is not a port")))?
+            }
         };
         let http_port = match flags.http_port.or(file.http_port) {
             None => Some(DEFAULT_HTTP_PORT),
             Some(0) => None,
             Some(-1) => Some(0),
-            Some(port) => {
-                Some(u16::try_from(port).map_err(|_| invalid("http_port", format!("{port} is not a port")))?)
-            }
+            Some(port) => Some(
+                u16::try_from(port)
+                    .map_err(|_| invalid("http_port", format!("{port} is not a port")))?,
+            ),
         };
-        let http_host = flags.http_host.or(file.http_host).unwrap_or_else(|| host.clone());
+        let http_host = flags
+            .http_host
+            .or(file.http_host)
+            .unwrap_or_else(|| host.clone());
         let cores = match flags.cores.or(file.cores) {
             Some(list) => {
-                let cores = CpuList::parse(&list).map_err(|error| invalid("cores", error.to_string()))?;
-                cores.check_online().map_err(|error| invalid("cores", error.to_string()))?;
+                let cores =
+                    CpuList::parse(&list).map_err(|error| invalid("cores", error.to_string()))?;
+                cores
+                    .check_online()
+                    .map_err(|error| invalid("cores", error.to_string()))?;
                 cores
             }
             None => CpuList::online(),
         };
-        let size = |field: &'static str, flag: Option<String>, file: Option<SizeValue>, default: usize| {
-            match (flag, file) {
-                (Some(text), _) => parse_size(&text).map_err(|message| invalid(field, message)),
-                (None, Some(SizeValue::Bytes(bytes))) => Ok(bytes as usize),
-                (None, Some(SizeValue::Text(text))) => parse_size(&text).map_err(|message| invalid(field, message)),
-                (None, None) => Ok(default),
-            }
-        };
-        let duration = |field: &'static str, flag: Option<String>, file: Option<DurationValue>, default: Duration| {
+        let size =
+            |field: &'static str, flag: Option<String>, file: Option<SizeValue>, default: usize| {
+                match (flag, file) {
+                    (Some(text), _) => parse_size(&text).map_err(|message| invalid(field, message)),
+                    (None, Some(SizeValue::Bytes(bytes))) => Ok(bytes as usize),
+                    (None, Some(SizeValue::Text(text))) => {
+                        parse_size(&text).map_err(|message| invalid(field, message))
+                    }
+                    (None, None) => Ok(default),
+                }
+            };
+        let duration = |field: &'static str,
+                        flag: Option<String>,
+                        file: Option<DurationValue>,
+                        default: Duration| {
             match (flag, file) {
                 (Some(text), _) => parse_duration(&text).map_err(|message| invalid(field, message)),
                 (None, Some(DurationValue::Seconds(seconds))) => Ok(Duration::from_secs(seconds)),
@@ -257,17 +301,38 @@ impl Config {
             }
         };
         let limits = Limits {
-            max_payload_bytes: size("max_payload", flags.max_payload, file.max_payload, DEFAULT_MAX_PAYLOAD_BYTES)?,
-            max_pending_bytes: size("max_pending", flags.max_pending, file.max_pending, DEFAULT_MAX_PENDING_BYTES)?,
-            max_connections: flags.max_connections.or(file.max_connections).unwrap_or(DEFAULT_MAX_CONNECTIONS),
-            max_subscriptions: flags.max_subscriptions.or(file.max_subscriptions).unwrap_or(0),
+            max_payload_bytes: size(
+                "max_payload",
+                flags.max_payload,
+                file.max_payload,
+                DEFAULT_MAX_PAYLOAD_BYTES,
+            )?,
+            max_pending_bytes: size(
+                "max_pending",
+                flags.max_pending,
+                file.max_pending,
+                DEFAULT_MAX_PENDING_BYTES,
+            )?,
+            max_connections: flags
+                .max_connections
+                .or(file.max_connections)
+                .unwrap_or(DEFAULT_MAX_CONNECTIONS),
+            max_subscriptions: flags
+                .max_subscriptions
+                .or(file.max_subscriptions)
+                .unwrap_or(0),
             max_control_line_bytes: size(
                 "max_control_line",
                 flags.max_control_line,
                 file.max_control_line,
                 DEFAULT_MAX_CONTROL_LINE_BYTES,
             )?,
-            ping_interval: duration("ping_interval", flags.ping_interval, file.ping_interval, DEFAULT_PING_INTERVAL)?,
+            ping_interval: duration(
+                "ping_interval",
+                flags.ping_interval,
+                file.ping_interval,
+                DEFAULT_PING_INTERVAL,
+            )?,
             ping_max: flags.ping_max.or(file.ping_max).unwrap_or(DEFAULT_PING_MAX),
             write_deadline: duration(
                 "write_deadline",
@@ -282,12 +347,25 @@ impl Config {
             http_port,
             http_host,
             server_name: flags.server_name.or(file.server_name),
-            store_dir: flags.store_dir.or(file.store_dir).unwrap_or_else(|| PathBuf::from("./data")),
+            store_dir: flags
+                .store_dir
+                .or(file.store_dir)
+                .unwrap_or_else(|| PathBuf::from("./data")),
             cores,
             limits,
-            io_memory_bytes: size("io_memory", flags.io_memory, file.io_memory, DEFAULT_IO_MEMORY_BYTES)?,
+            io_memory_bytes: size(
+                "io_memory",
+                flags.io_memory,
+                file.io_memory,
+                DEFAULT_IO_MEMORY_BYTES,
+            )?,
             mesh_ring_capacity: DEFAULT_MESH_RING_CAPACITY,
-            spin_before_park: duration("spin_before_park", flags.spin_before_park, file.spin_before_park, Duration::ZERO)?,
+            spin_before_park: duration(
+                "spin_before_park",
+                flags.spin_before_park,
+                file.spin_before_park,
+                Duration::ZERO,
+            )?,
             debug: flags.debug || file.debug.unwrap_or(false),
             config_file: flags.config,
         };
@@ -301,7 +379,10 @@ impl Config {
             return Err(invalid("max_payload", "must be positive"));
         }
         if limits.max_payload_bytes > MAX_PAYLOAD_LIMIT_BYTES {
-            return Err(invalid("max_payload", format!("cannot be higher than {MAX_PAYLOAD_LIMIT_BYTES} bytes")));
+            return Err(invalid(
+                "max_payload",
+                format!("cannot be higher than {MAX_PAYLOAD_LIMIT_BYTES} bytes"),
+            ));
         }
         if limits.max_payload_bytes > limits.max_pending_bytes {
             return Err(invalid(
@@ -334,9 +415,13 @@ impl Config {
 /// `1048576`, `64KB`, `64K`, `1MiB`, `1 MB`: KB/K/KiB all mean 1024 (as nats-server).
 pub fn parse_size(text: &str) -> Result<usize, String> {
     let text = text.trim();
-    let split = text.find(|c: char| !c.is_ascii_digit()).unwrap_or(text.len());
+    let split = text
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(text.len());
     let (digits, unit) = text.split_at(split);
-    let value: u64 = digits.parse().map_err(|_| format!("{text:?} is not a size"))?;
+    let value: u64 = digits
+        .parse()
+        .map_err(|_| format!("{text:?} is not a size"))?;
     let multiplier: u64 = match unit.trim().to_ascii_uppercase().as_str() {
         "" | "B" => 1,
         "K" | "KB" | "KIB" => 1 << 10,
@@ -345,7 +430,9 @@ pub fn parse_size(text: &str) -> Result<usize, String> {
         "T" | "TB" | "TIB" => 1 << 40,
         _ => return Err(format!("{text:?}: unknown size unit {unit:?}")),
     };
-    let bytes = value.checked_mul(multiplier).ok_or_else(|| format!("{text:?} is too large"))?;
+    let bytes = value
+        .checked_mul(multiplier)
+        .ok_or_else(|| format!("{text:?} is too large"))?;
     usize::try_from(bytes).map_err(|_| format!("{text:?} is too large"))
 }
 
@@ -356,16 +443,25 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
         return Err("empty duration".into());
     }
     if text.bytes().all(|b| b.is_ascii_digit()) {
-        return text.parse::<u64>().map(Duration::from_secs).map_err(|error| error.to_string());
+        return text
+            .parse::<u64>()
+            .map(Duration::from_secs)
+            .map_err(|error| error.to_string());
     }
     let mut total = Duration::ZERO;
     let mut rest = text;
     while !rest.is_empty() {
-        let number_end = rest.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(rest.len());
+        let number_end = rest
+            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .unwrap_or(rest.len());
         let (number, after) = rest.split_at(number_end);
-        let unit_end = after.find(|c: char| c.is_ascii_digit() || c == '.').unwrap_or(after.len());
+        let unit_end = after
+            .find(|c: char| c.is_ascii_digit() || c == '.')
+            .unwrap_or(after.len());
         let (unit, next) = after.split_at(unit_end);
-        let value: f64 = number.parse().map_err(|_| format!("{text:?} is not a duration"))?;
+        let value: f64 = number
+            .parse()
+            .map_err(|_| format!("{text:?} is not a duration"))?;
         let seconds = match unit {
             "ns" => value / 1e9,
             "us" | "µs" => value / 1e6,
@@ -386,7 +482,11 @@ mod tests {
     use super::*;
 
     fn config(args: &[&str]) -> Result<Config, clap::Error> {
-        Config::from_args(std::iter::once("tern-server").chain(args.iter().copied()).map(String::from))
+        Config::from_args(
+            std::iter::once("tern-server")
+                .chain(args.iter().copied())
+                .map(String::from),
+        )
     }
 
     #[test]
@@ -402,14 +502,35 @@ mod tests {
 
     #[test]
     fn nats_server_flag_names() {
-        let config = config(&["-a", "127.0.0.1", "-p", "-1", "-m", "-1", "-n", "edge", "-sd", "/tmp/x"]).unwrap();
+        let config = config(&[
+            "-a",
+            "127.0.0.1",
+            "-p",
+            "-1",
+            "-m",
+            "-1",
+            "-n",
+            "edge",
+            "-sd",
+            "/tmp/x",
+        ])
+        .unwrap();
         assert_eq!(config.host, "127.0.0.1");
         assert_eq!(config.port, 0);
         assert_eq!(config.http_port, Some(0));
         assert_eq!(config.server_name.as_deref(), Some("edge"));
         assert_eq!(config.store_dir, PathBuf::from("/tmp/x"));
         let config = super::Config::from_args(
-            ["tern-server", "--port", "5000", "--http_port", "0", "--max_payload", "64KB"].map(String::from),
+            [
+                "tern-server",
+                "--port",
+                "5000",
+                "--http_port",
+                "0",
+                "--max_payload",
+                "64KB",
+            ]
+            .map(String::from),
         )
         .unwrap();
         assert_eq!(config.port, 5000);

@@ -45,7 +45,10 @@ impl log::Log for Logger {
 
 /// Installs the logger once for the process.
 pub fn init(level: log::LevelFilter) {
-    let logger = Box::new(Logger { pid: std::process::id(), level });
+    let logger = Box::new(Logger {
+        pid: std::process::id(),
+        level,
+    });
     if log::set_boxed_logger(logger).is_ok() {
         log::set_max_level(level);
     }

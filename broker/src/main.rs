@@ -7,7 +7,11 @@ fn main() {
         Ok(config) => config,
         Err(error) => error.exit(),
     };
-    logger::init(if config.debug { log::LevelFilter::Debug } else { log::LevelFilter::Info });
+    logger::init(if config.debug {
+        log::LevelFilter::Debug
+    } else {
+        log::LevelFilter::Info
+    });
     // Fail-stop: a panic on any shard takes the whole process down rather
     // than leaving a node that accepts connections it can no longer serve.
     let default_hook = std::panic::take_hook();

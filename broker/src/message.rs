@@ -35,7 +35,13 @@ pub struct RoutedMessage {
 }
 
 impl RoutedMessage {
-    pub fn new(subject: &[u8], reply: Option<&[u8]>, header_bytes: usize, message: &[u8], queues: Vec<Bytes>) -> Self {
+    pub fn new(
+        subject: &[u8],
+        reply: Option<&[u8]>,
+        header_bytes: usize,
+        message: &[u8],
+        queues: Vec<Bytes>,
+    ) -> Self {
         let reply_slice = reply.unwrap_or(&[]);
         let mut data = Vec::with_capacity(subject.len() + reply_slice.len() + message.len());
         data.extend_from_slice(subject);
@@ -58,7 +64,8 @@ impl RoutedMessage {
 
     pub fn reply(&self) -> Option<&[u8]> {
         let start = self.subject_bytes as usize;
-        self.has_reply.then(|| &self.data[start..start + self.reply_bytes as usize])
+        self.has_reply
+            .then(|| &self.data[start..start + self.reply_bytes as usize])
     }
 
     pub fn message(&self) -> &[u8] {
@@ -79,10 +86,18 @@ pub enum ReportKind {
 pub enum ShardMessage {
     Interest(InterestUpdate),
     /// The sender has applied every interest update up to `sequence` from the receiver.
-    InterestApplied { sequence: u64 },
+    InterestApplied {
+        sequence: u64,
+    },
     Deliver(RoutedMessage),
-    ReportRequest { id: u64, kind: ReportKind },
-    Report { id: u64, report: Box<ShardReport> },
+    ReportRequest {
+        id: u64,
+        kind: ReportKind,
+    },
+    Report {
+        id: u64,
+        report: Box<ShardReport>,
+    },
 }
 
 #[cfg(test)]
@@ -105,6 +120,10 @@ mod tests {
     #[test]
     fn shard_messages_stay_small() {
         // Every ring slot holds one ShardMessage by value.
-        assert!(std::mem::size_of::<ShardMessage>() <= 96, "{}", std::mem::size_of::<ShardMessage>());
+        assert!(
+            std::mem::size_of::<ShardMessage>() <= 96,
+            "{}",
+            std::mem::size_of::<ShardMessage>()
+        );
     }
 }

@@ -50,17 +50,19 @@ impl Monitor {
 
     pub async fn accept_loop(self: Rc<Self>, listener: TcpListener) {
         loop {
-            let accepted = futures_lite::future::or(async { Some(listener.accept().await) }, async {
-                self.shard.shutdown.wait().await;
-                None
-            })
-            .await;
+            let accepted =
+                futures_lite::future::or(async { Some(listener.accept().await) }, async {
+                    self.shard.shutdown.wait().await;
+                    None
+                })
+                .await;
             match accepted {
                 None => break,
                 Some(Ok(stream)) => {
                     let monitor = self.clone();
                     glommio::spawn_local(async move {
-                        let _ = tern_shard::timer::timeout(REQUEST_TIMEOUT, monitor.serve(stream)).await;
+                        let _ = tern_shard::timer::timeout(REQUEST_TIMEOUT, monitor.serve(stream))
+                            .await;
                     })
                     .detach();
                 }
@@ -81,7 +83,9 @@ impl Monitor {
                 break;
             }
             if head.len() > REQUEST_HEAD_BYTES_MAX {
-                let _ = stream.write_all(&response(431, "text/plain", b"request header too large\n")).await;
+                let _ = stream
+                    .write_all(&response(431, "text/plain", b"request header too large\n"))
+                    .await;
                 return;
             }
         }
@@ -102,7 +106,11 @@ impl Monitor {
         let query = parse_query(query);
         let path = path.trim_end_matches('/');
         let path = if path.is_empty() { "/" } else { path };
-        *self.requests.borrow_mut().entry(path.to_string()).or_insert(0) += 1;
+        *self
+            .requests
+            .borrow_mut()
+            .entry(path.to_string())
+            .or_insert(0) += 1;
         match path {
             "/" => response(200, "text/plain", INDEX.as_bytes()),
             "/healthz" => json_response(&serde_json::json!({"status": "ok"})),
@@ -125,7 +133,8 @@ impl Monitor {
         if elapsed >= 0.5 {
             let ticks_per_second = clock_ticks_per_second();
             let busy_seconds = ticks_now.saturating_sub(ticks_then) as f64 / ticks_per_second;
-            self.cpu_percent.set((busy_seconds / elapsed * 100.0 * 100.0).round() / 100.0);
+            self.cpu_percent
+                .set((busy_seconds / elapsed * 100.0 * 100.0).round() / 100.0);
             self.cpu_sample.set((now, ticks_now));
         }
         self.cpu_percent.get()
@@ -136,7 +145,9 @@ impl Monitor {
         let reports = shard.gather_reports(ReportKind::Counters).await;
         let config = &shard.config;
         let now = SystemTime::now();
-        let uptime = now.duration_since(shard.shared.started).unwrap_or(Duration::ZERO);
+        let uptime = now
+            .duration_since(shard.shared.started)
+            .unwrap_or(Duration::ZERO);
         Varz {
             server_id: shard.shared.server_id.clone(),
             server_name: shard.shared.server_name.clone(),
@@ -181,16 +192,27 @@ impl Monitor {
     }
 
     async fn connz(&self, query: &BTreeMap<String, String>) -> Connz {
-        let subscriptions = matches!(query.get("subs").map(String::as_str), Some("1" | "true" | "detail"));
-        let reports = self.shard.gather_reports(ReportKind::Connections { subscriptions }).await;
-        let mut connections: Vec<ConnectionInfo> =
-            reports.into_iter().flat_map(|report| report.connection_list).collect();
+        let subscriptions = matches!(
+            query.get("subs").map(String::as_str),
+            Some("1" | "true" | "detail")
+        );
+        let reports = self
+            .shard
+            .gather_reports(ReportKind::Connections { subscriptions })
+            .await;
+        let mut connections: Vec<ConnectionInfo> = reports
+            .into_iter()
+            .flat_map(|report| report.connection_list)
+            .collect();
         connections.sort_by_key(|connection| connection.cid);
         if let Some(cid) = query.get("cid").and_then(|cid| cid.parse::<u64>().ok()) {
             connections.retain(|connection| connection.cid == cid);
         }
         let total = connections.len();
-        let offset = query.get("offset").and_then(|v| v.parse::<usize>().ok()).unwrap_or(0);
+        let offset = query
+            .get("offset")
+            .and_then(|v| v.parse::<usize>().ok())
+            .unwrap_or(0);
         let limit = query
             .get("limit")
             .and_then(|v| v.parse::<usize>().ok())
@@ -214,18 +236,36 @@ impl Monitor {
         let matches: u64 = reports.iter().map(|report| report.sublist.matches).sum();
         let hits: u64 = reports.iter().map(|report| report.sublist.cache_hits).sum();
         let misses = matches - hits;
-        let fanout_total: u64 = reports.iter().map(|report| report.sublist.fanout_total).sum();
+        let fanout_total: u64 = reports
+            .iter()
+            .map(|report| report.sublist.fanout_total)
+            .sum();
         Subsz {
             server_id: self.shard.shared.server_id.clone(),
             now: Civil::from_system_time(SystemTime::now()).rfc3339(),
             num_subscriptions: reports.iter().map(|report| report.subscriptions).sum(),
-            num_cache: reports.iter().map(|report| report.sublist_cache_entries).sum(),
+            num_cache: reports
+                .iter()
+                .map(|report| report.sublist_cache_entries)
+                .sum(),
             num_inserts: reports.iter().map(|report| report.sublist.inserts).sum(),
             num_removes: reports.iter().map(|report| report.sublist.removes).sum(),
             num_matches: matches,
-            cache_hit_rate: if matches == 0 { 0.0 } else { hits as f64 / matches as f64 },
-            max_fanout: reports.iter().map(|report| report.sublist.fanout_max).max().unwrap_or(0),
-            avg_fanout: if misses == 0 { 0.0 } else { fanout_total as f64 / misses as f64 },
+            cache_hit_rate: if matches == 0 {
+                0.0
+            } else {
+                hits as f64 / matches as f64
+            },
+            max_fanout: reports
+                .iter()
+                .map(|report| report.sublist.fanout_max)
+                .max()
+                .unwrap_or(0),
+            avg_fanout: if misses == 0 {
+                0.0
+            } else {
+                fanout_total as f64 / misses as f64
+            },
             shards: reports
                 .iter()
                 .map(|report| SubszShard {
@@ -241,28 +281,97 @@ impl Monitor {
     async fn metrics(&self) -> String {
         let reports = self.shard.gather_reports(ReportKind::Counters).await;
         let mut out = String::with_capacity(4096);
-        type Family = (&'static str, &'static str, &'static str, fn(&ShardReport) -> u64);
+        type Family = (
+            &'static str,
+            &'static str,
+            &'static str,
+            fn(&ShardReport) -> u64,
+        );
         let families: [Family; 11] = [
-            ("tern_connections", "gauge", "Open client connections.", |r| r.connections),
-            ("tern_connections_total", "counter", "Client connections accepted.", |r| r.total_connections),
-            ("tern_subscriptions", "gauge", "Client subscriptions.", |r| r.subscriptions),
-            ("tern_in_msgs_total", "counter", "Messages received from clients.", |r| r.in_msgs),
-            ("tern_in_bytes_total", "counter", "Payload bytes received from clients.", |r| r.in_bytes),
-            ("tern_out_msgs_total", "counter", "Messages delivered to clients.", |r| r.out_msgs),
-            ("tern_out_bytes_total", "counter", "Payload bytes delivered to clients.", |r| r.out_bytes),
-            ("tern_slow_consumers_total", "counter", "Connections closed as slow consumers.", |r| r.slow_consumers),
-            ("tern_stale_connections_total", "counter", "Connections closed as stale.", |r| r.stale_connections),
-            ("tern_forwarded_msgs_total", "counter", "Messages forwarded to another shard.", |r| r.forwarded_msgs),
-            ("tern_sublist_cache_hits_total", "counter", "Subject match cache hits.", |r| r.sublist.cache_hits),
+            (
+                "tern_connections",
+                "gauge",
+                "Open client connections.",
+                |r| r.connections,
+            ),
+            (
+                "tern_connections_total",
+                "counter",
+                "Client connections accepted.",
+                |r| r.total_connections,
+            ),
+            (
+                "tern_subscriptions",
+                "gauge",
+                "Client subscriptions.",
+                |r| r.subscriptions,
+            ),
+            (
+                "tern_in_msgs_total",
+                "counter",
+                "Messages received from clients.",
+                |r| r.in_msgs,
+            ),
+            (
+                "tern_in_bytes_total",
+                "counter",
+                "Payload bytes received from clients.",
+                |r| r.in_bytes,
+            ),
+            (
+                "tern_out_msgs_total",
+                "counter",
+                "Messages delivered to clients.",
+                |r| r.out_msgs,
+            ),
+            (
+                "tern_out_bytes_total",
+                "counter",
+                "Payload bytes delivered to clients.",
+                |r| r.out_bytes,
+            ),
+            (
+                "tern_slow_consumers_total",
+                "counter",
+                "Connections closed as slow consumers.",
+                |r| r.slow_consumers,
+            ),
+            (
+                "tern_stale_connections_total",
+                "counter",
+                "Connections closed as stale.",
+                |r| r.stale_connections,
+            ),
+            (
+                "tern_forwarded_msgs_total",
+                "counter",
+                "Messages forwarded to another shard.",
+                |r| r.forwarded_msgs,
+            ),
+            (
+                "tern_sublist_cache_hits_total",
+                "counter",
+                "Subject match cache hits.",
+                |r| r.sublist.cache_hits,
+            ),
         ];
         for (name, kind, help, value) in families {
             let _ = writeln!(out, "# HELP {name} {help}");
             let _ = writeln!(out, "# TYPE {name} {kind}");
             for report in &reports {
-                let _ = writeln!(out, "{name}{{shard=\"{}\",cpu=\"{}\"}} {}", report.shard, report.cpu, value(report));
+                let _ = writeln!(
+                    out,
+                    "{name}{{shard=\"{}\",cpu=\"{}\"}} {}",
+                    report.shard,
+                    report.cpu,
+                    value(report)
+                );
             }
         }
-        let _ = writeln!(out, "# HELP tern_resident_memory_bytes Resident set size of the process.");
+        let _ = writeln!(
+            out,
+            "# HELP tern_resident_memory_bytes Resident set size of the process."
+        );
         let _ = writeln!(out, "# TYPE tern_resident_memory_bytes gauge");
         let _ = writeln!(out, "tern_resident_memory_bytes {}", resident_bytes());
         let _ = writeln!(out, "# HELP tern_info Version information.");
@@ -451,7 +560,11 @@ fn clock_ticks_per_second() -> f64 {
 pub fn resident_bytes() -> u64 {
     std::fs::read_to_string("/proc/self/statm")
         .ok()
-        .and_then(|text| text.split_whitespace().nth(1).and_then(|pages| pages.parse::<u64>().ok()))
+        .and_then(|text| {
+            text.split_whitespace()
+                .nth(1)
+                .and_then(|pages| pages.parse::<u64>().ok())
+        })
         .map_or(0, |pages| pages * page_size())
 }
 
@@ -462,7 +575,14 @@ pub fn peak_resident_bytes() -> u64 {
         .and_then(|text| {
             text.lines()
                 .find_map(|line| line.strip_prefix("VmHWM:"))
-                .and_then(|value| value.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+                .and_then(|value| {
+                    value
+                        .trim()
+                        .trim_end_matches("kB")
+                        .trim()
+                        .parse::<u64>()
+                        .ok()
+                })
         })
         .map_or(0, |kib| kib * 1024)
 }
@@ -475,7 +595,12 @@ fn process_cpu_ticks() -> u64 {
     // Fields after the parenthesised command name; utime and stime are fields 14 and 15.
     let after_name = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
     let fields: Vec<&str> = after_name.split_whitespace().collect();
-    let field = |index: usize| fields.get(index).and_then(|value| value.parse::<u64>().ok()).unwrap_or(0);
+    let field = |index: usize| {
+        fields
+            .get(index)
+            .and_then(|value| value.parse::<u64>().ok())
+            .unwrap_or(0)
+    };
     field(11) + field(12)
 }
 

@@ -56,7 +56,11 @@ impl PeerLinks {
                 space_waiters: RefCell::new(Vec::new()),
             })
             .collect();
-        Rc::new(PeerLinks { mesh, links, dropped: Cell::new(0) })
+        Rc::new(PeerLinks {
+            mesh,
+            links,
+            dropped: Cell::new(0),
+        })
     }
 
     pub fn index(&self) -> usize {
@@ -111,7 +115,11 @@ impl PeerLinks {
     /// Records that interest updates from `peer` up to `sequence` are applied.
     pub fn acknowledge(&self, peer: usize, sequence: u64) {
         let link = &self.links[peer];
-        if link.pending_ack.get().is_none_or(|pending| pending < sequence) {
+        if link
+            .pending_ack
+            .get()
+            .is_none_or(|pending| pending < sequence)
+        {
             link.pending_ack.set(Some(sequence));
         }
         link.wake_sender();
@@ -119,7 +127,9 @@ impl PeerLinks {
 
     /// Whether any outbox is over its bound.
     pub fn congested(&self) -> bool {
-        self.links.iter().any(|link| link.queue.borrow().len() > OUTBOX_MESSAGES_MAX)
+        self.links
+            .iter()
+            .any(|link| link.queue.borrow().len() > OUTBOX_MESSAGES_MAX)
     }
 
     /// Waits until every outbox is within its bound.
@@ -129,7 +139,9 @@ impl PeerLinks {
                 if link.queue.borrow().len() <= OUTBOX_MESSAGES_MAX {
                     Poll::Ready(())
                 } else {
-                    link.space_waiters.borrow_mut().push(context.waker().clone());
+                    link.space_waiters
+                        .borrow_mut()
+                        .push(context.waker().clone());
                     Poll::Pending
                 }
             })

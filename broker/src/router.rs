@@ -13,7 +13,6 @@
 //! waits until every peer has acknowledged that client's last announcement.
 
 use std::cell::Cell;
-use std::collections::VecDeque;
 use std::rc::{Rc, Weak};
 
 use bytes::Bytes;
@@ -60,8 +59,9 @@ pub struct Router {
     sequence: u64,
     /// Per peer: highest of our sequences it has applied.
     peer_applied: Vec<u64>,
-    /// PONGs waiting for peers to apply a sequence, in sequence order.
-    deferred_pongs: VecDeque<(u64, Weak<Client>)>,
+    /// PONGs waiting for peers to apply a sequence, in the order they were
+    /// asked for (per client that order is also sequence order).
+    deferred_pongs: Vec<(u64, Weak<Client>)>,
     random_state: Cell<u64>,
 }
 
@@ -76,7 +76,7 @@ impl Router {
             remote: (0..shard_count).map(|_| FxHashMap::default()).collect(),
             sequence: 0,
             peer_applied: vec![0; shard_count],
-            deferred_pongs: VecDeque::new(),
+            deferred_pongs: Vec::new(),
             random_state: Cell::new(seed | 1),
         }
     }
@@ -86,7 +86,10 @@ impl Router {
     }
 
     /// Indexes a local subscription; returns the update to broadcast, if any.
-    pub fn add_local(&mut self, subscription: &Rc<Subscription>) -> Result<Option<InterestUpdate>, InvalidSubject> {
+    pub fn add_local(
+        &mut self,
+        subscription: &Rc<Subscription>,
+    ) -> Result<Option<InterestUpdate>, InvalidSubject> {
         self.sublist.insert(
             &subscription.subject,
             subscription.queue.as_ref(),
@@ -102,11 +105,17 @@ impl Router {
     /// Removes a local subscription; returns the update to broadcast, if any.
     pub fn remove_local(&mut self, subscription: &Rc<Subscription>) -> Option<InterestUpdate> {
         let target = Target::Local(subscription.clone());
-        if !self.sublist.remove(&subscription.subject, subscription.queue.as_ref(), &target) {
+        if !self
+            .sublist
+            .remove(&subscription.subject, subscription.queue.as_ref(), &target)
+        {
             return None;
         }
         let key = (subscription.subject.clone(), subscription.queue.clone());
-        let count = self.local_counts.get_mut(&key).expect("a removed subscription was counted");
+        let count = self
+            .local_counts
+            .get_mut(&key)
+            .expect("a removed subscription was counted");
         assert!(*count > 0);
         *count -= 1;
         let count = *count;
@@ -116,7 +125,12 @@ impl Router {
         self.announce(key, count, count == 0)
     }
 
-    fn announce(&mut self, key: InterestKey, count: u32, transition: bool) -> Option<InterestUpdate> {
+    fn announce(
+        &mut self,
+        key: InterestKey,
+        count: u32,
+        transition: bool,
+    ) -> Option<InterestUpdate> {
         if self.shard_count == 1 {
             return None;
         }
@@ -125,7 +139,12 @@ impl Router {
             return None;
         }
         self.sequence += 1;
-        Some(InterestUpdate { sequence: self.sequence, subject, queue, count })
+        Some(InterestUpdate {
+            sequence: self.sequence,
+            subject,
+            queue,
+            count,
+        })
     }
 
     /// Applies an update from `peer`; the caller acknowledges `update.sequence`.
@@ -135,7 +154,9 @@ impl Router {
         let table = &mut self.remote[peer];
         if update.count == 0 {
             if let Some(interest) = table.remove(&key) {
-                let removed = self.sublist.remove(&key.0, key.1.as_ref(), &Target::Remote(interest));
+                let removed =
+                    self.sublist
+                        .remove(&key.0, key.1.as_ref(), &Target::Remote(interest));
                 assert!(removed, "remote interest was indexed");
             }
             return;
@@ -144,7 +165,10 @@ impl Router {
             interest.weight.set(update.count);
             return;
         }
-        let interest = Rc::new(RemoteInterest { shard: peer, weight: Cell::new(update.count) });
+        let interest = Rc::new(RemoteInterest {
+            shard: peer,
+            weight: Cell::new(update.count),
+        });
         // A peer only announces subjects its own sublist accepted.
         self.sublist
             .insert(&key.0, key.1.as_ref(), Target::Remote(interest.clone()))
@@ -169,28 +193,39 @@ impl Router {
     /// Parks a PONG until every peer has applied `sequence`.
     pub fn defer_pong(&mut self, sequence: u64, client: &Rc<Client>) {
         assert!(!self.all_applied(sequence));
-        if let Some(&(last, _)) = self.deferred_pongs.back() {
-            assert!(last <= sequence, "deferred PONGs stay in sequence order");
-        }
-        self.deferred_pongs.push_back((sequence, Rc::downgrade(client)));
+        assert!(
+            sequence <= self.sequence,
+            "a PONG waits only for a sequence this shard sent"
+        );
+        self.deferred_pongs.push((sequence, Rc::downgrade(client)));
     }
 
     /// Records `peer`'s acknowledgement; returns the clients whose PONG may go now.
     pub fn record_applied(&mut self, peer: usize, sequence: u64) -> Vec<Rc<Client>> {
-        assert!(sequence <= self.sequence, "peer acknowledged a sequence never sent");
+        assert!(
+            sequence <= self.sequence,
+            "peer acknowledged a sequence never sent"
+        );
         if sequence > self.peer_applied[peer] {
             self.peer_applied[peer] = sequence;
         }
+        // Clients wait for different sequences; release every satisfied one,
+        // keeping the order they asked in (so one client's PONGs stay in order).
+        let minimum_applied = (0..self.shard_count)
+            .filter(|&peer| peer != self.index)
+            .map(|peer| self.peer_applied[peer])
+            .min()
+            .unwrap_or(u64::MAX);
         let mut ready = Vec::new();
-        while let Some(&(needed, _)) = self.deferred_pongs.front() {
-            if !self.all_applied(needed) {
-                break;
+        self.deferred_pongs.retain(|(needed, client)| {
+            if *needed > minimum_applied {
+                return true;
             }
-            let (_, client) = self.deferred_pongs.pop_front().expect("front exists");
             if let Some(client) = client.upgrade() {
                 ready.push(client);
             }
-        }
+            false
+        });
         ready
     }
 
@@ -203,5 +238,131 @@ impl Router {
         state ^= state << 17;
         self.random_state.set(state);
         state % bound
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::net::SocketAddr;
+
+    fn client(id: u64) -> Rc<Client> {
+        Rc::new(Client::new(
+            id,
+            SocketAddr::from(([127, 0, 0, 1], 1000)),
+            1 << 20,
+        ))
+    }
+
+    fn subscription(
+        client: &Rc<Client>,
+        subject: &'static str,
+        queue: Option<&'static str>,
+    ) -> Rc<Subscription> {
+        Rc::new(Subscription {
+            client: Rc::downgrade(client),
+            client_id: client.id,
+            sid: Bytes::from_static(b"1"),
+            subject: Bytes::from_static(subject.as_bytes()),
+            queue: queue.map(|queue| Bytes::from_static(queue.as_bytes())),
+            delivered: Cell::new(0),
+            max: Cell::new(0),
+            closed: Cell::new(false),
+        })
+    }
+
+    #[test]
+    fn plain_interest_is_announced_on_transitions_only() {
+        let mut router = Router::new(0, 2, 7);
+        let owner = client(1);
+        let first = subscription(&owner, "a.b", None);
+        let second = subscription(&owner, "a.b", None);
+        let update = router
+            .add_local(&first)
+            .unwrap()
+            .expect("0 -> 1 is announced");
+        assert_eq!((update.sequence, update.count), (1, 1));
+        assert!(
+            router.add_local(&second).unwrap().is_none(),
+            "1 -> 2 is not"
+        );
+        assert!(router.remove_local(&first).is_none(), "2 -> 1 is not");
+        let update = router.remove_local(&second).expect("1 -> 0 is announced");
+        assert_eq!((update.sequence, update.count), (2, 0));
+    }
+
+    #[test]
+    fn queue_weight_is_announced_on_every_change() {
+        let mut router = Router::new(0, 2, 7);
+        let owner = client(1);
+        let members: Vec<_> = (0..3)
+            .map(|_| subscription(&owner, "jobs", Some("workers")))
+            .collect();
+        let counts: Vec<u32> = members
+            .iter()
+            .map(|member| router.add_local(member).unwrap().expect("announced").count)
+            .collect();
+        assert_eq!(counts, vec![1, 2, 3]);
+    }
+
+    #[test]
+    fn a_single_shard_announces_nothing() {
+        let mut router = Router::new(0, 1, 7);
+        let owner = client(1);
+        assert!(router
+            .add_local(&subscription(&owner, "x", None))
+            .unwrap()
+            .is_none());
+        assert!(router.all_applied(0));
+    }
+
+    #[test]
+    fn remote_interest_is_matched_and_removed() {
+        let mut router = Router::new(0, 2, 7);
+        let update = |count| InterestUpdate {
+            sequence: 1,
+            subject: Bytes::from_static(b"orders.*"),
+            queue: Some(Bytes::from_static(b"q")),
+            count,
+        };
+        router.apply_remote(1, &update(2));
+        let matches = router.matches(b"orders.new");
+        let Target::Remote(interest) = &matches.queues[0].members[0] else {
+            panic!("remote")
+        };
+        assert_eq!((interest.shard, interest.weight.get()), (1, 2));
+        router.apply_remote(1, &update(5));
+        assert_eq!(interest.weight.get(), 5, "weight updates in place");
+        router.apply_remote(1, &update(0));
+        assert!(router.matches(b"orders.new").is_empty());
+    }
+
+    #[test]
+    fn deferred_pongs_are_released_per_sequence_in_order() {
+        let mut router = Router::new(0, 3, 7);
+        let owner = client(1);
+        for subject in ["a", "b", "c", "d", "e"] {
+            router
+                .add_local(&subscription(&owner, subject, None))
+                .unwrap();
+        }
+        let (x, y) = (client(2), client(3));
+        router.defer_pong(5, &x);
+        router.defer_pong(3, &y);
+        router.defer_pong(5, &x);
+        // Both peers must apply a sequence before its PONGs go.
+        assert!(router.record_applied(1, 4).is_empty());
+        let ready = router.record_applied(2, 3);
+        assert_eq!(
+            ready.iter().map(|client| client.id).collect::<Vec<_>>(),
+            vec![3]
+        );
+        assert!(router.record_applied(2, 4).is_empty());
+        router.record_applied(1, 5);
+        let ready = router.record_applied(2, 5);
+        assert_eq!(
+            ready.iter().map(|client| client.id).collect::<Vec<_>>(),
+            vec![2, 2]
+        );
     }
 }

@@ -26,7 +26,10 @@ pub enum ServerError {
     #[error("cannot resolve listen address {address}: {message}")]
     Address { address: String, message: String },
     #[error("cannot listen on {address}: {source}")]
-    Listen { address: String, source: std::io::Error },
+    Listen {
+        address: String,
+        source: std::io::Error,
+    },
     #[error("{0}")]
     Runtime(#[from] tern_shard::RuntimeError),
     #[error("shard {shard}: {message}")]
@@ -36,24 +39,41 @@ pub enum ServerError {
 /// A random u64 from the standard library's per-process hasher keys.
 pub fn random_u64() -> u64 {
     let mut hasher = RandomState::new().build_hasher();
-    hasher.write_u128(SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).map_or(0, |d| d.as_nanos()));
+    hasher.write_u128(
+        SystemTime::now()
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos()),
+    );
     hasher.finish()
 }
 
 fn resolve(host: &str, port: u16) -> Result<SocketAddr, ServerError> {
     (host, port)
         .to_socket_addrs()
-        .map_err(|error| ServerError::Address { address: format!("{host}:{port}"), message: error.to_string() })?
+        .map_err(|error| ServerError::Address {
+            address: format!("{host}:{port}"),
+            message: error.to_string(),
+        })?
         .next()
-        .ok_or_else(|| ServerError::Address { address: format!("{host}:{port}"), message: "no address".into() })
+        .ok_or_else(|| ServerError::Address {
+            address: format!("{host}:{port}"),
+            message: "no address".into(),
+        })
 }
 
 /// Binds (without listening) a port-0 socket with SO_REUSEPORT so every shard
 /// can then bind the same, now known, port. Kept open while the server runs.
 fn reserve_port(address: SocketAddr) -> Result<(socket2::Socket, u16), ServerError> {
-    let listen_error = |source| ServerError::Listen { address: address.to_string(), source };
-    let socket = socket2::Socket::new(socket2::Domain::for_address(address), socket2::Type::STREAM, None)
-        .map_err(listen_error)?;
+    let listen_error = |source| ServerError::Listen {
+        address: address.to_string(),
+        source,
+    };
+    let socket = socket2::Socket::new(
+        socket2::Domain::for_address(address),
+        socket2::Type::STREAM,
+        None,
+    )
+    .map_err(listen_error)?;
     socket.set_reuse_port(true).map_err(listen_error)?;
     socket.bind(&address.into()).map_err(listen_error)?;
     let port = socket
@@ -74,7 +94,10 @@ pub fn run(config: Config) -> Result<(), ServerError> {
         chunk.copy_from_slice(&random_u64().to_le_bytes());
     }
     let server_id = generate_server_id(random);
-    let server_name = config.server_name.clone().unwrap_or_else(|| server_id.clone());
+    let server_name = config
+        .server_name
+        .clone()
+        .unwrap_or_else(|| server_id.clone());
     let address = resolve(&config.host, config.port)?;
     let (_reservation, client_port) = if config.port == 0 {
         let (socket, port) = reserve_port(address)?;
@@ -117,7 +140,11 @@ pub fn run(config: Config) -> Result<(), ServerError> {
     Ok(())
 }
 
-async fn shard_main(shared: Arc<Shared>, context: ShardContext<ShardMessage>, seed: u64) -> Result<(), String> {
+async fn shard_main(
+    shared: Arc<Shared>,
+    context: ShardContext<ShardMessage>,
+    seed: u64,
+) -> Result<(), String> {
     let config = &shared.config;
     let index = context.index;
     let client_address = format!("{}:{}", config.host, shared.client_port);
@@ -133,9 +160,12 @@ async fn shard_main(shared: Arc<Shared>, context: ShardContext<ShardMessage>, se
         Ok(listener) => listener,
         Err(error) => {
             shutdown.trigger();
-            return Err(format!("cannot listen for clients on {client_address}: {error}"));
+            return Err(format!(
+                "cannot listen for clients on {client_address}: {error}"
+            ));
         }
     };
+    let ring_progress = mesh.progress();
     let receivers = mesh.take_receivers();
     let links = PeerLinks::new(Rc::new(mesh));
     links.start();
@@ -145,8 +175,10 @@ async fn shard_main(shared: Arc<Shared>, context: ShardContext<ShardMessage>, se
         context.cpu,
         shared.clone(),
         links,
+        ring_progress,
         shutdown.clone(),
-        seed.wrapping_add(index as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15),
+        seed.wrapping_add(index as u64)
+            .wrapping_mul(0x9E37_79B9_7F4A_7C15),
     );
     for (peer, receiver) in receivers {
         glommio::spawn_local(shard.clone().receive_from(peer, receiver)).detach();
@@ -156,14 +188,20 @@ async fn shard_main(shared: Arc<Shared>, context: ShardContext<ShardMessage>, se
     if let Some(http_listener) = http_listener {
         match http_listener {
             Ok(http_listener) => {
-                let bound = http_listener.local_addr().map(|address| address.port()).unwrap_or(0);
+                let bound = http_listener
+                    .local_addr()
+                    .map(|address| address.port())
+                    .unwrap_or(0);
                 log::info!(target: "tern::server", "Starting http monitor on {}:{bound}", config.http_host);
                 let monitor = Monitor::new(shard.clone(), bound);
                 monitor_task = Some(glommio::spawn_local(monitor.accept_loop(http_listener)));
             }
             Err(error) => {
                 shutdown.trigger();
-                return Err(format!("cannot listen for monitoring on {}:{:?}: {error}", config.http_host, config.http_port));
+                return Err(format!(
+                    "cannot listen for monitoring on {}:{:?}: {error}",
+                    config.http_host, config.http_port
+                ));
             }
         }
     }

@@ -21,6 +21,7 @@ use std::time::{Duration, SystemTime};
 use bytes::Bytes;
 use glommio::net::{TcpListener, TcpStream};
 use rustc_hash::FxHashMap;
+use tern_shard::mesh::RingProgress;
 use tern_shard::Shutdown;
 
 use crate::client::{self, Client, CloseReason, Subscription};
@@ -38,6 +39,14 @@ use crate::timestamp::{go_duration, Civil};
 
 /// How long monitoring waits for the other shards' reports.
 pub const REPORT_TIMEOUT: Duration = Duration::from_secs(2);
+/// Longest a producer (a client's read loop, or a peer's receive loop) waits
+/// per batch for slow consumers to drain; nats-server: 2 to 5 ms per
+/// consumer, 10 ms in total per read.
+pub const STALL_PER_CONSUMER_MAX: Duration = Duration::from_millis(5);
+pub const STALL_TOTAL_MAX: Duration = Duration::from_millis(10);
+/// Forwarded messages a receive loop delivers before letting writers run.
+pub const RECEIVE_BATCH_MESSAGES: usize = 64;
+
 /// How long shutdown waits for connections to flush and close.
 pub const SHUTDOWN_DRAIN_TIMEOUT: Duration = Duration::from_secs(3);
 
@@ -72,6 +81,10 @@ pub struct Shard {
     next_client_sequence: Cell<u64>,
     pending_reports: RefCell<FxHashMap<u64, Rc<PendingReport>>>,
     next_report_id: Cell<u64>,
+    /// Clients that passed their stall threshold since the last stall check.
+    stalled: RefCell<Vec<Rc<Client>>>,
+    /// How far this shard has handled each peer's ring.
+    ring_progress: Vec<(usize, Rc<RingProgress>)>,
 }
 
 /// Where a queue group's message goes.
@@ -88,6 +101,7 @@ impl Shard {
         cpu: usize,
         shared: Arc<Shared>,
         links: Rc<PeerLinks>,
+        ring_progress: Vec<(usize, Rc<RingProgress>)>,
         shutdown: Shutdown,
         seed: u64,
     ) -> Rc<Shard> {
@@ -105,6 +119,8 @@ impl Shard {
             next_client_sequence: Cell::new(0),
             pending_reports: RefCell::new(FxHashMap::default()),
             next_report_id: Cell::new(0),
+            stalled: RefCell::new(Vec::new()),
+            ring_progress,
         })
     }
 
@@ -144,11 +160,12 @@ impl Shard {
     /// Accepts connections until shutdown.
     pub async fn accept_loop(self: Rc<Self>, listener: TcpListener) {
         loop {
-            let accepted = futures_lite::future::or(async { Some(listener.accept().await) }, async {
-                self.shutdown.wait().await;
-                None
-            })
-            .await;
+            let accepted =
+                futures_lite::future::or(async { Some(listener.accept().await) }, async {
+                    self.shutdown.wait().await;
+                    None
+                })
+                .await;
             match accepted {
                 None => break,
                 Some(Ok(stream)) => self.start_client(stream),
@@ -161,15 +178,26 @@ impl Shard {
     }
 
     fn start_client(self: &Rc<Self>, stream: TcpStream) {
-        let address = stream.peer_addr().unwrap_or_else(|_| SocketAddr::from(([0, 0, 0, 0], 0)));
+        let address = stream
+            .peer_addr()
+            .unwrap_or_else(|_| SocketAddr::from(([0, 0, 0, 0], 0)));
         let id = self.next_client_id();
-        let client = Rc::new(Client::new(id, address, self.config.limits.max_pending_bytes));
+        let client = Rc::new(Client::new(
+            id,
+            address,
+            self.config.limits.max_pending_bytes,
+        ));
         let open = self.shared.connections.fetch_add(1, Ordering::Relaxed) + 1;
         if open > self.config.limits.max_connections {
             self.shared.connections.fetch_sub(1, Ordering::Relaxed);
             log::warn!(target: "tern::client", "{address} - cid:{id} - maximum connections exceeded");
             let info = self.server_info(&client).to_line();
-            glommio::spawn_local(client::reject(stream, info, errors::MAXIMUM_CONNECTIONS_EXCEEDED)).detach();
+            glommio::spawn_local(client::reject(
+                stream,
+                info,
+                errors::MAXIMUM_CONNECTIONS_EXCEEDED,
+            ))
+            .detach();
             return;
         }
         stats::add(&self.counters.connections, 1);
@@ -204,7 +232,8 @@ impl Shard {
     // ----- interest ----------------------------------------------------------
 
     pub fn broadcast_interest(&self, update: InterestUpdate) {
-        self.links.broadcast(|| ShardMessage::Interest(update.clone()));
+        self.links
+            .broadcast(|| ShardMessage::Interest(update.clone()));
     }
 
     // ----- the publish path --------------------------------------------------
@@ -237,12 +266,25 @@ impl Shard {
             }
         }
         for (peer, queues) in forwards {
-            let routed = RoutedMessage::new(publish.subject, publish.reply, publish.header_bytes, publish.message, queues);
+            let routed = RoutedMessage::new(
+                publish.subject,
+                publish.reply,
+                publish.header_bytes,
+                publish.message,
+                queues,
+            );
             self.links.send(peer, ShardMessage::Deliver(routed));
             stats::add(&self.counters.forwarded_msgs, 1);
             delivered = true;
         }
         if !delivered {
+            log::debug!(
+                target: "tern::interest",
+                "shard {} cid {}: no interest in {:?}",
+                self.index,
+                publisher.id,
+                String::from_utf8_lossy(publish.subject)
+            );
             if let Some(reply) = publish.reply {
                 if publisher.no_responders() {
                     self.send_no_responders(publisher, publish.subject, reply);
@@ -326,7 +368,12 @@ impl Shard {
 
     /// Delivers to one local subscription; false if it could not take it
     /// (closed, echo suppressed, auto-unsubscribe limit passed).
-    fn deliver_local(&self, subscription: &Rc<Subscription>, publisher: Option<u64>, delivery: &Delivery<'_>) -> bool {
+    fn deliver_local(
+        &self,
+        subscription: &Rc<Subscription>,
+        publisher: Option<u64>,
+        delivery: &Delivery<'_>,
+    ) -> bool {
         if subscription.closed.get() {
             return false;
         }
@@ -346,7 +393,16 @@ impl Shard {
             client::unsubscribe(self, &client, subscription);
             return false;
         }
-        client.queue_delivery(self, &Delivery { sid: &subscription.sid, ..*delivery });
+        client.queue_delivery(
+            self,
+            &Delivery {
+                sid: &subscription.sid,
+                ..*delivery
+            },
+        );
+        if client.over_stall_threshold() && client.list_for_stall() {
+            self.stalled.borrow_mut().push(client.clone());
+        }
         if max > 0 && delivered == max {
             client::unsubscribe(self, &client, subscription);
         }
@@ -358,7 +414,9 @@ impl Shard {
     fn send_no_responders(&self, publisher: &Client, subject: &[u8], reply: &[u8]) {
         let matches = self.router.borrow_mut().matches(reply);
         let subscription = matches.plain.iter().find_map(|target| match target {
-            Target::Local(subscription) if subscription.client_id == publisher.id && !subscription.closed.get() => {
+            Target::Local(subscription)
+                if subscription.client_id == publisher.id && !subscription.closed.get() =>
+            {
                 Some(subscription.clone())
             }
             _ => None,
@@ -372,10 +430,66 @@ impl Shard {
 
     // ----- messages from other shards ------------------------------------------
 
-    /// Drains the ring from `peer` until it closes.
-    pub async fn receive_from(self: Rc<Self>, peer: usize, receiver: tern_shard::mesh::Receiver<ShardMessage>) {
+    /// Handles whatever the other shards had already sent when this is called
+    /// (bounded by [`STALL_TOTAL_MAX`]). A client's operations are acted on
+    /// only after the interest changes other shards made before they were
+    /// read, as if there were one subscription index: a SUB processed on
+    /// shard A is seen by a PUB that shard B reads afterwards.
+    pub async fn catch_up_with_peers(&self) {
+        if self
+            .ring_progress
+            .iter()
+            .all(|(_, progress)| progress.caught_up())
+        {
+            return;
+        }
+        let _ = tern_shard::timer::timeout(STALL_TOTAL_MAX, async {
+            for (_, progress) in &self.ring_progress {
+                progress.catch_up().await;
+            }
+        })
+        .await;
+    }
+
+    /// Waits (bounded) for clients that passed 75 % of max_pending to drain,
+    /// as nats-server stalls fast producers. What is still over afterwards
+    /// stays queued and max_pending decides.
+    pub async fn stall_for_consumers(&self) {
+        if self.stalled.borrow().is_empty() {
+            return;
+        }
+        let stalled = std::mem::take(&mut *self.stalled.borrow_mut());
+        let started = std::time::Instant::now();
+        for client in stalled {
+            client.unlist_for_stall();
+            let spent = started.elapsed();
+            if spent >= STALL_TOTAL_MAX {
+                continue;
+            }
+            let budget = STALL_PER_CONSUMER_MAX.min(STALL_TOTAL_MAX - spent);
+            let _ = tern_shard::timer::timeout(budget, client.drained()).await;
+        }
+    }
+
+    /// Drains the ring from `peer` until it closes, letting the clients'
+    /// write tasks run every [`RECEIVE_BATCH_MESSAGES`] and stalling (bounded)
+    /// on consumers past their threshold, which backs the ring up to the
+    /// publishing shard.
+    pub async fn receive_from(
+        self: Rc<Self>,
+        peer: usize,
+        receiver: tern_shard::mesh::Receiver<ShardMessage>,
+    ) {
+        let mut since_yield = 0;
         while let Some(message) = receiver.recv().await {
             self.handle_peer_message(peer, message);
+            receiver.handled();
+            since_yield += 1;
+            if since_yield >= RECEIVE_BATCH_MESSAGES || !self.stalled.borrow().is_empty() {
+                since_yield = 0;
+                futures_lite::future::yield_now().await;
+                self.stall_for_consumers().await;
+            }
         }
     }
 
@@ -383,11 +497,25 @@ impl Shard {
         match message {
             ShardMessage::Deliver(routed) => self.deliver_routed(&routed),
             ShardMessage::Interest(update) => {
+                log::debug!(
+                    target: "tern::interest",
+                    "shard {}: apply {} from shard {peer}: {:?} count {}",
+                    self.index,
+                    update.sequence,
+                    String::from_utf8_lossy(&update.subject),
+                    update.count
+                );
                 self.router.borrow_mut().apply_remote(peer, &update);
                 self.links.acknowledge(peer, update.sequence);
             }
             ShardMessage::InterestApplied { sequence } => {
                 let ready = self.router.borrow_mut().record_applied(peer, sequence);
+                log::debug!(
+                    target: "tern::interest",
+                    "shard {}: shard {peer} applied up to {sequence}; {} PONG(s) released",
+                    self.index,
+                    ready.len()
+                );
                 for client in ready {
                     client.send_pong(self);
                 }
@@ -424,7 +552,8 @@ impl Shard {
             let wall_now = SystemTime::now();
             for client in self.clients.borrow().values() {
                 let options = client.options();
-                let last_activity = wall_now - now.saturating_duration_since(client.last_activity());
+                let last_activity =
+                    wall_now - now.saturating_duration_since(client.last_activity());
                 report.connection_list.push(ConnectionInfo {
                     cid: client.id,
                     kind: "Client",
@@ -433,7 +562,10 @@ impl Shard {
                     port: client.address.port(),
                     start: Civil::from_system_time(client.started).rfc3339(),
                     last_activity: Civil::from_system_time(last_activity).rfc3339(),
-                    rtt: client.rtt().map(|rtt| format!("{rtt:?}")).unwrap_or_default(),
+                    rtt: client
+                        .rtt()
+                        .map(|rtt| format!("{rtt:?}"))
+                        .unwrap_or_default(),
                     uptime: go_duration(now.saturating_duration_since(client.started_instant())),
                     idle: go_duration(now.saturating_duration_since(client.last_activity())),
                     pending_bytes: client.pending_bytes() as u64,
@@ -464,8 +596,11 @@ impl Shard {
             reports: RefCell::new(Vec::with_capacity(self.shard_count)),
             waker: RefCell::new(None),
         });
-        self.pending_reports.borrow_mut().insert(id, pending.clone());
-        self.links.broadcast(|| ShardMessage::ReportRequest { id, kind });
+        self.pending_reports
+            .borrow_mut()
+            .insert(id, pending.clone());
+        self.links
+            .broadcast(|| ShardMessage::ReportRequest { id, kind });
         let _ = tern_shard::timer::timeout(
             REPORT_TIMEOUT,
             std::future::poll_fn(|context| {

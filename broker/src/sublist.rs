@@ -47,7 +47,10 @@ pub struct QueueMatches<T> {
 
 impl<T> Matches<T> {
     fn empty() -> Self {
-        Matches { plain: Vec::new(), queues: Vec::new() }
+        Matches {
+            plain: Vec::new(),
+            queues: Vec::new(),
+        }
     }
 
     pub fn is_empty(&self) -> bool {
@@ -56,7 +59,12 @@ impl<T> Matches<T> {
 
     /// Plain entries plus queue members.
     pub fn fanout(&self) -> usize {
-        self.plain.len() + self.queues.iter().map(|queue| queue.members.len()).sum::<usize>()
+        self.plain.len()
+            + self
+                .queues
+                .iter()
+                .map(|queue| queue.members.len())
+                .sum::<usize>()
     }
 }
 
@@ -66,7 +74,10 @@ impl<T: Clone> Matches<T> {
         for (name, members) in &node.queues {
             match self.queues.iter_mut().find(|queue| queue.name == name) {
                 Some(queue) => queue.members.extend(members.iter().cloned()),
-                None => self.queues.push(QueueMatches { name: name.clone(), members: members.clone() }),
+                None => self.queues.push(QueueMatches {
+                    name: name.clone(),
+                    members: members.clone(),
+                }),
             }
         }
     }
@@ -82,7 +93,13 @@ struct Node<T> {
 
 impl<T> Node<T> {
     fn new() -> Self {
-        Node { literal: FxHashMap::default(), single: None, full: None, plain: Vec::new(), queues: Vec::new() }
+        Node {
+            literal: FxHashMap::default(),
+            single: None,
+            full: None,
+            plain: Vec::new(),
+            queues: Vec::new(),
+        }
     }
 
     fn is_empty(&self) -> bool {
@@ -120,7 +137,12 @@ impl<T: SublistEntry> Default for Sublist<T> {
 
 impl<T: SublistEntry> Sublist<T> {
     pub fn new() -> Self {
-        Sublist { root: Node::new(), cache: FxHashMap::default(), count: 0, stats: SublistStats::default() }
+        Sublist {
+            root: Node::new(),
+            cache: FxHashMap::default(),
+            count: 0,
+            stats: SublistStats::default(),
+        }
     }
 
     /// Entries in the index.
@@ -137,7 +159,12 @@ impl<T: SublistEntry> Sublist<T> {
     }
 
     /// Adds `entry` under `subject` (and `queue`).
-    pub fn insert(&mut self, subject: &[u8], queue: Option<&Bytes>, entry: T) -> Result<(), InvalidSubject> {
+    pub fn insert(
+        &mut self,
+        subject: &[u8],
+        queue: Option<&Bytes>,
+        entry: T,
+    ) -> Result<(), InvalidSubject> {
         if !subject::is_valid_subject(subject) {
             return Err(InvalidSubject);
         }
@@ -153,7 +180,11 @@ impl<T: SublistEntry> Sublist<T> {
         }
         match queue {
             None => node.plain.push(entry),
-            Some(name) => match node.queues.iter_mut().find(|(existing, _)| existing == name) {
+            Some(name) => match node
+                .queues
+                .iter_mut()
+                .find(|(existing, _)| existing == name)
+            {
                 Some((_, members)) => members.push(entry),
                 None => node.queues.push((name.clone(), vec![entry])),
             },
@@ -182,7 +213,8 @@ impl<T: SublistEntry> Sublist<T> {
             return;
         }
         if subject::has_wildcard(pattern) {
-            self.cache.retain(|cached, _| !subject::matches(pattern, cached));
+            self.cache
+                .retain(|cached, _| !subject::matches(pattern, cached));
         } else {
             self.cache.remove(pattern);
         }
@@ -206,7 +238,8 @@ impl<T: SublistEntry> Sublist<T> {
                 evicted > CACHE_EVICT_ENTRIES
             });
         }
-        self.cache.insert(Bytes::copy_from_slice(subject), result.clone());
+        self.cache
+            .insert(Bytes::copy_from_slice(subject), result.clone());
         result
     }
 
@@ -229,7 +262,11 @@ impl<T: SublistEntry> Sublist<T> {
             }
             count += 1;
         }
-        let tokens = if spilled.is_empty() { &inline[..count] } else { &spilled[..] };
+        let tokens = if spilled.is_empty() {
+            &inline[..count]
+        } else {
+            &spilled[..]
+        };
         collect(&self.root, tokens, &mut result);
         result
     }
@@ -271,12 +308,21 @@ fn collect<T: Clone>(node: &Node<T>, tokens: &[&[u8]], out: &mut Matches<T>) {
     }
 }
 
-fn remove_from<T: SublistEntry>(node: &mut Node<T>, tokens: &[&[u8]], queue: Option<&Bytes>, entry: &T) -> bool {
+fn remove_from<T: SublistEntry>(
+    node: &mut Node<T>,
+    tokens: &[&[u8]],
+    queue: Option<&Bytes>,
+    entry: &T,
+) -> bool {
     let Some((token, rest)) = tokens.split_first() else {
         return match queue {
             None => remove_entry(&mut node.plain, entry),
             Some(name) => {
-                let Some(position) = node.queues.iter().position(|(existing, _)| existing == name) else {
+                let Some(position) = node
+                    .queues
+                    .iter()
+                    .position(|(existing, _)| existing == name)
+                else {
                     return false;
                 };
                 let removed = remove_entry(&mut node.queues[position].1, entry);
@@ -288,21 +334,27 @@ fn remove_from<T: SublistEntry>(node: &mut Node<T>, tokens: &[&[u8]], queue: Opt
         };
     };
     if is_single_wildcard(token) {
-        let Some(child) = node.single.as_mut() else { return false };
+        let Some(child) = node.single.as_mut() else {
+            return false;
+        };
         let removed = remove_from(child, rest, queue, entry);
         if child.is_empty() {
             node.single = None;
         }
         removed
     } else if is_full_wildcard(token) {
-        let Some(child) = node.full.as_mut() else { return false };
+        let Some(child) = node.full.as_mut() else {
+            return false;
+        };
         let removed = remove_from(child, rest, queue, entry);
         if child.is_empty() {
             node.full = None;
         }
         removed
     } else {
-        let Some(child) = node.literal.get_mut(*token) else { return false };
+        let Some(child) = node.literal.get_mut(*token) else {
+            return false;
+        };
         let removed = remove_from(child, rest, queue, entry);
         if child.is_empty() {
             node.literal.remove(*token);
@@ -337,7 +389,12 @@ mod tests {
     }
 
     fn plain_ids(sublist: &mut Sublist<Id>, subject: &[u8]) -> Vec<u32> {
-        let mut ids: Vec<u32> = sublist.matches(subject).plain.iter().map(|id| id.0).collect();
+        let mut ids: Vec<u32> = sublist
+            .matches(subject)
+            .plain
+            .iter()
+            .map(|id| id.0)
+            .collect();
         ids.sort();
         ids
     }
@@ -379,7 +436,11 @@ mod tests {
         let matches = sublist.matches(b"jobs.a");
         assert!(matches.plain.is_empty());
         assert_eq!(matches.queues.len(), 2);
-        let workers_group = matches.queues.iter().find(|queue| queue.name == workers).unwrap();
+        let workers_group = matches
+            .queues
+            .iter()
+            .find(|queue| queue.name == workers)
+            .unwrap();
         assert_eq!(workers_group.members.len(), 2);
     }
 
@@ -427,9 +488,12 @@ mod tests {
     fn agrees_with_the_reference_matcher() {
         // Randomised cross-check of the trie against `subject::matches`.
         let patterns: Vec<&[u8]> = vec![
-            b"a", b"a.b", b"a.*", b"a.>", b"*", b">", b"*.b", b"a.*.c", b"a.b.>", b"*.*", b"b.>", b"a.b.c",
+            b"a", b"a.b", b"a.*", b"a.>", b"*", b">", b"*.b", b"a.*.c", b"a.b.>", b"*.*", b"b.>",
+            b"a.b.c",
         ];
-        let subjects: Vec<&[u8]> = vec![b"a", b"b", b"a.b", b"a.c", b"b.b", b"a.b.c", b"a.x.c", b"a.b.c.d", b"c"];
+        let subjects: Vec<&[u8]> = vec![
+            b"a", b"b", b"a.b", b"a.c", b"b.b", b"a.b.c", b"a.x.c", b"a.b.c.d", b"c",
+        ];
         let mut sublist = Sublist::new();
         for (index, pattern) in patterns.iter().enumerate() {
             sublist.insert(pattern, None, Id(index as u32)).unwrap();
@@ -441,7 +505,12 @@ mod tests {
                 .filter(|(_, pattern)| subject::matches(pattern, subject))
                 .map(|(index, _)| index as u32)
                 .collect();
-            assert_eq!(plain_ids(&mut sublist, subject), expected, "{:?}", std::str::from_utf8(subject));
+            assert_eq!(
+                plain_ids(&mut sublist, subject),
+                expected,
+                "{:?}",
+                std::str::from_utf8(subject)
+            );
         }
     }
 }

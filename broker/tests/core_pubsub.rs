@@ -10,7 +10,9 @@ mod common;
 use std::collections::HashSet;
 use std::time::{Duration, Instant};
 
-use common::{expect_no_message, flush, next_message, subject, sync_interest, Flavor, Server, QUIET, TIMEOUT};
+use common::{
+    expect_no_message, flush, next_message, subject, sync_interest, Flavor, Server, QUIET, TIMEOUT,
+};
 use futures::StreamExt;
 
 async fn pub_sub(flavor: Flavor) {
@@ -20,16 +22,24 @@ async fn pub_sub(flavor: Flavor) {
     let subject = subject("pub_sub", flavor, "greeting");
     let mut subscriber = subscriber_client.subscribe(subject.clone()).await.unwrap();
     sync_interest(&subscriber_client, &publisher).await;
-    publisher.publish(subject.clone(), "hello".into()).await.unwrap();
+    publisher
+        .publish(subject.clone(), "hello".into())
+        .await
+        .unwrap();
     flush(&publisher).await;
-    let placement = server.placement(&[("subscriber", &subscriber_client), ("publisher", &publisher)]);
+    let placement = server.placement(&[
+        ("subscriber", &subscriber_client),
+        ("publisher", &publisher),
+    ]);
     let message = tokio::time::timeout(TIMEOUT, subscriber.next())
         .await
-        .unwrap_or_else(|_| panic!(
-            "{}: message not delivered within {TIMEOUT:?}{placement}{}",
-            flavor.name(),
-            server.shard_counters()
-        ))
+        .unwrap_or_else(|_| {
+            panic!(
+                "{}: message not delivered within {TIMEOUT:?}{placement}{}",
+                flavor.name(),
+                server.shard_counters()
+            )
+        })
         .expect("subscription ended");
     assert_eq!(message.subject.as_str(), subject);
     assert_eq!(&message.payload[..], b"hello");
@@ -68,9 +78,16 @@ async fn wildcards(flavor: Flavor) {
     publisher.publish(three.clone(), "3".into()).await.unwrap();
     // End markers: one for the literal subscription, one for both wildcards.
     publisher.publish(one.clone(), "END".into()).await.unwrap();
-    publisher.publish(format!("{base}.z"), "END".into()).await.unwrap();
+    publisher
+        .publish(format!("{base}.z"), "END".into())
+        .await
+        .unwrap();
     flush(&publisher).await;
-    assert_eq!(collect_until_end(&mut literal).await, vec![(one.clone(), "1".to_string())], "literal {one}");
+    assert_eq!(
+        collect_until_end(&mut literal).await,
+        vec![(one.clone(), "1".to_string())],
+        "literal {one}"
+    );
     assert_eq!(
         collect_until_end(&mut star).await,
         vec![(two.clone(), "2".to_string())],
@@ -78,14 +95,23 @@ async fn wildcards(flavor: Flavor) {
     );
     assert_eq!(
         collect_until_end(&mut full).await,
-        vec![(two.clone(), "2".to_string()), (three.clone(), "3".to_string())],
+        vec![
+            (two.clone(), "2".to_string()),
+            (three.clone(), "3".to_string())
+        ],
         "{base}.> must match {two} and {three} but not {one}"
     );
     // Wildcard tokens must be whole tokens: `a*` is a literal token.
     let mut partial = client.subscribe(format!("{base}.b*")).await.unwrap();
     sync_interest(&client, &publisher).await;
-    publisher.publish(format!("{base}.bx"), "no".into()).await.unwrap();
-    publisher.publish(format!("{base}.b*"), "yes".into()).await.unwrap();
+    publisher
+        .publish(format!("{base}.bx"), "no".into())
+        .await
+        .unwrap();
+    publisher
+        .publish(format!("{base}.b*"), "yes".into())
+        .await
+        .unwrap();
     flush(&publisher).await;
     let message = next_message(&mut partial, TIMEOUT).await;
     assert_eq!(&message.payload[..], b"yes");
@@ -102,7 +128,12 @@ async fn queue_groups(flavor: Flavor) {
     let mut member_clients = Vec::new();
     for _ in 0..3 {
         let client = server.connect().await;
-        members.push(client.queue_subscribe(subject.clone(), "workers".into()).await.unwrap());
+        members.push(
+            client
+                .queue_subscribe(subject.clone(), "workers".into())
+                .await
+                .unwrap(),
+        );
         sync_interest(&client, &publisher).await;
         member_clients.push(client);
     }
@@ -115,7 +146,10 @@ async fn queue_groups(flavor: Flavor) {
         plain_clients.push(client);
     }
     for index in 0..MESSAGES {
-        publisher.publish(subject.clone(), index.to_string().into()).await.unwrap();
+        publisher
+            .publish(subject.clone(), index.to_string().into())
+            .await
+            .unwrap();
     }
     flush(&publisher).await;
 
@@ -131,7 +165,10 @@ async fn queue_groups(flavor: Flavor) {
     }
 
     let mut merged = futures::stream::select_all(
-        members.into_iter().enumerate().map(|(number, subscriber)| subscriber.map(move |message| (number, message))),
+        members
+            .into_iter()
+            .enumerate()
+            .map(|(number, subscriber)| subscriber.map(move |message| (number, message))),
     );
     let mut per_member = [0usize; 3];
     let mut seen = HashSet::new();
@@ -143,20 +180,29 @@ async fn queue_groups(flavor: Flavor) {
             .unwrap_or_else(|_| panic!("queue group got {} of {MESSAGES} messages", seen.len()))
             .expect("queue subscriptions ended");
         let payload = String::from_utf8_lossy(&message.payload).to_string();
-        assert!(seen.insert(payload.clone()), "message {payload} delivered to more than one member");
+        assert!(
+            seen.insert(payload.clone()),
+            "message {payload} delivered to more than one member"
+        );
         per_member[number] += 1;
     }
     if let Ok(Some((number, message))) = tokio::time::timeout(QUIET, merged.next()).await {
-        panic!("extra queue delivery to member {number}: {:?}", message.payload);
+        panic!(
+            "extra queue delivery to member {number}: {:?}",
+            message.payload
+        );
     }
-    assert!(per_member.iter().all(|&count| count > 0), "every member should get some: {per_member:?}");
+    assert!(
+        per_member.iter().all(|&count| count > 0),
+        "every member should get some: {per_member:?}"
+    );
     drop(member_clients);
     drop(plain_clients);
 }
 differential!(queue_groups);
 
 /// A responder answering `re:<payload>` until its subscription ends.
-pub async fn spawn_responder(
+async fn spawn_responder(
     client: async_nats::Client,
     subject: String,
     requester: &async_nats::Client,
@@ -190,11 +236,19 @@ async fn request_reply(flavor: Flavor) {
         let requester = requester.clone();
         let subject = subject.clone();
         async move {
-            let answer = requester.request(subject, format!("r{index}").into()).await.expect("request failed");
-            assert_eq!(String::from_utf8_lossy(&answer.payload), format!("re:r{index}"));
+            let answer = requester
+                .request(subject, format!("r{index}").into())
+                .await
+                .expect("request failed");
+            assert_eq!(
+                String::from_utf8_lossy(&answer.payload),
+                format!("re:r{index}")
+            );
         }
     });
-    tokio::time::timeout(TIMEOUT, futures::future::join_all(requests)).await.expect("concurrent requests timed out");
+    tokio::time::timeout(TIMEOUT, futures::future::join_all(requests))
+        .await
+        .expect("concurrent requests timed out");
     responder.abort();
 }
 differential!(request_reply);
@@ -211,14 +265,23 @@ async fn headers_multi_value(flavor: Flavor) {
     headers.append("X-Multi", "second");
     headers.append("X-Multi", "third");
     headers.insert("Single", "only");
-    publisher.publish_with_headers(subject.clone(), headers, "body".into()).await.unwrap();
+    publisher
+        .publish_with_headers(subject.clone(), headers, "body".into())
+        .await
+        .unwrap();
     flush(&publisher).await;
     let message = next_message(&mut subscriber, TIMEOUT).await;
     assert_eq!(&message.payload[..], b"body");
     let headers = message.headers.expect("headers delivered");
-    let values: Vec<&str> = headers.get_all("X-Multi").map(|value| value.as_str()).collect();
+    let values: Vec<&str> = headers
+        .get_all("X-Multi")
+        .map(|value| value.as_str())
+        .collect();
     assert_eq!(values, ["first", "second", "third"]);
-    assert_eq!(headers.get("Single").map(|value| value.as_str()), Some("only"));
+    assert_eq!(
+        headers.get("Single").map(|value| value.as_str()),
+        Some("only")
+    );
     assert!(message.status.is_none());
 }
 differential!(headers_multi_value);
@@ -227,12 +290,23 @@ async fn no_responders(flavor: Flavor) {
     let server = Server::default_for(flavor);
     let client = server.connect().await;
     let started = Instant::now();
-    let outcome = tokio::time::timeout(TIMEOUT, client.request(subject("no_responders", flavor, "nobody"), "x".into()))
-        .await
-        .expect("request without responders timed out at the test level");
+    let outcome = tokio::time::timeout(
+        TIMEOUT,
+        client.request(subject("no_responders", flavor, "nobody"), "x".into()),
+    )
+    .await
+    .expect("request without responders timed out at the test level");
     let error = outcome.expect_err("a request nobody listens to must fail");
-    assert_eq!(error.kind(), async_nats::client::RequestErrorKind::NoResponders, "{error}");
-    assert!(started.elapsed() < Duration::from_secs(2), "no responders took {:?}", started.elapsed());
+    assert_eq!(
+        error.kind(),
+        async_nats::client::RequestErrorKind::NoResponders,
+        "{error}"
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "no responders took {:?}",
+        started.elapsed()
+    );
 }
 differential!(no_responders);
 
@@ -241,13 +315,18 @@ async fn auto_unsubscribe(flavor: Flavor) {
     let client = server.connect().await;
     let subject = subject("auto_unsubscribe", flavor, "n");
     flush(&client).await;
-    let baseline = server.varz()["subscriptions"].as_u64().expect("varz subscriptions");
+    let baseline = server.varz()["subscriptions"]
+        .as_u64()
+        .expect("varz subscriptions");
     let mut subscriber = client.subscribe(subject.clone()).await.unwrap();
     subscriber.unsubscribe_after(3).await.unwrap();
     let publisher = server.connect().await;
     sync_interest(&client, &publisher).await;
     for index in 0..10 {
-        publisher.publish(subject.clone(), index.to_string().into()).await.unwrap();
+        publisher
+            .publish(subject.clone(), index.to_string().into())
+            .await
+            .unwrap();
     }
     flush(&publisher).await;
     let mut got = Vec::new();
@@ -271,24 +350,36 @@ differential!(auto_unsubscribe);
 async fn no_echo(flavor: Flavor) {
     let server = Server::default_for(flavor);
     let subject = subject("no_echo", flavor, "e");
-    let quiet = server.connect_with(async_nats::ConnectOptions::new().no_echo()).await;
+    let quiet = server
+        .connect_with(async_nats::ConnectOptions::new().no_echo())
+        .await;
     let other = server.connect().await;
     let mut own = quiet.subscribe(subject.clone()).await.unwrap();
     let mut others = other.subscribe(subject.clone()).await.unwrap();
     sync_interest(&quiet, &other).await;
     sync_interest(&other, &quiet).await;
 
-    quiet.publish(subject.clone(), "from-quiet".into()).await.unwrap();
+    quiet
+        .publish(subject.clone(), "from-quiet".into())
+        .await
+        .unwrap();
     flush(&quiet).await;
     let message = next_message(&mut others, TIMEOUT).await;
     assert_eq!(&message.payload[..], b"from-quiet");
 
     // "from-other" is published after the server delivered "from-quiet": had
     // "from-quiet" been echoed to its publisher, it would arrive first.
-    other.publish(subject.clone(), "from-other".into()).await.unwrap();
+    other
+        .publish(subject.clone(), "from-other".into())
+        .await
+        .unwrap();
     flush(&other).await;
     let message = next_message(&mut own, TIMEOUT).await;
-    assert_eq!(&message.payload[..], b"from-other", "echo=false must suppress the connection's own message");
+    assert_eq!(
+        &message.payload[..],
+        b"from-other",
+        "echo=false must suppress the connection's own message"
+    );
     let message = next_message(&mut others, TIMEOUT).await;
     assert_eq!(&message.payload[..], b"from-other", "echo is on by default");
     expect_no_message(&mut own, QUIET).await;
@@ -308,14 +399,21 @@ async fn ordering(flavor: Flavor) {
         let subject = subject.clone();
         tokio::spawn(async move {
             for index in 0..MESSAGES {
-                publisher.publish(subject.clone(), index.to_string().into()).await.unwrap();
+                publisher
+                    .publish(subject.clone(), index.to_string().into())
+                    .await
+                    .unwrap();
             }
             flush(&publisher).await;
         })
     };
     for index in 0..MESSAGES {
         let message = next_message(&mut subscriber, TIMEOUT).await;
-        assert_eq!(String::from_utf8_lossy(&message.payload), index.to_string(), "message {index} out of order");
+        assert_eq!(
+            String::from_utf8_lossy(&message.payload),
+            index.to_string(),
+            "message {index} out of order"
+        );
     }
     publishing.await.unwrap();
 }
@@ -338,7 +436,10 @@ async fn many_subscriptions(flavor: Flavor) {
         })
         .await;
     for index in 0..SUBSCRIPTIONS {
-        publisher.publish(format!("{base}.{index}"), index.to_string().into()).await.unwrap();
+        publisher
+            .publish(format!("{base}.{index}"), index.to_string().into())
+            .await
+            .unwrap();
     }
     flush(&publisher).await;
     for (index, subscriber) in subscribers.iter_mut().enumerate() {

@@ -11,7 +11,11 @@ use common::{text, Flavor, Options, Server, TIMEOUT};
 async fn wait_for_exit(server: &mut Server, timeout: Duration) {
     let deadline = Instant::now() + timeout;
     while server.is_running() {
-        assert!(Instant::now() < deadline, "server still running after {timeout:?}:\n{}", server.log_tail());
+        assert!(
+            Instant::now() < deadline,
+            "server still running after {timeout:?}:\n{}",
+            server.log_tail()
+        );
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
 }
@@ -32,11 +36,17 @@ async fn shuts_down_cleanly_on(signal: libc::c_int) {
     publisher.send(&batch).await;
     publisher.read_until(b"PONG\r\n", TIMEOUT).await;
     // SAFETY: kill with a valid pid and signal.
-    assert_eq!(unsafe { libc::kill(server.pid() as libc::pid_t, signal) }, 0);
+    assert_eq!(
+        unsafe { libc::kill(server.pid() as libc::pid_t, signal) },
+        0
+    );
     let received = subscriber.expect_closed(TIMEOUT).await;
     let received = text(&received);
     for index in 0..100 {
-        assert!(received.contains(&format!("\r\n{index:03}\r\n")), "message {index} missing: {received}");
+        assert!(
+            received.contains(&format!("\r\n{index:03}\r\n")),
+            "message {index} missing: {received}"
+        );
     }
     wait_for_exit(&mut server, TIMEOUT).await;
     let log = server.log_tail();
@@ -57,18 +67,40 @@ async fn sigint_flushes_and_exits() {
 
 #[test]
 fn help_explains_every_flag() {
-    let output = std::process::Command::new(env!("CARGO_BIN_EXE_tern-server")).arg("--help").output().unwrap();
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_tern-server"))
+        .arg("--help")
+        .output()
+        .unwrap();
     assert!(output.status.success());
     let help = String::from_utf8_lossy(&output.stdout);
     for flag in [
-        "--addr", "--port", "--http_port", "--config", "--server_name", "--store_dir", "--cores", "--max_payload",
-        "--max_pending", "--max_connections", "--max_subscriptions", "--max_control_line", "--ping_interval",
-        "--ping_max", "--write_deadline", "--io_memory",
+        "--addr",
+        "--port",
+        "--http_port",
+        "--config",
+        "--server_name",
+        "--store_dir",
+        "--cores",
+        "--max_payload",
+        "--max_pending",
+        "--max_connections",
+        "--max_subscriptions",
+        "--max_control_line",
+        "--ping_interval",
+        "--ping_max",
+        "--write_deadline",
+        "--io_memory",
     ] {
-        assert!(help.contains(flag), "--help does not mention {flag}:\n{help}");
+        assert!(
+            help.contains(flag),
+            "--help does not mention {flag}:\n{help}"
+        );
     }
     for short in ["-a,", "-p,", "-m,", "-c,", "-n,"] {
-        assert!(help.contains(short), "--help does not mention {short}:\n{help}");
+        assert!(
+            help.contains(short),
+            "--help does not mention {short}:\n{help}"
+        );
     }
 }
 

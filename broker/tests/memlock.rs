@@ -25,7 +25,10 @@ fn tern_without_ipc_lock(soft_bytes: u64, hard_bytes: u64, args: &[&str]) -> Com
     // SAFETY: setrlimit is async-signal-safe; runs in the child before exec.
     unsafe {
         command.pre_exec(move || {
-            let limit = libc::rlimit { rlim_cur: soft_bytes, rlim_max: hard_bytes };
+            let limit = libc::rlimit {
+                rlim_cur: soft_bytes,
+                rlim_max: hard_bytes,
+            };
             if libc::setrlimit(libc::RLIMIT_MEMLOCK, &limit) != 0 {
                 return Err(std::io::Error::last_os_error());
             }
@@ -51,9 +54,15 @@ fn refuses_to_start_and_says_what_to_set() {
 }
 
 fn current_hard_limit() -> u64 {
-    let mut limit = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
     // SAFETY: getrlimit writes one rlimit struct.
-    assert_eq!(unsafe { libc::getrlimit(libc::RLIMIT_MEMLOCK, &mut limit) }, 0);
+    assert_eq!(
+        unsafe { libc::getrlimit(libc::RLIMIT_MEMLOCK, &mut limit) },
+        0
+    );
     limit.rlim_max
 }
 
@@ -62,7 +71,10 @@ fn raises_the_soft_limit_when_the_hard_limit_allows() {
     // Needs 1 x (2 MiB + 512 KiB); the soft limit starts at 1 MiB, the hard
     // limit stays what this process has (raising it needs CAP_SYS_RESOURCE).
     let hard = current_hard_limit();
-    assert!(hard >= 3 * MIB, "this test needs a hard RLIMIT_MEMLOCK of at least 3 MiB, have {hard}");
+    assert!(
+        hard >= 3 * MIB,
+        "this test needs a hard RLIMIT_MEMLOCK of at least 3 MiB, have {hard}"
+    );
     let mut child = tern_without_ipc_lock(MIB, hard, &["--cores", "0", "--io_memory", "2MiB"])
         .spawn()
         .expect("setpriv and tern-server run");

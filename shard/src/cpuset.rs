@@ -84,7 +84,10 @@ impl CpuList {
         let online = CpuList::online();
         for &cpu in &self.cpus {
             if !online.cpus.contains(&cpu) {
-                return Err(CpuListError::Offline { cpu, online: online.to_string() });
+                return Err(CpuListError::Offline {
+                    cpu,
+                    online: online.to_string(),
+                });
             }
         }
         Ok(())
@@ -108,9 +111,14 @@ fn parse_cpu(text: &str, element: &str) -> Result<usize, CpuListError> {
     if text.is_empty() || !text.bytes().all(|b| b.is_ascii_digit()) {
         return Err(CpuListError::BadElement(element.to_string()));
     }
-    let cpu: usize = text.parse().map_err(|_| CpuListError::BadElement(element.to_string()))?;
+    let cpu: usize = text
+        .parse()
+        .map_err(|_| CpuListError::BadElement(element.to_string()))?;
     if cpu >= CPU_COUNT_MAX {
-        return Err(CpuListError::TooLarge { cpu, max: CPU_COUNT_MAX - 1 });
+        return Err(CpuListError::TooLarge {
+            cpu,
+            max: CPU_COUNT_MAX - 1,
+        });
     }
     Ok(cpu)
 }
@@ -158,18 +166,39 @@ mod tests {
     #[test]
     fn rejects_bad_lists() {
         assert_eq!(CpuList::parse(""), Err(CpuListError::Empty));
-        assert!(matches!(CpuList::parse("a"), Err(CpuListError::BadElement(_))));
-        assert!(matches!(CpuList::parse("1-"), Err(CpuListError::BadElement(_))));
-        assert!(matches!(CpuList::parse("-1"), Err(CpuListError::BadElement(_))));
-        assert!(matches!(CpuList::parse("1,,2"), Err(CpuListError::BadElement(_))));
-        assert_eq!(CpuList::parse("3-1"), Err(CpuListError::Reversed("3-1".into())));
+        assert!(matches!(
+            CpuList::parse("a"),
+            Err(CpuListError::BadElement(_))
+        ));
+        assert!(matches!(
+            CpuList::parse("1-"),
+            Err(CpuListError::BadElement(_))
+        ));
+        assert!(matches!(
+            CpuList::parse("-1"),
+            Err(CpuListError::BadElement(_))
+        ));
+        assert!(matches!(
+            CpuList::parse("1,,2"),
+            Err(CpuListError::BadElement(_))
+        ));
+        assert_eq!(
+            CpuList::parse("3-1"),
+            Err(CpuListError::Reversed("3-1".into()))
+        );
         assert_eq!(CpuList::parse("1,1"), Err(CpuListError::Duplicate(1)));
-        assert!(matches!(CpuList::parse("0-99999999"), Err(CpuListError::TooLarge { .. })));
+        assert!(matches!(
+            CpuList::parse("0-99999999"),
+            Err(CpuListError::TooLarge { .. })
+        ));
     }
 
     #[test]
     fn displays_compactly() {
-        assert_eq!(CpuList::parse("0,1,2,5,7-8").unwrap().to_string(), "0-2,5,7-8");
+        assert_eq!(
+            CpuList::parse("0,1,2,5,7-8").unwrap().to_string(),
+            "0-2,5,7-8"
+        );
         assert_eq!(CpuList::parse("3").unwrap().to_string(), "3");
     }
 

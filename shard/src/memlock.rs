@@ -105,7 +105,10 @@ pub fn plan(required: u64, limits: MemlockLimits) -> Plan {
 
 /// Reads the limits of the current process.
 pub fn read_limits() -> MemlockLimits {
-    let mut limit = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
     // SAFETY: getrlimit writes one rlimit struct.
     let rc = unsafe { libc::getrlimit(libc::RLIMIT_MEMLOCK, &mut limit) };
     assert_eq!(rc, 0, "getrlimit(RLIMIT_MEMLOCK) failed");
@@ -132,18 +135,29 @@ pub fn has_effective_capability(capability: u32) -> bool {
 pub fn check(shards: usize, io_memory_bytes: u64) -> Result<MemlockOutcome, MemlockError> {
     let required = required_bytes(shards, io_memory_bytes);
     let limits = read_limits();
-    let error = || MemlockError { required_bytes: required, shards, io_memory_bytes, limits };
+    let error = || MemlockError {
+        required_bytes: required,
+        shards,
+        io_memory_bytes,
+        limits,
+    };
     match plan(required, limits) {
         Plan::Nothing if limits.cap_ipc_lock => Ok(MemlockOutcome::Capability),
         Plan::Nothing => Ok(MemlockOutcome::Sufficient),
         Plan::Raise(target) => {
-            let limit = libc::rlimit { rlim_cur: target, rlim_max: limits.hard_bytes };
+            let limit = libc::rlimit {
+                rlim_cur: target,
+                rlim_max: limits.hard_bytes,
+            };
             // SAFETY: setrlimit reads one rlimit struct.
             let rc = unsafe { libc::setrlimit(libc::RLIMIT_MEMLOCK, &limit) };
             if rc != 0 {
                 return Err(error());
             }
-            Ok(MemlockOutcome::Raised { from_bytes: limits.soft_bytes, to_bytes: target })
+            Ok(MemlockOutcome::Raised {
+                from_bytes: limits.soft_bytes,
+                to_bytes: target,
+            })
         }
         Plan::Insufficient => Err(error()),
     }
@@ -157,13 +171,21 @@ mod tests {
 
     #[test]
     fn capability_bypasses_the_limit() {
-        let limits = MemlockLimits { soft_bytes: 0, hard_bytes: 0, cap_ipc_lock: true };
+        let limits = MemlockLimits {
+            soft_bytes: 0,
+            hard_bytes: 0,
+            cap_ipc_lock: true,
+        };
         assert_eq!(plan(100 * MIB, limits), Plan::Nothing);
     }
 
     #[test]
     fn raises_soft_up_to_hard() {
-        let limits = MemlockLimits { soft_bytes: 8 * MIB, hard_bytes: 64 * MIB, cap_ipc_lock: false };
+        let limits = MemlockLimits {
+            soft_bytes: 8 * MIB,
+            hard_bytes: 64 * MIB,
+            cap_ipc_lock: false,
+        };
         assert_eq!(plan(8 * MIB, limits), Plan::Nothing);
         assert_eq!(plan(20 * MIB, limits), Plan::Raise(20 * MIB));
         assert_eq!(plan(65 * MIB, limits), Plan::Insufficient);
@@ -175,7 +197,11 @@ mod tests {
             required_bytes: required_bytes(2, 8 * MIB),
             shards: 2,
             io_memory_bytes: 8 * MIB,
-            limits: MemlockLimits { soft_bytes: 8 * MIB, hard_bytes: 8 * MIB, cap_ipc_lock: false },
+            limits: MemlockLimits {
+                soft_bytes: 8 * MIB,
+                hard_bytes: 8 * MIB,
+                cap_ipc_lock: false,
+            },
         };
         let text = error.to_string();
         assert!(text.contains("ulimit -l 17408"), "{text}");

@@ -8,6 +8,17 @@
 //! The mesh is wired in the main thread before the shards start, so peer ids
 //! are shard indexes and nothing is shared between threads but the rings.
 //! (glommio's own `MeshBuilder` shares an `Rc` across threads; we avoid it.)
+//!
+//! Each ring also counts what was pushed into it (one atomic, written by the
+//! producer only). The consumer counts what it has handled, so it can ask
+//! "have I handled everything my peer had sent by now?" ([`RingProgress`])
+//! and process a peer's earlier messages before acting on new local input.
+
+use std::cell::{Cell, RefCell};
+use std::rc::Rc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::task::{Poll, Waker};
 
 use glommio::channels::shared_channel::{
     self, ConnectedReceiver, ConnectedSender, SharedReceiver, SharedSender,
@@ -33,8 +44,8 @@ impl<T> MeshError<T> {
 /// One shard's unconnected ends of the mesh; `Send`, moved into the shard thread.
 pub struct MeshEnds<T: Send + 'static> {
     index: usize,
-    senders: Vec<Option<SharedSender<T>>>,
-    receivers: Vec<Option<SharedReceiver<T>>>,
+    senders: Vec<Option<(SharedSender<T>, Arc<AtomicU64>)>>,
+    receivers: Vec<Option<(SharedReceiver<T>, Arc<AtomicU64>)>>,
 }
 
 /// Wires a full mesh for `shard_count` shards, each ring holding `capacity` messages.
@@ -54,8 +65,9 @@ pub fn full_mesh<T: Send + 'static>(shard_count: usize, capacity: usize) -> Vec<
                 continue;
             }
             let (sender, receiver) = shared_channel::new_bounded(capacity);
-            ends[from].senders[to] = Some(sender);
-            ends[to].receivers[from] = Some(receiver);
+            let sent = Arc::new(AtomicU64::new(0));
+            ends[from].senders[to] = Some((sender, sent.clone()));
+            ends[to].receivers[from] = Some((receiver, sent));
         }
     }
     ends
@@ -68,30 +80,57 @@ impl<T: Send + 'static> MeshEnds<T> {
         let senders: Vec<_> = self
             .senders
             .into_iter()
-            .map(|sender| sender.map(|sender| glommio::spawn_local(sender.connect()).detach()))
+            .map(|sender| {
+                sender.map(|(sender, sent)| (glommio::spawn_local(sender.connect()).detach(), sent))
+            })
             .collect();
         let receivers: Vec<_> = self
             .receivers
             .into_iter()
-            .map(|receiver| receiver.map(|receiver| glommio::spawn_local(receiver.connect()).detach()))
+            .map(|receiver| {
+                receiver.map(|(receiver, sent)| {
+                    (glommio::spawn_local(receiver.connect()).detach(), sent)
+                })
+            })
             .collect();
         let mut connected_senders = Vec::with_capacity(senders.len());
         for sender in senders {
             connected_senders.push(match sender {
-                Some(task) => Some(task.await.expect("mesh sender connect task cancelled")),
-                None => None,
-            });
-        }
-        let mut connected_receivers = Vec::with_capacity(receivers.len());
-        for receiver in receivers {
-            connected_receivers.push(match receiver {
-                Some(task) => Some(Receiver {
-                    inner: task.await.expect("mesh receiver connect task cancelled"),
+                Some((task, sent)) => Some(Sender {
+                    inner: task.await.expect("mesh sender connect task cancelled"),
+                    sent,
                 }),
                 None => None,
             });
         }
-        Mesh { index: self.index, senders: connected_senders, receivers: connected_receivers }
+        let mut connected_receivers = Vec::with_capacity(receivers.len());
+        let mut progress = Vec::with_capacity(receivers.len());
+        for receiver in receivers {
+            match receiver {
+                Some((task, sent)) => {
+                    let ring_progress = Rc::new(RingProgress {
+                        sent,
+                        handled: Cell::new(0),
+                        waiters: RefCell::new(Vec::new()),
+                    });
+                    progress.push(Some(ring_progress.clone()));
+                    connected_receivers.push(Some(Receiver {
+                        inner: task.await.expect("mesh receiver connect task cancelled"),
+                        progress: ring_progress,
+                    }));
+                }
+                None => {
+                    progress.push(None);
+                    connected_receivers.push(None);
+                }
+            }
+        }
+        Mesh {
+            index: self.index,
+            senders: connected_senders,
+            receivers: connected_receivers,
+            progress,
+        }
     }
 }
 
@@ -107,19 +146,79 @@ fn mesh_error<T>(error: glommio::GlommioError<T>) -> MeshError<T> {
 /// The connected mesh as seen from one shard.
 pub struct Mesh<T: Send + 'static> {
     index: usize,
-    senders: Vec<Option<ConnectedSender<T>>>,
+    senders: Vec<Option<Sender<T>>>,
     receivers: Vec<Option<Receiver<T>>>,
+    progress: Vec<Option<Rc<RingProgress>>>,
+}
+
+struct Sender<T: Send + 'static> {
+    inner: ConnectedSender<T>,
+    /// Messages pushed into the ring; only this sender writes it.
+    sent: Arc<AtomicU64>,
+}
+
+/// How far this shard has got through one incoming ring.
+pub struct RingProgress {
+    sent: Arc<AtomicU64>,
+    handled: Cell<u64>,
+    waiters: RefCell<Vec<(u64, Waker)>>,
+}
+
+impl RingProgress {
+    /// Whether every message the peer had pushed by now has been handled.
+    pub fn caught_up(&self) -> bool {
+        self.handled.get() >= self.sent.load(Ordering::Acquire)
+    }
+
+    /// Completes once every message the peer had pushed when this was called
+    /// has been handled (see [`Receiver::handled`]).
+    pub async fn catch_up(&self) {
+        let target = self.sent.load(Ordering::Acquire);
+        std::future::poll_fn(|context| {
+            if self.handled.get() >= target {
+                Poll::Ready(())
+            } else {
+                self.waiters
+                    .borrow_mut()
+                    .push((target, context.waker().clone()));
+                Poll::Pending
+            }
+        })
+        .await
+    }
 }
 
 /// The receiving end of one ring.
 pub struct Receiver<T: Send + 'static> {
     inner: ConnectedReceiver<T>,
+    progress: Rc<RingProgress>,
 }
 
 impl<T: Send + 'static> Receiver<T> {
-    /// The next message, or `None` once the sending shard has stopped.
+    /// The next message, or `None` once the sending shard has stopped. Call
+    /// [`Receiver::handled`] once it has been acted on.
     pub async fn recv(&self) -> Option<T> {
         self.inner.recv().await
+    }
+
+    /// Marks the last received message as handled.
+    pub fn handled(&self) {
+        let handled = self.progress.handled.get() + 1;
+        self.progress.handled.set(handled);
+        if self.progress.waiters.borrow().is_empty() {
+            return;
+        }
+        self.progress
+            .waiters
+            .borrow_mut()
+            .retain(|(target, waker)| {
+                if *target <= handled {
+                    waker.wake_by_ref();
+                    false
+                } else {
+                    true
+                }
+            });
     }
 }
 
@@ -132,21 +231,39 @@ impl<T: Send + 'static> Mesh<T> {
         self.senders.len()
     }
 
-    fn sender(&self, peer: usize) -> &ConnectedSender<T> {
-        assert_ne!(peer, self.index, "a shard never sends to itself through the mesh");
-        self.senders[peer].as_ref().expect("every peer has a sender")
+    fn sender(&self, peer: usize) -> &Sender<T> {
+        assert_ne!(
+            peer, self.index,
+            "a shard never sends to itself through the mesh"
+        );
+        self.senders[peer]
+            .as_ref()
+            .expect("every peer has a sender")
     }
 
     /// Sends without waiting; a full ring hands the message back.
     pub fn try_send(&self, peer: usize, message: T) -> Result<(), MeshError<T>> {
         let sender = self.sender(peer);
-        sender.try_send(message).map_err(mesh_error)
+        sender.inner.try_send(message).map_err(mesh_error)?;
+        sender.sent.fetch_add(1, Ordering::Release);
+        Ok(())
     }
 
     /// Sends, waiting while the ring is full (backpressure).
     pub async fn send(&self, peer: usize, message: T) -> Result<(), MeshError<T>> {
         let sender = self.sender(peer);
-        sender.send(message).await.map_err(mesh_error)
+        sender.inner.send(message).await.map_err(mesh_error)?;
+        sender.sent.fetch_add(1, Ordering::Release);
+        Ok(())
+    }
+
+    /// Progress through each incoming ring, `(peer, progress)`.
+    pub fn progress(&self) -> Vec<(usize, Rc<RingProgress>)> {
+        self.progress
+            .iter()
+            .enumerate()
+            .filter_map(|(peer, progress)| progress.clone().map(|progress| (peer, progress)))
+            .collect()
     }
 
     /// Takes the receiving ends, `(peer, receiver)`, to be drained by the caller's tasks.
@@ -161,7 +278,7 @@ impl<T: Send + 'static> Mesh<T> {
     /// Closes every outgoing ring: peers see `None` once they drain.
     pub fn close(&self) {
         for sender in self.senders.iter().flatten() {
-            sender.close();
+            sender.inner.close();
         }
     }
 }

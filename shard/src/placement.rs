@@ -21,7 +21,11 @@ pub fn jump_hash(mut key: u64, buckets: u32) -> u32 {
 /// FNV-1a over the account and stream names, separated so ("ab","c") != ("a","bc").
 pub fn stream_key(account: &str, stream: &str) -> u64 {
     let mut hash: u64 = 0xcbf29ce484222325;
-    for byte in account.bytes().chain(std::iter::once(0u8)).chain(stream.bytes()) {
+    for byte in account
+        .bytes()
+        .chain(std::iter::once(0u8))
+        .chain(stream.bytes())
+    {
         hash ^= u64::from(byte);
         hash = hash.wrapping_mul(0x100000001b3);
     }
@@ -53,7 +57,10 @@ mod tests {
             counts[bucket as usize] += 1;
         }
         for count in counts {
-            assert!((9_000..11_000).contains(&count), "uneven spread: {counts:?}");
+            assert!(
+                (9_000..11_000).contains(&count),
+                "uneven spread: {counts:?}"
+            );
         }
     }
 

@@ -39,9 +39,17 @@ pub struct ShardContext<M: Send + 'static> {
 #[derive(Debug, thiserror::Error)]
 pub enum RuntimeError {
     #[error("could not start shard {index} on CPU {cpu}: {message}")]
-    Spawn { index: usize, cpu: usize, message: String },
+    Spawn {
+        index: usize,
+        cpu: usize,
+        message: String,
+    },
     #[error("shard {index} on CPU {cpu} stopped abnormally: {message}")]
-    Join { index: usize, cpu: usize, message: String },
+    Join {
+        index: usize,
+        cpu: usize,
+        message: String,
+    },
 }
 
 /// Runs `entry` on every shard and returns each shard's result, in shard order,
@@ -76,17 +84,29 @@ where
         let handle = builder
             .spawn(move || async move {
                 let shutdown = Shutdown::connect(control, watch_signals).await;
-                let context = ShardContext { index, shard_count, cpu, mesh, shutdown };
+                let context = ShardContext {
+                    index,
+                    shard_count,
+                    cpu,
+                    mesh,
+                    shutdown,
+                };
                 entry(context).await
             })
-            .map_err(|error| RuntimeError::Spawn { index, cpu, message: error.to_string() })?;
+            .map_err(|error| RuntimeError::Spawn {
+                index,
+                cpu,
+                message: error.to_string(),
+            })?;
         handles.push((index, cpu, handle));
     }
     let mut results = Vec::with_capacity(shard_count);
     for (index, cpu, handle) in handles {
-        let result = handle
-            .join()
-            .map_err(|error| RuntimeError::Join { index, cpu, message: error.to_string() })?;
+        let result = handle.join().map_err(|error| RuntimeError::Join {
+            index,
+            cpu,
+            message: error.to_string(),
+        })?;
         results.push(result);
     }
     Ok(results)
@@ -112,37 +132,48 @@ mod tests {
     #[test]
     fn mesh_delivers_between_all_pairs_in_order() {
         let cpus = CpuList::online();
-        let list = cpus.cpus().iter().map(|cpu| cpu.to_string()).collect::<Vec<_>>().join(",");
+        let list = cpus
+            .cpus()
+            .iter()
+            .map(|cpu| cpu.to_string())
+            .collect::<Vec<_>>()
+            .join(",");
         let count = cpus.len();
-        let results = run_shards::<(usize, u32), _, _, _>(&spec(&list), move |context| async move {
-            let mut mesh = context.mesh.connect().await;
-            let receivers = mesh.take_receivers();
-            let received = Rc::new(Cell::new(0usize));
-            let mut tasks = Vec::new();
-            for (peer, receiver) in receivers {
-                let received = received.clone();
-                tasks.push(glommio::spawn_local(async move {
-                    for expected in 0..100u32 {
-                        let (from, sequence) = receiver.recv().await.unwrap();
-                        assert_eq!(from, peer);
-                        assert_eq!(sequence, expected, "per-pair FIFO");
-                        received.set(received.get() + 1);
-                    }
-                }));
-            }
-            for peer in 0..context.shard_count {
-                if peer != context.index {
-                    for sequence in 0..100u32 {
-                        mesh.send(peer, (context.index, sequence)).await.unwrap();
+        let results =
+            run_shards::<(usize, u32), _, _, _>(&spec(&list), move |context| async move {
+                let mut mesh = context.mesh.connect().await;
+                let receivers = mesh.take_receivers();
+                let received = Rc::new(Cell::new(0usize));
+                let mut tasks = Vec::new();
+                for (peer, receiver) in receivers {
+                    let received = received.clone();
+                    tasks.push(glommio::spawn_local(async move {
+                        for expected in 0..100u32 {
+                            let (from, sequence) = receiver.recv().await.unwrap();
+                            assert_eq!(from, peer);
+                            assert_eq!(sequence, expected, "per-pair FIFO");
+                            received.set(received.get() + 1);
+                            receiver.handled();
+                        }
+                    }));
+                }
+                for peer in 0..context.shard_count {
+                    if peer != context.index {
+                        for sequence in 0..100u32 {
+                            mesh.send(peer, (context.index, sequence)).await.unwrap();
+                        }
                     }
                 }
-            }
-            for task in tasks {
-                task.await;
-            }
-            received.get()
-        })
-        .unwrap();
+                for task in tasks {
+                    task.await;
+                }
+                for (_, progress) in mesh.progress() {
+                    progress.catch_up().await;
+                    assert!(progress.caught_up());
+                }
+                received.get()
+            })
+            .unwrap();
         assert_eq!(results.len(), count);
         for received in results {
             assert_eq!(received, 100 * (count - 1));
@@ -152,7 +183,12 @@ mod tests {
     #[test]
     fn shutdown_reaches_every_shard() {
         let cpus = CpuList::online();
-        let list = cpus.cpus().iter().map(|cpu| cpu.to_string()).collect::<Vec<_>>().join(",");
+        let list = cpus
+            .cpus()
+            .iter()
+            .map(|cpu| cpu.to_string())
+            .collect::<Vec<_>>()
+            .join(",");
         let results = run_shards::<(), _, _, _>(&spec(&list), |context| async move {
             let _mesh = context.mesh.connect().await;
             if context.index == 0 {

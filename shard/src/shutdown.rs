@@ -53,6 +53,7 @@ impl Shutdown {
             let shutdown = shutdown.clone();
             glommio::spawn_local(async move {
                 if let Some(Control::Shutdown) = receiver.recv().await {
+                    receiver.handled();
                     shutdown.trigger_local();
                 }
             })
@@ -62,7 +63,9 @@ impl Shutdown {
             let shutdown_for_signal = shutdown.clone();
             let stop = shutdown.inner.watcher_stop.clone();
             glommio::spawn_local(async move {
-                let signal = glommio::executor().spawn_blocking(move || wait_for_signal(&stop)).await;
+                let signal = glommio::executor()
+                    .spawn_blocking(move || wait_for_signal(&stop))
+                    .await;
                 if let Some(signal) = signal {
                     log::info!("Trapped {signal:?} signal");
                     shutdown_for_signal.trigger();
@@ -107,7 +110,10 @@ impl Shutdown {
             if self.inner.triggered.get() {
                 Poll::Ready(())
             } else {
-                self.inner.waiters.borrow_mut().push(context.waker().clone());
+                self.inner
+                    .waiters
+                    .borrow_mut()
+                    .push(context.waker().clone());
                 Poll::Pending
             }
         })

@@ -56,7 +56,9 @@ pub struct ScopedTask<T> {
 
 /// Spawns `future` on the current shard; dropping the returned handle cancels it.
 pub fn spawn_scoped<T: 'static>(future: impl Future<Output = T> + 'static) -> ScopedTask<T> {
-    ScopedTask { _task: glommio::spawn_local(future) }
+    ScopedTask {
+        _task: glommio::spawn_local(future),
+    }
 }
 
 /// Spawns `future` on the current shard to run to completion in the background.

@@ -94,7 +94,10 @@ impl Drop for Server {
 
 fn start(name: &'static str, program: &str, args: &[String], cpu: usize) -> Server {
     let mut command = Command::new(program);
-    command.args(args).stdout(Stdio::null()).stderr(Stdio::piped());
+    command
+        .args(args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
     // SAFETY: pre_exec runs in the child before exec; sched_setaffinity is async-signal-safe.
     unsafe {
         use std::os::unix::process::CommandExt;
@@ -105,21 +108,31 @@ fn start(name: &'static str, program: &str, args: &[String], cpu: usize) -> Serv
             Ok(())
         });
     }
-    let mut child = command.spawn().unwrap_or_else(|error| panic!("cannot start {program}: {error}"));
+    let mut child = command
+        .spawn()
+        .unwrap_or_else(|error| panic!("cannot start {program}: {error}"));
     let stderr = child.stderr.take().expect("stderr piped");
     let mut lines = BufReader::new(stderr).lines();
     let mut port = None;
     for line in lines.by_ref() {
         let line = line.expect("server log line");
         if let Some(rest) = line.split("Listening for client connections on ").nth(1) {
-            port = rest.trim().rsplit(':').next().and_then(|port| port.parse::<u16>().ok());
+            port = rest
+                .trim()
+                .rsplit(':')
+                .next()
+                .and_then(|port| port.parse::<u16>().ok());
         }
         if line.contains("Server is ready") {
             break;
         }
     }
     std::thread::spawn(move || for _ in lines {});
-    Server { name, child, port: port.expect("server announced its port") }
+    Server {
+        name,
+        child,
+        port: port.expect("server announced its port"),
+    }
 }
 
 fn peak_rss_bytes(pid: u32) -> u64 {
@@ -129,7 +142,14 @@ fn peak_rss_bytes(pid: u32) -> u64 {
             status
                 .lines()
                 .find_map(|line| line.strip_prefix("VmHWM:"))
-                .and_then(|value| value.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+                .and_then(|value| {
+                    value
+                        .trim()
+                        .trim_end_matches("kB")
+                        .trim()
+                        .parse::<u64>()
+                        .ok()
+                })
         })
         .map_or(0, |kib| kib * 1024)
 }
@@ -143,14 +163,22 @@ struct Results {
 async fn measure_latency(port: u16, settings: &Settings) -> Histogram<u64> {
     let url = format!("nats://127.0.0.1:{port}");
     let publisher = async_nats::connect(&url).await.expect("publisher connects");
-    let subscriber_client = async_nats::connect(&url).await.expect("subscriber connects");
-    let mut subscriber = subscriber_client.subscribe("bench.latency").await.expect("subscribe");
+    let subscriber_client = async_nats::connect(&url)
+        .await
+        .expect("subscriber connects");
+    let mut subscriber = subscriber_client
+        .subscribe("bench.latency")
+        .await
+        .expect("subscribe");
     subscriber_client.flush().await.expect("flush");
     let payload = bytes::Bytes::from(vec![b'x'; PAYLOAD_BYTES]);
     let mut histogram = Histogram::<u64>::new_with_bounds(1, 60_000_000_000, 3).expect("histogram");
     for index in 0..settings.warmup + settings.samples {
         let start = Instant::now();
-        publisher.publish("bench.latency", payload.clone()).await.expect("publish");
+        publisher
+            .publish("bench.latency", payload.clone())
+            .await
+            .expect("publish");
         let message = tokio::time::timeout(Duration::from_secs(5), subscriber.next())
             .await
             .expect("message within 5 s")
@@ -167,7 +195,11 @@ async fn measure_latency(port: u16, settings: &Settings) -> Histogram<u64> {
 /// Raw sockets on both sides so the client is not the limit.
 fn measure_throughput(port: u16, messages: usize) -> f64 {
     let mut subscriber = TcpStream::connect(("127.0.0.1", port)).expect("subscriber connects");
-    subscriber.write_all(b"CONNECT {\"verbose\":false,\"pedantic\":false}\r\nSUB bench.fanout 1\r\nPING\r\n").unwrap();
+    subscriber
+        .write_all(
+            b"CONNECT {\"verbose\":false,\"pedantic\":false}\r\nSUB bench.fanout 1\r\nPING\r\n",
+        )
+        .unwrap();
     let mut seen = Vec::new();
     let mut chunk = [0u8; 65536];
     while !seen.windows(6).any(|window| window == b"PONG\r\n") {
@@ -182,13 +214,18 @@ fn measure_throughput(port: u16, messages: usize) -> f64 {
         let mut chunk = vec![0u8; 1 << 20];
         while received < expected_bytes {
             let bytes = subscriber.read(&mut chunk).expect("subscriber reads");
-            assert!(bytes > 0, "server closed the subscriber after {received} bytes");
+            assert!(
+                bytes > 0,
+                "server closed the subscriber after {received} bytes"
+            );
             received += bytes;
         }
         Instant::now()
     });
     let mut publisher = TcpStream::connect(("127.0.0.1", port)).expect("publisher connects");
-    publisher.write_all(b"CONNECT {\"verbose\":false,\"pedantic\":false}\r\n").unwrap();
+    publisher
+        .write_all(b"CONNECT {\"verbose\":false,\"pedantic\":false}\r\n")
+        .unwrap();
     let mut frame = format!("PUB bench.fanout {PAYLOAD_BYTES}\r\n").into_bytes();
     frame.extend(std::iter::repeat_n(b'x', PAYLOAD_BYTES));
     frame.extend_from_slice(b"\r\n");
@@ -198,7 +235,9 @@ fn measure_throughput(port: u16, messages: usize) -> f64 {
     let mut sent = 0;
     while sent < messages {
         let count = batch_messages.min(messages - sent);
-        publisher.write_all(&batch[..count * frame.len()]).expect("publish");
+        publisher
+            .write_all(&batch[..count * frame.len()])
+            .expect("publish");
         sent += count;
     }
     let finished = counter.join().expect("counter thread");
@@ -209,7 +248,9 @@ async fn run(server: &Server, settings: &Settings) -> Results {
     let latency = measure_latency(server.port, settings).await;
     let port = server.port;
     let messages = settings.messages;
-    let throughput = tokio::task::spawn_blocking(move || measure_throughput(port, messages)).await.unwrap();
+    let throughput = tokio::task::spawn_blocking(move || measure_throughput(port, messages))
+        .await
+        .unwrap();
     Results {
         latency,
         throughput_msgs_per_second: throughput,
@@ -224,15 +265,28 @@ fn micros(histogram: &Histogram<u64>, quantile: f64) -> f64 {
 fn main() {
     let settings = settings();
     pin_current_thread(settings.client_cpu);
-    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
     let cpu = settings.server_cpu.to_string();
     let nats_args = ["-a", "127.0.0.1", "-p", "-1"].map(String::from).to_vec();
-    let mut tern_args = ["-a", "127.0.0.1", "-p", "-1", "-m", "0", "--cores", &cpu].map(String::from).to_vec();
+    let mut tern_args = ["-a", "127.0.0.1", "-p", "-1", "-m", "0", "--cores", &cpu]
+        .map(String::from)
+        .to_vec();
     tern_args.extend(settings.tern_extra.iter().cloned());
     let mut all = Vec::new();
-    for (name, program, args) in [("nats-server", &settings.nats, &nats_args), ("tern", &settings.tern, &tern_args)] {
+    for (name, program, args) in [
+        ("nats-server", &settings.nats, &nats_args),
+        ("tern", &settings.tern, &tern_args),
+    ] {
         let server = start(name, program, args, settings.server_cpu);
-        eprintln!("measuring {} (pid {}, port {})", server.name, server.child.id(), server.port);
+        eprintln!(
+            "measuring {} (pid {}, port {})",
+            server.name,
+            server.child.id(),
+            server.port
+        );
         let results = runtime.block_on(run(&server, &settings));
         all.push((server.name, results));
     }

@@ -99,8 +99,8 @@ pub enum ConnectError {
 impl ConnectOptions {
     /// Parses a CONNECT argument, starting from the defaults.
     pub fn parse(json: &[u8]) -> Result<ConnectOptions, ConnectError> {
-        let wire: ConnectWire =
-            serde_json::from_slice(json).map_err(|error| ConnectError::Malformed(error.to_string()))?;
+        let wire: ConnectWire = serde_json::from_slice(json)
+            .map_err(|error| ConnectError::Malformed(error.to_string()))?;
         let defaults = ConnectOptions::default();
         let options = ConnectOptions {
             verbose: wire.verbose.unwrap_or(defaults.verbose),
@@ -166,18 +166,39 @@ mod tests {
 
     #[test]
     fn malformed_json_is_refused() {
-        assert!(matches!(ConnectOptions::parse(b"{"), Err(ConnectError::Malformed(_))));
-        assert!(matches!(ConnectOptions::parse(b""), Err(ConnectError::Malformed(_))));
-        assert!(matches!(ConnectOptions::parse(br#"{"verbose":"yes"}"#), Err(ConnectError::Malformed(_))));
+        assert!(matches!(
+            ConnectOptions::parse(b"{"),
+            Err(ConnectError::Malformed(_))
+        ));
+        assert!(matches!(
+            ConnectOptions::parse(b""),
+            Err(ConnectError::Malformed(_))
+        ));
+        assert!(matches!(
+            ConnectOptions::parse(br#"{"verbose":"yes"}"#),
+            Err(ConnectError::Malformed(_))
+        ));
     }
 
     #[test]
     fn validation_order_and_errors() {
         let parse = |json: &[u8]| ConnectOptions::parse(json).unwrap().validate();
-        assert_eq!(parse(br#"{"protocol":2}"#), Err(ConnectError::InvalidProtocol));
-        assert_eq!(parse(br#"{"protocol":-1}"#), Err(ConnectError::InvalidProtocol));
-        assert_eq!(parse(br#"{"no_responders":true}"#), Err(ConnectError::NoRespondersWithoutHeaders));
-        assert_eq!(parse(br#"{"account":"A"}"#), Err(ConnectError::AccountDesignation));
+        assert_eq!(
+            parse(br#"{"protocol":2}"#),
+            Err(ConnectError::InvalidProtocol)
+        );
+        assert_eq!(
+            parse(br#"{"protocol":-1}"#),
+            Err(ConnectError::InvalidProtocol)
+        );
+        assert_eq!(
+            parse(br#"{"no_responders":true}"#),
+            Err(ConnectError::NoRespondersWithoutHeaders)
+        );
+        assert_eq!(
+            parse(br#"{"account":"A"}"#),
+            Err(ConnectError::AccountDesignation)
+        );
         assert_eq!(parse(br#"{"account":""}"#), Ok(()));
     }
 }

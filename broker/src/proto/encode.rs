@@ -106,10 +106,22 @@ mod tests {
 
     #[test]
     fn encodes_msg_and_hmsg() {
-        let plain = Delivery { subject: b"foo", sid: b"1", reply: None, header_bytes: 0, message: b"hello" };
+        let plain = Delivery {
+            subject: b"foo",
+            sid: b"1",
+            reply: None,
+            header_bytes: 0,
+            message: b"hello",
+        };
         assert_eq!(deliver(plain, true), b"MSG foo 1 5\r\nhello\r\n");
-        let replied = Delivery { reply: Some(b"_INBOX.x"), ..plain };
-        assert_eq!(deliver(replied, false), b"MSG foo 1 _INBOX.x 5\r\nhello\r\n");
+        let replied = Delivery {
+            reply: Some(b"_INBOX.x"),
+            ..plain
+        };
+        assert_eq!(
+            deliver(replied, false),
+            b"MSG foo 1 _INBOX.x 5\r\nhello\r\n"
+        );
         let headed = Delivery {
             subject: b"foo",
             sid: b"9",
@@ -117,7 +129,10 @@ mod tests {
             header_bytes: 12,
             message: b"NATS/1.0\r\n\r\nhi",
         };
-        assert_eq!(deliver(headed, true), b"HMSG foo 9 12 14\r\nNATS/1.0\r\n\r\nhi\r\n");
+        assert_eq!(
+            deliver(headed, true),
+            b"HMSG foo 9 12 14\r\nNATS/1.0\r\n\r\nhi\r\n"
+        );
         assert_eq!(deliver(headed, false), b"MSG foo 9 2\r\nhi\r\n");
     }
 
@@ -127,7 +142,10 @@ mod tests {
         push_no_responders(&mut out, b"_INBOX.a.b", b"0", b"svc");
         let header = b"NATS/1.0 503\r\nNats-Subject: svc\r\n\r\n";
         assert_eq!(header.len(), 32 + 3);
-        assert_eq!(out, b"HMSG _INBOX.a.b 0 35 35\r\nNATS/1.0 503\r\nNats-Subject: svc\r\n\r\n\r\n");
+        assert_eq!(
+            out,
+            b"HMSG _INBOX.a.b 0 35 35\r\nNATS/1.0 503\r\nNats-Subject: svc\r\n\r\n\r\n"
+        );
     }
 
     #[test]

@@ -20,7 +20,10 @@ pub fn publish_violation(subject: &[u8]) -> String {
 
 /// `Permissions Violation for Publish with Reply of "<reply>"` (non-fatal).
 pub fn reply_violation(reply: &[u8]) -> String {
-    format!("Permissions Violation for Publish with Reply of {}", go_quote(reply))
+    format!(
+        "Permissions Violation for Publish with Reply of {}",
+        go_quote(reply)
+    )
 }
 
 /// Go's `%q` for the byte strings that reach these messages: printable ASCII
@@ -67,7 +70,10 @@ mod tests {
     fn quotes_like_go() {
         assert_eq!(go_quote(b"_GR_.x"), "\"_GR_.x\"");
         assert_eq!(go_quote(b"a\"b"), "\"a\\\"b\"");
-        assert_eq!(publish_violation(b"$NRG.x"), "Permissions Violation for Publish to \"$NRG.x\"");
+        assert_eq!(
+            publish_violation(b"$NRG.x"),
+            "Permissions Violation for Publish to \"$NRG.x\""
+        );
         assert_eq!(
             reply_violation(b"_R_.a"),
             "Permissions Violation for Publish with Reply of \"_R_.a\""

@@ -82,7 +82,11 @@ fn crc16_xmodem(bytes: &[u8]) -> u16 {
     for &byte in bytes {
         crc ^= u16::from(byte) << 8;
         for _ in 0..8 {
-            crc = if crc & 0x8000 != 0 { (crc << 1) ^ 0x1021 } else { crc << 1 };
+            crc = if crc & 0x8000 != 0 {
+                (crc << 1) ^ 0x1021
+            } else {
+                crc << 1
+            };
         }
     }
     crc
@@ -116,7 +120,9 @@ mod tests {
         let id = generate_server_id([7u8; 32]);
         assert_eq!(id.len(), 56);
         assert!(id.starts_with('N'));
-        assert!(id.bytes().all(|b| b.is_ascii_uppercase() || (b'2'..=b'7').contains(&b)));
+        assert!(id
+            .bytes()
+            .all(|b| b.is_ascii_uppercase() || (b'2'..=b'7').contains(&b)));
     }
 
     #[test]

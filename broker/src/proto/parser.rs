@@ -40,17 +40,30 @@ pub struct Publish<'a> {
 /// One client operation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ClientOp<'a> {
-    Connect { json: &'a [u8] },
-    Info { json: &'a [u8] },
+    Connect {
+        json: &'a [u8],
+    },
+    Info {
+        json: &'a [u8],
+    },
     Publish(Publish<'a>),
-    Subscribe { subject: &'a [u8], queue: Option<&'a [u8]>, sid: &'a [u8] },
+    Subscribe {
+        subject: &'a [u8],
+        queue: Option<&'a [u8]>,
+        sid: &'a [u8],
+    },
     /// `max_messages` is nats-server's parse of the optional count: -1 when
     /// absent or not a number (which unsubscribes immediately).
-    Unsubscribe { sid: &'a [u8], max_messages: i64 },
+    Unsubscribe {
+        sid: &'a [u8],
+        max_messages: i64,
+    },
     Ping,
     Pong,
     Ok,
-    Err { text: &'a [u8] },
+    Err {
+        text: &'a [u8],
+    },
 }
 
 /// What one call to [`Parser::parse`] produced.
@@ -61,7 +74,10 @@ pub enum Step<'a> {
     /// Not enough input. Drop `consumed` bytes (skipped line content) and call
     /// again with more; `bytes_needed`, when known, is the total the current
     /// operation needs from the (new) start of the input.
-    NeedMore { consumed: usize, bytes_needed: Option<usize> },
+    NeedMore {
+        consumed: usize,
+        bytes_needed: Option<usize>,
+    },
 }
 
 /// Why the connection must close.
@@ -121,7 +137,10 @@ enum Name {
 impl Parser {
     pub fn new(limits: ParserLimits) -> Parser {
         assert!(limits.max_control_line_bytes > 0);
-        Parser { limits, skipping: None }
+        Parser {
+            limits,
+            skipping: None,
+        }
     }
 
     pub fn limits(&self) -> ParserLimits {
@@ -135,16 +154,28 @@ impl Parser {
             return Ok(match find_newline(input, 0) {
                 Some(newline) => {
                     self.skipping = None;
-                    Step::Op { op: line_op.into(), consumed: newline + 1 }
+                    Step::Op {
+                        op: line_op.into(),
+                        consumed: newline + 1,
+                    }
                 }
-                None => Step::NeedMore { consumed: input.len(), bytes_needed: None },
+                None => Step::NeedMore {
+                    consumed: input.len(),
+                    bytes_needed: None,
+                },
             });
         }
         if input.is_empty() {
-            return Ok(Step::NeedMore { consumed: 0, bytes_needed: None });
+            return Ok(Step::NeedMore {
+                consumed: 0,
+                bytes_needed: None,
+            });
         }
         let Some((name, name_len)) = recognise(input)? else {
-            return Ok(Step::NeedMore { consumed: 0, bytes_needed: None });
+            return Ok(Step::NeedMore {
+                consumed: 0,
+                bytes_needed: None,
+            });
         };
         let shape = match name {
             Name::Connect | Name::Info => Shape::Rest,
@@ -156,16 +187,25 @@ impl Parser {
         match shape {
             Shape::Line(op) => {
                 return Ok(match find_newline(input, name_len) {
-                    Some(newline) => Step::Op { op: op.into(), consumed: newline + 1 },
+                    Some(newline) => Step::Op {
+                        op: op.into(),
+                        consumed: newline + 1,
+                    },
                     None => {
                         self.skipping = Some(op);
-                        Step::NeedMore { consumed: input.len(), bytes_needed: None }
+                        Step::NeedMore {
+                            consumed: input.len(),
+                            bytes_needed: None,
+                        }
                     }
                 });
             }
             Shape::Arguments => {
                 let Some(&first) = input.get(start) else {
-                    return Ok(Step::NeedMore { consumed: 0, bytes_needed: None });
+                    return Ok(Step::NeedMore {
+                        consumed: 0,
+                        bytes_needed: None,
+                    });
                 };
                 if !is_blank(first) {
                     return Err(ParseError::UnknownOperation);
@@ -183,7 +223,10 @@ impl Parser {
             if input.len() - start > self.limits.max_control_line_bytes {
                 return Err(ParseError::ControlLineTooLong);
             }
-            return Ok(Step::NeedMore { consumed: 0, bytes_needed: None });
+            return Ok(Step::NeedMore {
+                consumed: 0,
+                bytes_needed: None,
+            });
         };
         let mut end = newline;
         if end > start && input[end - 1] == b'\r' {
@@ -204,7 +247,10 @@ impl Parser {
             Name::Err => ClientOp::Err { text: arguments },
             Name::Line(_) => unreachable!("line operations returned above"),
         };
-        Ok(Step::Op { op, consumed: line_bytes })
+        Ok(Step::Op {
+            op,
+            consumed: line_bytes,
+        })
     }
 
     fn publish<'a>(
@@ -219,17 +265,22 @@ impl Parser {
             return Err(ParseError::Violation("HPUB without headers support"));
         }
         let mut fields = [&arguments[..0]; 4];
-        let count = split_blanks(arguments, &mut fields).ok_or(ParseError::Violation("PUB arguments"))?;
+        let count =
+            split_blanks(arguments, &mut fields).ok_or(ParseError::Violation("PUB arguments"))?;
         let (subject, reply, header_bytes, total_bytes) = if with_headers {
             let (subject, reply) = match count {
                 3 => (fields[0], None),
                 4 => (fields[0], Some(fields[1])),
                 _ => return Err(ParseError::Violation("HPUB argument count")),
             };
-            let header_bytes = parse_size(fields[count - 2]).ok_or(ParseError::Violation("HPUB header size"))?;
-            let total_bytes = parse_size(fields[count - 1]).ok_or(ParseError::Violation("HPUB total size"))?;
+            let header_bytes =
+                parse_size(fields[count - 2]).ok_or(ParseError::Violation("HPUB header size"))?;
+            let total_bytes =
+                parse_size(fields[count - 1]).ok_or(ParseError::Violation("HPUB total size"))?;
             if header_bytes > total_bytes {
-                return Err(ParseError::Violation("HPUB header size larger than total size"));
+                return Err(ParseError::Violation(
+                    "HPUB header size larger than total size",
+                ));
             }
             (subject, reply, header_bytes, total_bytes)
         } else {
@@ -238,23 +289,35 @@ impl Parser {
                 3 => (fields[0], Some(fields[1])),
                 _ => return Err(ParseError::Violation("PUB argument count")),
             };
-            let total_bytes = parse_size(fields[count - 1]).ok_or(ParseError::Violation("PUB size"))?;
+            let total_bytes =
+                parse_size(fields[count - 1]).ok_or(ParseError::Violation("PUB size"))?;
             (subject, reply, 0, total_bytes)
         };
         if total_bytes > self.limits.max_payload_bytes {
-            return Err(ParseError::PayloadTooLarge { size: total_bytes, max: self.limits.max_payload_bytes });
+            return Err(ParseError::PayloadTooLarge {
+                size: total_bytes,
+                max: self.limits.max_payload_bytes,
+            });
         }
         let message_end = line_bytes + total_bytes;
         let needed = message_end + 2;
         if input.len() < needed {
-            return Ok(Step::NeedMore { consumed: 0, bytes_needed: Some(needed) });
+            return Ok(Step::NeedMore {
+                consumed: 0,
+                bytes_needed: Some(needed),
+            });
         }
         if &input[message_end..needed] != b"\r\n" {
             return Err(ParseError::UnknownOperation);
         }
         let message = &input[line_bytes..message_end];
         Ok(Step::Op {
-            op: ClientOp::Publish(Publish { subject, reply, header_bytes, message }),
+            op: ClientOp::Publish(Publish {
+                subject,
+                reply,
+                header_bytes,
+                message,
+            }),
             consumed: needed,
         })
     }
@@ -305,8 +368,16 @@ fn recognise(input: &[u8]) -> Result<Option<(Name, usize)>, ParseError> {
 fn subscribe(arguments: &[u8]) -> Result<ClientOp<'_>, ParseError> {
     let mut fields = [&arguments[..0]; 3];
     match split_blanks(arguments, &mut fields) {
-        Some(2) => Ok(ClientOp::Subscribe { subject: fields[0], queue: None, sid: fields[1] }),
-        Some(3) => Ok(ClientOp::Subscribe { subject: fields[0], queue: Some(fields[1]), sid: fields[2] }),
+        Some(2) => Ok(ClientOp::Subscribe {
+            subject: fields[0],
+            queue: None,
+            sid: fields[1],
+        }),
+        Some(3) => Ok(ClientOp::Subscribe {
+            subject: fields[0],
+            queue: Some(fields[1]),
+            sid: fields[2],
+        }),
         _ => Err(ParseError::Violation("SUB argument count")),
     }
 }
@@ -314,7 +385,10 @@ fn subscribe(arguments: &[u8]) -> Result<ClientOp<'_>, ParseError> {
 fn unsubscribe(arguments: &[u8]) -> Result<ClientOp<'_>, ParseError> {
     let mut fields = [&arguments[..0]; 2];
     match split_blanks(arguments, &mut fields) {
-        Some(1) => Ok(ClientOp::Unsubscribe { sid: fields[0], max_messages: -1 }),
+        Some(1) => Ok(ClientOp::Unsubscribe {
+            sid: fields[0],
+            max_messages: -1,
+        }),
         Some(2) => Ok(ClientOp::Unsubscribe {
             sid: fields[0],
             max_messages: parse_size(fields[1]).map_or(-1, |max| max as i64),
@@ -330,7 +404,10 @@ fn is_blank(byte: u8) -> bool {
 
 #[inline]
 fn find_newline(input: &[u8], from: usize) -> Option<usize> {
-    input[from..].iter().position(|&byte| byte == b'\n').map(|offset| from + offset)
+    input[from..]
+        .iter()
+        .position(|&byte| byte == b'\n')
+        .map(|offset| from + offset)
 }
 
 /// Splits on runs of blanks into `fields`; `None` if there are more fields than room.
@@ -373,7 +450,10 @@ pub fn parse_size(digits: &[u8]) -> Option<usize> {
 mod tests {
     use super::*;
 
-    const LIMITS: ParserLimits = ParserLimits { max_control_line_bytes: 4096, max_payload_bytes: 1024 };
+    const LIMITS: ParserLimits = ParserLimits {
+        max_control_line_bytes: 4096,
+        max_payload_bytes: 1024,
+    };
 
     fn one(input: &[u8]) -> Result<Step<'_>, ParseError> {
         Parser::new(LIMITS).parse(input, true)
@@ -395,28 +475,69 @@ mod tests {
         assert_eq!(op(b"pong\n"), ClientOp::Pong);
         assert_eq!(op(b"+OK\r\n"), ClientOp::Ok);
         assert_eq!(op(b"PING with junk\r\n"), ClientOp::Ping);
-        assert_eq!(op(b"CONNECT {\"verbose\":false}\r\n"), ClientOp::Connect { json: b"{\"verbose\":false}" });
+        assert_eq!(
+            op(b"CONNECT {\"verbose\":false}\r\n"),
+            ClientOp::Connect {
+                json: b"{\"verbose\":false}"
+            }
+        );
         assert_eq!(op(b"connect{}\r\n"), ClientOp::Connect { json: b"{}" });
         assert_eq!(op(b"INFO {}\r\n"), ClientOp::Info { json: b"{}" });
         assert_eq!(
             op(b"SUB foo 1\r\n"),
-            ClientOp::Subscribe { subject: b"foo", queue: None, sid: b"1" }
+            ClientOp::Subscribe {
+                subject: b"foo",
+                queue: None,
+                sid: b"1"
+            }
         );
         assert_eq!(
             op(b"sub  foo\tworkers  0\r\n"),
-            ClientOp::Subscribe { subject: b"foo", queue: Some(b"workers"), sid: b"0" }
+            ClientOp::Subscribe {
+                subject: b"foo",
+                queue: Some(b"workers"),
+                sid: b"0"
+            }
         );
-        assert_eq!(op(b"UNSUB 1\r\n"), ClientOp::Unsubscribe { sid: b"1", max_messages: -1 });
-        assert_eq!(op(b"UNSUB 1 5\r\n"), ClientOp::Unsubscribe { sid: b"1", max_messages: 5 });
-        assert_eq!(op(b"UNSUB 1 x\r\n"), ClientOp::Unsubscribe { sid: b"1", max_messages: -1 });
+        assert_eq!(
+            op(b"UNSUB 1\r\n"),
+            ClientOp::Unsubscribe {
+                sid: b"1",
+                max_messages: -1
+            }
+        );
+        assert_eq!(
+            op(b"UNSUB 1 5\r\n"),
+            ClientOp::Unsubscribe {
+                sid: b"1",
+                max_messages: 5
+            }
+        );
+        assert_eq!(
+            op(b"UNSUB 1 x\r\n"),
+            ClientOp::Unsubscribe {
+                sid: b"1",
+                max_messages: -1
+            }
+        );
         assert_eq!(op(b"-ERR 'boom'\r\n"), ClientOp::Err { text: b"'boom'" });
         assert_eq!(
             op(b"PUB foo 5\r\nhello\r\n"),
-            ClientOp::Publish(Publish { subject: b"foo", reply: None, header_bytes: 0, message: b"hello" })
+            ClientOp::Publish(Publish {
+                subject: b"foo",
+                reply: None,
+                header_bytes: 0,
+                message: b"hello"
+            })
         );
         assert_eq!(
             op(b"pub foo bar 0\r\n\r\n"),
-            ClientOp::Publish(Publish { subject: b"foo", reply: Some(b"bar"), header_bytes: 0, message: b"" })
+            ClientOp::Publish(Publish {
+                subject: b"foo",
+                reply: Some(b"bar"),
+                header_bytes: 0,
+                message: b""
+            })
         );
         assert_eq!(
             op(b"HPUB foo r 12 14\r\nNATS/1.0\r\n\r\nhi\r\n"),
@@ -429,13 +550,26 @@ mod tests {
         );
         assert_eq!(
             op(b"HPUB jss.a r 0 1\r\n3\r\n"),
-            ClientOp::Publish(Publish { subject: b"jss.a", reply: Some(b"r"), header_bytes: 0, message: b"3" })
+            ClientOp::Publish(Publish {
+                subject: b"jss.a",
+                reply: Some(b"r"),
+                header_bytes: 0,
+                message: b"3"
+            })
         );
     }
 
     #[test]
     fn waits_for_complete_operations() {
-        for input in [&b"P"[..], b"PU", b"PUB", b"PUB foo 5", b"PUB foo 5\r\nhel", b"PUB foo 5\r\nhello\r", b"CONN"] {
+        for input in [
+            &b"P"[..],
+            b"PU",
+            b"PUB",
+            b"PUB foo 5",
+            b"PUB foo 5\r\nhel",
+            b"PUB foo 5\r\nhello\r",
+            b"CONN",
+        ] {
             match one(input).unwrap() {
                 Step::NeedMore { consumed: 0, .. } => {}
                 other => panic!("{input:?}: {other:?}"),
@@ -443,7 +577,10 @@ mod tests {
         }
         assert_eq!(
             one(b"PUB foo 5\r\nhe").unwrap(),
-            Step::NeedMore { consumed: 0, bytes_needed: Some(18) }
+            Step::NeedMore {
+                consumed: 0,
+                bytes_needed: Some(18)
+            }
         );
     }
 
@@ -453,10 +590,34 @@ mod tests {
         let junk = vec![b'x'; 10_000];
         let mut input = b"PING ".to_vec();
         input.extend_from_slice(&junk);
-        assert_eq!(parser.parse(&input, true).unwrap(), Step::NeedMore { consumed: input.len(), bytes_needed: None });
-        assert_eq!(parser.parse(&junk, true).unwrap(), Step::NeedMore { consumed: junk.len(), bytes_needed: None });
-        assert_eq!(parser.parse(b"yy\r\nPONG\r\n", true).unwrap(), Step::Op { op: ClientOp::Ping, consumed: 4 });
-        assert_eq!(parser.parse(b"PONG\r\n", true).unwrap(), Step::Op { op: ClientOp::Pong, consumed: 6 });
+        assert_eq!(
+            parser.parse(&input, true).unwrap(),
+            Step::NeedMore {
+                consumed: input.len(),
+                bytes_needed: None
+            }
+        );
+        assert_eq!(
+            parser.parse(&junk, true).unwrap(),
+            Step::NeedMore {
+                consumed: junk.len(),
+                bytes_needed: None
+            }
+        );
+        assert_eq!(
+            parser.parse(b"yy\r\nPONG\r\n", true).unwrap(),
+            Step::Op {
+                op: ClientOp::Ping,
+                consumed: 4
+            }
+        );
+        assert_eq!(
+            parser.parse(b"PONG\r\n", true).unwrap(),
+            Step::Op {
+                op: ClientOp::Pong,
+                consumed: 6
+            }
+        );
     }
 
     #[test]
@@ -496,7 +657,11 @@ mod tests {
             b"SUB a b c d\r\n",
             b"UNSUB a b c\r\n",
         ] {
-            assert!(matches!(one(input), Err(ParseError::Violation(_))), "{input:?}: {:?}", one(input));
+            assert!(
+                matches!(one(input), Err(ParseError::Violation(_))),
+                "{input:?}: {:?}",
+                one(input)
+            );
         }
         assert!(matches!(
             Parser::new(LIMITS).parse(b"HPUB foo 2 2\r\n", false),
@@ -506,21 +671,54 @@ mod tests {
 
     #[test]
     fn enforces_payload_limit_on_the_control_line() {
-        assert_eq!(one(b"PUB foo 1025\r\n"), Err(ParseError::PayloadTooLarge { size: 1025, max: 1024 }));
-        assert_eq!(one(b"HPUB foo 10 1025\r\n"), Err(ParseError::PayloadTooLarge { size: 1025, max: 1024 }));
-        assert!(matches!(one(b"PUB foo 1024\r\n"), Ok(Step::NeedMore { .. })));
+        assert_eq!(
+            one(b"PUB foo 1025\r\n"),
+            Err(ParseError::PayloadTooLarge {
+                size: 1025,
+                max: 1024
+            })
+        );
+        assert_eq!(
+            one(b"HPUB foo 10 1025\r\n"),
+            Err(ParseError::PayloadTooLarge {
+                size: 1025,
+                max: 1024
+            })
+        );
+        assert!(matches!(
+            one(b"PUB foo 1024\r\n"),
+            Ok(Step::NeedMore { .. })
+        ));
     }
 
     #[test]
     fn enforces_control_line_limit() {
-        let limits = ParserLimits { max_control_line_bytes: 16, max_payload_bytes: 1024 };
+        let limits = ParserLimits {
+            max_control_line_bytes: 16,
+            max_payload_bytes: 1024,
+        };
         let mut parser = Parser::new(limits);
         // 16 argument bytes are fine, 17 are not, with or without the newline yet.
-        assert!(matches!(parser.parse(b"SUB aaaaaaaaaaaaaa 1\r\n", true), Ok(Step::Op { .. })));
-        assert_eq!(parser.parse(b"SUB aaaaaaaaaaaaaaa 1\r\n", true), Err(ParseError::ControlLineTooLong));
-        assert_eq!(parser.parse(b"SUB aaaaaaaaaaaaaaa 12", true), Err(ParseError::ControlLineTooLong));
-        assert_eq!(parser.parse(b"CONNECT {\"a\":\"bbbbbbbbb\"}\r\n", true), Err(ParseError::ControlLineTooLong));
-        assert!(matches!(parser.parse(b"SUB aaaaaaaaaaaaa", true), Ok(Step::NeedMore { .. })));
+        assert!(matches!(
+            parser.parse(b"SUB aaaaaaaaaaaaaa 1\r\n", true),
+            Ok(Step::Op { .. })
+        ));
+        assert_eq!(
+            parser.parse(b"SUB aaaaaaaaaaaaaaa 1\r\n", true),
+            Err(ParseError::ControlLineTooLong)
+        );
+        assert_eq!(
+            parser.parse(b"SUB aaaaaaaaaaaaaaa 12", true),
+            Err(ParseError::ControlLineTooLong)
+        );
+        assert_eq!(
+            parser.parse(b"CONNECT {\"a\":\"bbbbbbbbb\"}\r\n", true),
+            Err(ParseError::ControlLineTooLong)
+        );
+        assert!(matches!(
+            parser.parse(b"SUB aaaaaaaaaaaaa", true),
+            Ok(Step::NeedMore { .. })
+        ));
     }
 
     #[test]

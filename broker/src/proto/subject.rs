@@ -32,7 +32,10 @@ pub fn is_valid_subject(subject: &[u8]) -> bool {
         if token.is_empty() || after_full_wildcard {
             return false;
         }
-        if token.iter().any(|&byte| matches!(byte, b' ' | b'\t' | b'\n' | b'\r' | 0x0c)) {
+        if token
+            .iter()
+            .any(|&byte| matches!(byte, b' ' | b'\t' | b'\n' | b'\r' | 0x0c))
+        {
             return false;
         }
         if is_full_wildcard(token) {
@@ -44,7 +47,8 @@ pub fn is_valid_subject(subject: &[u8]) -> bool {
 
 /// Valid and without wildcard tokens: what `pedantic` requires of PUB.
 pub fn is_valid_literal_subject(subject: &[u8]) -> bool {
-    tokens(subject).all(|token| !token.is_empty() && !is_single_wildcard(token) && !is_full_wildcard(token))
+    tokens(subject)
+        .all(|token| !token.is_empty() && !is_single_wildcard(token) && !is_full_wildcard(token))
 }
 
 /// Whether `subject` has a wildcard token.
@@ -79,10 +83,29 @@ mod tests {
 
     #[test]
     fn validates_subscription_subjects() {
-        for good in [&b"foo"[..], b"foo.bar", b"*", b">", b"foo.*.bar", b"foo.>", b"foo*.bar", b"a>.b", b"_INBOX.x.*"] {
+        for good in [
+            &b"foo"[..],
+            b"foo.bar",
+            b"*",
+            b">",
+            b"foo.*.bar",
+            b"foo.>",
+            b"foo*.bar",
+            b"a>.b",
+            b"_INBOX.x.*",
+        ] {
             assert!(is_valid_subject(good), "{good:?}");
         }
-        for bad in [&b""[..], b".", b"foo.", b".foo", b"foo..bar", b"foo.>.bar", b">.a", b"a b"] {
+        for bad in [
+            &b""[..],
+            b".",
+            b"foo.",
+            b".foo",
+            b"foo..bar",
+            b"foo.>.bar",
+            b">.a",
+            b"a b",
+        ] {
             assert!(!is_valid_subject(bad), "{bad:?}");
         }
     }

@@ -5,8 +5,15 @@
 //! Nothing here sleeps to synchronise: waits are bounded polls or awaited
 //! events under a timeout. A short sleep appears only where a test proves a
 //! negative ("nothing arrives within N ms").
+//!
+//! Caveat: async-nats 0.51's `Client::flush()` only flushes the socket; it is
+//! not a PING/PONG round trip. Tests that need "the server has registered my
+//! subscription" use [`sync_interest`] (async-nats) or a raw `PING`/`PONG`.
 
 #![allow(dead_code)]
+// Test harness, not broker code: one Mutex guards the server's stderr tail,
+// shared between the test and the thread draining stderr.
+#![allow(clippy::disallowed_types)]
 
 use std::collections::VecDeque;
 use std::io::{BufRead, BufReader, Read, Write};
@@ -144,12 +151,26 @@ impl Server {
             Flavor::Tern => {
                 let shards = options.shards.unwrap_or(2);
                 assert!(shards >= 1, "at least one shard");
-                let cores = if shards == 1 { "0".to_string() } else { format!("0-{}", shards - 1) };
+                let cores = if shards == 1 {
+                    "0".to_string()
+                } else {
+                    format!("0-{}", shards - 1)
+                };
                 let config = dir.path().join("tern.toml");
                 std::fs::write(&config, options.config_text(flavor)).expect("write tern.toml");
                 let mut command = Command::new(env!("CARGO_BIN_EXE_tern-server"));
                 command
-                    .args(["-a", "127.0.0.1", "-p", "-1", "-m", "-1", "--cores", &cores, "-c"])
+                    .args([
+                        "-a",
+                        "127.0.0.1",
+                        "-p",
+                        "-1",
+                        "-m",
+                        "-1",
+                        "--cores",
+                        &cores,
+                        "-c",
+                    ])
                     .arg(&config)
                     .arg("--store_dir")
                     .arg(dir.path().join("data"));
@@ -159,12 +180,20 @@ impl Server {
                 let config = dir.path().join("nats.conf");
                 std::fs::write(&config, options.config_text(flavor)).expect("write nats.conf");
                 let mut command = Command::new(nats_server_path());
-                command.args(["-a", "127.0.0.1", "-p", "-1", "-m", "-1", "-c"]).arg(&config);
+                command
+                    .args(["-a", "127.0.0.1", "-p", "-1", "-m", "-1", "-c"])
+                    .arg(&config);
                 command
             }
         };
-        command.current_dir(dir.path()).stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::piped());
-        let mut child = command.spawn().unwrap_or_else(|error| panic!("cannot start {}: {error}", flavor.name()));
+        command
+            .current_dir(dir.path())
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
+        let mut child = command
+            .spawn()
+            .unwrap_or_else(|error| panic!("cannot start {}: {error}", flavor.name()));
         let stderr = child.stderr.take().expect("piped stderr");
         let log = Arc::new(Mutex::new(VecDeque::new()));
         let (events, received) = mpsc::channel();
@@ -185,7 +214,9 @@ impl Server {
                         if let Some(port) = port_after(&line, "Starting http monitor on ") {
                             let _ = events.send(LogEvent::HttpPort(port));
                         }
-                        if let Some(port) = port_after(&line, "Listening for client connections on ") {
+                        if let Some(port) =
+                            port_after(&line, "Listening for client connections on ")
+                        {
                             let _ = events.send(LogEvent::ClientPort(port));
                         }
                         let mut log = log.lock().unwrap();
@@ -250,7 +281,13 @@ impl Server {
 
     /// The last lines the server wrote to stderr.
     pub fn log_tail(&self) -> String {
-        self.log.lock().unwrap().iter().cloned().collect::<Vec<_>>().join("\n")
+        self.log
+            .lock()
+            .unwrap()
+            .iter()
+            .cloned()
+            .collect::<Vec<_>>()
+            .join("\n")
     }
 
     /// True while the process has not exited.
@@ -266,8 +303,18 @@ impl Server {
     pub async fn connect_with(&self, options: async_nats::ConnectOptions) -> async_nats::Client {
         match tokio::time::timeout(TIMEOUT, options.connect(self.url())).await {
             Ok(Ok(client)) => client,
-            Ok(Err(error)) => panic!("{}: connect failed: {error}\nserver log:\n{}", self.flavor.name(), self.log_tail()),
-            Err(_) => panic!("{}: connect timed out\nserver log:\n{}", self.flavor.name(), self.log_tail()),
+            Ok(Err(error)) => {
+                panic!(
+                    "{}: connect failed: {error}\nserver log:\n{}",
+                    self.flavor.name(),
+                    self.log_tail()
+                )
+            }
+            Err(_) => panic!(
+                "{}: connect timed out\nserver log:\n{}",
+                self.flavor.name(),
+                self.log_tail()
+            ),
         }
     }
 
@@ -280,17 +327,29 @@ impl Server {
 
     /// A raw connection after INFO, `CONNECT <json>` and `PING` → `PONG`.
     /// Without `"protocol"` in the JSON no async INFO follows the PONG.
+    /// Server keep-alive PINGs are dropped from what it reads
+    /// ([`RawClient::ignore_server_pings`]).
     pub async fn raw_handshake(&self, connect_json: &str) -> RawClient {
         let (mut raw, _) = self.raw().await;
-        raw.send(format!("CONNECT {connect_json}\r\nPING\r\n").as_bytes()).await;
+        raw.ignore_server_pings();
+        raw.send(format!("CONNECT {connect_json}\r\nPING\r\n").as_bytes())
+            .await;
         let got = raw.read_until(b"PONG\r\n", TIMEOUT).await;
-        assert_eq!(text(&got), "PONG\r\n", "{}: handshake with {connect_json}", self.flavor.name());
+        assert_eq!(
+            text(&got),
+            "PONG\r\n",
+            "{}: handshake with {connect_json}",
+            self.flavor.name()
+        );
         raw
     }
 
     /// A raw connection with `verbose:false,pedantic:false` (and headers).
     pub async fn raw_quiet(&self) -> RawClient {
-        self.raw_handshake(r#"{"verbose":false,"pedantic":false,"headers":true,"no_responders":true}"#).await
+        self.raw_handshake(
+            r#"{"verbose":false,"pedantic":false,"headers":true,"no_responders":true}"#,
+        )
+        .await
     }
 
     /// One HTTP GET on the monitoring port (HTTP/1.0, std sockets).
@@ -303,9 +362,18 @@ impl Server {
     /// GET and parse as JSON; panics on a non-200 status.
     pub fn http_json(&self, path: &str) -> serde_json::Value {
         let (status, body) = self.http_get(path);
-        assert_eq!(status, 200, "{}: GET {path} -> {status}: {body}", self.flavor.name());
-        serde_json::from_str(&body)
-            .unwrap_or_else(|error| panic!("{}: GET {path}: not JSON ({error}): {body}", self.flavor.name()))
+        assert_eq!(
+            status,
+            200,
+            "{}: GET {path} -> {status}: {body}",
+            self.flavor.name()
+        );
+        serde_json::from_str(&body).unwrap_or_else(|error| {
+            panic!(
+                "{}: GET {path}: not JSON ({error}): {body}",
+                self.flavor.name()
+            )
+        })
     }
 
     pub fn varz(&self) -> serde_json::Value {
@@ -337,7 +405,10 @@ impl Server {
                 return value;
             }
             if Instant::now() >= deadline {
-                panic!("{}: timed out after {timeout:?} waiting for {what}; last {path}:\n{value:#}", self.flavor.name());
+                panic!(
+                    "{}: timed out after {timeout:?} waiting for {what}; last {path}:\n{value:#}",
+                    self.flavor.name()
+                );
             }
             // Poll interval of a bounded wait, not synchronisation.
             tokio::time::sleep(Duration::from_millis(20)).await;
@@ -347,9 +418,11 @@ impl Server {
     /// The `/connz` entry of connection `cid`, if the server lists it.
     pub fn connz_entry(&self, cid: u64) -> Option<serde_json::Value> {
         let connz = self.http_json(&format!("/connz?cid={cid}"));
-        connz["connections"]
-            .as_array()
-            .and_then(|list| list.iter().find(|entry| entry["cid"].as_u64() == Some(cid)).cloned())
+        connz["connections"].as_array().and_then(|list| {
+            list.iter()
+                .find(|entry| entry["cid"].as_u64() == Some(cid))
+                .cloned()
+        })
     }
 
     /// For failure messages: which shard serves each named client (tern only).
@@ -377,7 +450,9 @@ impl Server {
 
     /// tern: the shard serving connection `cid`, per `/connz`.
     pub fn shard_of(&self, cid: u64) -> Option<usize> {
-        self.connz_entry(cid).and_then(|entry| entry["shard"].as_u64()).map(|shard| shard as usize)
+        self.connz_entry(cid)
+            .and_then(|entry| entry["shard"].as_u64())
+            .map(|shard| shard as usize)
     }
 }
 
@@ -404,13 +479,24 @@ fn http_get(port: u16, path: &str) -> (u16, String) {
         .unwrap_or_else(|error| panic!("monitoring port {port}: {error}"));
     stream.set_read_timeout(Some(TIMEOUT)).unwrap();
     stream.set_write_timeout(Some(TIMEOUT)).unwrap();
-    write!(stream, "GET {path} HTTP/1.0\r\nHost: 127.0.0.1:{port}\r\nAccept: */*\r\n\r\n").expect("send request");
+    write!(
+        stream,
+        "GET {path} HTTP/1.0\r\nHost: 127.0.0.1:{port}\r\nAccept: */*\r\n\r\n"
+    )
+    .expect("send request");
     let mut response = Vec::new();
-    stream.read_to_end(&mut response).unwrap_or_else(|error| panic!("GET {path}: {error}"));
+    stream
+        .read_to_end(&mut response)
+        .unwrap_or_else(|error| panic!("GET {path}: {error}"));
     let split = response
         .windows(4)
         .position(|window| window == b"\r\n\r\n")
-        .unwrap_or_else(|| panic!("GET {path}: no header end in {:?}", String::from_utf8_lossy(&response)));
+        .unwrap_or_else(|| {
+            panic!(
+                "GET {path}: no header end in {:?}",
+                String::from_utf8_lossy(&response)
+            )
+        });
     let head = String::from_utf8_lossy(&response[..split]).to_string();
     let mut body = response[split + 4..].to_vec();
     let status: u16 = head
@@ -418,7 +504,10 @@ fn http_get(port: u16, path: &str) -> (u16, String) {
         .nth(1)
         .and_then(|status| status.parse().ok())
         .unwrap_or_else(|| panic!("GET {path}: bad status line in {head:?}"));
-    if head.to_ascii_lowercase().contains("transfer-encoding: chunked") {
+    if head
+        .to_ascii_lowercase()
+        .contains("transfer-encoding: chunked")
+    {
         body = dechunk(&body);
     }
     (status, String::from_utf8_lossy(&body).into_owned())
@@ -428,7 +517,8 @@ fn dechunk(mut input: &[u8]) -> Vec<u8> {
     let mut out = Vec::new();
     while let Some(line_end) = input.windows(2).position(|window| window == b"\r\n") {
         let size_text = String::from_utf8_lossy(&input[..line_end]).to_string();
-        let size = usize::from_str_radix(size_text.split(';').next().unwrap().trim(), 16).unwrap_or(0);
+        let size =
+            usize::from_str_radix(size_text.split(';').next().unwrap().trim(), 16).unwrap_or(0);
         input = &input[line_end + 2..];
         if size == 0 || input.len() < size {
             break;
@@ -444,6 +534,23 @@ pub fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }
 
+/// Bytes as text for panic messages: short input whole, long input as its
+/// first and last 160 bytes and its length.
+pub fn preview(bytes: &[u8]) -> String {
+    const EDGE: usize = 160;
+    if bytes.len() <= 2 * EDGE + 32 {
+        return format!("{:?}", text(bytes));
+    }
+    format!(
+        "{:?} ... {:?} ({} bytes)",
+        text(&bytes[..EDGE]),
+        text(&bytes[bytes.len() - EDGE..]),
+        bytes.len()
+    )
+}
+
+const PING_LINE: &[u8] = b"PING\r\n";
+
 /// Why a raw read did not find what it looked for.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ReadError {
@@ -457,16 +564,24 @@ pub struct RawClient {
     /// Received and not yet returned.
     buffer: Vec<u8>,
     closed: bool,
+    /// Drop the server's keep-alive `PING\r\n` lines (see [`RawClient::ignore_server_pings`]).
+    strip_pings: bool,
 }
 
 impl RawClient {
     pub async fn connect(port: u16) -> RawClient {
-        let stream = tokio::time::timeout(TIMEOUT, tokio::net::TcpStream::connect(("127.0.0.1", port)))
-            .await
-            .expect("raw connect timed out")
-            .unwrap_or_else(|error| panic!("raw connect to {port}: {error}"));
+        let stream =
+            tokio::time::timeout(TIMEOUT, tokio::net::TcpStream::connect(("127.0.0.1", port)))
+                .await
+                .expect("raw connect timed out")
+                .unwrap_or_else(|error| panic!("raw connect to {port}: {error}"));
         stream.set_nodelay(true).unwrap();
-        RawClient { stream, buffer: Vec::new(), closed: false }
+        RawClient {
+            stream,
+            buffer: Vec::new(),
+            closed: false,
+            strip_pings: false,
+        }
     }
 
     /// Connects with a small receive buffer (so a non-reading client backs up quickly).
@@ -478,12 +593,20 @@ impl RawClient {
             .expect("raw connect timed out")
             .unwrap_or_else(|error| panic!("raw connect to {port}: {error}"));
         stream.set_nodelay(true).unwrap();
-        RawClient { stream, buffer: Vec::new(), closed: false }
+        RawClient {
+            stream,
+            buffer: Vec::new(),
+            closed: false,
+            strip_pings: false,
+        }
     }
 
     pub async fn send(&mut self, bytes: &[u8]) {
         self.stream.write_all(bytes).await.unwrap_or_else(|error| {
-            panic!("raw send failed: {error}; received so far: {:?}", text(&self.buffer))
+            panic!(
+                "raw send failed: {error}; received so far: {}",
+                preview(&self.buffer)
+            )
         });
     }
 
@@ -502,17 +625,52 @@ impl RawClient {
                 Ok(false)
             }
             Ok(Ok(bytes)) => {
+                let scan_from = self.buffer.len().saturating_sub(PING_LINE.len());
                 self.buffer.extend_from_slice(&chunk[..bytes]);
+                if self.strip_pings {
+                    self.strip_server_pings(scan_from);
+                }
                 Ok(true)
             }
         }
     }
 
+    /// From now on, drop the keep-alive `PING\r\n` lines the server sends
+    /// (nats-server and tern send the first one ~2 s after CONNECT), so
+    /// byte-exact assertions do not depend on timing. A PING line is
+    /// recognised at the start of the buffer or right after a `\n`; test
+    /// payloads never contain `\nPING\r\n`. Not answered: the default ping
+    /// interval (2 min) is far longer than any test.
+    pub fn ignore_server_pings(&mut self) {
+        self.strip_pings = true;
+        self.strip_server_pings(0);
+    }
+
+    fn strip_server_pings(&mut self, scan_from: usize) {
+        let mut index = scan_from;
+        while index + PING_LINE.len() <= self.buffer.len() {
+            let at_line_start = index == 0 || self.buffer[index - 1] == b'\n';
+            if at_line_start && &self.buffer[index..index + PING_LINE.len()] == PING_LINE {
+                self.buffer.drain(index..index + PING_LINE.len());
+            } else {
+                index += 1;
+            }
+        }
+    }
+
     /// Everything up to and including the first `needle`; the rest stays buffered.
-    pub async fn try_read_until(&mut self, needle: &[u8], timeout: Duration) -> Result<Vec<u8>, ReadError> {
+    pub async fn try_read_until(
+        &mut self,
+        needle: &[u8],
+        timeout: Duration,
+    ) -> Result<Vec<u8>, ReadError> {
         let deadline = tokio::time::Instant::now() + timeout;
         loop {
-            if let Some(position) = self.buffer.windows(needle.len()).position(|window| window == needle) {
+            if let Some(position) = self
+                .buffer
+                .windows(needle.len())
+                .position(|window| window == needle)
+            {
                 let rest = self.buffer.split_off(position + needle.len());
                 return Ok(std::mem::replace(&mut self.buffer, rest));
             }
@@ -530,11 +688,37 @@ impl RawClient {
         match self.try_read_until(needle, timeout).await {
             Ok(bytes) => bytes,
             Err(error) => panic!(
-                "waiting for {:?}: {error:?} after reading {:?}",
+                "waiting for {:?}: {error:?} after reading {}",
                 text(needle),
-                text(&self.buffer)
+                preview(&self.buffer)
             ),
         }
+    }
+
+    /// Up to `count` bytes: all of them, or what arrived before the server
+    /// closed the connection or `timeout` passed (with the reason).
+    pub async fn read_up_to(
+        &mut self,
+        count: usize,
+        timeout: Duration,
+    ) -> (Vec<u8>, Option<ReadError>) {
+        let deadline = tokio::time::Instant::now() + timeout;
+        let mut stopped = None;
+        while self.buffer.len() < count {
+            match self.fill(deadline).await {
+                Ok(true) => {}
+                Ok(false) => {
+                    stopped = Some(ReadError::Closed);
+                    break;
+                }
+                Err(error) => {
+                    stopped = Some(error);
+                    break;
+                }
+            }
+        }
+        let rest = self.buffer.split_off(count.min(self.buffer.len()));
+        (std::mem::replace(&mut self.buffer, rest), stopped)
     }
 
     /// Exactly `count` bytes.
@@ -543,7 +727,10 @@ impl RawClient {
         while self.buffer.len() < count {
             match self.fill(deadline).await {
                 Ok(true) => {}
-                outcome => panic!("reading {count} bytes: {outcome:?} after {:?}", text(&self.buffer)),
+                outcome => panic!(
+                    "reading {count} bytes: {outcome:?} after {}",
+                    preview(&self.buffer)
+                ),
             }
         }
         let rest = self.buffer.split_off(count);
@@ -556,7 +743,10 @@ impl RawClient {
         let deadline = tokio::time::Instant::now() + timeout;
         while !self.closed {
             if let Err(error) = self.fill(deadline).await {
-                panic!("expected the server to close within {timeout:?} ({error:?}); got {:?}", text(&self.buffer));
+                panic!(
+                    "expected the server to close within {timeout:?} ({error:?}); got {}",
+                    preview(&self.buffer)
+                );
             }
         }
         std::mem::take(&mut self.buffer)
@@ -567,9 +757,17 @@ impl RawClient {
         let deadline = tokio::time::Instant::now() + period;
         match self.fill(deadline).await {
             Err(ReadError::Timeout) => {}
-            _ => panic!("expected silence for {period:?}, got {:?} (closed: {})", text(&self.buffer), self.closed),
+            _ => panic!(
+                "expected silence for {period:?}, got {} (closed: {})",
+                preview(&self.buffer),
+                self.closed
+            ),
         }
-        assert!(self.buffer.is_empty(), "unexpected bytes {:?}", text(&self.buffer));
+        assert!(
+            self.buffer.is_empty(),
+            "unexpected bytes {}",
+            preview(&self.buffer)
+        );
     }
 
     /// Reads the INFO line and returns its JSON.
@@ -607,7 +805,10 @@ pub fn subject(test: &str, flavor: Flavor, suffix: &str) -> String {
 }
 
 /// The next message of a subscription, or a panic after `timeout`.
-pub async fn next_message(subscriber: &mut async_nats::Subscriber, timeout: Duration) -> async_nats::Message {
+pub async fn next_message(
+    subscriber: &mut async_nats::Subscriber,
+    timeout: Duration,
+) -> async_nats::Message {
     match tokio::time::timeout(timeout, subscriber.next()).await {
         Ok(Some(message)) => message,
         Ok(None) => panic!("subscription ended while waiting for a message"),
@@ -618,7 +819,10 @@ pub async fn next_message(subscriber: &mut async_nats::Subscriber, timeout: Dura
 /// Proves a negative: no message arrives on `subscriber` within `period`.
 pub async fn expect_no_message(subscriber: &mut async_nats::Subscriber, period: Duration) {
     if let Ok(Some(message)) = tokio::time::timeout(period, subscriber.next()).await {
-        panic!("unexpected message on {}: {:?}", message.subject, message.payload);
+        panic!(
+            "unexpected message on {}: {:?}",
+            message.subject, message.payload
+        );
     }
 }
 
@@ -644,13 +848,19 @@ pub async fn flush(client: &async_nats::Client) {
 /// the probe subscription, which is then dropped (UNSUB).
 pub async fn sync_interest(subscriber: &async_nats::Client, publisher: &async_nats::Client) {
     let probe_subject = subscriber.new_inbox().replacen("_INBOX", "_PROBE", 1);
-    let mut probe = subscriber.subscribe(probe_subject.clone()).await.expect("probe subscribe");
+    let mut probe = subscriber
+        .subscribe(probe_subject.clone())
+        .await
+        .expect("probe subscribe");
     flush(subscriber).await;
     let deadline = Instant::now() + TIMEOUT;
     let mut attempt = 0u64;
     loop {
         attempt += 1;
-        publisher.publish(probe_subject.clone(), attempt.to_string().into()).await.expect("probe publish");
+        publisher
+            .publish(probe_subject.clone(), attempt.to_string().into())
+            .await
+            .expect("probe publish");
         flush(publisher).await;
         // Poll interval of a bounded wait: each probe gets 25 ms to arrive.
         if let Ok(Some(_)) = tokio::time::timeout(Duration::from_millis(25), probe.next()).await {

@@ -5,12 +5,25 @@ Exits 0 when every check passes; prints what failed otherwise.
 """
 import asyncio
 import sys
+import traceback
 import uuid
 
 import nats
 from nats.errors import NoRespondersError, TimeoutError as NatsTimeoutError
 
 TIMEOUT_SECONDS = 5
+
+
+async def settle(connection) -> None:
+    """Makes the connection's subscriptions active on the server.
+
+    nats-py 2.16 queues SUB for its flusher task but writes PING straight to
+    the socket, so a single flush() can return before the server has read
+    the SUB (against nats-server too). The flusher runs while the first
+    flush() waits, so the second PING follows the SUB on the wire.
+    """
+    await connection.flush()
+    await connection.flush()
 
 
 async def main(url: str) -> None:
@@ -20,7 +33,7 @@ async def main(url: str) -> None:
 
     # pub/sub across two connections (possibly two shards)
     sub = await subscriber.subscribe(f"{prefix}.greet")
-    await subscriber.flush()
+    await settle(subscriber)
     await publisher.publish(f"{prefix}.greet", b"hello")
     msg = await sub.next_msg(timeout=TIMEOUT_SECONDS)
     assert msg.data == b"hello", msg.data
@@ -36,7 +49,7 @@ async def main(url: str) -> None:
         await message.respond(b"pong:" + message.data)
 
     await subscriber.subscribe(f"{prefix}.service", cb=responder)
-    await subscriber.flush()
+    await settle(subscriber)
     reply = await publisher.request(f"{prefix}.service", b"ping", timeout=TIMEOUT_SECONDS)
     assert reply.data == b"pong:ping", reply.data
 
@@ -59,8 +72,8 @@ async def main(url: str) -> None:
     member_b = await nats.connect(url, name="smoke-member-b")
     await member_a.subscribe(f"{prefix}.work", queue="workers", cb=counter("a"))
     await member_b.subscribe(f"{prefix}.work", queue="workers", cb=counter("b"))
-    await member_a.flush()
-    await member_b.flush()
+    await settle(member_a)
+    await settle(member_b)
     total = 200
     for index in range(total):
         await publisher.publish(f"{prefix}.work", str(index).encode())
@@ -86,4 +99,5 @@ if __name__ == "__main__":
         asyncio.run(asyncio.wait_for(main(sys.argv[1]), timeout=60))
     except (AssertionError, NatsTimeoutError, asyncio.TimeoutError) as error:
         print(f"nats-py smoke: FAILED: {error!r}")
+        traceback.print_exc()
         sys.exit(1)
