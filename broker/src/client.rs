@@ -31,6 +31,9 @@ use crate::stats;
 pub const READ_BUFFER_INITIAL_BYTES: usize = 4 * 1024;
 /// Read buffer size a busy connection grows to for ordinary traffic.
 pub const READ_BUFFER_BUSY_BYTES: usize = 64 * 1024;
+/// Pending bytes past which a producer writes to the client's socket itself
+/// at the end of its batch instead of waiting for the client's write task.
+pub const FLUSH_INLINE_BYTES: usize = 64 * 1024;
 /// Outbound buffer capacity kept between writes; larger ones are released.
 const OUTBOUND_RETAINED_BYTES: usize = 256 * 1024;
 /// The first server PING goes out this soon after CONNECT (nats-server: 2 s).
@@ -108,6 +111,10 @@ pub struct Client {
     drain_waiters: RefCell<Vec<Waker>>,
     /// Already on the shard's list of stalled clients.
     stall_listed: Cell<bool>,
+    /// Already on the shard's list of clients to flush inline.
+    flush_listed: Cell<bool>,
+    /// The socket, for inline flushes; -1 once the connection is being torn down.
+    socket_fd: Cell<i32>,
     state: Cell<State>,
     close_reason: Cell<Option<CloseReason>>,
     close_waiters: RefCell<Vec<Waker>>,
@@ -147,6 +154,8 @@ impl Client {
             writer_waker: RefCell::new(None),
             drain_waiters: RefCell::new(Vec::new()),
             stall_listed: Cell::new(false),
+            flush_listed: Cell::new(false),
+            socket_fd: Cell::new(-1),
             state: Cell::new(State::Open),
             close_reason: Cell::new(None),
             close_waiters: RefCell::new(Vec::new()),
@@ -180,6 +189,55 @@ impl Client {
 
     pub fn unlist_for_stall(&self) {
         self.stall_listed.set(false);
+    }
+
+    /// Marks the client as listed for an inline flush; false if it already was.
+    pub fn list_for_flush(&self) -> bool {
+        !self.flush_listed.replace(true)
+    }
+
+    /// Writes as much of the outbound buffer as the socket takes right now,
+    /// without waiting, unless the write task is in the middle of a write
+    /// (bytes must leave in order).
+    pub fn write_now(&self) {
+        self.flush_listed.set(false);
+        let fd = self.socket_fd.get();
+        if !self.is_open() || fd < 0 || self.in_flight_bytes.get() > 0 {
+            return;
+        }
+        let mut outbound = self.outbound.borrow_mut();
+        if outbound.is_empty() {
+            return;
+        }
+        // SAFETY: fd is this connection's open socket (cleared before the
+        // stream is dropped); the buffer is valid for its length.
+        let sent = unsafe {
+            libc::send(
+                fd,
+                outbound.as_ptr().cast(),
+                outbound.len(),
+                libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL,
+            )
+        };
+        if sent > 0 {
+            let sent = sent as usize;
+            assert!(sent <= outbound.len());
+            if sent == outbound.len() {
+                outbound.clear();
+            } else {
+                outbound.drain(..sent);
+            }
+            drop(outbound);
+            self.wake_drain_waiters();
+        } else if sent < 0 {
+            let error = std::io::Error::last_os_error();
+            drop(outbound);
+            if error.kind() != std::io::ErrorKind::WouldBlock
+                && error.kind() != std::io::ErrorKind::Interrupted
+            {
+                self.close_now(CloseReason::WriteError);
+            }
+        }
     }
 
     /// Completes once this client's pending bytes are below the stall
@@ -462,6 +520,9 @@ impl futures_lite::AsyncWrite for SharedStream {
 /// Serves one accepted connection until it closes.
 pub async fn serve(shard: Rc<Shard>, client: Rc<Client>, stream: TcpStream) {
     let _ = stream.set_nodelay(true);
+    client
+        .socket_fd
+        .set(std::os::fd::AsRawFd::as_raw_fd(&stream));
     let stream = SharedStream(Rc::new(RefCell::new(stream)));
     client.queue_bytes(&shard.server_info(&client).to_line());
     let writer = glommio::spawn_local(write_loop(shard.clone(), client.clone(), stream.clone()));
@@ -474,6 +535,7 @@ pub async fn serve(shard: Rc<Shard>, client: Rc<Client>, stream: TcpStream) {
     drop(pinger);
     shard.remove_client(&client);
     writer.await;
+    client.socket_fd.set(-1);
     log::debug!(target: "tern::client", "{} - cid:{} - closed: {:?}", client.address, client.id, client.close_reason());
 }
 
@@ -617,15 +679,11 @@ async fn read_loop(shard: &Rc<Shard>, client: &Rc<Client>, mut stream: SharedStr
         if read_bytes < spare_bytes / 4 {
             buffer.shrink_if_idle();
         }
-        // A read that filled the buffer means more input is waiting, and a
-        // hot socket never makes `read` wait: let the write tasks of the
-        // clients this batch delivered to run first, or a burst piles up
-        // unsent. (After a partial read the next `read` waits anyway, and
-        // not yielding lets messages from other shards, such as interest
-        // updates, be handled before this client's next operation.)
-        if read_bytes == spare_bytes {
-            futures_lite::future::yield_now().await;
-        }
+        // A hot socket never makes `read` wait, so the write tasks of the
+        // clients this batch delivered to may not run before the next batch:
+        // push large backlogs out now (as nats-server flushes its clients at
+        // the end of each read) rather than let a burst pile up unsent.
+        shard.flush_inline();
         // Backpressure: consumers on this shard past 75 % of max_pending, and
         // peer shards that cannot keep up, slow this publisher.
         shard.stall_for_consumers().await;

@@ -44,8 +44,8 @@ pub const REPORT_TIMEOUT: Duration = Duration::from_secs(2);
 /// consumer, 10 ms in total per read.
 pub const STALL_PER_CONSUMER_MAX: Duration = Duration::from_millis(5);
 pub const STALL_TOTAL_MAX: Duration = Duration::from_millis(10);
-/// Forwarded messages a receive loop delivers before letting writers run.
-pub const RECEIVE_BATCH_MESSAGES: usize = 64;
+/// Forwarded messages a receive loop delivers before letting other tasks run.
+pub const RECEIVE_BATCH_MESSAGES: usize = 256;
 
 /// How long shutdown waits for connections to flush and close.
 pub const SHUTDOWN_DRAIN_TIMEOUT: Duration = Duration::from_secs(3);
@@ -83,6 +83,8 @@ pub struct Shard {
     next_report_id: Cell<u64>,
     /// Clients that passed their stall threshold since the last stall check.
     stalled: RefCell<Vec<Rc<Client>>>,
+    /// Clients with a large backlog to write at the end of the current batch.
+    flush_candidates: RefCell<Vec<Rc<Client>>>,
     /// How far this shard has handled each peer's ring.
     ring_progress: Vec<(usize, Rc<RingProgress>)>,
 }
@@ -120,6 +122,7 @@ impl Shard {
             pending_reports: RefCell::new(FxHashMap::default()),
             next_report_id: Cell::new(0),
             stalled: RefCell::new(Vec::new()),
+            flush_candidates: RefCell::new(Vec::new()),
             ring_progress,
         })
     }
@@ -400,6 +403,9 @@ impl Shard {
                 ..*delivery
             },
         );
+        if client.pending_bytes() > client::FLUSH_INLINE_BYTES && client.list_for_flush() {
+            self.flush_candidates.borrow_mut().push(client.clone());
+        }
         if client.over_stall_threshold() && client.list_for_stall() {
             self.stalled.borrow_mut().push(client.clone());
         }
@@ -451,6 +457,19 @@ impl Shard {
         .await;
     }
 
+    /// Writes out large backlogs queued during the current batch (see
+    /// [`client::FLUSH_INLINE_BYTES`]), so a producer that never waits does
+    /// not starve its consumers' write tasks.
+    pub fn flush_inline(&self) {
+        if self.flush_candidates.borrow().is_empty() {
+            return;
+        }
+        let candidates = std::mem::take(&mut *self.flush_candidates.borrow_mut());
+        for client in candidates {
+            client.write_now();
+        }
+    }
+
     /// Waits (bounded) for clients that passed 75 % of max_pending to drain,
     /// as nats-server stalls fast producers. What is still over afterwards
     /// stays queued and max_pending decides.
@@ -471,10 +490,10 @@ impl Shard {
         }
     }
 
-    /// Drains the ring from `peer` until it closes, letting the clients'
-    /// write tasks run every [`RECEIVE_BATCH_MESSAGES`] and stalling (bounded)
-    /// on consumers past their threshold, which backs the ring up to the
-    /// publishing shard.
+    /// Drains the ring from `peer` until it closes: flushes large backlogs
+    /// inline, stalls (bounded) on consumers past their threshold, which backs
+    /// the ring up to the publishing shard, and lets other tasks run every
+    /// [`RECEIVE_BATCH_MESSAGES`].
     pub async fn receive_from(
         self: Rc<Self>,
         peer: usize,
@@ -484,11 +503,14 @@ impl Shard {
         while let Some(message) = receiver.recv().await {
             self.handle_peer_message(peer, message);
             receiver.handled();
+            self.flush_inline();
             since_yield += 1;
-            if since_yield >= RECEIVE_BATCH_MESSAGES || !self.stalled.borrow().is_empty() {
+            if !self.stalled.borrow().is_empty() {
+                self.stall_for_consumers().await;
+            }
+            if since_yield >= RECEIVE_BATCH_MESSAGES {
                 since_yield = 0;
                 futures_lite::future::yield_now().await;
-                self.stall_for_consumers().await;
             }
         }
     }
