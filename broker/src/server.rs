@@ -30,6 +30,11 @@ pub enum ServerError {
         address: String,
         source: std::io::Error,
     },
+    #[error("cannot create the data directory {path}: {source}")]
+    StoreDir {
+        path: String,
+        source: std::io::Error,
+    },
     #[error("{0}")]
     Runtime(#[from] tern_shard::RuntimeError),
     #[error("shard {shard}: {message}")]
@@ -88,6 +93,13 @@ fn reserve_port(address: SocketAddr) -> Result<(socket2::Socket, u16), ServerErr
 /// Runs the server until SIGINT/SIGTERM.
 pub fn run(config: Config) -> Result<(), ServerError> {
     let outcome = tern_shard::memlock::check(config.cores.len(), config.io_memory_bytes as u64)?;
+    // Nothing is persisted yet (storage arrives with JetStream), but the data
+    // directory is the operator's promise of where it will be: fail now if
+    // it cannot exist.
+    std::fs::create_dir_all(&config.store_dir).map_err(|source| ServerError::StoreDir {
+        path: config.store_dir.display().to_string(),
+        source,
+    })?;
     log::debug!(target: "tern::server", "memlock: {outcome:?}");
     let mut random = [0u8; 32];
     for chunk in random.chunks_mut(8) {
@@ -110,6 +122,7 @@ pub fn run(config: Config) -> Result<(), ServerError> {
     log::info!(target: "tern::server", "  Name:     {server_name}");
     log::info!(target: "tern::server", "  ID:       {server_id}");
     log::info!(target: "tern::server", "  Shards:   {} on CPUs {}", config.cores.len(), config.cores);
+    log::info!(target: "tern::server", "  Data:     {}", config.store_dir.display());
     if let Some(path) = &config.config_file {
         log::info!(target: "tern::server", "Using configuration file: {}", path.display());
     }
