@@ -18,6 +18,7 @@ use bytes::Bytes;
 use futures_lite::{AsyncReadExt, AsyncWriteExt};
 use glommio::net::TcpStream;
 use rustc_hash::FxHashMap;
+use tern_shard::Waiters;
 
 use crate::proto::connect::{ConnectError, ConnectOptions};
 use crate::proto::encode::{self, Delivery};
@@ -108,7 +109,7 @@ pub struct Client {
     in_flight_bytes: Cell<usize>,
     writer_waker: RefCell<Option<Waker>>,
     /// Producers waiting for this client's pending bytes to drop below the stall threshold.
-    drain_waiters: RefCell<Vec<Waker>>,
+    drain_waiters: Waiters,
     /// Already on the shard's list of stalled clients.
     stall_listed: Cell<bool>,
     /// Already on the shard's list of clients to flush inline.
@@ -117,7 +118,7 @@ pub struct Client {
     socket_fd: Cell<i32>,
     state: Cell<State>,
     close_reason: Cell<Option<CloseReason>>,
-    close_waiters: RefCell<Vec<Waker>>,
+    close_waiters: Waiters,
     pub in_msgs: Cell<u64>,
     pub in_bytes: Cell<u64>,
     pub out_msgs: Cell<u64>,
@@ -152,13 +153,13 @@ impl Client {
             outbound: RefCell::new(Vec::with_capacity(1024)),
             in_flight_bytes: Cell::new(0),
             writer_waker: RefCell::new(None),
-            drain_waiters: RefCell::new(Vec::new()),
+            drain_waiters: Waiters::new(),
             stall_listed: Cell::new(false),
             flush_listed: Cell::new(false),
             socket_fd: Cell::new(-1),
             state: Cell::new(State::Open),
             close_reason: Cell::new(None),
-            close_waiters: RefCell::new(Vec::new()),
+            close_waiters: Waiters::new(),
             in_msgs: Cell::new(0),
             in_bytes: Cell::new(0),
             out_msgs: Cell::new(0),
@@ -243,24 +244,14 @@ impl Client {
     /// Completes once this client's pending bytes are below the stall
     /// threshold (or it closed).
     pub async fn drained(&self) {
-        std::future::poll_fn(|context| {
-            if self.over_stall_threshold() {
-                self.drain_waiters
-                    .borrow_mut()
-                    .push(context.waker().clone());
-                Poll::Pending
-            } else {
-                Poll::Ready(())
-            }
-        })
-        .await
+        self.drain_waiters
+            .wait_until(|| !self.over_stall_threshold())
+            .await
     }
 
     fn wake_drain_waiters(&self) {
         if !self.over_stall_threshold() {
-            for waker in self.drain_waiters.borrow_mut().drain(..) {
-                waker.wake();
-            }
+            self.drain_waiters.wake_all();
         }
     }
 
@@ -396,9 +387,7 @@ impl Client {
             self.outbound.borrow_mut().clear();
         }
         self.wake_writer();
-        for waker in self.close_waiters.borrow_mut().drain(..) {
-            waker.wake();
-        }
+        self.close_waiters.wake_all();
         self.wake_drain_waiters();
     }
 
@@ -420,17 +409,7 @@ impl Client {
 
     /// Completes once the connection is no longer open.
     async fn closed(&self) {
-        std::future::poll_fn(|context| {
-            if self.is_open() {
-                self.close_waiters
-                    .borrow_mut()
-                    .push(context.waker().clone());
-                Poll::Pending
-            } else {
-                Poll::Ready(())
-            }
-        })
-        .await
+        self.close_waiters.wait_until(|| !self.is_open()).await
     }
 
     // ----- PONG and the async INFO ---------------------------------------

@@ -14,7 +14,7 @@ use std::collections::VecDeque;
 use std::rc::Rc;
 use std::task::{Poll, Waker};
 
-use tern_shard::{Mesh, MeshError};
+use tern_shard::{Mesh, MeshError, Waiters};
 
 use crate::message::ShardMessage;
 
@@ -28,7 +28,7 @@ struct Link {
     /// Highest interest sequence from this peer applied here, not yet acknowledged.
     pending_ack: Cell<Option<u64>>,
     sender_waker: RefCell<Option<Waker>>,
-    space_waiters: RefCell<Vec<Waker>>,
+    space_waiters: Waiters,
 }
 
 impl Link {
@@ -53,7 +53,7 @@ impl PeerLinks {
                 in_flight: Cell::new(false),
                 pending_ack: Cell::new(None),
                 sender_waker: RefCell::new(None),
-                space_waiters: RefCell::new(Vec::new()),
+                space_waiters: Waiters::new(),
             })
             .collect();
         Rc::new(PeerLinks {
@@ -135,17 +135,9 @@ impl PeerLinks {
     /// Waits until every outbox is within its bound.
     pub async fn wait_for_space(&self) {
         for link in &self.links {
-            std::future::poll_fn(|context| {
-                if link.queue.borrow().len() <= OUTBOX_MESSAGES_MAX {
-                    Poll::Ready(())
-                } else {
-                    link.space_waiters
-                        .borrow_mut()
-                        .push(context.waker().clone());
-                    Poll::Pending
-                }
-            })
-            .await;
+            link.space_waiters
+                .wait_until(|| link.queue.borrow().len() <= OUTBOX_MESSAGES_MAX)
+                .await;
         }
     }
 
@@ -171,9 +163,7 @@ impl PeerLinks {
                 self.dropped.set(self.dropped.get() + 1);
             }
             if link.queue.borrow().len() <= OUTBOX_MESSAGES_MAX {
-                for waker in link.space_waiters.borrow_mut().drain(..) {
-                    waker.wake();
-                }
+                link.space_waiters.wake_all();
             }
         }
     }

@@ -15,14 +15,13 @@ use std::net::SocketAddr;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
-use std::task::{Poll, Waker};
 use std::time::{Duration, SystemTime};
 
 use bytes::Bytes;
 use glommio::net::{TcpListener, TcpStream};
 use rustc_hash::FxHashMap;
 use tern_shard::mesh::RingProgress;
-use tern_shard::Shutdown;
+use tern_shard::{Shutdown, Waiters};
 
 use crate::client::{self, Client, CloseReason, Subscription};
 use crate::config::Config;
@@ -64,7 +63,7 @@ pub struct Shared {
 struct PendingReport {
     expected: usize,
     reports: RefCell<Vec<ShardReport>>,
-    waker: RefCell<Option<Waker>>,
+    arrived: Waiters,
 }
 
 pub struct Shard {
@@ -550,9 +549,7 @@ impl Shard {
                 let pending = self.pending_reports.borrow().get(&id).cloned();
                 if let Some(pending) = pending {
                     pending.reports.borrow_mut().push(*report);
-                    if let Some(waker) = pending.waker.borrow_mut().take() {
-                        waker.wake();
-                    }
+                    pending.arrived.wake_all();
                 }
             }
         }
@@ -616,25 +613,17 @@ impl Shard {
         let pending = Rc::new(PendingReport {
             expected: self.shard_count - 1,
             reports: RefCell::new(Vec::with_capacity(self.shard_count)),
-            waker: RefCell::new(None),
+            arrived: Waiters::new(),
         });
         self.pending_reports
             .borrow_mut()
             .insert(id, pending.clone());
         self.links
             .broadcast(|| ShardMessage::ReportRequest { id, kind });
-        let _ = tern_shard::timer::timeout(
-            REPORT_TIMEOUT,
-            std::future::poll_fn(|context| {
-                if pending.reports.borrow().len() >= pending.expected {
-                    Poll::Ready(())
-                } else {
-                    *pending.waker.borrow_mut() = Some(context.waker().clone());
-                    Poll::Pending
-                }
-            }),
-        )
-        .await;
+        let all_arrived = pending
+            .arrived
+            .wait_until(|| pending.reports.borrow().len() >= pending.expected);
+        let _ = tern_shard::timer::timeout(REPORT_TIMEOUT, all_arrived).await;
         self.pending_reports.borrow_mut().remove(&id);
         let mut reports = std::mem::take(&mut *pending.reports.borrow_mut());
         reports.push(self.report(kind));

@@ -12,6 +12,7 @@
 //! - [`timer`]: shard-local timers (sleep, deadlines).
 //! - [`shutdown`]: SIGINT/SIGTERM turned into a per-shard shutdown signal.
 //! - [`runtime`]: spawning the pinned executors and joining them.
+//! - [`waiters`]: tasks of one shard waiting for a condition.
 //!
 //! glommio types stay behind these small interfaces so that moving to another
 //! io_uring runtime touches this crate (and `storage`) only.
@@ -23,9 +24,11 @@ pub mod placement;
 pub mod runtime;
 pub mod shutdown;
 pub mod timer;
+pub mod waiters;
 
 pub use cpuset::CpuList;
 pub use mesh::{Mesh, MeshError};
 pub use placement::jump_hash;
 pub use runtime::{run_shards, RuntimeError, ShardContext, ShardSpec};
 pub use shutdown::Shutdown;
+pub use waiters::Waiters;

@@ -2,14 +2,14 @@
 //! signal that tasks await. Shard 0 watches the process signals; every shard
 //! forwards the first trigger to all peers over a small control mesh.
 
-use std::cell::{Cell, RefCell};
+use std::cell::Cell;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::task::{Poll, Waker};
 use std::time::Duration;
 
 use crate::mesh::{Mesh, MeshEnds};
+use crate::waiters::Waiters;
 
 /// What crosses the control mesh.
 #[derive(Debug, Clone, Copy)]
@@ -25,7 +25,7 @@ const SIGNAL_POLL_INTERVAL: Duration = Duration::from_millis(200);
 
 struct Inner {
     triggered: Cell<bool>,
-    waiters: RefCell<Vec<Waker>>,
+    waiters: Waiters,
     peers: Mesh<Control>,
     /// Tells shard 0's blocking signal watcher to return.
     watcher_stop: Arc<AtomicBool>,
@@ -44,7 +44,7 @@ impl Shutdown {
         let shutdown = Shutdown {
             inner: Rc::new(Inner {
                 triggered: Cell::new(false),
-                waiters: RefCell::new(Vec::new()),
+                waiters: Waiters::new(),
                 peers,
                 watcher_stop: Arc::new(AtomicBool::new(false)),
             }),
@@ -98,26 +98,16 @@ impl Shutdown {
             return false;
         }
         self.inner.watcher_stop.store(true, Ordering::Relaxed);
-        for waker in self.inner.waiters.borrow_mut().drain(..) {
-            waker.wake();
-        }
+        self.inner.waiters.wake_all();
         true
     }
 
     /// Completes once shutdown has been triggered.
     pub async fn wait(&self) {
-        std::future::poll_fn(|context| {
-            if self.inner.triggered.get() {
-                Poll::Ready(())
-            } else {
-                self.inner
-                    .waiters
-                    .borrow_mut()
-                    .push(context.waker().clone());
-                Poll::Pending
-            }
-        })
-        .await
+        self.inner
+            .waiters
+            .wait_until(|| self.inner.triggered.get())
+            .await
     }
 }
 
