@@ -1,14 +1,24 @@
 //! tern-storage: the storage engine, with no knowledge of NATS.
 //!
-//! This crate will own (issue "Storage engine"):
-//! - the per-shard **journal**: O_DIRECT, 4 KiB-aligned writes from preallocated
-//!   DMA buffers onto preallocated segments or a raw NVMe namespace; records
-//!   with header, checksum and hash chain; group commit without timers;
-//!   `sync = always | never`; segment recycling after checkpoints;
-//! - **recovery**: scan, verify, cut only a provably torn tail, report the rest;
-//! - the **block store**: per-stream segments and indexes (sequence -> offset
-//!   with checksum, subject -> last sequence), tail cache, O_DIRECT replay,
-//!   deletes, purge, retention and compaction;
-//! - a **fault-injecting disk** behind the same I/O interface, for tests.
+//! - [`format`]: the journal's byte layout (see `docs/storage-format.md`).
+//! - [`device`]: the I/O interface (segments of aligned blocks).
+//! - [`memory`]: an in-memory device that injects crashes, torn writes, bit
+//!   flips, misdirected writes and I/O errors, deterministically from a seed.
+//! - [`journal`]: one per shard; records from every group, group commit,
+//!   `sync = always | never`, FIFO segment recycling by checkpoint.
+//! - [`recovery`]: replay, verification, torn-tail cut, corruption reports.
 //!
-//! Nothing is implemented yet; the broker does not persist anything until then.
+//! Still to come in this crate: the file and raw-device backends on O_DIRECT
+//! glommio files, and the block store (per-stream segments and indexes).
+
+pub mod device;
+pub mod format;
+pub mod journal;
+pub mod memory;
+pub mod recovery;
+
+pub use device::{Device, DeviceError, HeapBuffer, IoBuffer};
+pub use journal::{
+    AppendError, Journal, JournalConfig, JournalError, JournalStats, NewRecord, SyncPolicy,
+};
+pub use recovery::{RecoveryReport, TailCut};
