@@ -25,6 +25,7 @@ pub trait IoBuffer: 'static {
 
 pub trait Device {
     type Buffer: IoBuffer;
+    type ReadBuffer: AsRef<[u8]> + 'static;
 
     /// A zeroed buffer of `bytes` (a multiple of the block size).
     fn allocate(&self, bytes: usize) -> Self::Buffer;
@@ -47,12 +48,18 @@ pub trait Device {
         segment: u32,
         offset: u64,
         bytes: usize,
-    ) -> impl Future<Output = Result<Self::Buffer, DeviceError>>;
+    ) -> impl Future<Output = Result<Self::ReadBuffer, DeviceError>>;
 }
 
 /// A plain heap buffer (the in-memory device's).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HeapBuffer(pub Vec<u8>);
+
+impl AsRef<[u8]> for HeapBuffer {
+    fn as_ref(&self) -> &[u8] {
+        &self.0
+    }
+}
 
 impl IoBuffer for HeapBuffer {
     fn bytes(&self) -> &[u8] {

@@ -12,6 +12,7 @@
 //! glommio files, and the block store (per-stream segments and indexes).
 
 pub mod device;
+pub mod dma;
 pub mod format;
 pub mod journal;
 pub mod memory;

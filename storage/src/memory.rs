@@ -267,6 +267,7 @@ impl MemoryDevice {
 
 impl Device for MemoryDevice {
     type Buffer = HeapBuffer;
+    type ReadBuffer = HeapBuffer;
 
     fn allocate(&self, bytes: usize) -> HeapBuffer {
         assert!(bytes % BLOCK_BYTES == 0);

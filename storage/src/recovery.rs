@@ -6,7 +6,7 @@
 
 use std::collections::{BTreeMap, VecDeque};
 
-use crate::device::{Device, IoBuffer};
+use crate::device::Device;
 use crate::format::{
     BatchHeader, RecordHeader, RecordView, SegmentHeader, BATCH_HEADER_BYTES, BLOCK_BYTES,
     SEGMENT_HEADER_BYTES,
@@ -80,7 +80,7 @@ pub(crate) async fn recover<D: Device>(
             .read(segment, 0, BLOCK_BYTES)
             .await
             .map_err(JournalError::Read)?;
-        headers.push(SegmentHeader::decode(block.bytes()));
+        headers.push(SegmentHeader::decode(block.as_ref()));
     }
     let mut segments = vec![SegmentState::default(); segment_count as usize];
     let newest = headers
@@ -192,7 +192,7 @@ pub(crate) async fn recover<D: Device>(
             .read(segment, 0, segment_bytes as usize)
             .await
             .map_err(JournalError::Read)?;
-        let bytes = contents.bytes();
+        let bytes = contents.as_ref();
         let state = &mut segments[segment as usize];
         state.generation = header.generation;
         state.first_sequence = header.first_sequence;
