@@ -27,7 +27,8 @@ pub trait Device {
     type Buffer: IoBuffer;
     type ReadBuffer: AsRef<[u8]> + 'static;
 
-    /// A zeroed buffer of `bytes` (a multiple of the block size).
+    /// A buffer of `bytes` (a multiple of the block size). Its contents are
+    /// unspecified: the caller writes every byte it sends.
     fn allocate(&self, bytes: usize) -> Self::Buffer;
     fn segment_count(&self) -> u32;
     fn segment_bytes(&self) -> u64;

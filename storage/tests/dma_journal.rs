@@ -10,11 +10,20 @@ use tern_storage::{Journal, JournalConfig, NewRecord, SyncPolicy};
 const KIB: u64 = 1024;
 
 fn run<T>(future: impl std::future::Future<Output = T> + 'static) -> T {
-    glommio::LocalExecutorBuilder::default().io_memory(2 << 20).make().expect("executor").run(future)
+    glommio::LocalExecutorBuilder::default()
+        .io_memory(2 << 20)
+        .make()
+        .expect("executor")
+        .run(future)
 }
 
 fn config() -> JournalConfig {
-    JournalConfig { shard: 0, batch_bytes_max: 64 * KIB as usize, sync: SyncPolicy::Always, journal_id: 7 }
+    JournalConfig {
+        shard: 0,
+        batch_bytes_max: 64 * KIB as usize,
+        sync: SyncPolicy::Always,
+        journal_id: 7,
+    }
 }
 
 #[test]
@@ -26,14 +35,22 @@ fn records_survive_reopen_on_segment_files() {
         let written: BTreeMap<u64, Vec<u8>> = run({
             let path = path.clone();
             async move {
-                let device = DmaDevice::open_directory(&path, 3, 256 * KIB, method).await.unwrap();
+                let device = DmaDevice::open_directory(&path, 3, 256 * KIB, method)
+                    .await
+                    .unwrap();
                 let (journal, report) = Journal::open(device, config(), |_| {}).await.unwrap();
                 assert_eq!(report.records, 0);
                 let mut written = BTreeMap::new();
                 for index in 1..=300u64 {
                     let body = vec![(index % 251) as u8; (index as usize * 37) % 3000];
                     let sequence = journal
-                        .append(NewRecord { kind: 1, group: index % 3, term: 1, index, body: &body })
+                        .append(NewRecord {
+                            kind: 1,
+                            group: index % 3,
+                            term: 1,
+                            index,
+                            body: &body,
+                        })
                         .await
                         .unwrap();
                     written.insert(sequence, body);
@@ -47,10 +64,17 @@ fn records_survive_reopen_on_segment_files() {
             }
         });
         for segment in 0..3 {
-            assert_eq!(std::fs::metadata(segment_path(&path, segment)).unwrap().len(), 256 * KIB);
+            assert_eq!(
+                std::fs::metadata(segment_path(&path, segment))
+                    .unwrap()
+                    .len(),
+                256 * KIB
+            );
         }
         let replayed = run(async move {
-            let device = DmaDevice::open_directory(&path, 3, 256 * KIB, method).await.unwrap();
+            let device = DmaDevice::open_directory(&path, 3, 256 * KIB, method)
+                .await
+                .unwrap();
             let mut replayed = BTreeMap::new();
             let (_journal, report) = Journal::open(device, config(), |view| {
                 replayed.insert(view.header.sequence, view.body.to_vec());
@@ -69,7 +93,9 @@ fn group_commit_with_a_flusher_task() {
     let directory = tempfile::tempdir().unwrap();
     let path = directory.path().to_path_buf();
     run(async move {
-        let device = DmaDevice::open_directory(&path, 2, 1024 * KIB, SyncMethod::Fdatasync).await.unwrap();
+        let device = DmaDevice::open_directory(&path, 2, 1024 * KIB, SyncMethod::Fdatasync)
+            .await
+            .unwrap();
         let (journal, _) = Journal::open(device, config(), |_| {}).await.unwrap();
         let journal = std::rc::Rc::new(journal);
         let flusher = glommio::spawn_local({
@@ -84,7 +110,13 @@ fn group_commit_with_a_flusher_task() {
             writers.push(glommio::spawn_local(async move {
                 for index in 0..10u64 {
                     let sequence = journal
-                        .append(NewRecord { kind: 0, group: writer, term: 1, index, body: &[7u8; 512] })
+                        .append(NewRecord {
+                            kind: 0,
+                            group: writer,
+                            term: 1,
+                            index,
+                            body: &[7u8; 512],
+                        })
                         .await
                         .unwrap();
                     journal.wait_durable(sequence).await.unwrap();
@@ -106,7 +138,9 @@ fn o_direct_is_verified() {
     let directory = tempfile::tempdir().unwrap();
     let path = directory.path().to_path_buf();
     run(async move {
-        let device = DmaDevice::open_directory(&path, 2, 64 * KIB, SyncMethod::Fdatasync).await.unwrap();
+        let device = DmaDevice::open_directory(&path, 2, 64 * KIB, SyncMethod::Fdatasync)
+            .await
+            .unwrap();
         drop(device);
         let file = glommio::io::OpenOptions::new()
             .read(true)
@@ -127,10 +161,17 @@ fn a_resized_segment_file_is_refused() {
     run({
         let path = path.clone();
         async move {
-            DmaDevice::open_directory(&path, 2, 64 * KIB, SyncMethod::Fdatasync).await.unwrap();
+            DmaDevice::open_directory(&path, 2, 64 * KIB, SyncMethod::Fdatasync)
+                .await
+                .unwrap();
         }
     });
-    std::fs::OpenOptions::new().write(true).open(segment_path(&path, 1)).unwrap().set_len(8192).unwrap();
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(segment_path(&path, 1))
+        .unwrap()
+        .set_len(8192)
+        .unwrap();
     let refused = run(async move {
         match DmaDevice::open_directory(&path, 2, 64 * KIB, SyncMethod::Fdatasync).await {
             Err(error) => error.to_string(),
