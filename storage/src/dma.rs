@@ -33,6 +33,18 @@ pub enum SyncMethod {
     Dsync,
 }
 
+impl SyncMethod {
+    /// The method for a journal policy: O_DSYNC measured faster than
+    /// write + fdatasync for `always` (see BENCHMARKS.md); `never` writes
+    /// without syncing, so it must not open files O_DSYNC.
+    pub fn for_policy(policy: crate::journal::SyncPolicy) -> SyncMethod {
+        match policy {
+            crate::journal::SyncPolicy::Always => SyncMethod::Dsync,
+            crate::journal::SyncPolicy::Never => SyncMethod::Fdatasync,
+        }
+    }
+}
+
 /// Bytes zeroed per write when preallocating a segment file.
 const ZERO_FILL_CHUNK_BYTES: usize = 1 << 20;
 

@@ -97,6 +97,7 @@ fn main() {
         .make()
         .expect("executor");
     let code = executor.run(async move {
+        let method = SyncMethod::for_policy(SyncPolicy::Always);
         let device = match (&options.directory, &options.block_device) {
             (Some(directory), None) => {
                 DmaDevice::open_directory(
