@@ -104,13 +104,12 @@ fn main() {
                     directory,
                     options.segments,
                     options.segment_bytes,
-                    SyncMethod::Fdatasync,
+                    method,
                 )
                 .await
             }
             (None, Some(path)) => {
-                DmaDevice::open_block_device(path, options.segment_bytes, SyncMethod::Fdatasync)
-                    .await
+                DmaDevice::open_block_device(path, options.segment_bytes, method).await
             }
             _ => panic!("give exactly one of --dir and --block-device"),
         };
