@@ -51,6 +51,17 @@ const ZERO_FILL_CHUNK_BYTES: usize = 1 << 20;
 /// A DMA buffer as the journal's write buffer.
 pub struct DmaBuf(DmaBuffer);
 
+impl DmaBuf {
+    /// An unzeroed DMA buffer of `bytes`.
+    pub fn allocate(bytes: usize) -> DmaBuf {
+        DmaBuf(glommio::allocate_dma_buffer(bytes))
+    }
+
+    pub fn into_inner(self) -> DmaBuffer {
+        self.0
+    }
+}
+
 impl IoBuffer for DmaBuf {
     fn bytes(&self) -> &[u8] {
         self.0.as_bytes()
@@ -68,6 +79,12 @@ impl IoBuffer for DmaBuf {
 
 /// What a read returns.
 pub struct DmaRead(glommio::io::ReadResult);
+
+impl DmaRead {
+    pub fn new(result: glommio::io::ReadResult) -> DmaRead {
+        DmaRead(result)
+    }
+}
 
 impl AsRef<[u8]> for DmaRead {
     fn as_ref(&self) -> &[u8] {

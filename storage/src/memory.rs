@@ -40,6 +40,23 @@ impl Random {
     }
 }
 
+/// How many bytes of a `bytes`-long unsynced write survive a crash: all,
+/// none, or a prefix cut at a 512-byte or 4 KiB sector boundary.
+pub fn surviving_sectors(random: &mut Random, bytes: usize) -> usize {
+    let sector = if random.chance(1, 2) {
+        512
+    } else {
+        BLOCK_BYTES
+    };
+    let sectors = bytes / sector;
+    let kept = match random.below(3) {
+        0 => 0,
+        1 => sectors,
+        _ => random.below(sectors as u64 + 1) as usize,
+    };
+    kept * sector
+}
+
 /// A write not yet on stable storage.
 #[derive(Debug, Clone)]
 struct VolatileWrite {
@@ -116,19 +133,8 @@ impl MemoryDevice {
         let mut random = Random::new(seed);
         let mut image = self.durable.borrow().clone();
         for write in self.volatile.borrow().iter() {
-            let sector = if random.chance(1, 2) {
-                512
-            } else {
-                BLOCK_BYTES
-            };
-            let sectors = write.data.len() / sector;
-            let kept = match random.below(3) {
-                0 => 0,
-                1 => sectors,
-                _ => random.below(sectors as u64 + 1) as usize,
-            };
             let start = write.offset as usize;
-            let bytes = kept * sector;
+            let bytes = surviving_sectors(&mut random, write.data.len());
             image[write.segment as usize][start..start + bytes]
                 .copy_from_slice(&write.data[..bytes]);
         }

@@ -1,0 +1,17 @@
+//! The block store: one log per stream, written from the journal in large
+//! sequential O_DIRECT writes, read by consumers. Segment files of
+//! checksummed records; an in-memory index (sequence -> offset, size,
+//! checksum, subject, time) rebuilt by a sequential scan at open and checked
+//! on every read, so a misdirected write or a flipped bit is reported, never
+//! returned; a subject table (first, last, count per subject); a tail cache;
+//! deletes, purge from the head, retention by count, bytes and age; and
+//! compaction of mostly-deleted segments. Byte tables in
+//! `docs/storage-format.md`.
+
+pub mod files;
+pub mod record;
+pub mod stream;
+
+pub use files::{DmaFiles, MemoryFiles, StoreFile, StoreFiles};
+pub use record::NewMessage;
+pub use stream::{Limits, StoreError, StoredMessage, StreamConfig, StreamLog, StreamState};

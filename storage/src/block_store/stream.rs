@@ -1,0 +1,1219 @@
+//! One stream's log. See the module documentation of `block_store`.
+
+use std::collections::{HashMap, VecDeque};
+
+use crate::block_store::files::{StoreFile, StoreFiles};
+use crate::block_store::record::{self, DecodeError, NewMessage};
+use crate::device::{DeviceError, IoBuffer};
+use crate::format::{align_up, checksum, BLOCK_BYTES};
+
+const SEGMENT_SUFFIX: &str = ".blk";
+const DELETES_FILE: &str = "deletes.log";
+const META_FILE: &str = "meta";
+const META_TEMPORARY: &str = "meta.tmp";
+const COMPACT_SUFFIX: &str = ".compact";
+const META_MAGIC: &[u8; 8] = b"TERNSTRM";
+/// A delete entry: sequence (8), checksum of it (4), magic (4).
+const DELETE_ENTRY_BYTES: usize = 16;
+const DELETE_MAGIC: u32 = 0x4445_4c31; // "DEL1"
+
+#[derive(Debug, Clone)]
+pub struct StreamConfig {
+    /// A segment file stops growing past this size.
+    pub segment_bytes_max: u64,
+    /// Bytes appended between flushes before a flush is forced (multiple of 4096).
+    pub write_buffer_bytes: usize,
+    /// Recent messages kept in memory for readers that keep up.
+    pub tail_cache_bytes: usize,
+    /// fdatasync on flush (the journal already made records durable; this
+    /// makes the checkpoint true).
+    pub sync: bool,
+    /// Bytes read per request when replaying or opening.
+    pub read_chunk_bytes: usize,
+    /// A sealed segment is rewritten when more than this share of it is deleted.
+    pub compact_deleted_ratio: f64,
+}
+
+impl Default for StreamConfig {
+    fn default() -> Self {
+        StreamConfig {
+            segment_bytes_max: 64 << 20,
+            write_buffer_bytes: 1 << 20,
+            tail_cache_bytes: 4 << 20,
+            sync: true,
+            read_chunk_bytes: 4 << 20,
+            compact_deleted_ratio: 0.5,
+        }
+    }
+}
+
+/// Retention limits (None: unlimited).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Limits {
+    pub max_messages: Option<u64>,
+    pub max_bytes: Option<u64>,
+    pub max_age_ns: Option<u64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum StoreError {
+    #[error("block store I/O: {0}")]
+    Io(DeviceError),
+    #[error("the block store stopped after an I/O error and needs reopening: {0}")]
+    Poisoned(DeviceError),
+    #[error("block store corrupt in {file} at offset {offset}: {reason}")]
+    Corrupt {
+        file: String,
+        offset: u64,
+        reason: String,
+    },
+    #[error("message of {bytes} bytes does not fit a segment of {max} bytes")]
+    TooLarge { bytes: usize, max: u64 },
+    #[error("sequence {sequence} does not follow the last stored sequence {last}")]
+    OutOfOrder { sequence: u64, last: u64 },
+}
+
+/// A message read back.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredMessage {
+    pub sequence: u64,
+    pub timestamp_ns: u64,
+    pub subject: Vec<u8>,
+    pub headers: Vec<u8>,
+    pub payload: Vec<u8>,
+}
+
+/// What the stream holds (for stream info).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct StreamState {
+    pub messages: u64,
+    /// Stored bytes of live messages.
+    pub bytes: u64,
+    /// 0 when empty.
+    pub first_sequence: u64,
+    pub last_sequence: u64,
+    pub first_timestamp_ns: u64,
+    pub last_timestamp_ns: u64,
+    pub subjects: u64,
+    /// Sequences between first and last that are gone.
+    pub deleted: u64,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Entry {
+    offset: u32,
+    bytes: u32,
+    checksum: u32,
+    subject: u32,
+    timestamp_ns: u64,
+    live: bool,
+}
+
+const ABSENT: Entry = Entry {
+    offset: 0,
+    bytes: 0,
+    checksum: 0,
+    subject: 0,
+    timestamp_ns: 0,
+    live: false,
+};
+
+struct Segment<F> {
+    first_sequence: u64,
+    name: String,
+    file: F,
+    /// Dense: entry `i` is sequence `first_sequence + i`.
+    entries: Vec<Entry>,
+    /// Bytes of the file in use (records).
+    end: u64,
+    live_bytes: u64,
+}
+
+#[derive(Debug, Clone, Copy, Default)]
+struct SubjectState {
+    first: u64,
+    last: u64,
+    count: u64,
+}
+
+#[derive(Default)]
+struct Subjects {
+    names: Vec<Box<[u8]>>,
+    ids: HashMap<Box<[u8]>, u32>,
+    state: Vec<SubjectState>,
+    live: u64,
+}
+
+impl Subjects {
+    fn id(&mut self, subject: &[u8]) -> u32 {
+        if let Some(&id) = self.ids.get(subject) {
+            return id;
+        }
+        let id = self.names.len() as u32;
+        self.names.push(subject.into());
+        self.ids.insert(subject.into(), id);
+        self.state.push(SubjectState::default());
+        id
+    }
+
+    fn add(&mut self, id: u32, sequence: u64) {
+        let state = &mut self.state[id as usize];
+        if state.count == 0 {
+            state.first = sequence;
+            self.live += 1;
+        }
+        state.count += 1;
+        state.last = state.last.max(sequence);
+    }
+}
+
+pub struct StreamLog<S: StoreFiles> {
+    files: S,
+    config: StreamConfig,
+    segments: Vec<Segment<S::File>>,
+    subjects: Subjects,
+    /// Unflushed tail of the last segment, starting at `buffer_start`.
+    buffer: Option<<S::File as StoreFile>::Buffer>,
+    buffer_start: u64,
+    deletes: Option<S::File>,
+    /// Delete entries not yet written, and the partial last block already written.
+    deletes_pending: Vec<u8>,
+    deletes_end: u64,
+    /// Sequences below this are purged.
+    floor: u64,
+    last_sequence: u64,
+    durable_sequence: u64,
+    messages: u64,
+    bytes: u64,
+    tail: VecDeque<(u64, Vec<u8>)>,
+    tail_bytes: usize,
+    poisoned: Option<DeviceError>,
+}
+
+fn segment_name(first_sequence: u64) -> String {
+    format!("{first_sequence:020}{SEGMENT_SUFFIX}")
+}
+
+fn corrupt(file: &str, offset: u64, reason: impl Into<String>) -> StoreError {
+    StoreError::Corrupt {
+        file: file.to_string(),
+        offset,
+        reason: reason.into(),
+    }
+}
+
+/// What opening found.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct OpenReport {
+    pub segments: u64,
+    pub records: u64,
+    /// A torn tail was cut at `(file, offset)`.
+    pub tail_cut: Option<(String, u64)>,
+    pub deletes_applied: u64,
+}
+
+impl<S: StoreFiles> StreamLog<S> {
+    /// Opens (or creates) the log in `files`, verifying every record.
+    pub async fn open(
+        files: S,
+        config: StreamConfig,
+    ) -> Result<(StreamLog<S>, OpenReport), StoreError> {
+        assert!(
+            config.write_buffer_bytes % BLOCK_BYTES == 0
+                && config.write_buffer_bytes >= BLOCK_BYTES
+        );
+        assert!(config.read_chunk_bytes % BLOCK_BYTES == 0);
+        let mut report = OpenReport::default();
+        for name in files.names() {
+            if name.ends_with(COMPACT_SUFFIX) || name == META_TEMPORARY {
+                files.remove(&name).await.map_err(StoreError::Io)?;
+            }
+        }
+        let names = files.names();
+        let floor = if names.iter().any(|name| name == META_FILE) {
+            read_meta(&files).await?
+        } else {
+            1
+        };
+        let mut log = StreamLog {
+            config,
+            segments: Vec::new(),
+            subjects: Subjects::default(),
+            buffer: None,
+            buffer_start: 0,
+            deletes: None,
+            deletes_pending: Vec::new(),
+            deletes_end: 0,
+            floor,
+            last_sequence: floor - 1,
+            durable_sequence: 0,
+            messages: 0,
+            bytes: 0,
+            tail: VecDeque::new(),
+            tail_bytes: 0,
+            poisoned: None,
+            files,
+        };
+        let segment_names: Vec<String> = names
+            .iter()
+            .filter(|name| name.ends_with(SEGMENT_SUFFIX))
+            .cloned()
+            .collect();
+        let count = segment_names.len();
+        for (position, name) in segment_names.into_iter().enumerate() {
+            let first_sequence: u64 = name[..name.len() - SEGMENT_SUFFIX.len()]
+                .parse()
+                .map_err(|_| corrupt(&name, 0, "segment file name is not a sequence"))?;
+            let file = log.files.open(&name).await.map_err(StoreError::Io)?;
+            let newest = position + 1 == count;
+            let cut = log
+                .load_segment(name.clone(), first_sequence, file, newest)
+                .await?;
+            if let Some(offset) = cut {
+                report.tail_cut = Some((name, offset));
+            }
+            report.segments += 1;
+        }
+        report.records = log.messages;
+        report.deletes_applied = log.load_deletes().await?;
+        log.durable_sequence = log.last_sequence;
+        if let Some(last) = log.segments.last() {
+            // Carry the partial last block into the write buffer.
+            let start = last.end / BLOCK_BYTES as u64 * BLOCK_BYTES as u64;
+            let mut buffer = last.file.allocate(log.config.write_buffer_bytes);
+            buffer.bytes_mut().fill(0);
+            let partial = (last.end - start) as usize;
+            if partial > 0 {
+                let read = last
+                    .file
+                    .read(start, BLOCK_BYTES)
+                    .await
+                    .map_err(StoreError::Io)?;
+                buffer.bytes_mut()[..partial].copy_from_slice(&read.as_ref()[..partial]);
+            }
+            log.buffer = Some(buffer);
+            log.buffer_start = start;
+        }
+        Ok((log, report))
+    }
+
+    /// Scans one segment; returns the offset of a cut torn tail, if any.
+    async fn load_segment(
+        &mut self,
+        name: String,
+        first_sequence: u64,
+        file: S::File,
+        newest: bool,
+    ) -> Result<Option<u64>, StoreError> {
+        let size = file.size();
+        let mut segment = Segment {
+            first_sequence,
+            name: name.clone(),
+            file,
+            entries: Vec::new(),
+            end: 0,
+            live_bytes: 0,
+        };
+        let mut data: Vec<u8> = Vec::with_capacity(size as usize);
+        let mut offset = 0u64;
+        while offset < size {
+            let chunk = self
+                .config
+                .read_chunk_bytes
+                .min(align_up((size - offset) as usize, BLOCK_BYTES));
+            let read = segment
+                .file
+                .read(offset, chunk)
+                .await
+                .map_err(StoreError::Io)?;
+            if read.as_ref().is_empty() {
+                break;
+            }
+            data.extend_from_slice(read.as_ref());
+            offset += read.as_ref().len() as u64;
+        }
+        let mut position = 0usize;
+        let mut expected = first_sequence;
+        let mut cut = None;
+        while position < data.len() {
+            match record::decode(&data[position..]) {
+                Ok(view) => {
+                    if view.sequence < expected {
+                        return Err(corrupt(
+                            &name,
+                            position as u64,
+                            format!("sequence {} after {}", view.sequence, expected - 1),
+                        ));
+                    }
+                    while expected < view.sequence {
+                        segment.entries.push(ABSENT);
+                        expected += 1;
+                    }
+                    let subject = self.subjects.id(view.subject);
+                    let live = view.sequence >= self.floor;
+                    segment.entries.push(Entry {
+                        offset: position as u32,
+                        bytes: view.stored_bytes as u32,
+                        checksum: view.checksum,
+                        subject,
+                        timestamp_ns: view.timestamp_ns,
+                        live,
+                    });
+                    if live {
+                        self.subjects.add(subject, view.sequence);
+                        self.messages += 1;
+                        self.bytes += view.stored_bytes as u64;
+                        segment.live_bytes += view.stored_bytes as u64;
+                    }
+                    expected += 1;
+                    self.last_sequence = self.last_sequence.max(view.sequence);
+                    position += view.stored_bytes;
+                }
+                Err(failure) => {
+                    // The rest must hold no valid record: then it is a torn tail
+                    // (newest segment) or unused space; otherwise corruption.
+                    let later = (position + 8..data.len()).step_by(8).find(|&at| {
+                        record::decode(&data[at..]).is_ok_and(|view| view.sequence >= expected)
+                    });
+                    if let Some(at) = later {
+                        return Err(corrupt(
+                            &name,
+                            position as u64,
+                            format!("damaged record followed by a valid one at offset {at}"),
+                        ));
+                    }
+                    if failure == DecodeError::Invalid {
+                        if !newest && self.config.sync {
+                            return Err(corrupt(
+                                &name,
+                                position as u64,
+                                "damaged record at the end of a sealed segment",
+                            ));
+                        }
+                        cut = Some(position as u64);
+                    }
+                    break;
+                }
+            }
+        }
+        segment.end = position as u64;
+        self.segments.push(segment);
+        Ok(cut)
+    }
+
+    async fn load_deletes(&mut self) -> Result<u64, StoreError> {
+        let file = if self.files.names().iter().any(|name| name == DELETES_FILE) {
+            self.files
+                .open(DELETES_FILE)
+                .await
+                .map_err(StoreError::Io)?
+        } else {
+            self.files
+                .create(DELETES_FILE)
+                .await
+                .map_err(StoreError::Io)?
+        };
+        let size = file.size();
+        let mut applied = 0;
+        let mut offset = 0;
+        let mut end = 0;
+        while offset < size {
+            let read = file
+                .read(
+                    offset,
+                    self.config
+                        .read_chunk_bytes
+                        .min(size as usize - offset as usize),
+                )
+                .await
+                .map_err(StoreError::Io)?;
+            let bytes = read.as_ref();
+            if bytes.is_empty() {
+                break;
+            }
+            for (index, entry) in bytes.chunks_exact(DELETE_ENTRY_BYTES).enumerate() {
+                let sequence = u64::from_le_bytes(entry[0..8].try_into().expect("8 bytes"));
+                let sum = u32::from_le_bytes(entry[8..12].try_into().expect("4 bytes"));
+                let magic = u32::from_le_bytes(entry[12..16].try_into().expect("4 bytes"));
+                if magic != DELETE_MAGIC || sum != checksum(&entry[0..8]) {
+                    continue;
+                }
+                end = end.max(offset + ((index + 1) * DELETE_ENTRY_BYTES) as u64);
+                if self.remove_entry(sequence) {
+                    applied += 1;
+                }
+            }
+            offset += bytes.len() as u64;
+        }
+        self.deletes_end = end;
+        self.deletes = Some(file);
+        Ok(applied)
+    }
+
+    // ----- reading state --------------------------------------------------------
+
+    pub fn state(&self) -> StreamState {
+        let first = self.first_live();
+        let (first_sequence, first_timestamp_ns) =
+            first.map_or((0, 0), |(sequence, entry)| (sequence, entry.timestamp_ns));
+        let last_timestamp_ns = self
+            .entry(self.last_sequence)
+            .map_or(0, |entry| entry.timestamp_ns);
+        let span = if self.messages == 0 {
+            0
+        } else {
+            self.last_sequence - first_sequence + 1
+        };
+        StreamState {
+            messages: self.messages,
+            bytes: self.bytes,
+            first_sequence: if self.messages == 0 {
+                self.last_sequence + 1
+            } else {
+                first_sequence
+            },
+            last_sequence: self.last_sequence,
+            first_timestamp_ns,
+            last_timestamp_ns: if self.messages == 0 {
+                0
+            } else {
+                last_timestamp_ns
+            },
+            subjects: self.subjects.live,
+            deleted: span - self.messages,
+        }
+    }
+
+    /// Everything up to here is on stable storage in this store (the
+    /// checkpoint the journal recycles by).
+    pub fn durable_sequence(&self) -> u64 {
+        self.durable_sequence
+    }
+
+    pub fn last_sequence(&self) -> u64 {
+        self.last_sequence
+    }
+
+    fn segment_index(&self, sequence: u64) -> Option<usize> {
+        let position = self
+            .segments
+            .partition_point(|segment| segment.first_sequence <= sequence);
+        position.checked_sub(1)
+    }
+
+    fn entry(&self, sequence: u64) -> Option<&Entry> {
+        let segment = &self.segments[self.segment_index(sequence)?];
+        segment
+            .entries
+            .get((sequence - segment.first_sequence) as usize)
+    }
+
+    fn first_live(&self) -> Option<(u64, &Entry)> {
+        for segment in &self.segments {
+            if segment.live_bytes == 0 {
+                continue;
+            }
+            for (index, entry) in segment.entries.iter().enumerate() {
+                if entry.live {
+                    return Some((segment.first_sequence + index as u64, entry));
+                }
+            }
+        }
+        None
+    }
+
+    /// `(first, last, count)` of live messages on `subject`.
+    pub fn subject_state(&self, subject: &[u8]) -> Option<(u64, u64, u64)> {
+        let id = *self.subjects.ids.get(subject)?;
+        let state = self.subjects.state[id as usize];
+        (state.count > 0).then_some((state.first, state.last, state.count))
+    }
+
+    /// The first live sequence ≥ `from` whose subject satisfies `matches`.
+    pub fn next_matching(&self, from: u64, mut matches: impl FnMut(&[u8]) -> bool) -> Option<u64> {
+        let mut verdicts: HashMap<u32, bool> = HashMap::new();
+        let start = self.segment_index(from).unwrap_or(0);
+        for segment in &self.segments[start..] {
+            let skip = from.saturating_sub(segment.first_sequence) as usize;
+            for (index, entry) in segment.entries.iter().enumerate().skip(skip) {
+                if !entry.live {
+                    continue;
+                }
+                let verdict = *verdicts
+                    .entry(entry.subject)
+                    .or_insert_with(|| matches(&self.subjects.names[entry.subject as usize]));
+                if verdict {
+                    return Some(segment.first_sequence + index as u64);
+                }
+            }
+        }
+        None
+    }
+
+    /// Reads one message; `None` if it does not exist or was deleted. A
+    /// record that does not match its index entry is corruption.
+    pub async fn get(&self, sequence: u64) -> Result<Option<StoredMessage>, StoreError> {
+        let Some(entry) = self.entry(sequence).filter(|entry| entry.live).copied() else {
+            return Ok(None);
+        };
+        if let Some(cached) = self.cached(sequence) {
+            return Ok(Some(cached));
+        }
+        let segment = &self.segments[self.segment_index(sequence).expect("entry exists")];
+        let start = entry.offset as u64 / BLOCK_BYTES as u64 * BLOCK_BYTES as u64;
+        let skip = (entry.offset as u64 - start) as usize;
+        let length = align_up(skip + entry.bytes as usize, BLOCK_BYTES);
+        let in_buffer = self.buffer.is_some()
+            && std::ptr::eq(segment, self.segments.last().expect("a segment"))
+            && entry.offset as u64 >= self.buffer_start;
+        let decoded = if in_buffer {
+            let buffer = self.buffer.as_ref().expect("checked");
+            let at = (entry.offset as u64 - self.buffer_start) as usize;
+            record::decode(&buffer.bytes()[at..at + entry.bytes as usize])
+                .map(|view| to_owned(&view))
+        } else {
+            let read = segment
+                .file
+                .read(start, length)
+                .await
+                .map_err(StoreError::Io)?;
+            let bytes = read.as_ref();
+            if bytes.len() < skip + entry.bytes as usize {
+                return Err(corrupt(
+                    &segment.name,
+                    entry.offset as u64,
+                    "record extends past the end of the file",
+                ));
+            }
+            record::decode(&bytes[skip..skip + entry.bytes as usize]).map(|view| to_owned(&view))
+        };
+        match decoded {
+            Ok(message)
+                if message.sequence == sequence && checksum_matches(&message, entry.checksum) =>
+            {
+                Ok(Some(message))
+            }
+            Ok(message) => Err(corrupt(
+                &segment.name,
+                entry.offset as u64,
+                format!(
+                    "index says sequence {sequence}, found sequence {} (misdirected or lost write)",
+                    message.sequence
+                ),
+            )),
+            Err(_) => Err(corrupt(
+                &segment.name,
+                entry.offset as u64,
+                format!("record of sequence {sequence} fails its checksum"),
+            )),
+        }
+    }
+
+    fn cached(&self, sequence: u64) -> Option<StoredMessage> {
+        let first = self.tail.front()?.0;
+        let (cached_sequence, bytes) = self.tail.get(sequence.checked_sub(first)? as usize)?;
+        if *cached_sequence != sequence {
+            return None;
+        }
+        record::decode(bytes).ok().map(|view| to_owned(&view))
+    }
+
+    /// Calls `visit` with every live message from `from` on, in order, reading
+    /// each segment sequentially in large chunks with the next chunk in flight.
+    pub async fn replay(
+        &self,
+        from: u64,
+        mut visit: impl FnMut(&StoredMessage),
+    ) -> Result<u64, StoreError> {
+        let mut visited = 0;
+        let start = self.segment_index(from).unwrap_or(0);
+        for (position, segment) in self.segments.iter().enumerate().skip(start) {
+            let last_segment = position + 1 == self.segments.len();
+            let flushed_end = if last_segment && self.buffer.is_some() {
+                self.buffer_start
+            } else {
+                segment.end
+            };
+            let mut offset = 0u64;
+            let mut carry: Vec<u8> = Vec::new();
+            let mut next_read = (flushed_end > 0).then(|| {
+                segment.file.read(
+                    0,
+                    self.config
+                        .read_chunk_bytes
+                        .min(align_up(flushed_end as usize, BLOCK_BYTES)),
+                )
+            });
+            while let Some(pending) = next_read.take() {
+                let read = pending.await.map_err(StoreError::Io)?;
+                let bytes = read.as_ref();
+                offset += bytes.len() as u64;
+                if offset < flushed_end && !bytes.is_empty() {
+                    let remaining = align_up((flushed_end - offset) as usize, BLOCK_BYTES);
+                    next_read = Some(
+                        segment
+                            .file
+                            .read(offset, self.config.read_chunk_bytes.min(remaining)),
+                    );
+                }
+                carry.extend_from_slice(bytes);
+                let consumed =
+                    self.visit_records(segment, &carry, from, &mut visit, &mut visited)?;
+                carry.drain(..consumed);
+                if bytes.is_empty() {
+                    break;
+                }
+            }
+            if last_segment {
+                if let Some(buffer) = &self.buffer {
+                    // The unflushed tail continues the disk bytes read above.
+                    carry.extend_from_slice(
+                        &buffer.bytes()[..(segment.end - self.buffer_start) as usize],
+                    );
+                    let consumed =
+                        self.visit_records(segment, &carry, from, &mut visit, &mut visited)?;
+                    carry.drain(..consumed);
+                }
+            }
+        }
+        Ok(visited)
+    }
+
+    /// Visits whole records in `bytes` (the segment's content from some
+    /// offset on); returns how many bytes it consumed.
+    fn visit_records(
+        &self,
+        segment: &Segment<S::File>,
+        bytes: &[u8],
+        from: u64,
+        visit: &mut impl FnMut(&StoredMessage),
+        visited: &mut u64,
+    ) -> Result<usize, StoreError> {
+        let mut position = 0;
+        while position + record::RECORD_HEADER_BYTES <= bytes.len() {
+            let total =
+                u32::from_le_bytes(bytes[position..position + 4].try_into().expect("4 bytes"))
+                    as usize;
+            if total == 0 {
+                break;
+            }
+            if position + total > bytes.len() {
+                break;
+            }
+            let view = record::decode(&bytes[position..]).map_err(|_| {
+                corrupt(
+                    &segment.name,
+                    position as u64,
+                    "record fails its checksum during replay",
+                )
+            })?;
+            if view.sequence >= from {
+                if let Some(entry) = self.entry(view.sequence) {
+                    if entry.live {
+                        if entry.checksum != view.checksum {
+                            return Err(corrupt(
+                                &segment.name,
+                                position as u64,
+                                "record differs from its index entry",
+                            ));
+                        }
+                        visit(&to_owned(&view));
+                        *visited += 1;
+                    }
+                }
+            }
+            position += total;
+        }
+        Ok(position)
+    }
+
+    // ----- writing -------------------------------------------------------------
+
+    fn check_poisoned(&self) -> Result<(), StoreError> {
+        match &self.poisoned {
+            Some(error) => Err(StoreError::Poisoned(error.clone())),
+            None => Ok(()),
+        }
+    }
+
+    /// Appends a message (its sequence must follow the last one; gaps are
+    /// allowed and count as deleted). Flushes on its own when the write
+    /// buffer fills or a segment rolls.
+    pub async fn append(&mut self, message: NewMessage<'_>) -> Result<(), StoreError> {
+        self.check_poisoned()?;
+        if message.sequence <= self.last_sequence {
+            return Err(StoreError::OutOfOrder {
+                sequence: message.sequence,
+                last: self.last_sequence,
+            });
+        }
+        let size = record::stored_bytes(
+            message.subject.len(),
+            message.headers.len(),
+            message.payload.len(),
+        );
+        if size as u64 > self.config.segment_bytes_max
+            || size > self.config.write_buffer_bytes - BLOCK_BYTES
+        {
+            return Err(StoreError::TooLarge {
+                bytes: size,
+                max: self
+                    .config
+                    .segment_bytes_max
+                    .min((self.config.write_buffer_bytes - BLOCK_BYTES) as u64),
+            });
+        }
+        let roll = match self.segments.last() {
+            None => true,
+            Some(last) => last.end + size as u64 > self.config.segment_bytes_max && last.end > 0,
+        };
+        if roll {
+            self.flush().await?;
+            let name = segment_name(message.sequence);
+            let file = self
+                .files
+                .create(&name)
+                .await
+                .map_err(|error| self.poison(error))?;
+            let mut buffer = file.allocate(self.config.write_buffer_bytes);
+            buffer.bytes_mut().fill(0);
+            self.buffer = Some(buffer);
+            self.buffer_start = 0;
+            self.segments.push(Segment {
+                first_sequence: message.sequence,
+                name,
+                file,
+                entries: Vec::new(),
+                end: 0,
+                live_bytes: 0,
+            });
+        }
+        let room = {
+            let last = self.segments.last().expect("a segment to write");
+            (last.end - self.buffer_start) as usize + size <= self.config.write_buffer_bytes
+        };
+        if !room {
+            self.flush().await?;
+        }
+        let last = self.segments.last_mut().expect("a segment to write");
+        let at = (last.end - self.buffer_start) as usize;
+        let buffer = self.buffer.as_mut().expect("the last segment has a buffer");
+        let sum = record::encode(&message, &mut buffer.bytes_mut()[at..at + size]);
+        while last.first_sequence + (last.entries.len() as u64) < message.sequence {
+            last.entries.push(ABSENT);
+        }
+        let subject = self.subjects.id(message.subject);
+        last.entries.push(Entry {
+            offset: last.end as u32,
+            bytes: size as u32,
+            checksum: sum,
+            subject,
+            timestamp_ns: message.timestamp_ns,
+            live: true,
+        });
+        last.end += size as u64;
+        last.live_bytes += size as u64;
+        self.subjects.add(subject, message.sequence);
+        self.messages += 1;
+        self.bytes += size as u64;
+        self.last_sequence = message.sequence;
+        let encoded = buffer.bytes()[at..at + size].to_vec();
+        self.cache(message.sequence, encoded);
+        Ok(())
+    }
+
+    fn cache(&mut self, sequence: u64, bytes: Vec<u8>) {
+        if self.config.tail_cache_bytes == 0 {
+            return;
+        }
+        if self
+            .tail
+            .back()
+            .is_some_and(|(last, _)| *last + 1 != sequence)
+        {
+            self.tail.clear();
+            self.tail_bytes = 0;
+        }
+        self.tail_bytes += bytes.len();
+        self.tail.push_back((sequence, bytes));
+        while self.tail_bytes > self.config.tail_cache_bytes {
+            let (_, evicted) = self.tail.pop_front().expect("over budget means not empty");
+            self.tail_bytes -= evicted.len();
+        }
+    }
+
+    fn poison(&mut self, error: DeviceError) -> StoreError {
+        self.poisoned = Some(error.clone());
+        StoreError::Poisoned(error)
+    }
+
+    /// Writes what was appended (whole blocks, the partial last one
+    /// rewritten next time) and pending deletes, then syncs: afterwards
+    /// `durable_sequence` is the last appended sequence.
+    pub async fn flush(&mut self) -> Result<(), StoreError> {
+        self.check_poisoned()?;
+        if let Some(last) = self.segments.last() {
+            let used = (last.end - self.buffer_start) as usize;
+            if used > 0 && self.durable_sequence < self.last_sequence {
+                let length = align_up(used, BLOCK_BYTES);
+                let mut written = self.buffer.take().expect("the last segment has a buffer");
+                let partial = used % BLOCK_BYTES;
+                let keep_from = used - partial;
+                let mut next = last.file.allocate(self.config.write_buffer_bytes);
+                next.bytes_mut().fill(0);
+                next.bytes_mut()[..partial].copy_from_slice(&written.bytes()[keep_from..used]);
+                written.truncate(length);
+                let start = self.buffer_start;
+                self.buffer = Some(next);
+                self.buffer_start = start + keep_from as u64;
+                let last = self.segments.last().expect("checked");
+                if let Err(error) = last.file.write(start, written).await {
+                    return Err(self.poison(error));
+                }
+                if self.config.sync {
+                    if let Err(error) = self.segments.last().expect("checked").file.sync().await {
+                        return Err(self.poison(error));
+                    }
+                }
+            }
+        }
+        self.flush_deletes().await?;
+        self.durable_sequence = self.last_sequence;
+        Ok(())
+    }
+
+    async fn flush_deletes(&mut self) -> Result<(), StoreError> {
+        if self.deletes_pending.is_empty() {
+            return Ok(());
+        }
+        let file = self.deletes.as_ref().expect("opened at start");
+        let start = self.deletes_end / BLOCK_BYTES as u64 * BLOCK_BYTES as u64;
+        let carried = (self.deletes_end - start) as usize;
+        let mut bytes = Vec::with_capacity(carried + self.deletes_pending.len());
+        if carried > 0 {
+            let read = file
+                .read(start, BLOCK_BYTES)
+                .await
+                .map_err(StoreError::Io)?;
+            bytes.extend_from_slice(&read.as_ref()[..carried]);
+        }
+        bytes.extend_from_slice(&self.deletes_pending);
+        let length = align_up(bytes.len(), BLOCK_BYTES);
+        let mut buffer = file.allocate(length);
+        buffer.bytes_mut().fill(0);
+        buffer.bytes_mut()[..bytes.len()].copy_from_slice(&bytes);
+        if let Err(error) = file.write(start, buffer).await {
+            return Err(self.poison(error));
+        }
+        if self.config.sync {
+            if let Err(error) = self.deletes.as_ref().expect("opened").sync().await {
+                return Err(self.poison(error));
+            }
+        }
+        self.deletes_end = start + bytes.len() as u64;
+        self.deletes_pending.clear();
+        Ok(())
+    }
+
+    /// Removes one message from the live set (in memory); the delete is
+    /// persisted by the next flush. Returns whether it was live.
+    pub fn delete(&mut self, sequence: u64) -> bool {
+        if !self.remove_entry(sequence) {
+            return false;
+        }
+        let mut entry = [0u8; DELETE_ENTRY_BYTES];
+        entry[0..8].copy_from_slice(&sequence.to_le_bytes());
+        let sum = checksum(&entry[0..8]);
+        entry[8..12].copy_from_slice(&sum.to_le_bytes());
+        entry[12..16].copy_from_slice(&DELETE_MAGIC.to_le_bytes());
+        self.deletes_pending.extend_from_slice(&entry);
+        true
+    }
+
+    fn remove_entry(&mut self, sequence: u64) -> bool {
+        let Some(index) = self.segment_index(sequence) else {
+            return false;
+        };
+        let segment = &mut self.segments[index];
+        let Some(entry) = segment
+            .entries
+            .get_mut((sequence - segment.first_sequence) as usize)
+        else {
+            return false;
+        };
+        if !entry.live {
+            return false;
+        }
+        entry.live = false;
+        let (subject, bytes) = (entry.subject, u64::from(entry.bytes));
+        segment.live_bytes -= bytes;
+        self.messages -= 1;
+        self.bytes -= bytes;
+        let state = &mut self.subjects.state[subject as usize];
+        state.count -= 1;
+        if state.count == 0 {
+            self.subjects.live -= 1;
+        } else if state.first == sequence {
+            // The subject's next live message.
+            let next = self.next_live_of_subject(sequence + 1, subject);
+            self.subjects.state[subject as usize].first =
+                next.expect("count > 0 means another exists");
+        }
+        if state_last_needs_update(&self.subjects.state[subject as usize], sequence) {
+            let previous = self.previous_live_of_subject(sequence, subject);
+            self.subjects.state[subject as usize].last =
+                previous.expect("count > 0 means another exists");
+        }
+        true
+    }
+
+    fn next_live_of_subject(&self, from: u64, subject: u32) -> Option<u64> {
+        let start = self.segment_index(from)?;
+        for segment in &self.segments[start..] {
+            let skip = from.saturating_sub(segment.first_sequence) as usize;
+            for (index, entry) in segment.entries.iter().enumerate().skip(skip) {
+                if entry.live && entry.subject == subject {
+                    return Some(segment.first_sequence + index as u64);
+                }
+            }
+        }
+        None
+    }
+
+    fn previous_live_of_subject(&self, before: u64, subject: u32) -> Option<u64> {
+        let start = self.segment_index(before)?;
+        for segment in self.segments[..=start].iter().rev() {
+            let limit = (before - segment.first_sequence.min(before)) as usize;
+            for index in (0..segment.entries.len().min(limit)).rev() {
+                let entry = &segment.entries[index];
+                if entry.live && entry.subject == subject {
+                    return Some(segment.first_sequence + index as u64);
+                }
+            }
+        }
+        None
+    }
+
+    /// Removes every message below `sequence` (purge from the head):
+    /// durable at once through the meta file; whole segments are deleted.
+    pub async fn purge_below(&mut self, sequence: u64) -> Result<u64, StoreError> {
+        self.check_poisoned()?;
+        let sequence = sequence.min(self.last_sequence + 1);
+        if sequence <= self.floor {
+            return Ok(0);
+        }
+        let mut removed = 0;
+        let mut cursor = self.floor;
+        while cursor < sequence {
+            if self.remove_entry(cursor) {
+                removed += 1;
+            }
+            cursor += 1;
+        }
+        self.floor = sequence;
+        write_meta(&self.files, self.floor)
+            .await
+            .map_err(|error| self.poison(error))?;
+        // Whole segments below the floor go (never the one being written).
+        while self.segments.len() > 1 && self.segments[1].first_sequence <= self.floor {
+            let segment = self.segments.remove(0);
+            self.files
+                .remove(&segment.name)
+                .await
+                .map_err(|error| self.poison(error))?;
+        }
+        self.files
+            .sync_directory()
+            .await
+            .map_err(|error| self.poison(error))?;
+        Ok(removed)
+    }
+
+    /// Applies retention from the head; returns how many messages went.
+    pub async fn enforce_limits(&mut self, limits: Limits, now_ns: u64) -> Result<u64, StoreError> {
+        let mut cut = self.floor;
+        let mut messages = self.messages;
+        let mut bytes = self.bytes;
+        for segment in &self.segments {
+            for (index, entry) in segment.entries.iter().enumerate() {
+                let sequence = segment.first_sequence + index as u64;
+                if sequence < cut || !entry.live {
+                    continue;
+                }
+                let over_count = limits.max_messages.is_some_and(|max| messages > max);
+                let over_bytes = limits.max_bytes.is_some_and(|max| bytes > max);
+                let too_old = limits
+                    .max_age_ns
+                    .is_some_and(|max| now_ns.saturating_sub(entry.timestamp_ns) > max);
+                if !(over_count || over_bytes || too_old) {
+                    return self.purge_below(cut).await;
+                }
+                messages -= 1;
+                bytes -= u64::from(entry.bytes);
+                cut = sequence + 1;
+            }
+        }
+        self.purge_below(cut).await
+    }
+
+    /// Rewrites sealed segments that are mostly deleted; returns bytes reclaimed.
+    pub async fn compact(&mut self) -> Result<u64, StoreError> {
+        self.check_poisoned()?;
+        let mut reclaimed = 0;
+        let sealed = self.segments.len().saturating_sub(1);
+        for index in 0..sealed {
+            let segment = &self.segments[index];
+            if segment.end == 0 {
+                continue;
+            }
+            let deleted_share = 1.0 - segment.live_bytes as f64 / segment.end as f64;
+            if deleted_share <= self.config.compact_deleted_ratio {
+                continue;
+            }
+            reclaimed += self.compact_segment(index).await?;
+        }
+        Ok(reclaimed)
+    }
+
+    async fn compact_segment(&mut self, index: usize) -> Result<u64, StoreError> {
+        let name = self.segments[index].name.clone();
+        let temporary = format!("{name}{COMPACT_SUFFIX}");
+        let mut live: Vec<(usize, Vec<u8>)> = Vec::new();
+        {
+            let segment = &self.segments[index];
+            for (position, entry) in segment.entries.iter().enumerate() {
+                if !entry.live {
+                    continue;
+                }
+                let sequence = segment.first_sequence + position as u64;
+                let message = self.get(sequence).await?.expect("live entries can be read");
+                let mut bytes = vec![0u8; entry.bytes as usize];
+                record::encode(
+                    &NewMessage {
+                        sequence,
+                        timestamp_ns: message.timestamp_ns,
+                        subject: &message.subject,
+                        headers: &message.headers,
+                        payload: &message.payload,
+                    },
+                    &mut bytes,
+                );
+                live.push((position, bytes));
+            }
+        }
+        let total: usize = live.iter().map(|(_, bytes)| bytes.len()).sum();
+        let file = self
+            .files
+            .create(&temporary)
+            .await
+            .map_err(|error| self.poison(error))?;
+        let mut buffer = file.allocate(align_up(total.max(1), BLOCK_BYTES));
+        buffer.bytes_mut().fill(0);
+        let mut offsets = Vec::with_capacity(live.len());
+        let mut at = 0;
+        for (position, bytes) in &live {
+            buffer.bytes_mut()[at..at + bytes.len()].copy_from_slice(bytes);
+            offsets.push((*position, at as u32));
+            at += bytes.len();
+        }
+        file.write(0, buffer)
+            .await
+            .map_err(|error| self.poison(error))?;
+        file.sync().await.map_err(|error| self.poison(error))?;
+        self.files
+            .rename(&temporary, &name)
+            .await
+            .map_err(|error| self.poison(error))?;
+        self.files
+            .sync_directory()
+            .await
+            .map_err(|error| self.poison(error))?;
+        let reopened = self
+            .files
+            .open(&name)
+            .await
+            .map_err(|error| self.poison(error))?;
+        let segment = &mut self.segments[index];
+        let reclaimed = segment.end - total as u64;
+        for entry in segment.entries.iter_mut() {
+            if !entry.live {
+                *entry = ABSENT;
+            }
+        }
+        for (position, offset) in offsets {
+            segment.entries[position].offset = offset;
+        }
+        segment.end = total as u64;
+        segment.file = reopened;
+        Ok(reclaimed)
+    }
+}
+
+fn state_last_needs_update(state: &SubjectState, removed: u64) -> bool {
+    state.count > 0 && state.last == removed
+}
+
+fn to_owned(view: &record::StoredView<'_>) -> StoredMessage {
+    StoredMessage {
+        sequence: view.sequence,
+        timestamp_ns: view.timestamp_ns,
+        subject: view.subject.to_vec(),
+        headers: view.headers.to_vec(),
+        payload: view.payload.to_vec(),
+    }
+}
+
+fn checksum_matches(message: &StoredMessage, expected: u32) -> bool {
+    let size = record::stored_bytes(
+        message.subject.len(),
+        message.headers.len(),
+        message.payload.len(),
+    );
+    let mut bytes = vec![0u8; size];
+    let sum = record::encode(
+        &NewMessage {
+            sequence: message.sequence,
+            timestamp_ns: message.timestamp_ns,
+            subject: &message.subject,
+            headers: &message.headers,
+            payload: &message.payload,
+        },
+        &mut bytes,
+    );
+    sum == expected
+}
+
+async fn read_meta<S: StoreFiles>(files: &S) -> Result<u64, StoreError> {
+    let file = files.open(META_FILE).await.map_err(StoreError::Io)?;
+    let read = file.read(0, BLOCK_BYTES).await.map_err(StoreError::Io)?;
+    let bytes = read.as_ref();
+    if bytes.len() < 24 || &bytes[0..8] != META_MAGIC {
+        return Err(corrupt(META_FILE, 0, "bad magic"));
+    }
+    let floor = u64::from_le_bytes(bytes[8..16].try_into().expect("8 bytes"));
+    let stored = u32::from_le_bytes(bytes[16..20].try_into().expect("4 bytes"));
+    if stored != checksum(&bytes[0..16]) || floor == 0 {
+        return Err(corrupt(META_FILE, 0, "checksum mismatch"));
+    }
+    Ok(floor)
+}
+
+/// Writes the meta file atomically: a temporary file, synced, renamed over.
+async fn write_meta<S: StoreFiles>(files: &S, floor: u64) -> Result<(), DeviceError> {
+    let file = files.create(META_TEMPORARY).await?;
+    let mut buffer = file.allocate(BLOCK_BYTES);
+    let bytes = buffer.bytes_mut();
+    bytes.fill(0);
+    bytes[0..8].copy_from_slice(META_MAGIC);
+    bytes[8..16].copy_from_slice(&floor.to_le_bytes());
+    let sum = checksum(&bytes[0..16]);
+    bytes[16..20].copy_from_slice(&sum.to_le_bytes());
+    file.write(0, buffer).await?;
+    file.sync().await?;
+    files.rename(META_TEMPORARY, META_FILE).await?;
+    files.sync_directory().await
+}
+
+#[cfg(test)]
+#[path = "stream_tests.rs"]
+mod tests;
