@@ -13,5 +13,5 @@ pub mod record;
 pub mod stream;
 
 pub use files::{DmaFiles, MemoryFiles, StoreFile, StoreFiles};
-pub use record::NewMessage;
+pub use record::{NewMessage, StoredView};
 pub use stream::{Limits, StoreError, StoredMessage, StreamConfig, StreamLog, StreamState};

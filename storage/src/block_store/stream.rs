@@ -3,7 +3,7 @@
 use std::collections::{HashMap, VecDeque};
 
 use crate::block_store::files::{StoreFile, StoreFiles};
-use crate::block_store::record::{self, DecodeError, NewMessage};
+use crate::block_store::record::{self, DecodeError, NewMessage, StoredView};
 use crate::device::{DeviceError, IoBuffer};
 use crate::format::{align_up, checksum, BLOCK_BYTES};
 
@@ -618,113 +618,169 @@ impl<S: StoreFiles> StreamLog<S> {
         record::decode(bytes).ok().map(|view| to_owned(&view))
     }
 
-    /// Calls `visit` with every live message from `from` on, in order, reading
-    /// each segment sequentially in large chunks with the next chunk in flight.
+    /// Calls `visit` with every live message from `from` on, in order,
+    /// borrowed (no copy per message). Each segment is read sequentially in
+    /// large O_DIRECT chunks, the next chunk in flight while one is decoded.
     pub async fn replay(
         &self,
         from: u64,
-        mut visit: impl FnMut(&StoredMessage),
+        mut visit: impl FnMut(&StoredView<'_>),
     ) -> Result<u64, StoreError> {
         let mut visited = 0;
         let start = self.segment_index(from).unwrap_or(0);
+        let count = self.segments.len();
+        let chunk = self.config.read_chunk_bytes as u64;
         for (position, segment) in self.segments.iter().enumerate().skip(start) {
-            let last_segment = position + 1 == self.segments.len();
-            let flushed_end = if last_segment && self.buffer.is_some() {
+            let last = position + 1 == count;
+            let disk_end = if last && self.buffer.is_some() {
                 self.buffer_start
             } else {
-                segment.end
+                align_up(segment.end as usize, BLOCK_BYTES) as u64
             };
+            let mut partial: Vec<u8> = Vec::new();
+            let mut ended = false;
             let mut offset = 0u64;
-            let mut carry: Vec<u8> = Vec::new();
-            let mut next_read = (flushed_end > 0).then(|| {
-                segment.file.read(
-                    0,
-                    self.config
-                        .read_chunk_bytes
-                        .min(align_up(flushed_end as usize, BLOCK_BYTES)),
+            let mut current = if disk_end > 0 {
+                Some(
+                    segment
+                        .file
+                        .read(0, chunk.min(disk_end) as usize)
+                        .await
+                        .map_err(StoreError::Io)?,
                 )
-            });
-            while let Some(pending) = next_read.take() {
-                let read = pending.await.map_err(StoreError::Io)?;
+            } else {
+                None
+            };
+            while let Some(read) = current.take() {
                 let bytes = read.as_ref();
-                offset += bytes.len() as u64;
-                if offset < flushed_end && !bytes.is_empty() {
-                    let remaining = align_up((flushed_end - offset) as usize, BLOCK_BYTES);
-                    next_read = Some(
-                        segment
-                            .file
-                            .read(offset, self.config.read_chunk_bytes.min(remaining)),
-                    );
-                }
-                carry.extend_from_slice(bytes);
-                let consumed =
-                    self.visit_records(segment, &carry, from, &mut visit, &mut visited)?;
-                carry.drain(..consumed);
                 if bytes.is_empty() {
                     break;
                 }
+                offset += bytes.len() as u64;
+                let mut next = (offset < disk_end).then(|| {
+                    Box::pin(
+                        segment
+                            .file
+                            .read(offset, chunk.min(disk_end - offset) as usize),
+                    )
+                });
+                let mut early = None;
+                if let Some(next) = next.as_mut() {
+                    // Submit the next read, let the reactor send it, then decode
+                    // this chunk while it is in flight.
+                    early = futures_lite::future::poll_once(next.as_mut()).await;
+                    if early.is_none() {
+                        futures_lite::future::yield_now().await;
+                    }
+                }
+                if !ended {
+                    ended = self.process_chunk(
+                        segment,
+                        bytes,
+                        &mut partial,
+                        from,
+                        &mut visit,
+                        &mut visited,
+                    )?;
+                }
+                if let Some(next) = next {
+                    let result = match early {
+                        Some(result) => result,
+                        None => next.await,
+                    };
+                    current = Some(result.map_err(StoreError::Io)?);
+                }
             }
-            if last_segment {
+            if last && !ended {
                 if let Some(buffer) = &self.buffer {
                     // The unflushed tail continues the disk bytes read above.
-                    carry.extend_from_slice(
-                        &buffer.bytes()[..(segment.end - self.buffer_start) as usize],
-                    );
-                    let consumed =
-                        self.visit_records(segment, &carry, from, &mut visit, &mut visited)?;
-                    carry.drain(..consumed);
+                    let tail = &buffer.bytes()[..(segment.end - self.buffer_start) as usize];
+                    self.process_chunk(
+                        segment,
+                        tail,
+                        &mut partial,
+                        from,
+                        &mut visit,
+                        &mut visited,
+                    )?;
                 }
             }
         }
         Ok(visited)
     }
 
-    /// Visits whole records in `bytes` (the segment's content from some
-    /// offset on); returns how many bytes it consumed.
-    fn visit_records(
+    /// Decodes the records in `bytes`, continuing one split across chunks in
+    /// `partial`; returns true at the end of the segment's records.
+    fn process_chunk(
+        &self,
+        segment: &Segment<S::File>,
+        mut bytes: &[u8],
+        partial: &mut Vec<u8>,
+        from: u64,
+        visit: &mut impl FnMut(&StoredView<'_>),
+        visited: &mut u64,
+    ) -> Result<bool, StoreError> {
+        if !partial.is_empty() {
+            let header_missing = 4usize.saturating_sub(partial.len()).min(bytes.len());
+            partial.extend_from_slice(&bytes[..header_missing]);
+            bytes = &bytes[header_missing..];
+            if partial.len() < 4 {
+                return Ok(false);
+            }
+            let total = u32::from_le_bytes(partial[0..4].try_into().expect("4 bytes")) as usize;
+            if total == 0 {
+                return Ok(true);
+            }
+            let missing = total.saturating_sub(partial.len()).min(bytes.len());
+            partial.extend_from_slice(&bytes[..missing]);
+            bytes = &bytes[missing..];
+            if partial.len() < total {
+                return Ok(false);
+            }
+            let record = std::mem::take(partial);
+            self.visit_one(segment, &record, from, visit, visited)?;
+        }
+        while bytes.len() >= 4 {
+            let total = u32::from_le_bytes(bytes[0..4].try_into().expect("4 bytes")) as usize;
+            if total == 0 {
+                return Ok(true);
+            }
+            if total > bytes.len() {
+                break;
+            }
+            self.visit_one(segment, &bytes[..total], from, visit, visited)?;
+            bytes = &bytes[total..];
+        }
+        partial.extend_from_slice(bytes);
+        Ok(false)
+    }
+
+    fn visit_one(
         &self,
         segment: &Segment<S::File>,
         bytes: &[u8],
         from: u64,
-        visit: &mut impl FnMut(&StoredMessage),
+        visit: &mut impl FnMut(&StoredView<'_>),
         visited: &mut u64,
-    ) -> Result<usize, StoreError> {
-        let mut position = 0;
-        while position + record::RECORD_HEADER_BYTES <= bytes.len() {
-            let total =
-                u32::from_le_bytes(bytes[position..position + 4].try_into().expect("4 bytes"))
-                    as usize;
-            if total == 0 {
-                break;
-            }
-            if position + total > bytes.len() {
-                break;
-            }
-            let view = record::decode(&bytes[position..]).map_err(|_| {
-                corrupt(
-                    &segment.name,
-                    position as u64,
-                    "record fails its checksum during replay",
-                )
-            })?;
-            if view.sequence >= from {
-                if let Some(entry) = self.entry(view.sequence) {
-                    if entry.live {
-                        if entry.checksum != view.checksum {
-                            return Err(corrupt(
-                                &segment.name,
-                                position as u64,
-                                "record differs from its index entry",
-                            ));
-                        }
-                        visit(&to_owned(&view));
-                        *visited += 1;
-                    }
-                }
-            }
-            position += total;
+    ) -> Result<(), StoreError> {
+        let view = record::decode(bytes)
+            .map_err(|_| corrupt(&segment.name, 0, "record fails its checksum during replay"))?;
+        if view.sequence < from {
+            return Ok(());
         }
-        Ok(position)
+        let Some(entry) = self.entry(view.sequence).filter(|entry| entry.live) else {
+            return Ok(());
+        };
+        if entry.checksum != view.checksum {
+            return Err(corrupt(
+                &segment.name,
+                u64::from(entry.offset),
+                "record differs from its index entry",
+            ));
+        }
+        visit(&view);
+        *visited += 1;
+        Ok(())
     }
 
     // ----- writing -------------------------------------------------------------
@@ -1153,13 +1209,19 @@ fn state_last_needs_update(state: &SubjectState, removed: u64) -> bool {
     state.count > 0 && state.last == removed
 }
 
-fn to_owned(view: &record::StoredView<'_>) -> StoredMessage {
-    StoredMessage {
-        sequence: view.sequence,
-        timestamp_ns: view.timestamp_ns,
-        subject: view.subject.to_vec(),
-        headers: view.headers.to_vec(),
-        payload: view.payload.to_vec(),
+fn to_owned(view: &StoredView<'_>) -> StoredMessage {
+    view.to_message()
+}
+
+impl StoredView<'_> {
+    pub fn to_message(&self) -> StoredMessage {
+        StoredMessage {
+            sequence: self.sequence,
+            timestamp_ns: self.timestamp_ns,
+            subject: self.subject.to_vec(),
+            headers: self.headers.to_vec(),
+            payload: self.payload.to_vec(),
+        }
     }
 }
 

@@ -116,7 +116,7 @@ fn messages_round_trip_across_segments_and_reopen() {
         (200, 1, 200, 5, 0)
     );
     let mut replayed = Vec::new();
-    block_on(log.replay(150, |message| replayed.push(message.clone()))).unwrap();
+    block_on(log.replay(150, |view| replayed.push(view.to_message()))).unwrap();
     assert_eq!(
         replayed,
         written
@@ -137,7 +137,7 @@ fn replay_covers_the_unflushed_tail() {
         }
     }
     let mut replayed = Vec::new();
-    block_on(log.replay(1, |message| replayed.push(message.clone()))).unwrap();
+    block_on(log.replay(1, |view| replayed.push(view.to_message()))).unwrap();
     assert_eq!(replayed, written);
 }
 
@@ -412,7 +412,8 @@ fn crash_property(seed: u64) -> u64 {
         // Anything present is exactly something that was appended (a delete
         // that was not flushed may be undone; nothing is ever invented).
         let mut present = BTreeMap::new();
-        block_on(log.replay(1, |message| {
+        block_on(log.replay(1, |view| {
+            let message = &view.to_message();
             assert_eq!(
                 appended.get(&message.sequence),
                 Some(message),
