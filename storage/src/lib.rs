@@ -11,6 +11,7 @@
 //! Still to come in this crate: the file and raw-device backends on O_DIRECT
 //! glommio files, and the block store (per-stream segments and indexes).
 
+pub mod background;
 pub mod block_store;
 pub mod device;
 pub mod dma;
