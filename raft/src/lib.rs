@@ -1,10 +1,24 @@
-//! tern-raft: Raft as a sans-IO library.
+//! tern-raft: Raft as a sans-IO library, for many groups per shard.
 //!
-//! This crate will own (issue "Raft as a sans-IO library"): leader election
-//! with pre-vote and check-quorum, pipelined log replication, commit on a
-//! quorum of durable copies, snapshots, membership changes, leader transfer and
-//! read index — driven by the caller with messages, ticks and persistence
-//! completions, with no sockets, files, clocks or randomness inside — plus a
-//! seeded deterministic simulator with invariant checkers and a canary bug.
+//! The caller feeds a [`Node`] ticks, messages and persistence completions;
+//! it returns, in a [`Ready`], hard state and entries to persist, messages to
+//! send (some only after persisting), committed entries to apply, snapshots
+//! to install and linearizable read states. No sockets, files, clocks or
+//! randomness inside (the election-timeout randomness is seeded by the
+//! caller). See docs/raft.md for the contract.
 //!
-//! Nothing is implemented yet.
+//! - [`types`]: ids, entries, hard state, membership, snapshots.
+//! - [`message`]: what members send each other.
+//! - [`log`]: the log as one node sees it.
+//! - [`node`]: the protocol: pre-vote, check-quorum, pipelined replication
+//!   with flow control, commit on durable quorums, snapshots, single-voter
+//!   membership changes, leader transfer, read index.
+
+pub mod log;
+pub mod message;
+pub mod node;
+pub mod types;
+
+pub use message::{Envelope, Message};
+pub use node::{Canary, Config, Node, ProposeError, ReadState, Ready, Restore, Role};
+pub use types::{Entry, EntryKind, HardState, Index, Membership, NodeId, Snapshot, Term};
