@@ -570,7 +570,7 @@ impl<S: StoreFiles> StreamLog<S> {
             let buffer = self.buffer.as_ref().expect("checked");
             let at = (entry.offset as u64 - self.buffer_start) as usize;
             record::decode(&buffer.bytes()[at..at + entry.bytes as usize])
-                .map(|view| to_owned(&view))
+                .map(|view| (view.checksum, to_owned(&view)))
         } else {
             let read = segment
                 .file
@@ -585,15 +585,16 @@ impl<S: StoreFiles> StreamLog<S> {
                     "record extends past the end of the file",
                 ));
             }
-            record::decode(&bytes[skip..skip + entry.bytes as usize]).map(|view| to_owned(&view))
+            record::decode(&bytes[skip..skip + entry.bytes as usize])
+                .map(|view| (view.checksum, to_owned(&view)))
         };
+        // The record verified itself; it must also be the one the index
+        // names (a misdirected write leaves a valid record in the wrong place).
         match decoded {
-            Ok(message)
-                if message.sequence == sequence && checksum_matches(&message, entry.checksum) =>
-            {
+            Ok((sum, message)) if message.sequence == sequence && sum == entry.checksum => {
                 Ok(Some(message))
             }
-            Ok(message) => Err(corrupt(
+            Ok((_, message)) => Err(corrupt(
                 &segment.name,
                 entry.offset as u64,
                 format!(
@@ -1223,26 +1224,6 @@ impl StoredView<'_> {
             payload: self.payload.to_vec(),
         }
     }
-}
-
-fn checksum_matches(message: &StoredMessage, expected: u32) -> bool {
-    let size = record::stored_bytes(
-        message.subject.len(),
-        message.headers.len(),
-        message.payload.len(),
-    );
-    let mut bytes = vec![0u8; size];
-    let sum = record::encode(
-        &NewMessage {
-            sequence: message.sequence,
-            timestamp_ns: message.timestamp_ns,
-            subject: &message.subject,
-            headers: &message.headers,
-            payload: &message.payload,
-        },
-        &mut bytes,
-    );
-    sum == expected
 }
 
 async fn read_meta<S: StoreFiles>(files: &S) -> Result<u64, StoreError> {
