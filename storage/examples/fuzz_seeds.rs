@@ -1,0 +1,85 @@
+//! Writes seed inputs for the storage fuzz targets (valid journal and block
+//! store images the fuzzer then mutates past their checksums):
+//! `cargo run -p tern-storage --example fuzz_seeds -- fuzz/corpus`.
+
+use std::path::PathBuf;
+
+use futures_lite::future::block_on;
+use tern_storage::block_store::{MemoryFiles, NewMessage, StreamConfig, StreamLog};
+use tern_storage::format::BLOCK_BYTES;
+use tern_storage::memory::MemoryDevice;
+use tern_storage::{Journal, JournalConfig, NewRecord, SyncPolicy};
+
+fn main() {
+    let root = PathBuf::from(
+        std::env::args()
+            .nth(1)
+            .unwrap_or_else(|| "fuzz/corpus".into()),
+    );
+    let journal_dir = root.join("journal_recovery");
+    let store_dir = root.join("block_store_open");
+    std::fs::create_dir_all(&journal_dir).unwrap();
+    std::fs::create_dir_all(&store_dir).unwrap();
+    for records in [1u64, 3, 9, 20] {
+        let device = MemoryDevice::new(2, 4 * BLOCK_BYTES as u64, records);
+        let config = JournalConfig {
+            shard: 0,
+            batch_bytes_max: BLOCK_BYTES,
+            sync: SyncPolicy::Always,
+            journal_id: 1,
+        };
+        let (journal, _) = block_on(Journal::open(device, config, |_| {})).unwrap();
+        for index in 1..=records {
+            let body = vec![index as u8; (index as usize * 37) % 300];
+            journal
+                .try_append(NewRecord {
+                    kind: 1,
+                    group: index % 2,
+                    term: 1,
+                    index,
+                    body: &body,
+                })
+                .unwrap();
+            if index % 3 == 0 {
+                block_on(journal.flush()).unwrap();
+            }
+        }
+        block_on(journal.flush()).unwrap();
+        let mut image = journal.device().contents(0);
+        image.extend(journal.device().contents(1));
+        std::fs::write(journal_dir.join(format!("journal-{records}")), image).unwrap();
+    }
+    for messages in [1u64, 5, 30] {
+        let files = MemoryFiles::new();
+        let config = StreamConfig {
+            write_buffer_bytes: 2 * BLOCK_BYTES,
+            tail_cache_bytes: 0,
+            read_chunk_bytes: 2 * BLOCK_BYTES,
+            ..StreamConfig::default()
+        };
+        let (mut log, _) = block_on(StreamLog::open(files.clone(), config)).unwrap();
+        for sequence in 1..=messages {
+            let payload = vec![sequence as u8; 40 + sequence as usize * 3];
+            block_on(log.append(NewMessage {
+                sequence,
+                timestamp_ns: sequence,
+                subject: b"seed.subject",
+                headers: b"",
+                payload: &payload,
+            }))
+            .unwrap();
+        }
+        log.delete(1);
+        block_on(log.flush()).unwrap();
+        // The fuzz target lays its input over the first segment, then
+        // deletes.log and meta, 8 KiB each.
+        let mut image = files.contents("00000000000000000001.blk");
+        image.resize(2 * BLOCK_BYTES, 0);
+        image.truncate(2 * BLOCK_BYTES);
+        let mut deletes = files.contents("deletes.log");
+        deletes.resize(2 * BLOCK_BYTES, 0);
+        image.extend(vec![0u8; 2 * BLOCK_BYTES]);
+        image.extend(deletes);
+        std::fs::write(store_dir.join(format!("stream-{messages}")), image).unwrap();
+    }
+}
