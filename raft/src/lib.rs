@@ -13,10 +13,12 @@
 //! - [`node`]: the protocol: pre-vote, check-quorum, pipelined replication
 //!   with flow control, commit on durable quorums, snapshots, single-voter
 //!   membership changes, leader transfer, read index.
+//! - [`sim`]: the deterministic seeded simulator and its invariant checkers.
 
 pub mod log;
 pub mod message;
 pub mod node;
+pub mod sim;
 pub mod types;
 
 pub use message::{Envelope, Message};

@@ -150,6 +150,8 @@ struct Progress {
     /// A probe is outstanding.
     paused: bool,
     recent_active: bool,
+    /// `match_index` at the last stall check (see `restart_stalled_replication`).
+    checked_match: Index,
 }
 
 impl Progress {
@@ -161,6 +163,7 @@ impl Progress {
             inflight: VecDeque::new(),
             paused: false,
             recent_active: false,
+            checked_match: 0,
         }
     }
 }
@@ -205,6 +208,8 @@ pub struct Node {
     next_read_context: u64,
     /// Index of the last membership entry appended.
     pending_membership_index: Index,
+    /// Index of the membership entry `membership` comes from (0: the snapshot's).
+    membership_index: Index,
     transfer: Option<(NodeId, u32)>,
     /// Damaged: must catch up to this index before voting or campaigning.
     damaged_until: Index,
@@ -247,6 +252,7 @@ impl Node {
             read_states: Vec::new(),
             next_read_context: 1,
             pending_membership_index: 0,
+            membership_index: 0,
             transfer: None,
             damaged_until,
             next_ready: 1,
@@ -332,6 +338,7 @@ impl Node {
                     }
                     // A transfer that did not finish within a timeout is abandoned.
                     self.transfer = None;
+                    self.restart_stalled_replication();
                 }
             }
             _ => {
@@ -339,6 +346,29 @@ impl Node {
                     self.campaign(false);
                 }
             }
+        }
+    }
+
+    /// A follower that acknowledged nothing for a whole election timeout
+    /// while behind lost what was sent to it (pipelined appends or a
+    /// snapshot the network dropped): heartbeats alone never resend them, so
+    /// probe again from what it acknowledged.
+    fn restart_stalled_replication(&mut self) {
+        let last = self.log.last_index();
+        let mut stalled = Vec::new();
+        for (peer, progress) in self.progress.iter_mut() {
+            let waiting = progress.state != ProgressState::Probe && progress.match_index < last;
+            if waiting && progress.match_index == progress.checked_match {
+                progress.state = ProgressState::Probe;
+                progress.inflight.clear();
+                progress.paused = false;
+                progress.next_index = progress.match_index + 1;
+                stalled.push(*peer);
+            }
+            progress.checked_match = progress.match_index;
+        }
+        for peer in stalled {
+            self.send_append(peer);
         }
     }
 
@@ -377,7 +407,11 @@ impl Node {
 
     fn campaign(&mut self, transfer: bool) {
         let id = self.id();
-        if !self.membership.contains(id) || self.damaged_until > 0 {
+        // A node outside its latest configuration still campaigns while that
+        // configuration is uncommitted: it may be the one needed to commit it
+        // (its own vote does not count, see `tally`). Raft dissertation §4.1.
+        let removed = !self.membership.contains(id) && self.membership_index <= self.log.committed;
+        if removed || self.damaged_until > 0 {
             self.reset_election_timeout();
             return;
         }
@@ -652,11 +686,19 @@ impl Node {
                 return;
             }
         }
-        if let Message::VoteResponse { pre_vote: true, .. } = &message {
-            if self.role == Role::PreCandidate && term == self.hard.term + 1 {
+        if let Message::VoteResponse {
+            pre_vote: true,
+            granted,
+            ..
+        } = &message
+        {
+            if !granted && term > self.hard.term {
+                // Rejected by a node in a later term: learn that term, or a
+                // pre-candidate behind it asks about a term that node never
+                // grants while the node itself may lack the votes to win.
+                self.become_follower(term, None);
+            } else if self.role == Role::PreCandidate && term == self.hard.term + 1 {
                 self.on_vote_response(from, &message);
-            } else if term > self.hard.term + 1 {
-                self.become_follower(term - 1, None);
             }
             return;
         }
@@ -904,6 +946,11 @@ impl Node {
             if progress.state == ProgressState::Snapshot {
                 return;
             }
+            // A follower that lost entries it had acknowledged (a damaged
+            // disk) answers below its match index: believe it, or the probe
+            // would never go below the old match. Lowering a match index is
+            // always safe: commit never goes back.
+            progress.match_index = progress.match_index.min(hint);
             progress.state = ProgressState::Probe;
             progress.inflight.clear();
             progress.paused = false;
@@ -927,7 +974,23 @@ impl Node {
             self.send(from, Message::InstallSnapshotResponse { term, index });
             return;
         }
+        if self.log.term_at(snapshot.index) == Some(snapshot.term) {
+            // Our log already holds the snapshot's last entry (a snapshot sent
+            // while we lagged, delivered late): keep the log, whose entries
+            // after it we may have acknowledged already, and only commit.
+            self.log.committed = snapshot.index;
+            let index = snapshot.index;
+            self.send_after_persist(from, Message::InstallSnapshotResponse { term, index });
+            return;
+        }
         self.log.restore(snapshot.index, snapshot.term);
+        // Writes handed out before this one may complete first, but the
+        // snapshot's write then replaces the log they extended: their entries
+        // must not count as durable (the same entries may be back in memory
+        // by then, so the term check in `persisted_to` cannot tell).
+        for info in &mut self.outstanding {
+            info.last = None;
+        }
         self.snapshot_membership = snapshot.membership.clone();
         self.recompute_membership();
         let index = snapshot.index;
@@ -1109,6 +1172,7 @@ impl Node {
             }
         }
         self.membership = membership;
+        self.membership_index = last;
         self.pending_membership_index = self.pending_membership_index.max(last);
     }
 
@@ -1226,5 +1290,258 @@ impl Node {
         self.log.compact(snapshot.index, snapshot.term);
         self.snapshot_membership = snapshot.membership.clone();
         self.snapshot = Some(snapshot);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! Regression tests for bugs the simulator found (see `crate::sim`).
+
+    use super::*;
+
+    fn entry(index: Index, term: Term, kind: EntryKind) -> Entry {
+        Entry { index, term, kind }
+    }
+
+    fn noops(range: std::ops::RangeInclusive<Index>, term: Term) -> Vec<Entry> {
+        range
+            .map(|index| entry(index, term, EntryKind::Noop))
+            .collect()
+    }
+
+    fn node(id: NodeId, config: impl FnOnce(&mut Config), restore: Restore) -> Node {
+        let mut settings = Config::new(id);
+        config(&mut settings);
+        Node::new(settings, restore)
+    }
+
+    fn restore(term: Term, entries: Vec<Entry>) -> Restore {
+        Restore {
+            hard_state: HardState { term, vote: None },
+            entries,
+            membership: Membership::new(vec![1, 2, 3]),
+            seed: 7,
+            ..Restore::default()
+        }
+    }
+
+    /// Persists every ready at once; returns everything sent.
+    fn persist(node: &mut Node) -> Vec<Envelope> {
+        let mut sent = Vec::new();
+        while node.has_ready() {
+            let ready = node.ready();
+            sent.extend(ready.messages);
+            sent.extend(ready.persisted_messages);
+            node.advance(ready.number);
+        }
+        sent
+    }
+
+    fn deliver(node: &mut Node, from: NodeId, message: Message) {
+        let to = node.id();
+        node.step(Envelope { from, to, message });
+    }
+
+    /// Node 1 leading {1, 2, 3} in term 2 over `entries` of term 1 (no-op appended).
+    fn leader(entries: Vec<Entry>) -> Node {
+        let mut leader = node(
+            1,
+            |config| {
+                config.pre_vote = false;
+                config.check_quorum = false;
+            },
+            restore(1, entries),
+        );
+        while leader.role() != Role::Candidate {
+            leader.tick();
+        }
+        persist(&mut leader);
+        let vote = Message::VoteResponse {
+            term: leader.term(),
+            granted: true,
+            pre_vote: false,
+        };
+        deliver(&mut leader, 2, vote);
+        assert_eq!(leader.role(), Role::Leader);
+        persist(&mut leader);
+        leader
+    }
+
+    fn appends_to(sent: &[Envelope], to: NodeId) -> Vec<(Index, usize)> {
+        sent.iter()
+            .filter(|envelope| envelope.to == to)
+            .filter_map(|envelope| match &envelope.message {
+                Message::Append {
+                    prev_index,
+                    entries,
+                    ..
+                } => Some((*prev_index, entries.len())),
+                _ => None,
+            })
+            .collect()
+    }
+
+    fn acknowledge(leader: &mut Node, from: NodeId, match_index: Index) {
+        let response = Message::AppendResponse {
+            term: leader.term(),
+            success: true,
+            match_index,
+            hint: 0,
+            read_context: 0,
+        };
+        deliver(leader, from, response);
+    }
+
+    #[test]
+    fn appends_lost_in_the_pipeline_are_resent_after_an_election_timeout() {
+        let mut leader = leader(Vec::new());
+        acknowledge(&mut leader, 2, 1);
+        persist(&mut leader);
+        leader.propose(Bytes::from_static(b"x")).unwrap();
+        let lost = persist(&mut leader);
+        assert_eq!(
+            appends_to(&lost, 2),
+            vec![(1, 1)],
+            "pipelined append (lost)"
+        );
+        let mut resent = Vec::new();
+        for _ in 0..2 * leader.config.election_ticks {
+            leader.tick();
+            resent.extend(persist(&mut leader));
+        }
+        assert!(
+            appends_to(&resent, 2).contains(&(1, 1)),
+            "entry 2 resent: {:?}",
+            appends_to(&resent, 2)
+        );
+    }
+
+    #[test]
+    fn a_follower_that_lost_acknowledged_entries_is_probed_below_its_old_match() {
+        let mut leader = leader(noops(1..=5, 1));
+        acknowledge(&mut leader, 2, 6);
+        persist(&mut leader);
+        // Node 2's disk lost entries 4..=6: it rejects, saying its log ends at 3.
+        let rejection = Message::AppendResponse {
+            term: leader.term(),
+            success: false,
+            match_index: 0,
+            hint: 3,
+            read_context: 0,
+        };
+        deliver(&mut leader, 2, rejection);
+        let sent = persist(&mut leader);
+        assert_eq!(appends_to(&sent, 2), vec![(3, 3)]);
+    }
+
+    #[test]
+    fn a_rejected_pre_vote_teaches_the_later_term() {
+        let mut candidate = node(3, |_| {}, restore(1, noops(1..=3, 1)));
+        while candidate.role() != Role::PreCandidate {
+            candidate.tick();
+        }
+        let rejection = Message::VoteResponse {
+            term: 2,
+            granted: false,
+            pre_vote: true,
+        };
+        deliver(&mut candidate, 1, rejection);
+        assert_eq!(candidate.term(), 2, "asks about term 3 next time");
+        assert_eq!(candidate.role(), Role::Follower);
+    }
+
+    #[test]
+    fn a_node_outside_its_uncommitted_configuration_still_campaigns() {
+        let entries = vec![
+            entry(1, 1, EntryKind::Noop),
+            entry(2, 1, EntryKind::RemoveVoter(3)),
+        ];
+        let mut removed = node(3, |_| {}, restore(1, entries));
+        assert!(!removed.membership().contains(3));
+        let mut sent = Vec::new();
+        for _ in 0..2 * removed.config.election_ticks {
+            removed.tick();
+            sent.extend(persist(&mut removed));
+        }
+        assert_eq!(removed.role(), Role::PreCandidate);
+        assert!(sent
+            .iter()
+            .any(|envelope| matches!(envelope.message, Message::Vote { pre_vote: true, .. })));
+        // Once the removal is committed (here: in the snapshot) it stays quiet.
+        let snapshot = Snapshot {
+            index: 2,
+            term: 1,
+            membership: Membership::new(vec![1, 2]),
+            data: Bytes::new(),
+        };
+        let committed = Restore {
+            snapshot: Some(snapshot),
+            ..restore(1, Vec::new())
+        };
+        let mut quiet = node(3, |_| {}, committed);
+        for _ in 0..2 * quiet.config.election_ticks {
+            quiet.tick();
+            assert!(persist(&mut quiet).is_empty());
+        }
+        assert_eq!(quiet.role(), Role::Follower);
+    }
+
+    fn install(term: Term, index: Index, snapshot_term: Term) -> Message {
+        Message::InstallSnapshot {
+            term,
+            snapshot: Snapshot {
+                index,
+                term: snapshot_term,
+                membership: Membership::new(vec![1, 2, 3]),
+                data: Bytes::new(),
+            },
+        }
+    }
+
+    #[test]
+    fn a_late_snapshot_keeps_the_entries_after_it() {
+        let mut follower = node(2, |_| {}, restore(1, noops(1..=5, 1)));
+        deliver(&mut follower, 1, install(1, 3, 1));
+        assert_eq!(
+            follower.last_index(),
+            5,
+            "entries 4..=5 may be acknowledged"
+        );
+        assert_eq!(follower.commit_index(), 3);
+        let sent = persist(&mut follower);
+        assert!(sent
+            .iter()
+            .any(|envelope| envelope.message
+                == Message::InstallSnapshotResponse { term: 1, index: 3 }));
+    }
+
+    #[test]
+    fn writes_before_a_snapshot_install_do_not_count_as_durable() {
+        let mut follower = node(2, |_| {}, restore(1, Vec::new()));
+        let append = |term, prev_index, prev_term, entries| Message::Append {
+            term,
+            prev_index,
+            prev_term,
+            entries,
+            commit: 0,
+            read_context: 0,
+        };
+        deliver(&mut follower, 1, append(1, 0, 0, noops(1..=3, 1)));
+        let first = follower.ready();
+        assert_eq!(first.entries.len(), 3);
+        // A leader of term 3 replaces entry 3; one of term 4 (which has the
+        // old entry 3 committed) sends a snapshot ending there.
+        deliver(&mut follower, 3, append(3, 2, 1, noops(3..=3, 3)));
+        let second = follower.ready();
+        assert_eq!(second.truncate_from, Some(3));
+        deliver(&mut follower, 1, install(4, 3, 1));
+        let third = follower.ready();
+        assert!(third.snapshot.is_some());
+        // The first write completes; the later ones (the snapshot replaces
+        // the log) have not: entry 3 is not durable yet.
+        follower.advance(first.number);
+        assert!(follower.log().persisted < 3);
+        follower.advance(third.number);
+        assert_eq!(follower.log().persisted, 3);
     }
 }
