@@ -13,6 +13,7 @@
 //! - [`node`]: the protocol: pre-vote, check-quorum, pipelined replication
 //!   with flow control, commit on durable quorums, snapshots, single-voter
 //!   membership changes, leader transfer, read index.
+//! - [`wire`]: the canonical byte encoding of messages, bounded decoding.
 //! - [`sim`]: the deterministic seeded simulator and its invariant checkers.
 
 pub mod log;
@@ -20,6 +21,7 @@ pub mod message;
 pub mod node;
 pub mod sim;
 pub mod types;
+pub mod wire;
 
 pub use message::{Envelope, Message};
 pub use node::{Canary, Config, Node, ProposeError, ReadState, Ready, Restore, Role};

@@ -2,13 +2,25 @@
 //! reordering), loss and duplication, and partitions as a set of blocked
 //! directed links (symmetric splits, one-way cuts, an isolated node). A
 //! partition drops a message when it would be delivered, so cutting a link
-//! also cuts what is already on it.
+//! also cuts what is already on it. Messages travel encoded by [`wire`],
+//! so every simulated delivery also round-trips the codec.
 
 use std::collections::{BTreeMap, BTreeSet};
+
+use bytes::{Bytes, BytesMut};
 
 use crate::message::Envelope;
 use crate::sim::random::Random;
 use crate::types::NodeId;
+use crate::wire;
+
+/// A message on the simulated wire.
+#[derive(Debug, Clone)]
+struct Packet {
+    from: NodeId,
+    to: NodeId,
+    encoded: Bytes,
+}
 
 /// Per-message faults, in simulator steps for delays.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -45,7 +57,7 @@ pub enum Fate {
 
 #[derive(Debug)]
 pub struct Network {
-    in_flight: BTreeMap<(u64, u64), Envelope>,
+    in_flight: BTreeMap<(u64, u64), Packet>,
     next_sequence: u64,
     blocked: BTreeSet<(NodeId, NodeId)>,
     faults: NetworkFaults,
@@ -69,6 +81,13 @@ impl Network {
         if random.chance(self.faults.loss) {
             return Fate::Lost;
         }
+        let mut encoded = BytesMut::with_capacity(wire::encoded_size_bytes(&envelope.message));
+        wire::encode(&envelope.message, &mut encoded);
+        let envelope = Packet {
+            from: envelope.from,
+            to: envelope.to,
+            encoded: encoded.freeze(),
+        };
         let copies = if random.chance(self.faults.duplicate) {
             2
         } else {
@@ -81,7 +100,7 @@ impl Network {
         Fate::Sent { copies }
     }
 
-    fn schedule(&mut self, now: u64, envelope: Envelope, random: &mut Random) {
+    fn schedule(&mut self, now: u64, envelope: Packet, random: &mut Random) {
         let due = now + self.delay(random);
         let sequence = self.next_sequence;
         self.next_sequence += 1;
@@ -108,7 +127,14 @@ impl Network {
         if key.0 > now {
             return None;
         }
-        self.in_flight.remove(&key)
+        let packet = self.in_flight.remove(&key)?;
+        let message = wire::decode(&packet.encoded, &wire::DecodeLimits::default())
+            .unwrap_or_else(|error| panic!("simulated wire: {error}"));
+        Some(Envelope {
+            from: packet.from,
+            to: packet.to,
+            message,
+        })
     }
 
     pub fn is_blocked(&self, from: NodeId, to: NodeId) -> bool {
