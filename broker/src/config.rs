@@ -101,9 +101,35 @@ pub struct Flags {
     /// Busy-poll this long for I/O before a shard sleeps (lower latency, more CPU); 0 disables [default: 0]
     #[arg(long = "spin_before_park", value_name = "DURATION")]
     pub spin_before_park: Option<String>,
+    /// Enable JetStream (nats-server: -js, --jetstream)
+    #[arg(long = "jetstream")]
+    pub jetstream: bool,
+    /// When a journal write counts as durable: `always` (fsync before every
+    /// PubAck) or `never` (rely on replication; a crash can lose acked
+    /// messages) [default: always]
+    #[arg(long = "sync", value_name = "POLICY")]
+    pub sync: Option<String>,
+    /// Journal directory or raw block device [default: <store_dir>/jetstream/journal]
+    #[arg(long = "journal_dir", alias = "journal-dir", value_name = "PATH")]
+    pub journal_dir: Option<PathBuf>,
     /// Enable debug logging
     #[arg(short = 'D', long = "debug")]
     pub debug: bool,
+}
+
+/// The `[jetstream]` table of the TOML file.
+#[derive(Deserialize, Debug, Default)]
+#[serde(deny_unknown_fields)]
+pub struct JetStreamFile {
+    pub enabled: Option<bool>,
+    /// `always` or `never` (nats-server: `sync_interval: always`).
+    #[serde(alias = "sync_interval")]
+    pub sync: Option<String>,
+    pub journal_dir: Option<PathBuf>,
+    pub journal_segment_size: Option<SizeValue>,
+    pub journal_segments: Option<u32>,
+    pub max_memory_store: Option<SizeValue>,
+    pub max_file_store: Option<SizeValue>,
 }
 
 /// The TOML file; same names as the flags (and as nats-server's config).
@@ -132,6 +158,7 @@ pub struct FileConfig {
     pub io_memory: Option<SizeValue>,
     pub spin_before_park: Option<DurationValue>,
     pub debug: Option<bool>,
+    pub jetstream: Option<JetStreamFile>,
 }
 
 #[derive(Deserialize, Debug, Clone)]
@@ -162,6 +189,22 @@ pub struct Limits {
     pub write_deadline: Duration,
 }
 
+/// JetStream settings (present when JetStream is enabled).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JetStreamConfig {
+    pub sync: tern_storage::SyncPolicy,
+    /// One journal per shard under here (`shard-<i>`), or a raw block device.
+    pub journal_dir: PathBuf,
+    pub journal_segment_bytes: u64,
+    pub journal_segments: u32,
+    /// Account limits reported by `$JS.API.INFO` (-1 = unlimited).
+    pub max_memory_bytes: i64,
+    pub max_file_bytes: i64,
+}
+
+pub const DEFAULT_JOURNAL_SEGMENT_BYTES: u64 = 64 << 20;
+pub const DEFAULT_JOURNAL_SEGMENTS: u32 = 8;
+
 /// The resolved configuration.
 #[derive(Debug, Clone)]
 pub struct Config {
@@ -180,6 +223,8 @@ pub struct Config {
     pub spin_before_park: Duration,
     pub debug: bool,
     pub config_file: Option<PathBuf>,
+    /// `None`: JetStream is disabled (its API subjects have no responders).
+    pub jetstream: Option<JetStreamConfig>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -210,6 +255,7 @@ pub fn normalise_args(args: impl IntoIterator<Item = String>) -> Vec<String> {
     args.into_iter()
         .map(|arg| match arg.as_str() {
             "-sd" => "--store_dir".to_string(),
+            "-js" => "--jetstream".to_string(),
             _ => match arg.strip_prefix("-sd=") {
                 Some(value) => format!("--store_dir={value}"),
                 None => arg,
@@ -341,16 +387,57 @@ impl Config {
                 DEFAULT_WRITE_DEADLINE,
             )?,
         };
+        let store_dir = flags
+            .store_dir
+            .or(file.store_dir)
+            .unwrap_or_else(|| PathBuf::from("./data"));
+        let jetstream_file = file.jetstream.unwrap_or_default();
+        let jetstream = if flags.jetstream || jetstream_file.enabled.unwrap_or(false) {
+            let sync = match flags.sync.or(jetstream_file.sync).as_deref() {
+                None | Some("always") => tern_storage::SyncPolicy::Always,
+                Some("never") => tern_storage::SyncPolicy::Never,
+                Some(other) => {
+                    return Err(invalid(
+                        "sync",
+                        format!("{other:?} is not `always` or `never`"),
+                    ))
+                }
+            };
+            let limit =
+                |field: &'static str, value: Option<SizeValue>| -> Result<i64, ConfigError> {
+                    match value {
+                        None => Ok(-1),
+                        Some(value) => size(field, None, Some(value), 0).map(|bytes| bytes as i64),
+                    }
+                };
+            Some(JetStreamConfig {
+                sync,
+                journal_dir: flags
+                    .journal_dir
+                    .or(jetstream_file.journal_dir)
+                    .unwrap_or_else(|| store_dir.join("jetstream").join("journal")),
+                journal_segment_bytes: size(
+                    "journal_segment_size",
+                    None,
+                    jetstream_file.journal_segment_size,
+                    DEFAULT_JOURNAL_SEGMENT_BYTES as usize,
+                )? as u64,
+                journal_segments: jetstream_file
+                    .journal_segments
+                    .unwrap_or(DEFAULT_JOURNAL_SEGMENTS),
+                max_memory_bytes: limit("max_memory_store", jetstream_file.max_memory_store)?,
+                max_file_bytes: limit("max_file_store", jetstream_file.max_file_store)?,
+            })
+        } else {
+            None
+        };
         let config = Config {
             host,
             port,
             http_port,
             http_host,
             server_name: flags.server_name.or(file.server_name),
-            store_dir: flags
-                .store_dir
-                .or(file.store_dir)
-                .unwrap_or_else(|| PathBuf::from("./data")),
+            store_dir,
             cores,
             limits,
             io_memory_bytes: size(
@@ -368,6 +455,7 @@ impl Config {
             )?,
             debug: flags.debug || file.debug.unwrap_or(false),
             config_file: flags.config,
+            jetstream,
         };
         config.validate()?;
         Ok(config)
@@ -407,6 +495,19 @@ impl Config {
         }
         if self.io_memory_bytes < 64 * 1024 {
             return Err(invalid("io_memory", "must be at least 64KiB"));
+        }
+        if let Some(jetstream) = &self.jetstream {
+            if jetstream.journal_segments < 2 {
+                return Err(invalid("journal_segments", "must be at least 2"));
+            }
+            if jetstream.journal_segment_bytes < 4 << 20
+                || jetstream.journal_segment_bytes % 4096 != 0
+            {
+                return Err(invalid(
+                    "journal_segment_size",
+                    "must be a multiple of 4KiB and at least 4MiB",
+                ));
+            }
         }
         Ok(())
     }
@@ -553,6 +654,39 @@ mod tests {
         assert_eq!(config.limits.ping_interval, Duration::from_millis(100));
         assert_eq!(config.limits.ping_max, 3);
         assert_eq!(config.limits.max_pending_bytes, 10 * 1024 * 1024);
+    }
+
+    #[test]
+    fn jetstream_is_off_unless_asked_for() {
+        assert_eq!(config(&[]).unwrap().jetstream, None);
+        let enabled = config(&["-js", "-sd", "/tmp/y"]).unwrap();
+        let jetstream = enabled.jetstream.expect("enabled by -js");
+        assert_eq!(jetstream.sync, tern_storage::SyncPolicy::Always);
+        assert_eq!(
+            jetstream.journal_dir,
+            PathBuf::from("/tmp/y/jetstream/journal")
+        );
+        assert_eq!(jetstream.max_file_bytes, -1);
+        let never = config(&["--jetstream", "--sync", "never"]).unwrap();
+        assert_eq!(
+            never.jetstream.unwrap().sync,
+            tern_storage::SyncPolicy::Never
+        );
+        assert!(config(&["--jetstream", "--sync", "sometimes"]).is_err());
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("js.toml");
+        std::fs::write(
+            &path,
+            "[jetstream]\nenabled = true\nsync = \"never\"\njournal_segment_size = \"8MB\"\nmax_file_store = \"1GB\"\n",
+        )
+        .unwrap();
+        let from_file = config(&["-c", path.to_str().unwrap()])
+            .unwrap()
+            .jetstream
+            .unwrap();
+        assert_eq!(from_file.sync, tern_storage::SyncPolicy::Never);
+        assert_eq!(from_file.journal_segment_bytes, 8 << 20);
+        assert_eq!(from_file.max_file_bytes, 1 << 30);
     }
 
     #[test]

@@ -63,6 +63,20 @@ pub struct Options {
     pub ping_interval_ms: Option<u64>,
     pub ping_max: Option<u32>,
     pub write_deadline_ms: Option<u64>,
+    /// Enable JetStream (`-js`), storing under the server's temp dir.
+    pub jetstream: bool,
+    /// tern only: `--sync never` instead of the default `always`.
+    pub sync_never: bool,
+}
+
+impl Options {
+    /// JetStream on, everything else default.
+    pub fn jetstream() -> Options {
+        Options {
+            jetstream: true,
+            ..Options::default()
+        }
+    }
 }
 
 impl Options {
@@ -116,7 +130,8 @@ pub struct Server {
     client_port: u16,
     http_port: u16,
     log: Arc<Mutex<VecDeque<String>>>,
-    _dir: tempfile::TempDir,
+    options: Options,
+    dir: Option<tempfile::TempDir>,
 }
 
 fn nats_server_path() -> PathBuf {
@@ -146,7 +161,33 @@ fn port_after(line: &str, marker: &str) -> Option<u16> {
 impl Server {
     /// Starts a server with the given limits and waits (bounded) for its ports.
     pub fn start(flavor: Flavor, options: Options) -> Server {
-        let dir = tempfile::tempdir().expect("temp dir");
+        Server::start_in(flavor, options, tempfile::tempdir().expect("temp dir"))
+    }
+
+    /// SIGKILLs the server and starts it again on the same data (new ports).
+    pub fn restart(mut self) -> Server {
+        self.kill();
+        let dir = self.dir.take().expect("a server owns its directory");
+        Server::start_in(self.flavor, self.options.clone(), dir)
+    }
+
+    /// SIGKILL, then wait for the process to be gone.
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    /// The server's data directory (`--store_dir`).
+    pub fn store_dir(&self) -> PathBuf {
+        self.dir
+            .as_ref()
+            .expect("a server owns its directory")
+            .path()
+            .join("data")
+    }
+
+    /// Starts a server whose files (config, data) live in `dir`.
+    pub fn start_in(flavor: Flavor, options: Options, dir: tempfile::TempDir) -> Server {
         let mut command = match flavor {
             Flavor::Tern => {
                 let shards = options.shards.unwrap_or(2);
@@ -174,6 +215,12 @@ impl Server {
                     .arg(&config)
                     .arg("--store_dir")
                     .arg(dir.path().join("data"));
+                if options.jetstream {
+                    command.arg("--jetstream");
+                }
+                if options.sync_never {
+                    command.args(["--sync", "never"]);
+                }
                 command
             }
             Flavor::Nats => {
@@ -183,6 +230,9 @@ impl Server {
                 command
                     .args(["-a", "127.0.0.1", "-p", "-1", "-m", "-1", "-c"])
                     .arg(&config);
+                if options.jetstream {
+                    command.arg("-js").arg("-sd").arg(dir.path().join("data"));
+                }
                 command
             }
         };
@@ -254,7 +304,8 @@ impl Server {
             client_port: client_port.unwrap(),
             http_port: http_port.unwrap(),
             log,
-            _dir: dir,
+            options,
+            dir: Some(dir),
         }
     }
 
