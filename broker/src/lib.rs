@@ -19,6 +19,7 @@
 
 pub mod client;
 pub mod config;
+pub mod jetstream;
 pub mod logger;
 pub mod message;
 pub mod monitor;

@@ -98,6 +98,28 @@ pub enum ShardMessage {
         id: u64,
         report: Box<ShardReport>,
     },
+    /// The sender finished starting (JetStream recovered, its streams'
+    /// interest applied everywhere); clients may connect once all have.
+    Started,
+    /// A `$JS.API` request for the shard that can answer it.
+    JetStreamApi(Box<crate::jetstream::ApiRequest>),
+    /// Meta shard -> owner: a catalog change to carry out.
+    JetStreamOwner(Box<crate::jetstream::OwnerCommand>),
+    /// Owner -> meta shard: creating the stream failed; drop the reservation.
+    JetStreamCreateFailed {
+        name: String,
+    },
+    /// An API answer for the origin shard to publish: (reply, header block, payload).
+    JetStreamReply(Box<(Bytes, Bytes, Bytes)>),
+    /// Asks for this shard's streams (listings, account info).
+    JetStreamGather {
+        id: u64,
+        origin: usize,
+    },
+    JetStreamGathered {
+        id: u64,
+        gathered: Box<crate::jetstream::Gathered>,
+    },
 }
 
 #[cfg(test)]

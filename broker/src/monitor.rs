@@ -117,12 +117,70 @@ impl Monitor {
             "/varz" => json_response(&self.varz().await),
             "/connz" => json_response(&self.connz(&query).await),
             "/subsz" | "/subscriptionsz" => json_response(&self.subsz().await),
+            "/jsz" => json_response(&self.jsz(&query).await),
             "/metrics" => {
                 let body = self.metrics().await;
                 response(200, "text/plain; version=0.0.4", body.as_bytes())
             }
             _ => response(404, "text/plain", b"not found\n"),
         }
+    }
+
+    /// JetStream totals (nats-server's `/jsz` top-level fields) and, with
+    /// `?streams=true`, each stream with the shard that owns it (tern).
+    async fn jsz(&self, query: &BTreeMap<String, String>) -> serde_json::Value {
+        let Some(jetstream) = self.shard.jetstream.get() else {
+            return serde_json::json!({
+                "server_id": self.shard.shared.server_id,
+                "disabled": true,
+            });
+        };
+        let parts = jetstream.gather().await;
+        let (mut memory, mut storage, mut messages, mut bytes, mut count) =
+            (0u64, 0u64, 0u64, 0u64, 0u64);
+        let mut streams = Vec::new();
+        for part in &parts {
+            for stream in &part.streams {
+                count += 1;
+                messages += stream.state.messages;
+                bytes += stream.state.bytes;
+                match stream.config.storage {
+                    crate::jetstream::stream_config::StorageType::Memory => {
+                        memory += stream.state.bytes
+                    }
+                    crate::jetstream::stream_config::StorageType::File => {
+                        storage += stream.state.bytes
+                    }
+                }
+                streams.push(serde_json::json!({
+                    "name": stream.name,
+                    "shard": stream.shard,
+                    "messages": stream.state.messages,
+                    "bytes": stream.state.bytes,
+                    "first_seq": stream.state.first_sequence,
+                    "last_seq": stream.state.last_sequence,
+                    "failure": stream.failure,
+                }));
+            }
+        }
+        streams.sort_by(|a, b| a["name"].as_str().cmp(&b["name"].as_str()));
+        let mut body = serde_json::json!({
+            "server_id": self.shard.shared.server_id,
+            "memory": memory,
+            "storage": storage,
+            "streams": count,
+            "consumers": 0,
+            "messages": messages,
+            "bytes": bytes,
+            "journal": format!("{:?}", jetstream.journal().stats()),
+        });
+        if query
+            .get("streams")
+            .is_some_and(|value| value == "true" || value == "1")
+        {
+            body["stream_detail"] = serde_json::Value::Array(streams);
+        }
+        body
     }
 
     fn sample_cpu(&self) -> f64 {

@@ -30,11 +30,48 @@ pub struct RemoteInterest {
     pub weight: Cell<u32>,
 }
 
+/// A subscription the server holds itself (JetStream). Announced ones are
+/// counted and broadcast like a client's, so other shards forward matching
+/// messages here; unannounced ones are matched on this shard only.
+pub struct InternalSubscription {
+    pub subject: Bytes,
+    pub announced: bool,
+    pub handler: InternalHandler,
+}
+
+/// Who handles a message an internal subscription matched.
+#[derive(Clone)]
+pub enum InternalHandler {
+    /// `$JS.API.>` on every shard: requests are handled or forwarded from here.
+    JetStreamApi,
+    /// A stream's subjects on its owner shard: the message is stored.
+    Stream(Rc<crate::jetstream::stream::StreamHandle>),
+    /// `$JS.API.DIRECT.GET.<stream>` (and `.>`) on the owner shard, when the
+    /// stream allows direct gets.
+    DirectGet(Rc<crate::jetstream::stream::StreamHandle>),
+}
+
+impl std::fmt::Debug for InternalSubscription {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let kind = match &self.handler {
+            InternalHandler::JetStreamApi => "jetstream-api",
+            InternalHandler::Stream(_) => "stream",
+            InternalHandler::DirectGet(_) => "direct-get",
+        };
+        write!(
+            formatter,
+            "internal {kind} {:?}",
+            String::from_utf8_lossy(&self.subject)
+        )
+    }
+}
+
 /// What the sublist holds.
 #[derive(Clone, Debug)]
 pub enum Target {
     Local(Rc<Subscription>),
     Remote(Rc<RemoteInterest>),
+    Internal(Rc<InternalSubscription>),
 }
 
 impl SublistEntry for Target {
@@ -42,6 +79,7 @@ impl SublistEntry for Target {
         match (self, other) {
             (Target::Local(a), Target::Local(b)) => Rc::ptr_eq(a, b),
             (Target::Remote(a), Target::Remote(b)) => Rc::ptr_eq(a, b),
+            (Target::Internal(a), Target::Internal(b)) => Rc::ptr_eq(a, b),
             _ => false,
         }
     }
@@ -116,6 +154,50 @@ impl Router {
             .local_counts
             .get_mut(&key)
             .expect("a removed subscription was counted");
+        assert!(*count > 0);
+        *count -= 1;
+        let count = *count;
+        if count == 0 {
+            self.local_counts.remove(&key);
+        }
+        self.announce(key, count, count == 0)
+    }
+
+    /// Indexes an internal subscription; returns the update to broadcast
+    /// (announced ones only).
+    pub fn add_internal(
+        &mut self,
+        subscription: &Rc<InternalSubscription>,
+    ) -> Result<Option<InterestUpdate>, InvalidSubject> {
+        self.sublist.insert(
+            &subscription.subject,
+            None,
+            Target::Internal(subscription.clone()),
+        )?;
+        if !subscription.announced {
+            return Ok(None);
+        }
+        let key = (subscription.subject.clone(), None);
+        let count = self.local_counts.entry(key.clone()).or_insert(0);
+        *count += 1;
+        let count = *count;
+        Ok(self.announce(key, count, count == 1))
+    }
+
+    /// Removes an internal subscription; returns the update to broadcast, if any.
+    pub fn remove_internal(
+        &mut self,
+        subscription: &Rc<InternalSubscription>,
+    ) -> Option<InterestUpdate> {
+        let target = Target::Internal(subscription.clone());
+        if !self.sublist.remove(&subscription.subject, None, &target) || !subscription.announced {
+            return None;
+        }
+        let key = (subscription.subject.clone(), None);
+        let count = self
+            .local_counts
+            .get_mut(&key)
+            .expect("an announced internal subscription was counted");
         assert!(*count > 0);
         *count -= 1;
         let count = *count;

@@ -13,6 +13,7 @@ use glommio::net::TcpListener;
 use tern_shard::{run_shards, ShardContext, ShardSpec};
 
 use crate::config::Config;
+use crate::jetstream::JetStream;
 use crate::message::ShardMessage;
 use crate::monitor::Monitor;
 use crate::peer::PeerLinks;
@@ -39,6 +40,8 @@ pub enum ServerError {
     Runtime(#[from] tern_shard::RuntimeError),
     #[error("shard {shard}: {message}")]
     Shard { shard: usize, message: String },
+    #[error("{0}")]
+    JetStream(String),
 }
 
 /// A random u64 from the standard library's per-process hasher keys.
@@ -90,6 +93,11 @@ fn reserve_port(address: SocketAddr) -> Result<(socket2::Socket, u16), ServerErr
     Ok((socket, port))
 }
 
+/// How long a shard waits for the others to finish starting (recovery).
+const STARTUP_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(300);
+/// How long shutdown waits for streams to checkpoint.
+const SHUTDOWN_CHECKPOINT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// Runs the server until SIGINT/SIGTERM.
 pub fn run(config: Config) -> Result<(), ServerError> {
     let outcome = tern_shard::memlock::check(config.cores.len(), config.io_memory_bytes as u64)?;
@@ -101,6 +109,10 @@ pub fn run(config: Config) -> Result<(), ServerError> {
         source,
     })?;
     log::debug!(target: "tern::server", "memlock: {outcome:?}");
+    if config.jetstream.is_some() {
+        crate::jetstream::check_layout(&config.store_dir, config.cores.len())
+            .map_err(ServerError::JetStream)?;
+    }
     let mut random = [0u8; 32];
     for chunk in random.chunks_mut(8) {
         chunk.copy_from_slice(&random_u64().to_le_bytes());
@@ -196,6 +208,34 @@ async fn shard_main(
     for (peer, receiver) in receivers {
         glommio::spawn_local(shard.clone().receive_from(peer, receiver)).detach();
     }
+    if let Some(jetstream_config) = config.jetstream.clone() {
+        let opened = futures_lite::future::or(
+            async { Some(JetStream::open(&shard, jetstream_config).await) },
+            async {
+                shutdown.wait().await;
+                None
+            },
+        )
+        .await;
+        match opened {
+            None => return Ok(()),
+            Some(Ok(jetstream)) => {
+                let _ = shard.jetstream.set(jetstream);
+            }
+            Some(Err(error)) => {
+                shutdown.trigger();
+                return Err(format!("JetStream: {error}"));
+            }
+        }
+        // Clients connect once every shard routes every stream's subjects.
+        shard
+            .wait_interest_applied(crate::jetstream::INTEREST_TIMEOUT)
+            .await;
+        futures_lite::future::or(shard.announce_started(STARTUP_TIMEOUT), shutdown.wait()).await;
+        if index == 0 {
+            log::info!(target: "tern::server", "JetStream ready: journals in {}", config.jetstream.as_ref().map(|js| js.journal_dir.display().to_string()).unwrap_or_default());
+        }
+    }
     let accept = glommio::spawn_local(shard.clone().accept_loop(listener));
     let mut monitor_task = None;
     if let Some(http_listener) = http_listener {
@@ -231,5 +271,8 @@ async fn shard_main(
         task.await;
     }
     shard.drain_clients().await;
+    if let Some(jetstream) = shard.jetstream.get() {
+        jetstream.stop_and_wait(SHUTDOWN_CHECKPOINT_TIMEOUT).await;
+    }
     Ok(())
 }

@@ -10,7 +10,7 @@
 //! here is shared with other threads except the immutable [`Shared`] and one
 //! connection counter used only when connections open and close.
 
-use std::cell::{Cell, RefCell};
+use std::cell::{Cell, OnceCell, RefCell};
 use std::net::SocketAddr;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -25,13 +25,14 @@ use tern_shard::{Shutdown, Waiters};
 
 use crate::client::{self, Client, CloseReason, Subscription};
 use crate::config::Config;
+use crate::jetstream::JetStream;
 use crate::message::{InterestUpdate, ReportKind, RoutedMessage, ShardMessage};
 use crate::peer::PeerLinks;
 use crate::proto::encode::{self, Delivery};
 use crate::proto::errors;
 use crate::proto::info::{ServerInfo, NATS_COMPATIBLE_VERSION, TERN_VERSION};
 use crate::proto::parser::Publish;
-use crate::router::{Router, Target};
+use crate::router::{InternalHandler, InternalSubscription, Router, Target};
 use crate::stats::{self, ConnectionInfo, ShardCounters, ShardReport};
 use crate::sublist::QueueMatches;
 use crate::timestamp::{go_duration, Civil};
@@ -86,6 +87,13 @@ pub struct Shard {
     flush_candidates: RefCell<Vec<Rc<Client>>>,
     /// How far this shard has handled each peer's ring.
     ring_progress: Vec<(usize, Rc<RingProgress>)>,
+    /// Present when JetStream is enabled (set once at start).
+    pub jetstream: OnceCell<Rc<JetStream>>,
+    /// Woken when a peer acknowledges interest updates.
+    interest_applied: Waiters,
+    /// Peers that said they finished starting.
+    started_peers: Cell<usize>,
+    started_waiters: Waiters,
 }
 
 /// Where a queue group's message goes.
@@ -123,6 +131,10 @@ impl Shard {
             stalled: RefCell::new(Vec::new()),
             flush_candidates: RefCell::new(Vec::new()),
             ring_progress,
+            jetstream: OnceCell::new(),
+            interest_applied: Waiters::new(),
+            started_peers: Cell::new(0),
+            started_waiters: Waiters::new(),
         })
     }
 
@@ -145,7 +157,7 @@ impl Shard {
             port: self.shared.client_port,
             headers: true,
             max_payload: self.config.limits.max_payload_bytes,
-            jetstream: false,
+            jetstream: self.config.jetstream.is_some(),
             client_id: client.id,
             client_ip: client.address.ip().to_string(),
             connect_info: false,
@@ -242,39 +254,60 @@ impl Shard {
 
     /// Routes one published message from a local client.
     pub fn route_publish(&self, publisher: &Rc<Client>, publish: &Publish<'_>) {
-        let matches = self.router.borrow_mut().matches(publish.subject);
+        self.route(
+            Some(publisher),
+            publish.subject,
+            publish.reply,
+            publish.header_bytes,
+            publish.message,
+        );
+    }
+
+    /// Publishes a message the server itself produced (JetStream replies):
+    /// routed like a client's publish, without a publisher.
+    pub fn publish_internal(&self, subject: &[u8], header_bytes: usize, message: &[u8]) {
+        self.route(None, subject, None, header_bytes, message);
+    }
+
+    fn route(
+        &self,
+        publisher: Option<&Rc<Client>>,
+        subject: &[u8],
+        reply: Option<&[u8]>,
+        header_bytes: usize,
+        message: &[u8],
+    ) {
+        let matches = self.router.borrow_mut().matches(subject);
         let delivery = Delivery {
-            subject: publish.subject,
+            subject,
             sid: &[],
-            reply: publish.reply,
-            header_bytes: publish.header_bytes,
-            message: publish.message,
+            reply,
+            header_bytes,
+            message,
         };
+        let publisher_id = publisher.map(|publisher| publisher.id);
         let mut delivered = false;
         let mut forwards: Vec<(usize, Vec<Bytes>)> = Vec::new();
         for target in &matches.plain {
             match target {
                 Target::Local(subscription) => {
-                    delivered |= self.deliver_local(subscription, Some(publisher.id), &delivery);
+                    delivered |= self.deliver_local(subscription, publisher_id, &delivery);
                 }
                 Target::Remote(interest) => add_forward(&mut forwards, interest.shard, None),
+                Target::Internal(internal) => {
+                    delivered |= self.deliver_internal(internal, &delivery, true);
+                }
             }
         }
         for group in &matches.queues {
-            match self.choose_queue_member(group, Some(publisher.id), &delivery, true) {
+            match self.choose_queue_member(group, publisher_id, &delivery, true) {
                 QueueChoice::Delivered => delivered = true,
                 QueueChoice::Forward(shard) => add_forward(&mut forwards, shard, Some(&group.name)),
                 QueueChoice::Nobody => {}
             }
         }
         for (peer, queues) in forwards {
-            let routed = RoutedMessage::new(
-                publish.subject,
-                publish.reply,
-                publish.header_bytes,
-                publish.message,
-                queues,
-            );
+            let routed = RoutedMessage::new(subject, reply, header_bytes, message, queues);
             self.links.send(peer, ShardMessage::Deliver(routed));
             stats::add(&self.counters.forwarded_msgs, 1);
             delivered = true;
@@ -282,16 +315,82 @@ impl Shard {
         if !delivered {
             log::debug!(
                 target: "tern::interest",
-                "shard {} cid {}: no interest in {:?}",
+                "shard {} cid {:?}: no interest in {:?}",
                 self.index,
-                publisher.id,
-                String::from_utf8_lossy(publish.subject)
+                publisher_id,
+                String::from_utf8_lossy(subject)
             );
-            if let Some(reply) = publish.reply {
+            if let (Some(reply), Some(publisher)) = (reply, publisher) {
                 if publisher.no_responders() {
-                    self.send_no_responders(publisher, publish.subject, reply);
+                    self.send_no_responders(publisher, subject, reply);
                 }
             }
+        }
+    }
+
+    /// Hands a message to JetStream. The API subscription is local to each
+    /// shard, so a forwarded message (`local` false) never reaches it twice.
+    fn deliver_internal(
+        &self,
+        internal: &InternalSubscription,
+        delivery: &Delivery<'_>,
+        local: bool,
+    ) -> bool {
+        let Some(jetstream) = self.jetstream.get() else {
+            return false;
+        };
+        match &internal.handler {
+            InternalHandler::JetStreamApi => {
+                local
+                    && jetstream.on_api(
+                        delivery.subject,
+                        delivery.reply,
+                        delivery.header_bytes,
+                        delivery.message,
+                    )
+            }
+            InternalHandler::Stream(handle) => {
+                jetstream.on_stream_publish(
+                    handle,
+                    delivery.subject,
+                    delivery.reply,
+                    delivery.header_bytes,
+                    delivery.message,
+                );
+                true
+            }
+            InternalHandler::DirectGet(handle) => {
+                jetstream.on_direct_get(
+                    handle,
+                    delivery.subject,
+                    delivery.reply,
+                    delivery.header_bytes,
+                    delivery.message,
+                );
+                true
+            }
+        }
+    }
+
+    /// Waits (bounded) until every peer applied this shard's interest updates.
+    pub async fn wait_interest_applied(&self, timeout: Duration) {
+        let sequence = self.router.borrow().sequence();
+        let applied = self
+            .interest_applied
+            .wait_until(|| self.router.borrow().all_applied(sequence));
+        if tern_shard::timer::timeout(timeout, applied).await.is_err() {
+            log::warn!(target: "tern::interest", "shard {}: peers did not apply interest {sequence} within {timeout:?}", self.index);
+        }
+    }
+
+    /// Tells the peers this shard started, and waits (bounded) until they all have.
+    pub async fn announce_started(&self, timeout: Duration) {
+        self.links.broadcast(|| ShardMessage::Started);
+        let all = self
+            .started_waiters
+            .wait_until(|| self.started_peers.get() + 1 >= self.shard_count);
+        if tern_shard::timer::timeout(timeout, all).await.is_err() {
+            log::warn!(target: "tern::server", "shard {}: not every shard started within {timeout:?}", self.index);
         }
     }
 
@@ -307,8 +406,14 @@ impl Shard {
             message: routed.message(),
         };
         for target in &matches.plain {
-            if let Target::Local(subscription) = target {
-                self.deliver_local(subscription, None, &delivery);
+            match target {
+                Target::Local(subscription) => {
+                    self.deliver_local(subscription, None, &delivery);
+                }
+                Target::Internal(internal) => {
+                    self.deliver_internal(internal, &delivery, false);
+                }
+                Target::Remote(_) => {}
             }
         }
         for name in &routed.queues {
@@ -332,7 +437,7 @@ impl Shard {
             match target {
                 Target::Local(subscription) => u64::from(!subscription.closed.get()),
                 Target::Remote(interest) if allow_remote => u64::from(interest.weight.get()),
-                Target::Remote(_) => 0,
+                Target::Remote(_) | Target::Internal(_) => 0,
             }
         };
         let total: u64 = group.members.iter().map(weight).sum();
@@ -363,6 +468,7 @@ impl Shard {
                     }
                 }
                 Target::Remote(interest) => return QueueChoice::Forward(interest.shard),
+                Target::Internal(_) => {}
             }
         }
         QueueChoice::Nobody
@@ -531,6 +637,7 @@ impl Shard {
             }
             ShardMessage::InterestApplied { sequence } => {
                 let ready = self.router.borrow_mut().record_applied(peer, sequence);
+                self.interest_applied.wake_all();
                 log::debug!(
                     target: "tern::interest",
                     "shard {}: shard {peer} applied up to {sequence}; {} PONG(s) released",
@@ -545,6 +652,21 @@ impl Shard {
                 let report = Box::new(self.report(kind));
                 self.links.send(peer, ShardMessage::Report { id, report });
             }
+            ShardMessage::Started => {
+                self.started_peers.set(self.started_peers.get() + 1);
+                self.started_waiters.wake_all();
+            }
+            message @ (ShardMessage::JetStreamApi(_)
+            | ShardMessage::JetStreamOwner(_)
+            | ShardMessage::JetStreamCreateFailed { .. }
+            | ShardMessage::JetStreamReply(_)
+            | ShardMessage::JetStreamGather { .. }
+            | ShardMessage::JetStreamGathered { .. }) => match self.jetstream.get() {
+                Some(jetstream) => jetstream.handle_shard_message(message),
+                None => {
+                    log::error!(target: "tern::jetstream", "shard {}: JetStream message without JetStream: {message:?}", self.index)
+                }
+            },
             ShardMessage::Report { id, report } => {
                 let pending = self.pending_reports.borrow().get(&id).cloned();
                 if let Some(pending) = pending {

@@ -321,6 +321,15 @@ impl Node {
         self.election_elapsed = 0;
     }
 
+    /// Starts an election now instead of waiting for the timeout: for a
+    /// group whose only voter is this node (it wins at once), or a caller
+    /// that knows the leader is gone. A leader ignores it.
+    pub fn campaign_now(&mut self) {
+        if self.role != Role::Leader {
+            self.campaign(false);
+        }
+    }
+
     pub fn tick(&mut self) {
         self.election_elapsed += 1;
         match self.role {
@@ -1307,6 +1316,37 @@ mod tests {
         range
             .map(|index| entry(index, term, EntryKind::Noop))
             .collect()
+    }
+
+    #[test]
+    fn a_single_voter_campaigns_now_and_leads_at_once() {
+        let mut node = node(
+            1,
+            |_| {},
+            Restore {
+                membership: Membership::new(vec![1]),
+                ..Restore::default()
+            },
+        );
+        node.campaign_now();
+        assert_eq!(node.role(), Role::Leader);
+        assert_eq!(node.term(), 1);
+        let ready = node.ready();
+        assert_eq!(ready.hard_state.map(|hard| hard.term), Some(1));
+        assert_eq!(ready.entries.len(), 1, "the leader's noop");
+        assert!(
+            ready.committed.is_empty(),
+            "nothing commits before it is durable"
+        );
+        node.advance(ready.number);
+        let ready = node.ready();
+        assert_eq!(
+            ready.committed.len(),
+            1,
+            "durable on the only voter: committed"
+        );
+        node.campaign_now();
+        assert_eq!(node.term(), 1, "a leader ignores campaign_now");
     }
 
     fn node(id: NodeId, config: impl FnOnce(&mut Config), restore: Restore) -> Node {

@@ -21,7 +21,13 @@ impl Waiters {
             if ready() {
                 Poll::Ready(())
             } else {
-                self.wakers.borrow_mut().push(context.waker().clone());
+                // A waiter polled again before a wake (it also waits on
+                // something else) must not pile up clones of its waker:
+                // executors count waker references in a small field.
+                let mut wakers = self.wakers.borrow_mut();
+                if !wakers.iter().any(|waker| waker.will_wake(context.waker())) {
+                    wakers.push(context.waker().clone());
+                }
                 Poll::Pending
             }
         })
@@ -45,7 +51,21 @@ impl Waiters {
 mod tests {
     use super::*;
     use std::cell::Cell;
+    use std::future::Future;
     use std::rc::Rc;
+
+    #[test]
+    fn a_waiter_polled_repeatedly_registers_once() {
+        let waiters = Waiters::new();
+        let waker = std::task::Waker::noop();
+        let mut context = std::task::Context::from_waker(waker);
+        for _ in 0..100 {
+            let future = waiters.wait_until(|| false);
+            let mut future = std::pin::pin!(future);
+            assert!(future.as_mut().poll(&mut context).is_pending());
+        }
+        assert_eq!(waiters.wakers.borrow().len(), 1);
+    }
 
     #[test]
     fn wakes_when_the_condition_holds() {

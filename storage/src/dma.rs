@@ -270,8 +270,17 @@ impl DmaDevice {
 /// a new, empty file reads as "supported" and every later read fails with
 /// EOPNOTSUPP on devices without polling. So the first file tern opens on a
 /// device is a probe file that has data.
+///
+/// The probe's name is unique per thread and call: shards probe the same
+/// directory concurrently, and glommio panics if a file vanishes between its
+/// open and its statfs.
 pub async fn probe_direct_io(directory: &Path) -> Result<(), DeviceError> {
-    let path = directory.join(".tern-direct-io-probe");
+    static PROBES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let probe = PROBES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let path = directory.join(format!(
+        ".tern-direct-io-probe-{}-{probe}",
+        std::process::id()
+    ));
     std::fs::write(&path, vec![0u8; 2 * BLOCK_BYTES])
         .map_err(|e| error("probe", 0, 0, format!("{}: {e}", path.display())))?;
     let opened = OpenOptions::new()

@@ -1,8 +1,1346 @@
 //! JetStream: streams stored on the journal and block store, each a Raft
 //! group on the shard its name hashes to, and the `$JS.API` that manages them.
 //!
+//! Who does what:
+//! - every shard holds an internal, unannounced subscription on `$JS.API.>`;
+//!   a request is handled on the shard that read it (its *origin*) or sent
+//!   to the shard that can answer it: stream create/update/delete to the
+//!   meta shard (0), which owns the catalog of names and subjects and checks
+//!   overlaps; per-stream calls to the stream's owner; listings and account
+//!   info are gathered from every shard by the origin. Answers travel back
+//!   to the origin, which publishes them to the reply subject (the origin is
+//!   where the requester's interest is certainly known).
+//! - a stream's owner holds announced internal subscriptions on its
+//!   subjects, so the ordinary cross-shard routing forwards publishes to it;
+//!   PubAcks are published by the owner (the publish came over the ring that
+//!   also carried the publisher's interest).
+//! - each shard has one journal (`<journal_dir>/shard-<i>`) shared by the
+//!   streams it owns (group commit across streams).
+//!
+//! On-disk layout under `<store_dir>/jetstream/`: `layout` (shard count),
+//! `streams/<name>/{config,raft,messages/}`, `trash/` (deletes in progress).
+//! Formats: docs/jetstream-format.md.
+//!
 //! Module map:
 //! - [`error`]: JetStream API errors (codes and exact descriptions).
-//! - [`json`]: strict request decoding with nats-server's error texts.
+//! - [`json`]: strict request decoding with nats-server's error texts, and
+//!   JSON string writing as Go's encoder does it.
 //! - [`stream_config`]: `StreamConfig`: parsing, normalisation, validation,
 //!   update rules, and its JSON as nats-server writes it.
+//! - [`requests`]: the other API request bodies (purge, get, delete, info,
+//!   names/list paging) with their validation.
+//! - [`responses`]: response bodies, PubAcks.
+//! - [`headers`]: reading publish headers.
+//! - [`entry`]: what a stream's Raft log and the journal carry.
+//! - [`persist`]: a stream's checksummed config and Raft state files.
+//! - [`stream`]: one stream's task: ingest checks, Raft, journal, apply.
+
+pub mod entry;
+pub mod error;
+pub mod headers;
+pub mod json;
+pub mod persist;
+pub mod requests;
+pub mod responses;
+pub mod stream;
+pub mod stream_config;
+
+use std::cell::{Cell, OnceCell, RefCell};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::rc::{Rc, Weak};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use bytes::Bytes;
+use rustc_hash::{FxHashMap, FxHashSet};
+use tern_shard::Waiters;
+use tern_storage::block_store::{DmaFiles, StreamState};
+use tern_storage::dma::{DmaDevice, SyncMethod};
+use tern_storage::{Journal, JournalConfig};
+
+use crate::config::JetStreamConfig;
+use crate::message::ShardMessage;
+use crate::router::{InternalHandler, InternalSubscription};
+use crate::shard::Shard;
+use error::ApiError;
+use stream::{ApiCall, Inbound, Recovered, StreamApi, StreamHandle, StreamTask};
+use stream_config::{StorageType, StreamConfig};
+
+/// The shard that owns the stream catalog.
+pub const META_SHARD: usize = 0;
+/// Subject prefix of the API.
+pub const API_PREFIX: &[u8] = b"$JS.API.";
+/// How long start-up and stream creation wait for every shard to apply a
+/// stream's interest.
+pub const INTEREST_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long a gather (listing, account info) waits for the other shards.
+pub const GATHER_TIMEOUT: Duration = Duration::from_secs(5);
+/// Paging limits (nats-server).
+pub const NAMES_LIMIT: usize = 1024;
+pub const LIST_LIMIT: usize = 256;
+const JOURNAL_BATCH_BYTES_MIN: usize = 2 << 20;
+
+pub fn now_unix_ns() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |elapsed| elapsed.as_nanos() as u64)
+}
+
+/// Which shard owns `stream`.
+pub fn owner_of(stream: &str, shard_count: usize) -> usize {
+    tern_shard::placement::stream_shard("$G", stream, shard_count)
+}
+
+/// An API request on its way from the origin shard to the shard that
+/// handles it.
+#[derive(Debug)]
+pub struct ApiRequest {
+    pub origin: usize,
+    pub subject: Bytes,
+    pub reply: Option<Bytes>,
+    pub payload: Bytes,
+}
+
+/// Meta shard -> owner: a change the catalog accepted.
+#[derive(Debug)]
+pub enum OwnerCommand {
+    Create {
+        config: Box<StreamConfig>,
+        created_unix_ns: u64,
+        group: u64,
+        origin: usize,
+        reply: Option<Bytes>,
+    },
+    Update {
+        config: Box<StreamConfig>,
+        create: bool,
+        origin: usize,
+        reply: Option<Bytes>,
+    },
+    Delete {
+        name: String,
+        origin: usize,
+        reply: Option<Bytes>,
+    },
+}
+
+/// One stream as a listing sees it.
+#[derive(Debug, Clone)]
+pub struct StreamSummary {
+    pub name: String,
+    pub config: Box<StreamConfig>,
+    pub created_unix_ns: u64,
+    pub state: StreamState,
+    /// Time of the last message stored (kept when it is removed).
+    pub last_unix_ns: u64,
+    pub shard: usize,
+    pub failure: Option<String>,
+}
+
+/// What a shard reports to a gather.
+#[derive(Debug, Default)]
+pub struct Gathered {
+    pub streams: Vec<StreamSummary>,
+    pub api_total: u64,
+    pub api_errors: u64,
+}
+
+/// A stream the meta shard knows; `None`: its config is damaged.
+struct CatalogEntry {
+    config: Option<StreamConfig>,
+}
+
+struct PendingGather {
+    expected: usize,
+    parts: RefCell<Vec<Gathered>>,
+    arrived: Waiters,
+}
+
+pub struct JetStream {
+    index: usize,
+    shard_count: usize,
+    config: JetStreamConfig,
+    root: PathBuf,
+    shard: Weak<Shard>,
+    journal: OnceCell<Rc<Journal<DmaDevice>>>,
+    streams: RefCell<BTreeMap<String, Rc<StreamHandle>>>,
+    subscriptions: RefCell<FxHashMap<String, Vec<Rc<InternalSubscription>>>>,
+    /// Streams whose files are damaged (name -> reason); they answer errors.
+    damaged: RefCell<BTreeMap<String, String>>,
+    /// The catalog, on the meta shard only.
+    catalog: RefCell<BTreeMap<String, CatalogEntry>>,
+    gathers: RefCell<FxHashMap<u64, Rc<PendingGather>>>,
+    next_gather: Cell<u64>,
+    api_total: Cell<u64>,
+    api_errors: Cell<u64>,
+    stopping: Cell<bool>,
+    stop_waiters: Waiters,
+}
+
+/// `<store_dir>/jetstream/layout`: refuses a restart with a different shard
+/// count, whose journals would no longer match the streams' owners.
+pub fn check_layout(store_dir: &Path, shard_count: usize) -> Result<(), String> {
+    let root = store_dir.join("jetstream");
+    std::fs::create_dir_all(&root).map_err(|error| format!("{}: {error}", root.display()))?;
+    let path = root.join("layout");
+    let wanted = format!("shards {shard_count}\n");
+    match std::fs::read_to_string(&path) {
+        Ok(found) if found == wanted => Ok(()),
+        Ok(found) => Err(format!(
+            "JetStream data in {} was written by a server with {:?}; this one runs {} shard(s). \
+             Start it on the same number of cores (--cores); changing the shard count of \
+             existing JetStream data is not supported yet",
+            root.display(),
+            found.trim(),
+            shard_count
+        )),
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
+            let temporary = root.join("layout.tmp");
+            std::fs::write(&temporary, &wanted)
+                .and_then(|()| std::fs::File::open(&temporary)?.sync_all())
+                .and_then(|()| std::fs::rename(&temporary, &path))
+                .and_then(|()| std::fs::File::open(&root)?.sync_all())
+                .map_err(|error| format!("{}: {error}", path.display()))
+        }
+        Err(error) => Err(format!("{}: {error}", path.display())),
+    }
+}
+
+impl JetStream {
+    /// Opens this shard's journal and recovers the streams it owns; the meta
+    /// shard also loads the catalog. Registers the API subscription and the
+    /// streams' subscriptions.
+    pub async fn open(shard: &Rc<Shard>, config: JetStreamConfig) -> Result<Rc<JetStream>, String> {
+        let index = shard.index;
+        let shard_count = shard.shard_count;
+        let root = shard.config.store_dir.join("jetstream");
+        let js = Rc::new(JetStream {
+            index,
+            shard_count,
+            config: config.clone(),
+            root: root.clone(),
+            shard: Rc::downgrade(shard),
+            journal: OnceCell::new(),
+            streams: RefCell::new(BTreeMap::new()),
+            subscriptions: RefCell::new(FxHashMap::default()),
+            damaged: RefCell::new(BTreeMap::new()),
+            catalog: RefCell::new(BTreeMap::new()),
+            gathers: RefCell::new(FxHashMap::default()),
+            next_gather: Cell::new(0),
+            api_total: Cell::new(0),
+            api_errors: Cell::new(0),
+            stopping: Cell::new(false),
+            stop_waiters: Waiters::new(),
+        });
+        if index == META_SHARD {
+            let trash = root.join("trash");
+            if trash.exists() {
+                std::fs::remove_dir_all(&trash)
+                    .map_err(|error| format!("{}: {error}", trash.display()))?;
+            }
+        }
+        // 1. Stream configs (and, for owned streams, Raft state).
+        struct Found {
+            name: String,
+            config: StreamConfig,
+            created_unix_ns: u64,
+            group: u64,
+            files: DmaFiles,
+            raft: Option<persist::RaftState>,
+        }
+        let mut owned = Vec::new();
+        let streams_directory = root.join("streams");
+        std::fs::create_dir_all(&streams_directory)
+            .map_err(|error| format!("{}: {error}", streams_directory.display()))?;
+        let mut names: Vec<String> = std::fs::read_dir(&streams_directory)
+            .map_err(|error| format!("{}: {error}", streams_directory.display()))?
+            .filter_map(|entry| entry.ok())
+            .filter(|entry| entry.path().is_dir())
+            .filter_map(|entry| entry.file_name().into_string().ok())
+            .collect();
+        names.sort();
+        for name in names {
+            let owner = owner_of(&name, shard_count);
+            if owner != index && index != META_SHARD {
+                continue;
+            }
+            let directory = streams_directory.join(&name);
+            let files = DmaFiles::open(&directory)
+                .await
+                .map_err(|error| format!("{}: {error}", directory.display()))?;
+            let loaded = match persist::read_config(&files).await {
+                Ok(Some((json, created))) => {
+                    decode_stored_config(&json).map(|(group, config)| (group, config, created))
+                }
+                Ok(None) => continue,
+                Err(error) => Err(error.to_string()),
+            };
+            let (group, config, created_unix_ns) = match loaded {
+                Ok(loaded) => loaded,
+                Err(reason) => {
+                    log::error!(target: "tern::jetstream", "stream {name}: {reason}; the stream stays offline until its config is repaired (nothing was deleted)");
+                    js.damaged.borrow_mut().insert(name.clone(), reason);
+                    if index == META_SHARD {
+                        js.catalog
+                            .borrow_mut()
+                            .insert(name, CatalogEntry { config: None });
+                    }
+                    continue;
+                }
+            };
+            if index == META_SHARD {
+                js.catalog.borrow_mut().insert(
+                    name.clone(),
+                    CatalogEntry {
+                        config: Some(config.clone()),
+                    },
+                );
+            }
+            if owner != index {
+                continue;
+            }
+            let raft = match persist::read_raft(&files).await {
+                Ok(raft) => raft,
+                Err(error) => {
+                    log::error!(target: "tern::jetstream", "stream {name}: {error}; the stream stays offline");
+                    js.damaged.borrow_mut().insert(name, error.to_string());
+                    continue;
+                }
+            };
+            owned.push(Found {
+                name,
+                config,
+                created_unix_ns,
+                group,
+                files,
+                raft,
+            });
+        }
+        // 2. The journal: records of owned streams past their checkpoint.
+        let mut wanted: FxHashMap<u64, (u64, Recovered)> = owned
+            .iter()
+            .map(|found| {
+                let applied = found.raft.map_or(0, |raft| raft.applied_index);
+                (
+                    found.group,
+                    (
+                        applied,
+                        Recovered {
+                            raft: found.raft,
+                            hard_state: None,
+                            entries: Vec::new(),
+                        },
+                    ),
+                )
+            })
+            .collect();
+        let mut orphans = FxHashSet::default();
+        let mut decode_failure = None;
+        let directory = config.journal_dir.join(format!("shard-{index}"));
+        let device = DmaDevice::open_directory(
+            &directory,
+            config.journal_segments,
+            config.journal_segment_bytes,
+            SyncMethod::for_policy(config.sync),
+        )
+        .await
+        .map_err(|error| format!("journal {}: {error}", directory.display()))?;
+        let batch_bytes_max = (shard.config.limits.max_payload_bytes + (128 << 10))
+            .max(JOURNAL_BATCH_BYTES_MIN)
+            .next_multiple_of(4096)
+            .min(config.journal_segment_bytes as usize / 2);
+        let journal_config = JournalConfig {
+            shard: index as u32,
+            batch_bytes_max,
+            sync: config.sync,
+            journal_id: crate::server::random_u64(),
+        };
+        let (journal, report) = Journal::open(device, journal_config, |record| {
+            let header = record.header;
+            let Some((applied, recovered)) = wanted.get_mut(&header.group) else {
+                orphans.insert(header.group);
+                return;
+            };
+            match header.kind {
+                entry::RECORD_HARD_STATE => match entry::decode_hard_state(record.body) {
+                    Ok(hard_state) => recovered.hard_state = Some(hard_state),
+                    Err(error) => decode_failure = Some(error.to_string()),
+                },
+                entry::RECORD_ENTRY if header.index > *applied => {
+                    match entry::decode_entry_body(record.body) {
+                        Ok(kind) => {
+                            // A later record for an index replaces it and
+                            // everything after it (a rewritten suffix).
+                            while recovered
+                                .entries
+                                .last()
+                                .is_some_and(|entry| entry.index >= header.index)
+                            {
+                                recovered.entries.pop();
+                            }
+                            recovered.entries.push(tern_raft::Entry {
+                                term: header.term,
+                                index: header.index,
+                                kind,
+                            });
+                        }
+                        Err(error) => decode_failure = Some(error.to_string()),
+                    }
+                }
+                _ => {}
+            }
+        })
+        .await
+        .map_err(|error| format!("journal {}: {error}", directory.display()))?;
+        if let Some(error) = decode_failure {
+            return Err(format!(
+                "journal {}: a checksummed record does not decode: {error}",
+                directory.display()
+            ));
+        }
+        log::info!(target: "tern::jetstream", "shard {index}: journal {} recovered: {report:?}", directory.display());
+        let journal = Rc::new(journal);
+        for group in orphans {
+            journal.checkpoint(group, u64::MAX);
+        }
+        glommio::spawn_local({
+            let journal = journal.clone();
+            async move { journal.run().await }
+        })
+        .detach();
+        let _ = js.journal.set(journal);
+        // 3. Streams.
+        for found in owned {
+            let (_, mut recovered) = wanted.remove(&found.group).expect("collected above");
+            // Only a contiguous run after the checkpoint is usable.
+            let first = found.raft.map_or(0, |raft| raft.applied_index) + 1;
+            let keep = recovered
+                .entries
+                .iter()
+                .zip(first..)
+                .take_while(|(entry, expected)| entry.index == *expected)
+                .count();
+            recovered.entries.truncate(keep);
+            let name = found.name.clone();
+            if let Err(error) = js
+                .start_stream(
+                    found.config,
+                    found.created_unix_ns,
+                    found.group,
+                    Some(found.files),
+                    recovered,
+                )
+                .await
+            {
+                log::error!(target: "tern::jetstream", "stream {name}: {error}; the stream stays offline");
+                js.damaged.borrow_mut().insert(name, error);
+            }
+        }
+        // 4. The API.
+        let api = Rc::new(InternalSubscription {
+            subject: Bytes::from_static(b"$JS.API.>"),
+            announced: false,
+            handler: InternalHandler::JetStreamApi,
+        });
+        shard
+            .router
+            .borrow_mut()
+            .add_internal(&api)
+            .expect("a valid subject");
+        Ok(js)
+    }
+
+    pub fn journal(&self) -> &Rc<Journal<DmaDevice>> {
+        self.journal.get().expect("opened")
+    }
+
+    fn shard(&self) -> Rc<Shard> {
+        self.shard.upgrade().expect("the shard outlives JetStream")
+    }
+
+    pub fn server_name(&self) -> String {
+        self.shard().shared.server_name.clone()
+    }
+
+    pub fn stream_directory(&self, name: &str) -> PathBuf {
+        self.root.join("streams").join(name)
+    }
+
+    pub fn stopping(&self) -> bool {
+        self.stopping.get()
+    }
+
+    pub async fn wait_stopping(&self) {
+        self.stop_waiters.wait_until(|| self.stopping.get()).await;
+    }
+
+    /// Asks every stream task to checkpoint and stop.
+    pub fn stop(&self) {
+        self.stopping.set(true);
+        self.stop_waiters.wake_all();
+    }
+
+    /// Stops every stream task (each checkpoints first), bounded.
+    pub async fn stop_and_wait(&self, timeout: Duration) {
+        self.stop();
+        let streams: Vec<Rc<StreamHandle>> = self.streams.borrow().values().cloned().collect();
+        let all = async {
+            for stream in streams {
+                while !stream.is_stopped() {
+                    tern_shard::timer::sleep(Duration::from_millis(1)).await;
+                }
+            }
+        };
+        let _ = tern_shard::timer::timeout(timeout, all).await;
+    }
+
+    /// Streams owned by this shard: (name, shard) for `/jsz`.
+    pub fn owned_streams(&self) -> Vec<String> {
+        self.streams.borrow().keys().cloned().collect()
+    }
+
+    /// The stored config JSON: the Raft group and the config.
+    pub fn stored_config_json(&self, group: u64, config_json: &str) -> String {
+        format!("{{\"group\":{group},\"config\":{config_json}}}")
+    }
+
+    async fn start_stream(
+        self: &Rc<Self>,
+        config: StreamConfig,
+        created_unix_ns: u64,
+        group: u64,
+        files: Option<DmaFiles>,
+        recovered: Recovered,
+    ) -> Result<Rc<StreamHandle>, String> {
+        let name = config.name.clone();
+        let config = Rc::new(config);
+        let handle = StreamHandle::new(name.clone(), config.clone(), created_unix_ns);
+        let task = StreamTask::open(
+            self.clone(),
+            handle.clone(),
+            config.clone(),
+            created_unix_ns,
+            group,
+            files,
+            recovered,
+        )
+        .await?;
+        self.streams.borrow_mut().insert(name, handle.clone());
+        self.subscribe_stream(&handle, &config);
+        glommio::spawn_local(task.run()).detach();
+        Ok(handle)
+    }
+
+    fn stream_subscriptions(
+        handle: &Rc<StreamHandle>,
+        config: &StreamConfig,
+    ) -> Vec<Rc<InternalSubscription>> {
+        let mut subscriptions: Vec<Rc<InternalSubscription>> = config
+            .subjects
+            .iter()
+            .map(|subject| {
+                Rc::new(InternalSubscription {
+                    subject: Bytes::copy_from_slice(subject.as_bytes()),
+                    announced: true,
+                    handler: InternalHandler::Stream(handle.clone()),
+                })
+            })
+            .collect();
+        if config.allow_direct {
+            for subject in [
+                format!("$JS.API.DIRECT.GET.{}", config.name),
+                format!("$JS.API.DIRECT.GET.{}.>", config.name),
+            ] {
+                subscriptions.push(Rc::new(InternalSubscription {
+                    subject: Bytes::from(subject),
+                    announced: true,
+                    handler: InternalHandler::DirectGet(handle.clone()),
+                }));
+            }
+        }
+        subscriptions
+    }
+
+    fn subscribe_stream(&self, handle: &Rc<StreamHandle>, config: &StreamConfig) {
+        let shard = self.shard();
+        let subscriptions = Self::stream_subscriptions(handle, config);
+        for subscription in &subscriptions {
+            let update = shard.router.borrow_mut().add_internal(subscription);
+            match update {
+                Ok(Some(update)) => shard.broadcast_interest(update),
+                Ok(None) => {}
+                Err(error) => {
+                    log::error!(target: "tern::jetstream", "stream {}: subject {:?}: {error:?}", handle.name, subscription.subject)
+                }
+            }
+        }
+        self.subscriptions
+            .borrow_mut()
+            .insert(handle.name.clone(), subscriptions);
+    }
+
+    fn unsubscribe_stream(&self, name: &str) {
+        let shard = self.shard();
+        let Some(subscriptions) = self.subscriptions.borrow_mut().remove(name) else {
+            return;
+        };
+        for subscription in subscriptions {
+            let update = shard.router.borrow_mut().remove_internal(&subscription);
+            if let Some(update) = update {
+                shard.broadcast_interest(update);
+            }
+        }
+    }
+
+    /// A stream's config changed: its subscriptions follow.
+    pub fn stream_subjects_changed(
+        &self,
+        handle: &Rc<StreamHandle>,
+        old: &StreamConfig,
+        new: &StreamConfig,
+    ) {
+        if old.subjects == new.subjects && old.allow_direct == new.allow_direct {
+            return;
+        }
+        // Subscribe the new set before dropping the old, so no publish to a
+        // subject in both finds nobody.
+        let old_subscriptions = self.subscriptions.borrow_mut().remove(&handle.name);
+        self.subscribe_stream(handle, new);
+        if let Some(subscriptions) = old_subscriptions {
+            let shard = self.shard();
+            for subscription in subscriptions {
+                if let Some(update) = shard.router.borrow_mut().remove_internal(&subscription) {
+                    shard.broadcast_interest(update);
+                }
+            }
+        }
+    }
+
+    /// Forgets a deleted stream (its task has stopped).
+    pub fn forget_stream(&self, handle: &Rc<StreamHandle>) {
+        self.unsubscribe_stream(&handle.name);
+        let mut streams = self.streams.borrow_mut();
+        if streams
+            .get(&handle.name)
+            .is_some_and(|current| Rc::ptr_eq(current, handle))
+        {
+            streams.remove(&handle.name);
+        }
+    }
+
+    /// Moves the stream's directory to the trash (atomic), then removes it.
+    pub async fn remove_stream_files(&self, name: &str) -> Result<(), String> {
+        let directory = self.stream_directory(name);
+        if !directory.exists() {
+            return Ok(());
+        }
+        let trash = self.root.join("trash");
+        std::fs::create_dir_all(&trash).map_err(|error| error.to_string())?;
+        let target = trash.join(format!("{name}.{:016x}", crate::server::random_u64()));
+        std::fs::rename(&directory, &target).map_err(|error| error.to_string())?;
+        std::fs::File::open(self.root.join("streams"))
+            .and_then(|directory| directory.sync_all())
+            .map_err(|error| error.to_string())?;
+        std::fs::remove_dir_all(&target).map_err(|error| error.to_string())
+    }
+
+    // ----- replies ------------------------------------------------------------
+
+    /// Publishes a reply from this shard (PubAcks, direct gets on the owner).
+    pub fn publish_reply(&self, reply: &[u8], payload: &[u8]) {
+        self.shard().publish_internal(reply, 0, payload);
+    }
+
+    /// Sends an API response to the origin shard, which publishes it.
+    pub fn respond(&self, origin: usize, reply: Bytes, body: String) {
+        if body.contains("\"error\":{") {
+            self.api_errors.set(self.api_errors.get() + 1);
+        }
+        self.respond_message(origin, reply, Bytes::new(), Bytes::from(body));
+    }
+
+    /// Sends a reply message with a header block to the origin shard.
+    pub fn respond_message(&self, origin: usize, reply: Bytes, headers: Bytes, payload: Bytes) {
+        let shard = self.shard();
+        if origin == self.index {
+            let mut message = Vec::with_capacity(headers.len() + payload.len());
+            message.extend_from_slice(&headers);
+            message.extend_from_slice(&payload);
+            shard.publish_internal(&reply, headers.len(), &message);
+        } else {
+            shard.links.send(
+                origin,
+                ShardMessage::JetStreamReply(Box::new((reply, headers, payload))),
+            );
+        }
+    }
+
+    fn send_to(self: &Rc<Self>, target: usize, message: ShardMessage) {
+        if target == self.index {
+            let js = self.clone();
+            glommio::spawn_local(async move { js.handle_shard_message(message) }).detach();
+        } else {
+            self.shard().links.send(target, message);
+        }
+    }
+
+    // ----- the API ------------------------------------------------------------
+
+    /// A message matched `$JS.API.>` on this shard. Returns whether it was
+    /// taken (DIRECT.GET is left to the streams' own subscriptions, so a
+    /// direct get nobody serves gets "no responders").
+    pub fn on_api(
+        self: &Rc<Self>,
+        subject: &[u8],
+        reply: Option<&[u8]>,
+        header_bytes: usize,
+        message: &[u8],
+    ) -> bool {
+        let rest = &subject[API_PREFIX.len()..];
+        if rest.starts_with(b"DIRECT.GET.") || rest == b"DIRECT.GET" {
+            return false;
+        }
+        self.api_total.set(self.api_total.get() + 1);
+        let request = ApiRequest {
+            origin: self.index,
+            subject: Bytes::copy_from_slice(subject),
+            reply: reply.map(Bytes::copy_from_slice),
+            payload: Bytes::copy_from_slice(&message[header_bytes..]),
+        };
+        let text = String::from_utf8_lossy(rest).into_owned();
+        let tokens: Vec<&str> = text.split('.').collect();
+        match tokens.as_slice() {
+            ["INFO"] => {
+                let js = self.clone();
+                glommio::spawn_local(async move { js.account_info(request).await }).detach();
+            }
+            ["STREAM", "NAMES"] | ["STREAM", "LIST"] => {
+                let js = self.clone();
+                let list = tokens[1] == "LIST";
+                glommio::spawn_local(async move { js.names_or_list(request, list).await }).detach();
+            }
+            ["STREAM", "CREATE" | "UPDATE" | "DELETE", _] => {
+                self.send_to(META_SHARD, ShardMessage::JetStreamApi(Box::new(request)));
+            }
+            ["STREAM", "INFO" | "PURGE", name] | ["STREAM", "MSG", "GET" | "DELETE", name] => {
+                let owner = owner_of(name, self.shard_count);
+                self.send_to(owner, ShardMessage::JetStreamApi(Box::new(request)));
+            }
+            ["STREAM", "LEADER", "STEPDOWN", _] => {
+                self.answer_here(
+                    request,
+                    "stream_leader_stepdown_response",
+                    ApiError::clustering_required(),
+                );
+            }
+            ["STREAM", "PEER", "REMOVE", _] => {
+                self.answer_here(
+                    request,
+                    "stream_remove_peer_response",
+                    ApiError::clustering_required(),
+                );
+            }
+            _ => {
+                // Unknown or not yet served (consumers arrive with their
+                // issue): no response, as nats-server for unknown subjects.
+                log::debug!(target: "tern::jetstream", "no handler for {text}");
+            }
+        }
+        true
+    }
+
+    fn answer_here(&self, request: ApiRequest, kind: &str, error: ApiError) {
+        if let Some(reply) = request.reply {
+            self.respond(
+                request.origin,
+                reply,
+                responses::error_response(kind, &error),
+            );
+        }
+    }
+
+    /// Handles what another shard (or this one) sent JetStream.
+    pub fn handle_shard_message(self: &Rc<Self>, message: ShardMessage) {
+        match message {
+            ShardMessage::JetStreamApi(request) => self.handle_request(*request),
+            ShardMessage::JetStreamOwner(command) => {
+                glommio::spawn_local(self.clone().handle_owner_command(*command)).detach();
+            }
+            ShardMessage::JetStreamCreateFailed { name } => {
+                self.catalog.borrow_mut().remove(&name);
+            }
+            ShardMessage::JetStreamReply(reply) => {
+                let (reply, headers, payload) = *reply;
+                let mut message = Vec::with_capacity(headers.len() + payload.len());
+                message.extend_from_slice(&headers);
+                message.extend_from_slice(&payload);
+                self.shard()
+                    .publish_internal(&reply, headers.len(), &message);
+            }
+            ShardMessage::JetStreamGather { id, origin } => {
+                let gathered = self.gather_local();
+                self.send_to(
+                    origin,
+                    ShardMessage::JetStreamGathered {
+                        id,
+                        gathered: Box::new(gathered),
+                    },
+                );
+            }
+            ShardMessage::JetStreamGathered { id, gathered } => {
+                let pending = self.gathers.borrow().get(&id).cloned();
+                if let Some(pending) = pending {
+                    pending.parts.borrow_mut().push(*gathered);
+                    pending.arrived.wake_all();
+                }
+            }
+            other => unreachable!("not a JetStream message: {other:?}"),
+        }
+    }
+
+    fn handle_request(self: &Rc<Self>, request: ApiRequest) {
+        let text = String::from_utf8_lossy(&request.subject[API_PREFIX.len()..]).into_owned();
+        let tokens: Vec<&str> = text.split('.').collect();
+        match tokens.as_slice() {
+            ["STREAM", operation @ ("CREATE" | "UPDATE" | "DELETE"), name] => {
+                assert_eq!(self.index, META_SHARD);
+                let operation = operation.to_string();
+                let name = name.to_string();
+                self.meta_request(&operation, &name, request);
+            }
+            ["STREAM", "INFO", name] => {
+                self.stream_call(name, request, StreamApi::Info, "stream_info_response")
+            }
+            ["STREAM", "PURGE", name] => {
+                self.stream_call(name, request, StreamApi::Purge, "stream_purge_response")
+            }
+            ["STREAM", "MSG", "GET", name] => self.stream_call(
+                name,
+                request,
+                StreamApi::MessageGet,
+                "stream_msg_get_response",
+            ),
+            ["STREAM", "MSG", "DELETE", name] => self.stream_call(
+                name,
+                request,
+                StreamApi::MessageDelete,
+                "stream_msg_delete_response",
+            ),
+            _ => unreachable!("routed only known subjects: {text}"),
+        }
+    }
+
+    /// A per-stream call on the owner shard.
+    fn stream_call(&self, name: &str, request: ApiRequest, kind: StreamApi, response_kind: &str) {
+        let handle = self.streams.borrow().get(name).cloned();
+        let Some(handle) = handle.filter(|handle| !handle.is_stopped()) else {
+            let error = match self.damaged.borrow().get(name) {
+                Some(reason) => {
+                    ApiError::stream_create_failed(&format!("stream is offline: {reason}"))
+                }
+                None => ApiError::stream_not_found(),
+            };
+            return self.answer_here(request, response_kind, error);
+        };
+        handle.call(ApiCall {
+            origin: request.origin,
+            reply: request.reply,
+            payload: request.payload,
+            kind,
+        });
+    }
+
+    /// Create, update and delete, checked against the catalog (meta shard).
+    fn meta_request(self: &Rc<Self>, operation: &str, name: &str, request: ApiRequest) {
+        let kind = match operation {
+            "CREATE" => "stream_create_response",
+            "UPDATE" => "stream_update_response",
+            _ => "stream_delete_response",
+        };
+        let owner = owner_of(name, self.shard_count);
+        if operation == "DELETE" {
+            if !json::is_empty_request(&request.payload) {
+                return self.answer_here(request, kind, ApiError::empty_request_expected());
+            }
+            if self.catalog.borrow_mut().remove(name).is_none() {
+                return self.answer_here(request, kind, ApiError::stream_not_found());
+            }
+            self.send_to(
+                owner,
+                ShardMessage::JetStreamOwner(Box::new(OwnerCommand::Delete {
+                    name: name.to_string(),
+                    origin: request.origin,
+                    reply: request.reply,
+                })),
+            );
+            return;
+        }
+        let create = operation == "CREATE";
+        let config = match stream_config::parse(name, &request.payload, create) {
+            Ok(config) => config,
+            Err(error) => return self.answer_here(request, kind, error),
+        };
+        let existing = self
+            .catalog
+            .borrow()
+            .get(name)
+            .map(|entry| entry.config.clone());
+        match (create, existing) {
+            (_, Some(None)) => {
+                let reason = self.damaged.borrow().get(name).cloned().unwrap_or_default();
+                self.answer_here(
+                    request,
+                    kind,
+                    ApiError::stream_create_failed(&format!("stream is offline: {reason}")),
+                )
+            }
+            (true, Some(Some(current))) => {
+                if !current.same_as(&config) {
+                    return self.answer_here(request, kind, ApiError::stream_name_in_use());
+                }
+                self.send_to(
+                    owner,
+                    ShardMessage::JetStreamOwner(Box::new(OwnerCommand::Update {
+                        config: Box::new(current),
+                        create: true,
+                        origin: request.origin,
+                        reply: request.reply,
+                    })),
+                );
+            }
+            (false, None) => self.answer_here(request, kind, ApiError::stream_not_found()),
+            (true, None) => {
+                if let Some(error) = self.overlap_error(name, &config) {
+                    return self.answer_here(request, kind, error);
+                }
+                let group = crate::server::random_u64() | 1;
+                self.catalog.borrow_mut().insert(
+                    name.to_string(),
+                    CatalogEntry {
+                        config: Some(config.clone()),
+                    },
+                );
+                self.send_to(
+                    owner,
+                    ShardMessage::JetStreamOwner(Box::new(OwnerCommand::Create {
+                        config: Box::new(config),
+                        created_unix_ns: now_unix_ns(),
+                        group,
+                        origin: request.origin,
+                        reply: request.reply,
+                    })),
+                );
+            }
+            (false, Some(Some(current))) => {
+                let config = match stream_config::apply_update(&current, &config) {
+                    Ok(config) => config,
+                    Err(error) => return self.answer_here(request, kind, error),
+                };
+                if let Some(error) = self.overlap_error(name, &config) {
+                    return self.answer_here(request, kind, error);
+                }
+                if let Some(entry) = self.catalog.borrow_mut().get_mut(name) {
+                    entry.config = Some(config.clone());
+                }
+                self.send_to(
+                    owner,
+                    ShardMessage::JetStreamOwner(Box::new(OwnerCommand::Update {
+                        config: Box::new(config),
+                        create: false,
+                        origin: request.origin,
+                        reply: request.reply,
+                    })),
+                );
+            }
+        }
+    }
+
+    fn overlap_error(&self, name: &str, config: &StreamConfig) -> Option<ApiError> {
+        let catalog = self.catalog.borrow();
+        let overlaps = catalog.iter().any(|(other, entry)| {
+            other != name
+                && entry.config.as_ref().is_some_and(|other| {
+                    stream_config::any_subjects_overlap(&other.subjects, &config.subjects)
+                })
+        });
+        overlaps.then(ApiError::subjects_overlap)
+    }
+
+    async fn handle_owner_command(self: Rc<Self>, command: OwnerCommand) {
+        match command {
+            OwnerCommand::Create {
+                config,
+                created_unix_ns,
+                group,
+                origin,
+                reply,
+            } => {
+                let name = config.name.clone();
+                match self.create_stream(*config, created_unix_ns, group).await {
+                    Ok(handle) => {
+                        // Every shard must route the stream's subjects here
+                        // before the creator hears it exists.
+                        self.shard().wait_interest_applied(INTEREST_TIMEOUT).await;
+                        handle.call(ApiCall {
+                            origin,
+                            reply,
+                            payload: Bytes::new(),
+                            kind: StreamApi::Update {
+                                config: Box::new(handle.snapshot.borrow().config.as_ref().clone()),
+                                create: true,
+                            },
+                        });
+                    }
+                    Err(error) => {
+                        log::error!(target: "tern::jetstream", "creating stream {name}: {error}");
+                        let _ = self.remove_stream_files(&name).await;
+                        self.send_to(META_SHARD, ShardMessage::JetStreamCreateFailed { name });
+                        if let Some(reply) = reply {
+                            self.respond(
+                                origin,
+                                reply,
+                                responses::error_response(
+                                    "stream_create_response",
+                                    &ApiError::stream_create_failed(&error),
+                                ),
+                            );
+                        }
+                    }
+                }
+            }
+            OwnerCommand::Update {
+                config,
+                create,
+                origin,
+                reply,
+            } => {
+                let name = config.name.clone();
+                let handle = self.streams.borrow().get(&name).cloned();
+                match handle {
+                    Some(handle) => {
+                        handle.call(ApiCall {
+                            origin,
+                            reply,
+                            payload: Bytes::new(),
+                            kind: StreamApi::Update { config, create },
+                        });
+                        if !create {
+                            self.shard().wait_interest_applied(INTEREST_TIMEOUT).await;
+                        }
+                    }
+                    None => {
+                        if let Some(reply) = reply {
+                            self.respond(
+                                origin,
+                                reply,
+                                responses::error_response(
+                                    if create {
+                                        "stream_create_response"
+                                    } else {
+                                        "stream_update_response"
+                                    },
+                                    &ApiError::stream_not_found(),
+                                ),
+                            );
+                        }
+                    }
+                }
+            }
+            OwnerCommand::Delete {
+                name,
+                origin,
+                reply,
+            } => {
+                let handle = self.streams.borrow().get(&name).cloned();
+                match handle {
+                    Some(handle) => handle.call(ApiCall {
+                        origin,
+                        reply,
+                        payload: Bytes::new(),
+                        kind: StreamApi::Delete,
+                    }),
+                    None => {
+                        // A damaged stream: its files go.
+                        self.damaged.borrow_mut().remove(&name);
+                        let result = self.remove_stream_files(&name).await;
+                        if let Some(reply) = reply {
+                            let body = match result {
+                                Ok(()) => responses::delete_response(),
+                                Err(error) => responses::error_response(
+                                    "stream_delete_response",
+                                    &ApiError::stream_delete_failed(&error),
+                                ),
+                            };
+                            self.respond(origin, reply, body);
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    async fn create_stream(
+        self: &Rc<Self>,
+        config: StreamConfig,
+        created_unix_ns: u64,
+        group: u64,
+    ) -> Result<Rc<StreamHandle>, String> {
+        let recovered = Recovered {
+            raft: None,
+            hard_state: None,
+            entries: Vec::new(),
+        };
+        if config.storage == StorageType::Memory {
+            // Nothing persisted: gone after a restart, as in nats-server.
+            return self
+                .start_stream(config, created_unix_ns, group, None, recovered)
+                .await;
+        }
+        let directory = self.stream_directory(&config.name);
+        let files = DmaFiles::open(&directory)
+            .await
+            .map_err(|error| error.to_string())?;
+        let stored = self.stored_config_json(group, &config.to_stored_json());
+        persist::write_config(&files, stored.as_bytes(), created_unix_ns)
+            .await
+            .map_err(|error| error.to_string())?;
+        if let Some(parent) = directory.parent() {
+            std::fs::File::open(parent)
+                .and_then(|parent| parent.sync_all())
+                .map_err(|error| error.to_string())?;
+        }
+        self.start_stream(
+            config,
+            created_unix_ns,
+            group,
+            Some(files),
+            Recovered {
+                raft: None,
+                hard_state: None,
+                entries: Vec::new(),
+            },
+        )
+        .await
+    }
+
+    // ----- publishing into streams ---------------------------------------------
+
+    /// A message matched a stream's subscription on this (owner) shard.
+    pub fn on_stream_publish(
+        &self,
+        handle: &StreamHandle,
+        subject: &[u8],
+        reply: Option<&[u8]>,
+        header_bytes: usize,
+        message: &[u8],
+    ) {
+        let data = Bytes::copy_from_slice(message);
+        let inbound = Inbound {
+            subject: Bytes::copy_from_slice(subject),
+            reply: reply.map(Bytes::copy_from_slice),
+            headers: data.slice(..header_bytes),
+            payload: data.slice(header_bytes..),
+        };
+        if let Err(refused) = handle.publish(inbound) {
+            let (inbound, error) = *refused;
+            let Some(reply) = inbound.reply else {
+                return;
+            };
+            let body = responses::pub_ack_error(&handle.name, &error);
+            if error.status == 429 {
+                // nats-server: a 429 status message carrying the error PubAck.
+                let head = b"NATS/1.0 429 Too Many Requests\r\n\r\n";
+                let mut message = head.to_vec();
+                message.extend_from_slice(body.as_bytes());
+                self.shard().publish_internal(&reply, head.len(), &message);
+            } else {
+                self.publish_reply(&reply, body.as_bytes());
+            }
+        }
+    }
+
+    /// A direct get matched a stream's DIRECT.GET subscription here.
+    pub fn on_direct_get(
+        &self,
+        handle: &StreamHandle,
+        subject: &[u8],
+        reply: Option<&[u8]>,
+        header_bytes: usize,
+        message: &[u8],
+    ) {
+        let Some(reply) = reply else {
+            return;
+        };
+        let prefix_bytes = b"$JS.API.DIRECT.GET.".len() + handle.name.len();
+        let appended = (subject.len() > prefix_bytes + 1)
+            .then(|| Bytes::copy_from_slice(&subject[prefix_bytes + 1..]));
+        handle.call(ApiCall {
+            origin: self.index,
+            reply: Some(Bytes::copy_from_slice(reply)),
+            payload: Bytes::copy_from_slice(&message[header_bytes..]),
+            kind: StreamApi::DirectGet { subject: appended },
+        });
+    }
+
+    // ----- gathers ----------------------------------------------------------------
+
+    fn gather_local(&self) -> Gathered {
+        let streams = self
+            .streams
+            .borrow()
+            .values()
+            .map(|handle| {
+                let snapshot = handle.snapshot.borrow();
+                StreamSummary {
+                    name: handle.name.clone(),
+                    config: Box::new(snapshot.config.as_ref().clone()),
+                    created_unix_ns: snapshot.created_unix_ns,
+                    state: snapshot.state,
+                    last_unix_ns: snapshot.last_unix_ns,
+                    shard: self.index,
+                    failure: snapshot.failure.clone(),
+                }
+            })
+            .collect();
+        Gathered {
+            streams,
+            api_total: self.api_total.get(),
+            api_errors: self.api_errors.get(),
+        }
+    }
+
+    /// Every shard's part, this one's included.
+    pub async fn gather(self: &Rc<Self>) -> Vec<Gathered> {
+        let id = self.next_gather.get();
+        self.next_gather.set(id + 1);
+        let pending = Rc::new(PendingGather {
+            expected: self.shard_count - 1,
+            parts: RefCell::new(Vec::new()),
+            arrived: Waiters::new(),
+        });
+        self.gathers.borrow_mut().insert(id, pending.clone());
+        let shard = self.shard();
+        for peer in shard.links.peers() {
+            shard.links.send(
+                peer,
+                ShardMessage::JetStreamGather {
+                    id,
+                    origin: self.index,
+                },
+            );
+        }
+        let all = pending
+            .arrived
+            .wait_until(|| pending.parts.borrow().len() >= pending.expected);
+        let _ = tern_shard::timer::timeout(GATHER_TIMEOUT, all).await;
+        self.gathers.borrow_mut().remove(&id);
+        let mut parts = std::mem::take(&mut *pending.parts.borrow_mut());
+        parts.push(self.gather_local());
+        parts
+    }
+
+    async fn account_info(self: Rc<Self>, request: ApiRequest) {
+        let parts = self.gather().await;
+        let Some(reply) = request.reply else {
+            return;
+        };
+        let mut info = responses::AccountInfo::default();
+        for part in &parts {
+            info.api_total += part.api_total;
+            info.api_errors += part.api_errors;
+            for stream in &part.streams {
+                info.streams += 1;
+                let reserved = stream.config.max_bytes.max(0) as u64;
+                match stream.config.storage {
+                    StorageType::Memory => {
+                        info.memory += stream.state.bytes;
+                        info.reserved_memory += reserved;
+                    }
+                    StorageType::File => {
+                        info.storage += stream.state.bytes;
+                        info.reserved_storage += reserved;
+                    }
+                }
+            }
+        }
+        // nats-server counts a request once it is answered: not this one.
+        info.api_total = info.api_total.saturating_sub(1);
+        info.max_memory = self.config.max_memory_bytes;
+        info.max_storage = self.config.max_file_bytes;
+        self.respond(
+            request.origin,
+            reply,
+            responses::account_info_response(&info),
+        );
+    }
+
+    async fn names_or_list(self: Rc<Self>, request: ApiRequest, list: bool) {
+        let kind = if list {
+            "stream_list_response"
+        } else {
+            "stream_names_response"
+        };
+        let parsed = if list {
+            requests::NamesRequest::parse_list(&request.payload)
+        } else {
+            requests::NamesRequest::parse(&request.payload)
+        };
+        let parsed = match parsed {
+            Ok(parsed) => parsed,
+            Err(error) => return self.answer_here(request, kind, error),
+        };
+        let parts = self.gather().await;
+        let Some(reply) = request.reply else {
+            return;
+        };
+        let mut streams: Vec<StreamSummary> = parts
+            .into_iter()
+            .flat_map(|part| part.streams)
+            .filter(|stream| match &parsed.subject {
+                None => true,
+                Some(subject) => stream
+                    .config
+                    .subjects
+                    .iter()
+                    .any(|candidate| stream_config::subjects_overlap(candidate, subject)),
+            })
+            .collect();
+        streams.sort_by(|a, b| a.name.cmp(&b.name));
+        let total = streams.len();
+        let limit = if list { LIST_LIMIT } else { NAMES_LIMIT };
+        let page = streams.into_iter().skip(parsed.offset).take(limit);
+        let body = if list {
+            let now = now_unix_ns();
+            let infos: Vec<String> = page
+                .map(|stream| {
+                    let state = stream::info_state(&stream.state, stream.last_unix_ns);
+                    responses::stream_info_object(
+                        &stream.config,
+                        stream.created_unix_ns,
+                        &state,
+                        now,
+                        false,
+                    )
+                })
+                .collect();
+            responses::list_response(total, parsed.offset, limit, &infos)
+        } else {
+            let names: Vec<String> = page.map(|stream| stream.name).collect();
+            responses::names_response(total, parsed.offset, limit, &names)
+        };
+        self.respond(request.origin, reply, body);
+    }
+}
+
+/// The stored config file's JSON: `{"group":N,"config":{…}}`.
+fn decode_stored_config(json: &[u8]) -> Result<(u64, StreamConfig), String> {
+    let value: serde_json::Value =
+        serde_json::from_slice(json).map_err(|error| format!("config is not JSON: {error}"))?;
+    let group = value
+        .get("group")
+        .and_then(|group| group.as_u64())
+        .ok_or("config has no group")?;
+    let config = value.get("config").ok_or("config has no config")?;
+    let config = StreamConfig::from_stored_json(config.to_string().as_bytes())?;
+    Ok((group, config))
+}

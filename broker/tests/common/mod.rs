@@ -15,6 +15,8 @@
 // shared between the test and the thread draining stderr.
 #![allow(clippy::disallowed_types)]
 
+pub mod js;
+
 use std::collections::VecDeque;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::PathBuf;
@@ -111,6 +113,12 @@ impl Options {
         }
         if let Some(value) = self.write_deadline_ms {
             push("write_deadline", format!("\"{value}ms\""));
+        }
+        if flavor == Flavor::Tern && self.jetstream {
+            // A small journal: every test server formats its own (zero-filled).
+            lines.push("[jetstream]".into());
+            lines.push(format!("journal_segment_size = {}", 8 << 20));
+            lines.push("journal_segments = 4".into());
         }
         lines.push(String::new());
         lines.join("\n")

@@ -14,4 +14,6 @@ pub mod stream;
 
 pub use files::{DmaFiles, MemoryFiles, StoreFile, StoreFiles};
 pub use record::{NewMessage, StoredView};
-pub use stream::{Limits, StoreError, StoredMessage, StreamConfig, StreamLog, StreamState};
+pub use stream::{
+    stored_message_bytes, Limits, StoreError, StoredMessage, StreamConfig, StreamLog, StreamState,
+};

@@ -32,6 +32,18 @@ pub struct StreamConfig {
     pub read_chunk_bytes: usize,
     /// A sealed segment is rewritten when more than this share of it is deleted.
     pub compact_deleted_ratio: f64,
+    /// What one message counts toward `StreamState::bytes` and the byte
+    /// limit, from its subject, header and payload lengths (a protocol's own
+    /// accounting; the default is the bytes it occupies here).
+    pub message_bytes: fn(usize, usize, usize) -> u64,
+    /// `deletes.log` is rewritten (floor raised, only interior deletes kept)
+    /// once it grows past this many bytes.
+    pub deletes_log_bytes_max: u64,
+}
+
+/// The default [`StreamConfig::message_bytes`]: bytes stored.
+pub fn stored_message_bytes(subject: usize, headers: usize, payload: usize) -> u64 {
+    record::stored_bytes(subject, headers, payload) as u64
 }
 
 impl Default for StreamConfig {
@@ -43,6 +55,8 @@ impl Default for StreamConfig {
             sync: true,
             read_chunk_bytes: 4 << 20,
             compact_deleted_ratio: 0.5,
+            message_bytes: stored_message_bytes,
+            deletes_log_bytes_max: 1 << 20,
         }
     }
 }
@@ -87,7 +101,7 @@ pub struct StoredMessage {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct StreamState {
     pub messages: u64,
-    /// Stored bytes of live messages.
+    /// Bytes of live messages as [`StreamConfig::message_bytes`] counts them.
     pub bytes: u64,
     /// 0 when empty.
     pub first_sequence: u64,
@@ -102,10 +116,13 @@ pub struct StreamState {
 #[derive(Debug, Clone, Copy)]
 struct Entry {
     offset: u32,
+    /// Bytes the record occupies in its segment.
     bytes: u32,
     checksum: u32,
     subject: u32,
     timestamp_ns: u64,
+    /// What it counts toward the stream's bytes.
+    accounted_bytes: u32,
     live: bool,
 }
 
@@ -115,6 +132,7 @@ const ABSENT: Entry = Entry {
     checksum: 0,
     subject: 0,
     timestamp_ns: 0,
+    accounted_bytes: 0,
     live: false,
 };
 
@@ -179,6 +197,12 @@ pub struct StreamLog<S: StoreFiles> {
     /// Delete entries not yet written, and the partial last block already written.
     deletes_pending: Vec<u8>,
     deletes_end: u64,
+    /// Highest sequence named in `deletes.log` (or pending for it).
+    deletes_max_sequence: u64,
+    /// `deletes.log` is rewritten when it grows past this: the configured
+    /// maximum, or twice what the last rewrite kept (so a log of many
+    /// interior deletes is not rewritten on every flush).
+    deletes_rewrite_bytes: u64,
     /// Sequences below this are purged.
     floor: u64,
     last_sequence: u64,
@@ -244,6 +268,8 @@ impl<S: StoreFiles> StreamLog<S> {
             deletes: None,
             deletes_pending: Vec::new(),
             deletes_end: 0,
+            deletes_max_sequence: 0,
+            deletes_rewrite_bytes: 0,
             floor,
             last_sequence: floor - 1,
             durable_sequence: 0,
@@ -351,18 +377,24 @@ impl<S: StoreFiles> StreamLog<S> {
                     }
                     let subject = self.subjects.id(view.subject);
                     let live = view.sequence >= self.floor;
+                    let accounted_bytes = (self.config.message_bytes)(
+                        view.subject.len(),
+                        view.headers.len(),
+                        view.payload.len(),
+                    );
                     segment.entries.push(Entry {
                         offset: position as u32,
                         bytes: view.stored_bytes as u32,
                         checksum: view.checksum,
                         subject,
                         timestamp_ns: view.timestamp_ns,
+                        accounted_bytes: accounted_bytes as u32,
                         live,
                     });
                     if live {
                         self.subjects.add(subject, view.sequence);
                         self.messages += 1;
-                        self.bytes += view.stored_bytes as u64;
+                        self.bytes += accounted_bytes;
                         segment.live_bytes += view.stored_bytes as u64;
                     }
                     expected += 1;
@@ -439,6 +471,7 @@ impl<S: StoreFiles> StreamLog<S> {
                     continue;
                 }
                 end = end.max(offset + ((index + 1) * DELETE_ENTRY_BYTES) as u64);
+                self.deletes_max_sequence = self.deletes_max_sequence.max(sequence);
                 if self.remove_entry(sequence) {
                     applied += 1;
                 }
@@ -860,19 +893,25 @@ impl<S: StoreFiles> StreamLog<S> {
             last.entries.push(ABSENT);
         }
         let subject = self.subjects.id(message.subject);
+        let accounted_bytes = (self.config.message_bytes)(
+            message.subject.len(),
+            message.headers.len(),
+            message.payload.len(),
+        );
         last.entries.push(Entry {
             offset: last.end as u32,
             bytes: size as u32,
             checksum: sum,
             subject,
             timestamp_ns: message.timestamp_ns,
+            accounted_bytes: accounted_bytes as u32,
             live: true,
         });
         last.end += size as u64;
         last.live_bytes += size as u64;
         self.subjects.add(subject, message.sequence);
         self.messages += 1;
-        self.bytes += size as u64;
+        self.bytes += accounted_bytes;
         self.last_sequence = message.sequence;
         let encoded = buffer.bytes()[at..at + size].to_vec();
         self.cache(message.sequence, encoded);
@@ -936,7 +975,161 @@ impl<S: StoreFiles> StreamLog<S> {
         }
         self.flush_deletes().await?;
         self.durable_sequence = self.last_sequence;
+        if self.deletes_end
+            > self
+                .config
+                .deletes_log_bytes_max
+                .max(self.deletes_rewrite_bytes)
+        {
+            self.rewrite_deletes().await?;
+        }
         Ok(())
+    }
+
+    /// Keeps `deletes.log` bounded: raises the floor to the first live
+    /// message (durable through the meta file, whole segments below it
+    /// removed), then rewrites the log with only the deletes between the
+    /// floor and the last sequence, atomically (temporary file, sync,
+    /// rename, directory sync). A crash in between leaves either log, both
+    /// valid against the floor.
+    async fn rewrite_deletes(&mut self) -> Result<(), StoreError> {
+        let first_live = self
+            .first_live()
+            .map_or(self.last_sequence + 1, |(sequence, _)| sequence);
+        self.purge_below(first_live).await?;
+        let interior = self.deleted_sequences(usize::MAX);
+        let mut bytes = Vec::with_capacity(interior.len() * DELETE_ENTRY_BYTES);
+        for sequence in &interior {
+            bytes.extend_from_slice(&delete_entry(*sequence));
+        }
+        let temporary = format!("{DELETES_FILE}{COMPACT_SUFFIX}");
+        let file = self
+            .files
+            .create(&temporary)
+            .await
+            .map_err(|error| self.poison(error))?;
+        if !bytes.is_empty() {
+            let mut buffer = file.allocate(align_up(bytes.len(), BLOCK_BYTES));
+            buffer.bytes_mut().fill(0);
+            buffer.bytes_mut()[..bytes.len()].copy_from_slice(&bytes);
+            file.write(0, buffer)
+                .await
+                .map_err(|error| self.poison(error))?;
+        }
+        file.sync().await.map_err(|error| self.poison(error))?;
+        self.files
+            .rename(&temporary, DELETES_FILE)
+            .await
+            .map_err(|error| self.poison(error))?;
+        self.files
+            .sync_directory()
+            .await
+            .map_err(|error| self.poison(error))?;
+        let reopened = self
+            .files
+            .open(DELETES_FILE)
+            .await
+            .map_err(|error| self.poison(error))?;
+        self.deletes = Some(reopened);
+        self.deletes_end = bytes.len() as u64;
+        self.deletes_rewrite_bytes = 2 * self.deletes_end;
+        self.deletes_max_sequence = interior.last().copied().unwrap_or(0);
+        Ok(())
+    }
+
+    /// Sequences between the first live message and the last sequence that
+    /// are gone (deleted or never stored), ascending, at most `limit`.
+    pub fn deleted_sequences(&self, limit: usize) -> Vec<u64> {
+        let mut deleted = Vec::new();
+        let Some((first, _)) = self.first_live() else {
+            return deleted;
+        };
+        let mut expected = first;
+        for segment in &self.segments {
+            for (index, entry) in segment.entries.iter().enumerate() {
+                let sequence = segment.first_sequence + index as u64;
+                if sequence < first {
+                    continue;
+                }
+                while expected < sequence && deleted.len() < limit {
+                    deleted.push(expected);
+                    expected += 1;
+                }
+                if deleted.len() >= limit {
+                    return deleted;
+                }
+                if !entry.live {
+                    deleted.push(sequence);
+                }
+                expected = sequence + 1;
+            }
+        }
+        deleted.truncate(limit);
+        deleted
+    }
+
+    /// Every subject with live messages: `(subject, first, last, count)`.
+    pub fn subjects(&self) -> impl Iterator<Item = (&[u8], u64, u64, u64)> + '_ {
+        self.subjects
+            .names
+            .iter()
+            .zip(self.subjects.state.iter())
+            .filter(|(_, state)| state.count > 0)
+            .map(|(name, state)| (&name[..], state.first, state.last, state.count))
+    }
+
+    /// The highest live sequence whose subject satisfies `matches`.
+    pub fn last_matching(&self, mut matches: impl FnMut(&[u8]) -> bool) -> Option<u64> {
+        self.subjects()
+            .filter(|(name, ..)| matches(name))
+            .map(|(_, _, last, _)| last)
+            .max()
+    }
+
+    /// The first live sequence stored at or after `timestamp_ns`.
+    pub fn first_at_or_after(&self, timestamp_ns: u64) -> Option<u64> {
+        for segment in &self.segments {
+            if segment.live_bytes == 0 {
+                continue;
+            }
+            for (index, entry) in segment.entries.iter().enumerate() {
+                if entry.live && entry.timestamp_ns >= timestamp_ns {
+                    return Some(segment.first_sequence + index as u64);
+                }
+            }
+        }
+        None
+    }
+
+    /// Timestamp of a live message.
+    pub fn timestamp_of(&self, sequence: u64) -> Option<u64> {
+        self.entry(sequence)
+            .filter(|entry| entry.live)
+            .map(|entry| entry.timestamp_ns)
+    }
+
+    /// Subject of a live message.
+    pub fn subject_of(&self, sequence: u64) -> Option<&[u8]> {
+        self.entry(sequence)
+            .filter(|entry| entry.live)
+            .map(|entry| &self.subjects.names[entry.subject as usize][..])
+    }
+
+    /// Starts an empty log at `sequence` (the next append must be at least
+    /// that): the floor moves there, durably.
+    pub async fn start_at(&mut self, sequence: u64) -> Result<(), StoreError> {
+        self.check_poisoned()?;
+        assert!(sequence >= 1);
+        assert!(
+            self.messages == 0 && self.last_sequence < sequence,
+            "start_at on a log that holds messages"
+        );
+        self.floor = sequence;
+        self.last_sequence = sequence - 1;
+        self.durable_sequence = self.last_sequence;
+        write_meta(&self.files, self.floor)
+            .await
+            .map_err(|error| self.poison(error))
     }
 
     async fn flush_deletes(&mut self) -> Result<(), StoreError> {
@@ -978,12 +1171,9 @@ impl<S: StoreFiles> StreamLog<S> {
         if !self.remove_entry(sequence) {
             return false;
         }
-        let mut entry = [0u8; DELETE_ENTRY_BYTES];
-        entry[0..8].copy_from_slice(&sequence.to_le_bytes());
-        let sum = checksum(&entry[0..8]);
-        entry[8..12].copy_from_slice(&sum.to_le_bytes());
-        entry[12..16].copy_from_slice(&DELETE_MAGIC.to_le_bytes());
-        self.deletes_pending.extend_from_slice(&entry);
+        self.deletes_pending
+            .extend_from_slice(&delete_entry(sequence));
+        self.deletes_max_sequence = self.deletes_max_sequence.max(sequence);
         true
     }
 
@@ -1005,7 +1195,7 @@ impl<S: StoreFiles> StreamLog<S> {
         let (subject, bytes) = (entry.subject, u64::from(entry.bytes));
         segment.live_bytes -= bytes;
         self.messages -= 1;
-        self.bytes -= bytes;
+        self.bytes -= u64::from(entry.accounted_bytes);
         let state = &mut self.subjects.state[subject as usize];
         state.count -= 1;
         if state.count == 0 {
@@ -1106,7 +1296,7 @@ impl<S: StoreFiles> StreamLog<S> {
                     return self.purge_below(cut).await;
                 }
                 messages -= 1;
-                bytes -= u64::from(entry.bytes);
+                bytes -= u64::from(entry.accounted_bytes);
                 cut = sequence + 1;
             }
         }
@@ -1204,6 +1394,15 @@ impl<S: StoreFiles> StreamLog<S> {
         segment.file = reopened;
         Ok(reclaimed)
     }
+}
+
+fn delete_entry(sequence: u64) -> [u8; DELETE_ENTRY_BYTES] {
+    let mut entry = [0u8; DELETE_ENTRY_BYTES];
+    entry[0..8].copy_from_slice(&sequence.to_le_bytes());
+    let sum = checksum(&entry[0..8]);
+    entry[8..12].copy_from_slice(&sum.to_le_bytes());
+    entry[12..16].copy_from_slice(&DELETE_MAGIC.to_le_bytes());
+    entry
 }
 
 fn state_last_needs_update(state: &SubjectState, removed: u64) -> bool {

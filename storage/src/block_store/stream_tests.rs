@@ -16,6 +16,7 @@ fn small() -> StreamConfig {
         sync: true,
         read_chunk_bytes: 8 * 1024,
         compact_deleted_ratio: 0.5,
+        ..StreamConfig::default()
     }
 }
 
@@ -382,6 +383,9 @@ fn crash_property(seed: u64) -> u64 {
         sync: true,
         read_chunk_bytes: 8 * 1024,
         compact_deleted_ratio: 0.5,
+        // Small: the crash property also covers the deletes-log rewrite.
+        deletes_log_bytes_max: 4096,
+        ..StreamConfig::default()
     };
     let mut files = MemoryFiles::new();
     // Latest content appended under each sequence (lost appends get reused).
@@ -505,5 +509,103 @@ fn flushed_messages_survive_crashes() {
     assert!(
         verified > seeds * 10,
         "only {verified} durable messages verified over {seeds} seeds"
+    );
+}
+
+fn append_simple(log: &mut StreamLog<MemoryFiles>, sequence: u64, subject: &str, time: u64) {
+    block_on(log.append(NewMessage {
+        sequence,
+        timestamp_ns: time,
+        subject: subject.as_bytes(),
+        headers: b"",
+        payload: b"payload",
+    }))
+    .unwrap();
+}
+
+#[test]
+fn lookups_by_subject_time_and_gaps() {
+    let files = MemoryFiles::new();
+    let (mut log, _) = block_on(StreamLog::open(files, small())).unwrap();
+    for sequence in 1..=6 {
+        let subject = if sequence % 2 == 0 { "a.even" } else { "b.odd" };
+        append_simple(&mut log, sequence, subject, sequence * 100);
+    }
+    assert!(log.delete(3));
+    assert_eq!(log.deleted_sequences(10), vec![3]);
+    assert_eq!(log.deleted_sequences(0), Vec::<u64>::new());
+    let mut subjects: Vec<(Vec<u8>, u64, u64, u64)> = log
+        .subjects()
+        .map(|(name, first, last, count)| (name.to_vec(), first, last, count))
+        .collect();
+    subjects.sort();
+    assert_eq!(
+        subjects,
+        vec![(b"a.even".to_vec(), 2, 6, 3), (b"b.odd".to_vec(), 1, 5, 2)]
+    );
+    assert_eq!(
+        log.last_matching(|subject| subject.starts_with(b"b.")),
+        Some(5)
+    );
+    assert_eq!(log.first_at_or_after(250), Some(4), "3 is deleted");
+    assert_eq!(log.first_at_or_after(601), None);
+    assert_eq!(log.timestamp_of(4), Some(400));
+    assert_eq!(log.timestamp_of(3), None);
+    assert_eq!(log.subject_of(5), Some(&b"b.odd"[..]));
+}
+
+#[test]
+fn message_bytes_follow_the_configured_accounting() {
+    fn nats_file(subject: usize, headers: usize, payload: usize) -> u64 {
+        (if headers > 0 { 34 } else { 30 } + subject + headers + payload) as u64
+    }
+    let config = StreamConfig {
+        message_bytes: nats_file,
+        ..small()
+    };
+    let (mut log, _) = block_on(StreamLog::open(MemoryFiles::new(), config)).unwrap();
+    append_simple(&mut log, 1, "t1.c", 1);
+    assert_eq!(log.state().bytes, 30 + 4 + 7);
+    assert!(log.delete(1));
+    assert_eq!(log.state().bytes, 0);
+}
+
+#[test]
+fn the_deletes_log_is_rewritten_when_it_grows_and_survives_reopening() {
+    let config = StreamConfig {
+        deletes_log_bytes_max: 4096,
+        ..small()
+    };
+    let files = MemoryFiles::new();
+    let (mut log, _) = block_on(StreamLog::open(files.clone(), config.clone())).unwrap();
+    // 600 messages, delete all but every 50th: > 4096 bytes of delete entries.
+    for sequence in 1..=600 {
+        append_simple(&mut log, sequence, "s", sequence);
+    }
+    for sequence in 1..=600 {
+        if sequence % 50 != 0 {
+            assert!(log.delete(sequence));
+        }
+        if sequence % 100 == 0 {
+            block_on(log.flush()).unwrap();
+        }
+    }
+    block_on(log.flush()).unwrap();
+    let before = log.state();
+    assert_eq!(before.messages, 12);
+    assert_eq!(before.first_sequence, 50);
+    // Rewritten: only the deletes between the first live message and the
+    // last sequence are left (those below 50 went with the floor).
+    let interior = 600 - 50 + 1 - 12;
+    assert_eq!(
+        files.contents("deletes.log").len(),
+        (interior * 16usize).div_ceil(4096) * 4096
+    );
+    drop(log);
+    let (reopened, _) = block_on(StreamLog::open(files, config)).unwrap();
+    assert_eq!(reopened.state(), before);
+    assert_eq!(
+        reopened.deleted_sequences(usize::MAX).len() as u64,
+        before.deleted
     );
 }

@@ -1,0 +1,452 @@
+//! What a stream's Raft log carries: one operation per normal entry, and the
+//! journal record kinds that hold the log on disk. Formats are documented
+//! byte by byte in docs/jetstream-format.md; all integers little-endian.
+//!
+//! Operations are deterministic: applying the same log to the same store
+//! gives the same state, so a replay after a crash (or, later, a follower)
+//! converges. A message entry carries its sequence and time, assigned once
+//! by the leader at ingest; applying a message whose sequence the store
+//! already has is a no-op, which makes replay after a checkpoint idempotent.
+
+use bytes::Bytes;
+
+/// Journal record kinds (the journal's `kind` byte).
+pub const RECORD_ENTRY: u8 = 1;
+/// Body: term u64, vote u64 (0 = none).
+pub const RECORD_HARD_STATE: u8 = 2;
+
+/// Raft entry kinds inside a `RECORD_ENTRY` body (first byte).
+const ENTRY_NOOP: u8 = 0;
+const ENTRY_NORMAL: u8 = 1;
+
+/// Operation tags (first byte of a normal entry's data).
+const OPERATION_MESSAGE: u8 = 1;
+const OPERATION_PURGE: u8 = 2;
+const OPERATION_DELETE: u8 = 3;
+
+const PURGE_HAS_FILTER: u8 = 1;
+const PURGE_HAS_SEQUENCE: u8 = 2;
+const PURGE_HAS_KEEP: u8 = 4;
+
+/// Longest subject an entry may carry (the core protocol's control line
+/// bounds it far lower).
+pub const SUBJECT_BYTES_MAX: usize = 64 * 1024;
+
+/// One operation on a stream.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Operation {
+    /// Store a message at `sequence` (greater than every sequence before it).
+    Message {
+        sequence: u64,
+        timestamp_ns: u64,
+        subject: Bytes,
+        headers: Bytes,
+        payload: Bytes,
+    },
+    /// Purge as `$JS.API.STREAM.PURGE` asks: messages up to `last` (the
+    /// last sequence assigned when it was proposed, so a replay removes the
+    /// same ones) matching `filter` (all without one), below `sequence` if
+    /// given, keeping the newest `keep` if given.
+    Purge {
+        last: u64,
+        filter: Option<Bytes>,
+        sequence: Option<u64>,
+        keep: Option<u64>,
+    },
+    /// Remove one message; `erase` overwrites its data (nats-server's
+    /// secure delete; here the record is dropped either way).
+    Delete { sequence: u64, erase: bool },
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DecodeError {
+    #[error("entry truncated: needed {needed} bytes at offset {offset}")]
+    Truncated { offset: usize, needed: usize },
+    #[error("unknown operation tag {0}")]
+    UnknownOperation(u8),
+    #[error("unknown raft entry kind {0}")]
+    UnknownEntryKind(u8),
+    #[error("unknown purge flags {0:#x}")]
+    UnknownFlags(u8),
+    #[error("subject of {0} bytes is over the limit")]
+    SubjectTooLong(usize),
+    #[error("{0} trailing bytes")]
+    Trailing(usize),
+    #[error("sequence 0 is not a valid message sequence")]
+    ZeroSequence,
+    #[error("a field is not in its canonical encoding: {0}")]
+    NonCanonical(&'static str),
+}
+
+impl Operation {
+    /// Encodes into a fresh buffer.
+    pub fn encode(&self) -> Bytes {
+        let mut out = Vec::with_capacity(self.encoded_bytes());
+        match self {
+            Operation::Message {
+                sequence,
+                timestamp_ns,
+                subject,
+                headers,
+                payload,
+            } => {
+                assert!(*sequence > 0 && subject.len() <= SUBJECT_BYTES_MAX);
+                out.push(OPERATION_MESSAGE);
+                out.extend_from_slice(&sequence.to_le_bytes());
+                out.extend_from_slice(&timestamp_ns.to_le_bytes());
+                out.extend_from_slice(&(subject.len() as u32).to_le_bytes());
+                out.extend_from_slice(&(headers.len() as u32).to_le_bytes());
+                out.extend_from_slice(&(payload.len() as u32).to_le_bytes());
+                out.extend_from_slice(subject);
+                out.extend_from_slice(headers);
+                out.extend_from_slice(payload);
+            }
+            Operation::Purge {
+                last,
+                filter,
+                sequence,
+                keep,
+            } => {
+                let mut flags = 0;
+                if filter.is_some() {
+                    flags |= PURGE_HAS_FILTER;
+                }
+                if sequence.is_some() {
+                    flags |= PURGE_HAS_SEQUENCE;
+                }
+                if keep.is_some() {
+                    flags |= PURGE_HAS_KEEP;
+                }
+                out.push(OPERATION_PURGE);
+                out.push(flags);
+                out.extend_from_slice(&last.to_le_bytes());
+                out.extend_from_slice(&sequence.unwrap_or(0).to_le_bytes());
+                out.extend_from_slice(&keep.unwrap_or(0).to_le_bytes());
+                let filter = filter.as_deref().unwrap_or(&[]);
+                assert!(filter.len() <= SUBJECT_BYTES_MAX);
+                out.extend_from_slice(&(filter.len() as u32).to_le_bytes());
+                out.extend_from_slice(filter);
+            }
+            Operation::Delete { sequence, erase } => {
+                out.push(OPERATION_DELETE);
+                out.extend_from_slice(&sequence.to_le_bytes());
+                out.push(u8::from(*erase));
+            }
+        }
+        debug_assert_eq!(out.len(), self.encoded_bytes());
+        Bytes::from(out)
+    }
+
+    pub fn encoded_bytes(&self) -> usize {
+        match self {
+            Operation::Message {
+                subject,
+                headers,
+                payload,
+                ..
+            } => 1 + 8 + 8 + 12 + subject.len() + headers.len() + payload.len(),
+            Operation::Purge { filter, .. } => {
+                1 + 1 + 8 + 8 + 8 + 4 + filter.as_ref().map_or(0, |filter| filter.len())
+            }
+            Operation::Delete { .. } => 1 + 8 + 1,
+        }
+    }
+
+    /// Decodes an operation; slices of `data` are shared, not copied.
+    pub fn decode(data: &Bytes) -> Result<Operation, DecodeError> {
+        let mut reader = Reader { data, offset: 0 };
+        let operation = match reader.u8()? {
+            OPERATION_MESSAGE => {
+                let sequence = reader.u64()?;
+                if sequence == 0 {
+                    return Err(DecodeError::ZeroSequence);
+                }
+                let timestamp_ns = reader.u64()?;
+                let subject_bytes = reader.u32()? as usize;
+                let header_bytes = reader.u32()? as usize;
+                let payload_bytes = reader.u32()? as usize;
+                if subject_bytes > SUBJECT_BYTES_MAX {
+                    return Err(DecodeError::SubjectTooLong(subject_bytes));
+                }
+                Operation::Message {
+                    sequence,
+                    timestamp_ns,
+                    subject: reader.bytes(subject_bytes)?,
+                    headers: reader.bytes(header_bytes)?,
+                    payload: reader.bytes(payload_bytes)?,
+                }
+            }
+            OPERATION_PURGE => {
+                let flags = reader.u8()?;
+                if flags & !(PURGE_HAS_FILTER | PURGE_HAS_SEQUENCE | PURGE_HAS_KEEP) != 0 {
+                    return Err(DecodeError::UnknownFlags(flags));
+                }
+                let last = reader.u64()?;
+                let sequence = reader.u64()?;
+                let keep = reader.u64()?;
+                let filter_bytes = reader.u32()? as usize;
+                if filter_bytes > SUBJECT_BYTES_MAX {
+                    return Err(DecodeError::SubjectTooLong(filter_bytes));
+                }
+                let filter = reader.bytes(filter_bytes)?;
+                if flags & PURGE_HAS_FILTER == 0 && !filter.is_empty() {
+                    return Err(DecodeError::NonCanonical("filter without its flag"));
+                }
+                if flags & PURGE_HAS_SEQUENCE == 0 && sequence != 0 {
+                    return Err(DecodeError::NonCanonical("sequence without its flag"));
+                }
+                if flags & PURGE_HAS_KEEP == 0 && keep != 0 {
+                    return Err(DecodeError::NonCanonical("keep without its flag"));
+                }
+                Operation::Purge {
+                    last,
+                    filter: (flags & PURGE_HAS_FILTER != 0).then_some(filter),
+                    sequence: (flags & PURGE_HAS_SEQUENCE != 0).then_some(sequence),
+                    keep: (flags & PURGE_HAS_KEEP != 0).then_some(keep),
+                }
+            }
+            OPERATION_DELETE => {
+                let sequence = reader.u64()?;
+                let erase = match reader.u8()? {
+                    0 => false,
+                    1 => true,
+                    _ => return Err(DecodeError::NonCanonical("erase is 0 or 1")),
+                };
+                Operation::Delete { sequence, erase }
+            }
+            tag => return Err(DecodeError::UnknownOperation(tag)),
+        };
+        if reader.offset != data.len() {
+            return Err(DecodeError::Trailing(data.len() - reader.offset));
+        }
+        Ok(operation)
+    }
+}
+
+/// A Raft entry as a journal record body: kind u8, then (normal) the data.
+pub fn encode_entry_body(entry: &tern_raft::Entry) -> Bytes {
+    match &entry.kind {
+        tern_raft::EntryKind::Noop => Bytes::from_static(&[ENTRY_NOOP]),
+        tern_raft::EntryKind::Normal(data) => {
+            let mut out = Vec::with_capacity(1 + data.len());
+            out.push(ENTRY_NORMAL);
+            out.extend_from_slice(data);
+            Bytes::from(out)
+        }
+        other => unreachable!("membership changes are not used by single-voter streams: {other:?}"),
+    }
+}
+
+/// The entry kind a journal record body holds.
+pub fn decode_entry_body(body: &[u8]) -> Result<tern_raft::EntryKind, DecodeError> {
+    match body.first() {
+        None => Err(DecodeError::Truncated {
+            offset: 0,
+            needed: 1,
+        }),
+        Some(&ENTRY_NOOP) if body.len() == 1 => Ok(tern_raft::EntryKind::Noop),
+        Some(&ENTRY_NOOP) => Err(DecodeError::Trailing(body.len() - 1)),
+        Some(&ENTRY_NORMAL) => Ok(tern_raft::EntryKind::Normal(Bytes::copy_from_slice(
+            &body[1..],
+        ))),
+        Some(&kind) => Err(DecodeError::UnknownEntryKind(kind)),
+    }
+}
+
+/// A hard state record body: term u64, vote u64 (0 = none).
+pub fn encode_hard_state(hard_state: &tern_raft::HardState) -> [u8; 16] {
+    let mut out = [0; 16];
+    out[0..8].copy_from_slice(&hard_state.term.to_le_bytes());
+    out[8..16].copy_from_slice(&hard_state.vote.unwrap_or(0).to_le_bytes());
+    out
+}
+
+pub fn decode_hard_state(body: &[u8]) -> Result<tern_raft::HardState, DecodeError> {
+    if body.len() != 16 {
+        return Err(DecodeError::Truncated {
+            offset: body.len(),
+            needed: 16,
+        });
+    }
+    let term = u64::from_le_bytes(body[0..8].try_into().expect("8 bytes"));
+    let vote = u64::from_le_bytes(body[8..16].try_into().expect("8 bytes"));
+    Ok(tern_raft::HardState {
+        term,
+        vote: (vote != 0).then_some(vote),
+    })
+}
+
+struct Reader<'a> {
+    data: &'a Bytes,
+    offset: usize,
+}
+
+impl Reader<'_> {
+    fn take(&mut self, count: usize) -> Result<std::ops::Range<usize>, DecodeError> {
+        let end = self
+            .offset
+            .checked_add(count)
+            .filter(|&end| end <= self.data.len())
+            .ok_or(DecodeError::Truncated {
+                offset: self.offset,
+                needed: count,
+            })?;
+        let range = self.offset..end;
+        self.offset = end;
+        Ok(range)
+    }
+
+    fn u8(&mut self) -> Result<u8, DecodeError> {
+        let range = self.take(1)?;
+        Ok(self.data[range.start])
+    }
+
+    fn u32(&mut self) -> Result<u32, DecodeError> {
+        let range = self.take(4)?;
+        Ok(u32::from_le_bytes(
+            self.data[range].try_into().expect("4 bytes"),
+        ))
+    }
+
+    fn u64(&mut self) -> Result<u64, DecodeError> {
+        let range = self.take(8)?;
+        Ok(u64::from_le_bytes(
+            self.data[range].try_into().expect("8 bytes"),
+        ))
+    }
+
+    fn bytes(&mut self, count: usize) -> Result<Bytes, DecodeError> {
+        let range = self.take(count)?;
+        Ok(self.data.slice(range))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn round_trip(operation: Operation) {
+        let encoded = operation.encode();
+        assert_eq!(encoded.len(), operation.encoded_bytes());
+        assert_eq!(Operation::decode(&encoded), Ok(operation));
+    }
+
+    #[test]
+    fn every_operation_round_trips() {
+        round_trip(Operation::Message {
+            sequence: 7,
+            timestamp_ns: 1_700_000_000_123_456_789,
+            subject: Bytes::from_static(b"orders.new"),
+            headers: Bytes::from_static(b"NATS/1.0\r\nNats-Msg-Id: a\r\n\r\n"),
+            payload: Bytes::from_static(b"hello"),
+        });
+        round_trip(Operation::Purge {
+            last: 12,
+            filter: Some(Bytes::from_static(b"orders.>")),
+            sequence: None,
+            keep: Some(3),
+        });
+        round_trip(Operation::Purge {
+            last: 0,
+            filter: None,
+            sequence: Some(10),
+            keep: None,
+        });
+        round_trip(Operation::Delete {
+            sequence: 3,
+            erase: true,
+        });
+    }
+
+    #[test]
+    fn the_message_layout_is_pinned() {
+        let encoded = Operation::Message {
+            sequence: 1,
+            timestamp_ns: 2,
+            subject: Bytes::from_static(b"s"),
+            headers: Bytes::new(),
+            payload: Bytes::from_static(b"p"),
+        }
+        .encode();
+        let expected: Vec<u8> = [
+            &[1u8][..],
+            &1u64.to_le_bytes(),
+            &2u64.to_le_bytes(),
+            &1u32.to_le_bytes(),
+            &0u32.to_le_bytes(),
+            &1u32.to_le_bytes(),
+            b"s",
+            b"p",
+        ]
+        .concat();
+        assert_eq!(&encoded[..], &expected[..]);
+    }
+
+    #[test]
+    fn malformed_entries_are_named_errors() {
+        let message = Operation::Message {
+            sequence: 1,
+            timestamp_ns: 2,
+            subject: Bytes::from_static(b"subject"),
+            headers: Bytes::new(),
+            payload: Bytes::from_static(b"payload"),
+        }
+        .encode();
+        for cut in 0..message.len() {
+            assert!(
+                matches!(
+                    Operation::decode(&message.slice(..cut)),
+                    Err(DecodeError::Truncated { .. })
+                ),
+                "cut at {cut}"
+            );
+        }
+        let mut trailing = message.to_vec();
+        trailing.push(0);
+        assert_eq!(
+            Operation::decode(&Bytes::from(trailing)),
+            Err(DecodeError::Trailing(1))
+        );
+        assert_eq!(
+            Operation::decode(&Bytes::from_static(&[9])),
+            Err(DecodeError::UnknownOperation(9))
+        );
+        let mut zero = message.to_vec();
+        zero[1..9].fill(0);
+        assert_eq!(
+            Operation::decode(&Bytes::from(zero)),
+            Err(DecodeError::ZeroSequence)
+        );
+    }
+
+    #[test]
+    fn entry_bodies_and_hard_state_round_trip() {
+        let entry = tern_raft::Entry {
+            term: 3,
+            index: 9,
+            kind: tern_raft::EntryKind::Normal(Bytes::from_static(b"data")),
+        };
+        let body = encode_entry_body(&entry);
+        assert_eq!(decode_entry_body(&body), Ok(entry.kind));
+        assert_eq!(
+            decode_entry_body(&encode_entry_body(&tern_raft::Entry {
+                term: 1,
+                index: 1,
+                kind: tern_raft::EntryKind::Noop
+            })),
+            Ok(tern_raft::EntryKind::Noop)
+        );
+        assert_eq!(
+            decode_entry_body(&[7]),
+            Err(DecodeError::UnknownEntryKind(7))
+        );
+        let hard_state = tern_raft::HardState {
+            term: 4,
+            vote: Some(1),
+        };
+        assert_eq!(
+            decode_hard_state(&encode_hard_state(&hard_state)),
+            Ok(hard_state)
+        );
+    }
+}

@@ -1,0 +1,281 @@
+//! A stream's small durable files, each checksummed and replaced atomically
+//! (temporary file, sync, rename, directory sync), through the block store's
+//! file abstraction (O_DIRECT files, or memory in tests):
+//!
+//! - `config`: the stream's configuration and creation time. A config that
+//!   fails its checksum stops that stream with an error; it is never
+//!   deleted or rewritten by recovery (fail closed).
+//! - `raft`: the Raft state the journal no longer has once it is
+//!   checkpointed: term, vote, and the index/term the block store holds.
+//!
+//! Layouts (little-endian), documented in docs/jetstream-format.md:
+//!
+//! ```text
+//! config: magic "TERNSCFG" (8) | version u32 = 1 | json_bytes u32 | created_unix_ns u64
+//!         | crc32c u32 of bytes 0..24 and the JSON | reserved u32 = 0 | JSON (stored config)
+//! raft:   magic "TERNRAFT" (8) | version u32 = 1 | reserved u32 = 0 | term u64 | vote u64
+//!         | applied_index u64 | applied_term u64 | last_unix_ns u64 | crc32c u32 of bytes 0..56
+//! ```
+//! Both files are zero-padded to the 4096-byte block.
+
+use tern_storage::block_store::{StoreFile, StoreFiles};
+use tern_storage::format::{checksum, checksum_append};
+use tern_storage::{DeviceError, IoBuffer};
+
+const BLOCK_BYTES: usize = 4096;
+const CONFIG_MAGIC: &[u8; 8] = b"TERNSCFG";
+const RAFT_MAGIC: &[u8; 8] = b"TERNRAFT";
+const VERSION: u32 = 1;
+const CONFIG_HEADER_BYTES: usize = 32;
+pub const CONFIG_FILE: &str = "config";
+pub const RAFT_FILE: &str = "raft";
+/// Largest stored config (nats-server bounds metadata to 128 KiB).
+pub const CONFIG_JSON_BYTES_MAX: usize = 1 << 20;
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PersistError {
+    #[error("{0}")]
+    Io(DeviceError),
+    #[error("{file} is corrupt: {reason}")]
+    Corrupt { file: &'static str, reason: String },
+}
+
+/// What the `raft` file holds.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RaftState {
+    pub term: u64,
+    pub vote: u64,
+    pub applied_index: u64,
+    pub applied_term: u64,
+    /// Time of the last message applied (stream info's `last_ts`, which
+    /// outlives the message).
+    pub last_unix_ns: u64,
+}
+
+fn corrupt(file: &'static str, reason: impl Into<String>) -> PersistError {
+    PersistError::Corrupt {
+        file,
+        reason: reason.into(),
+    }
+}
+
+async fn replace<S: StoreFiles>(files: &S, name: &str, bytes: &[u8]) -> Result<(), DeviceError> {
+    let temporary = format!("{name}.tmp");
+    let file = files.create(&temporary).await?;
+    let length = bytes.len().div_ceil(BLOCK_BYTES).max(1) * BLOCK_BYTES;
+    let mut buffer = file.allocate(length);
+    let out = buffer.bytes_mut();
+    out.fill(0);
+    out[..bytes.len()].copy_from_slice(bytes);
+    file.write(0, buffer).await?;
+    file.sync().await?;
+    files.rename(&temporary, name).await?;
+    files.sync_directory().await
+}
+
+async fn read_all<S: StoreFiles>(files: &S, name: &str) -> Result<Vec<u8>, DeviceError> {
+    let file = files.open(name).await?;
+    let size = file.size() as usize;
+    let mut bytes = Vec::with_capacity(size);
+    let mut offset = 0;
+    while offset < size {
+        let chunk = file
+            .read(offset as u64, (size - offset).min(1 << 20))
+            .await?;
+        let chunk = chunk.as_ref();
+        if chunk.is_empty() {
+            break;
+        }
+        bytes.extend_from_slice(chunk);
+        offset += chunk.len();
+    }
+    Ok(bytes)
+}
+
+pub fn encode_config(json: &[u8], created_unix_ns: u64) -> Vec<u8> {
+    assert!(json.len() <= CONFIG_JSON_BYTES_MAX);
+    let mut out = Vec::with_capacity(CONFIG_HEADER_BYTES + json.len());
+    out.extend_from_slice(CONFIG_MAGIC);
+    out.extend_from_slice(&VERSION.to_le_bytes());
+    out.extend_from_slice(&(json.len() as u32).to_le_bytes());
+    out.extend_from_slice(&created_unix_ns.to_le_bytes());
+    let sum = checksum_append(checksum(&out[0..24]), json);
+    out.extend_from_slice(&sum.to_le_bytes());
+    out.extend_from_slice(&0u32.to_le_bytes());
+    out.extend_from_slice(json);
+    out
+}
+
+/// The stored JSON and creation time, verified.
+pub fn decode_config(bytes: &[u8]) -> Result<(Vec<u8>, u64), PersistError> {
+    if bytes.len() < CONFIG_HEADER_BYTES || &bytes[0..8] != CONFIG_MAGIC {
+        return Err(corrupt(CONFIG_FILE, "bad magic"));
+    }
+    let version = u32::from_le_bytes(bytes[8..12].try_into().expect("4 bytes"));
+    if version != VERSION {
+        return Err(corrupt(CONFIG_FILE, format!("unknown version {version}")));
+    }
+    let json_bytes = u32::from_le_bytes(bytes[12..16].try_into().expect("4 bytes")) as usize;
+    if json_bytes > CONFIG_JSON_BYTES_MAX || CONFIG_HEADER_BYTES + json_bytes > bytes.len() {
+        return Err(corrupt(
+            CONFIG_FILE,
+            format!("length {json_bytes} out of range"),
+        ));
+    }
+    let created_unix_ns = u64::from_le_bytes(bytes[16..24].try_into().expect("8 bytes"));
+    let stored = u32::from_le_bytes(bytes[24..28].try_into().expect("4 bytes"));
+    let json = &bytes[CONFIG_HEADER_BYTES..CONFIG_HEADER_BYTES + json_bytes];
+    if stored != checksum_append(checksum(&bytes[0..24]), json) {
+        return Err(corrupt(CONFIG_FILE, "checksum mismatch"));
+    }
+    Ok((json.to_vec(), created_unix_ns))
+}
+
+const RAFT_BYTES: usize = 60;
+
+pub fn encode_raft(state: &RaftState) -> [u8; RAFT_BYTES] {
+    let mut out = [0u8; RAFT_BYTES];
+    out[0..8].copy_from_slice(RAFT_MAGIC);
+    out[8..12].copy_from_slice(&VERSION.to_le_bytes());
+    out[16..24].copy_from_slice(&state.term.to_le_bytes());
+    out[24..32].copy_from_slice(&state.vote.to_le_bytes());
+    out[32..40].copy_from_slice(&state.applied_index.to_le_bytes());
+    out[40..48].copy_from_slice(&state.applied_term.to_le_bytes());
+    out[48..56].copy_from_slice(&state.last_unix_ns.to_le_bytes());
+    let sum = checksum(&out[0..56]);
+    out[56..60].copy_from_slice(&sum.to_le_bytes());
+    out
+}
+
+pub fn decode_raft(bytes: &[u8]) -> Result<RaftState, PersistError> {
+    if bytes.len() < RAFT_BYTES || &bytes[0..8] != RAFT_MAGIC {
+        return Err(corrupt(RAFT_FILE, "bad magic"));
+    }
+    let field = |at: usize| u64::from_le_bytes(bytes[at..at + 8].try_into().expect("8 bytes"));
+    let stored = u32::from_le_bytes(bytes[56..60].try_into().expect("4 bytes"));
+    if stored != checksum(&bytes[0..56]) {
+        return Err(corrupt(RAFT_FILE, "checksum mismatch"));
+    }
+    let version = u32::from_le_bytes(bytes[8..12].try_into().expect("4 bytes"));
+    if version != VERSION {
+        return Err(corrupt(RAFT_FILE, format!("unknown version {version}")));
+    }
+    Ok(RaftState {
+        term: field(16),
+        vote: field(24),
+        applied_index: field(32),
+        applied_term: field(40),
+        last_unix_ns: field(48),
+    })
+}
+
+pub async fn write_config<S: StoreFiles>(
+    files: &S,
+    json: &[u8],
+    created_unix_ns: u64,
+) -> Result<(), PersistError> {
+    replace(files, CONFIG_FILE, &encode_config(json, created_unix_ns))
+        .await
+        .map_err(PersistError::Io)
+}
+
+/// `Ok(None)`: no config file (the directory is not a stream).
+pub async fn read_config<S: StoreFiles>(files: &S) -> Result<Option<(Vec<u8>, u64)>, PersistError> {
+    if !files.names().iter().any(|name| name == CONFIG_FILE) {
+        return Ok(None);
+    }
+    let bytes = read_all(files, CONFIG_FILE)
+        .await
+        .map_err(PersistError::Io)?;
+    decode_config(&bytes).map(Some)
+}
+
+pub async fn write_raft<S: StoreFiles>(files: &S, state: &RaftState) -> Result<(), PersistError> {
+    replace(files, RAFT_FILE, &encode_raft(state))
+        .await
+        .map_err(PersistError::Io)
+}
+
+/// `Ok(None)`: never checkpointed.
+pub async fn read_raft<S: StoreFiles>(files: &S) -> Result<Option<RaftState>, PersistError> {
+    if !files.names().iter().any(|name| name == RAFT_FILE) {
+        return Ok(None);
+    }
+    let bytes = read_all(files, RAFT_FILE).await.map_err(PersistError::Io)?;
+    decode_raft(&bytes).map(Some)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn config_round_trips_and_every_flipped_bit_is_caught() {
+        let json = br#"{"name":"ORDERS","subjects":["orders.>"]}"#;
+        let encoded = encode_config(json, 1234);
+        assert_eq!(decode_config(&encoded), Ok((json.to_vec(), 1234)));
+        let mut padded = encoded.clone();
+        padded.resize(4096, 0);
+        assert_eq!(decode_config(&padded), Ok((json.to_vec(), 1234)));
+        for bit in 0..encoded.len() * 8 {
+            let mut flipped = encoded.clone();
+            flipped[bit / 8] ^= 1 << (bit % 8);
+            if (28..32).contains(&(bit / 8)) {
+                continue; // reserved bytes are not covered
+            }
+            assert!(decode_config(&flipped).is_err(), "bit {bit} flipped");
+        }
+        assert!(decode_config(&encoded[..20]).is_err());
+    }
+
+    #[test]
+    fn raft_state_round_trips_and_is_checked() {
+        let state = RaftState {
+            term: 3,
+            vote: 1,
+            applied_index: 99,
+            applied_term: 3,
+            last_unix_ns: 1_700_000_000_000_000_000,
+        };
+        let encoded = encode_raft(&state);
+        assert_eq!(decode_raft(&encoded), Ok(state));
+        for bit in 0..56 * 8 {
+            let mut flipped = encoded;
+            flipped[bit / 8] ^= 1 << (bit % 8);
+            assert!(decode_raft(&flipped).is_err(), "bit {bit} flipped");
+        }
+    }
+
+    #[test]
+    fn files_are_replaced_atomically_in_memory_files() {
+        let files = tern_storage::block_store::MemoryFiles::new();
+        let executor = glommio::LocalExecutorBuilder::default()
+            .io_memory(1 << 20)
+            .make()
+            .unwrap();
+        executor.run(async move {
+            assert_eq!(read_config(&files).await, Ok(None));
+            write_config(&files, b"{}", 5).await.unwrap();
+            write_config(&files, b"{\"a\":1}", 6).await.unwrap();
+            assert_eq!(
+                read_config(&files).await,
+                Ok(Some((b"{\"a\":1}".to_vec(), 6)))
+            );
+            let state = RaftState {
+                term: 1,
+                vote: 1,
+                applied_index: 2,
+                applied_term: 1,
+                last_unix_ns: 3,
+            };
+            write_raft(&files, &state).await.unwrap();
+            assert_eq!(read_raft(&files).await, Ok(Some(state)));
+            files.overwrite(CONFIG_FILE, 33, b"X");
+            let files = files.crash(1);
+            assert!(matches!(
+                read_config(&files).await,
+                Err(PersistError::Corrupt { .. })
+            ));
+        });
+    }
+}

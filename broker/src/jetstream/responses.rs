@@ -1,0 +1,472 @@
+//! Response bodies of the stream API and PubAcks, built as strings with the
+//! exact bytes nats-server 2.15.1 sends: its field order (Go struct order,
+//! embedded structs first), its omit rules and escaping ([`json::write_string`]).
+//!
+//! Shapes (`<type>` is `"type":"io.nats.jetstream.api.v1.<kind>"`):
+//! - stream info: `{<type>[,"total","offset","limit"],"config","created",
+//!   "state"[,"cluster"],"ts"[,"did_create":true]}`;
+//! - errors: `{<type>,"error":{…}}` plus what the kind's Go response struct
+//!   always writes (`"purged":0`, paging with `"streams":null`, …);
+//! - PubAck: `{"stream":"S"[,"domain":"D"],"seq":N[,"duplicate": true]}`,
+//!   built by concatenation as nats-server does (note the space).
+
+use std::fmt::Write as _;
+
+use super::error::ApiError;
+use super::json;
+use super::stream_config::{StreamConfig, API_LEVEL};
+
+/// `"type"` prefix of every API response.
+pub const TYPE_PREFIX: &str = "io.nats.jetstream.api.v1.";
+
+/// STREAM.INFO paging limit for `subjects_filter` (nats-server's
+/// `JSMaxSubjectDetails`).
+pub const SUBJECT_DETAILS_LIMIT: usize = 100_000;
+
+/// A stream's state as STREAM.INFO reports it.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct StreamState {
+    pub messages: u64,
+    pub bytes: u64,
+    /// After a purge of everything: `last_sequence + 1`.
+    pub first_sequence: u64,
+    /// 0: none (written as Go's zero time).
+    pub first_unix_ns: u64,
+    pub last_sequence: u64,
+    pub last_unix_ns: u64,
+    /// Omitted when 0.
+    pub num_subjects: u64,
+    /// Per-subject counts (only with `subjects_filter`); written sorted by
+    /// subject as a JSON object, omitted when `None` or empty.
+    pub subjects: Option<Vec<(String, u64)>>,
+    /// Interior gaps; omitted when 0.
+    pub num_deleted: u64,
+    /// Only with `deleted_details`; omitted when `None` or empty.
+    pub deleted: Option<Vec<u64>>,
+    pub consumer_count: u64,
+}
+
+/// Appends the `state` object.
+pub fn write_state(out: &mut String, state: &StreamState) {
+    let _ = write!(
+        out,
+        "{{\"messages\":{},\"bytes\":{},\"first_seq\":{},\"first_ts\":",
+        state.messages, state.bytes, state.first_sequence
+    );
+    json::write_time(out, state.first_unix_ns);
+    let _ = write!(out, ",\"last_seq\":{},\"last_ts\":", state.last_sequence);
+    json::write_time(out, state.last_unix_ns);
+    if state.num_subjects != 0 {
+        let _ = write!(out, ",\"num_subjects\":{}", state.num_subjects);
+    }
+    if let Some(subjects) = state
+        .subjects
+        .as_ref()
+        .filter(|subjects| !subjects.is_empty())
+    {
+        // Go writes maps with sorted keys.
+        let mut sorted: Vec<&(String, u64)> = subjects.iter().collect();
+        sorted.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        out.push_str(",\"subjects\":{");
+        for (index, (subject, count)) in sorted.into_iter().enumerate() {
+            if index > 0 {
+                out.push(',');
+            }
+            json::write_string(out, subject);
+            let _ = write!(out, ":{count}");
+        }
+        out.push('}');
+    }
+    if state.num_deleted != 0 {
+        let _ = write!(out, ",\"num_deleted\":{}", state.num_deleted);
+    }
+    if let Some(deleted) = state.deleted.as_ref().filter(|deleted| !deleted.is_empty()) {
+        out.push_str(",\"deleted\":[");
+        for (index, sequence) in deleted.iter().enumerate() {
+            if index > 0 {
+                out.push(',');
+            }
+            let _ = write!(out, "{sequence}");
+        }
+        out.push(']');
+    }
+    let _ = write!(out, ",\"consumer_count\":{}}}", state.consumer_count);
+}
+
+/// What varies between the stream info responses.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct InfoExtras {
+    /// STREAM.CREATE adds `"did_create":true` (also for an identical
+    /// existing stream).
+    pub did_create: bool,
+    /// STREAM.INFO adds `"cluster":{"leader":"<server name>"}`.
+    pub leader: Option<String>,
+    /// STREAM.INFO's `(total, offset, limit)`; `None` for create/update.
+    /// nats-server reports `(0, 0, 0)` unless `subjects_filter` matched
+    /// something; a zero total is written that way whatever is passed.
+    pub paging: Option<(usize, usize, usize)>,
+    /// Add `_nats.level`/`_nats.ver` to the config's metadata.
+    pub dynamic_metadata: bool,
+}
+
+fn push_type(out: &mut String, kind: &str) {
+    out.push_str("{\"type\":\"");
+    out.push_str(TYPE_PREFIX);
+    out.push_str(kind);
+    out.push('"');
+}
+
+/// A full stream info response of `kind` (`stream_create_response`,
+/// `stream_update_response`, `stream_info_response`).
+pub fn stream_info(
+    kind: &str,
+    config: &StreamConfig,
+    created_unix_ns: u64,
+    state: &StreamState,
+    now_unix_ns: u64,
+    extras: InfoExtras,
+) -> String {
+    let mut out = String::with_capacity(1024);
+    push_type(&mut out, kind);
+    if let Some((total, offset, limit)) = extras.paging {
+        let (offset, limit) = if total == 0 { (0, 0) } else { (offset, limit) };
+        let _ = write!(
+            out,
+            ",\"total\":{total},\"offset\":{offset},\"limit\":{limit}"
+        );
+    }
+    out.push(',');
+    write_info_fields(
+        &mut out,
+        config,
+        created_unix_ns,
+        state,
+        now_unix_ns,
+        extras.dynamic_metadata,
+        extras.leader.as_deref(),
+    );
+    if extras.did_create {
+        out.push_str(",\"did_create\":true");
+    }
+    out.push('}');
+    out
+}
+
+fn write_info_fields(
+    out: &mut String,
+    config: &StreamConfig,
+    created_unix_ns: u64,
+    state: &StreamState,
+    now_unix_ns: u64,
+    dynamic_metadata: bool,
+    leader: Option<&str>,
+) {
+    out.push_str("\"config\":");
+    config.write_json(out, dynamic_metadata);
+    out.push_str(",\"created\":");
+    json::write_time(out, created_unix_ns);
+    out.push_str(",\"state\":");
+    write_state(out, state);
+    if let Some(leader) = leader {
+        out.push_str(",\"cluster\":{\"leader\":");
+        json::write_string(out, leader);
+        out.push('}');
+    }
+    out.push_str(",\"ts\":");
+    json::write_time(out, now_unix_ns);
+}
+
+/// Appends one STREAM.LIST element: `{"config":…,"created":…,"state":…,"ts":…}`.
+pub fn write_stream_info_object(
+    out: &mut String,
+    config: &StreamConfig,
+    created_unix_ns: u64,
+    state: &StreamState,
+    now_unix_ns: u64,
+    dynamic_metadata: bool,
+) {
+    out.push('{');
+    write_info_fields(
+        out,
+        config,
+        created_unix_ns,
+        state,
+        now_unix_ns,
+        dynamic_metadata,
+        None,
+    );
+    out.push('}');
+}
+
+/// [`write_stream_info_object`] into a new string.
+pub fn stream_info_object(
+    config: &StreamConfig,
+    created_unix_ns: u64,
+    state: &StreamState,
+    now_unix_ns: u64,
+    dynamic_metadata: bool,
+) -> String {
+    let mut out = String::with_capacity(1024);
+    write_stream_info_object(
+        &mut out,
+        config,
+        created_unix_ns,
+        state,
+        now_unix_ns,
+        dynamic_metadata,
+    );
+    out
+}
+
+/// An error response of `kind` with the fields its Go struct always writes
+/// (verified against nats-server 2.15.1):
+/// `stream_purge_response` `"purged":0`; `stream_info_response` zero paging;
+/// `stream_names_response` zero paging and `"streams":null`;
+/// `stream_list_response` zero paging and `"streams":[]`;
+/// `consumer_names_response`/`consumer_list_response` zero paging and
+/// `"consumers":[]`.
+pub fn error_response(kind: &str, error: &ApiError) -> String {
+    let mut out = String::with_capacity(160);
+    push_type(&mut out, kind);
+    out.push_str(",\"error\":");
+    error.write_json(&mut out);
+    const PAGING: &str = ",\"total\":0,\"offset\":0,\"limit\":0";
+    match kind {
+        "stream_purge_response" => out.push_str(",\"purged\":0"),
+        "stream_info_response" => out.push_str(PAGING),
+        "stream_names_response" => {
+            out.push_str(PAGING);
+            out.push_str(",\"streams\":null");
+        }
+        "stream_list_response" => {
+            out.push_str(PAGING);
+            out.push_str(",\"streams\":[]");
+        }
+        "consumer_names_response" | "consumer_list_response" => {
+            out.push_str(PAGING);
+            out.push_str(",\"consumers\":[]");
+        }
+        _ => {}
+    }
+    out.push('}');
+    out
+}
+
+/// `{"type":"…stream_delete_response","success":true}`.
+pub fn delete_response() -> String {
+    success_response("stream_delete_response")
+}
+
+/// `{"type":"…stream_msg_delete_response","success":true}`.
+pub fn message_delete_response() -> String {
+    success_response("stream_msg_delete_response")
+}
+
+fn success_response(kind: &str) -> String {
+    let mut out = String::with_capacity(80);
+    push_type(&mut out, kind);
+    out.push_str(",\"success\":true}");
+    out
+}
+
+/// `{"type":"…stream_purge_response","success":true,"purged":N}`.
+pub fn purge_response(purged: u64) -> String {
+    let mut out = String::with_capacity(96);
+    push_type(&mut out, "stream_purge_response");
+    let _ = write!(out, ",\"success\":true,\"purged\":{purged}}}");
+    out
+}
+
+/// STREAM.NAMES: `"streams":null` when the page is empty. `offset` is
+/// clamped to `total` as nats-server reports it.
+pub fn names_response(total: usize, offset: usize, limit: usize, names: &[String]) -> String {
+    assert!(names.len() <= limit, "a page holds at most `limit` names");
+    let mut out = String::with_capacity(96 + names.len() * 16);
+    push_type(&mut out, "stream_names_response");
+    let _ = write!(
+        out,
+        ",\"total\":{total},\"offset\":{},\"limit\":{limit},\"streams\":",
+        offset.min(total)
+    );
+    if names.is_empty() {
+        out.push_str("null");
+    } else {
+        out.push('[');
+        for (index, name) in names.iter().enumerate() {
+            if index > 0 {
+                out.push(',');
+            }
+            json::write_string(&mut out, name);
+        }
+        out.push(']');
+    }
+    out.push('}');
+    out
+}
+
+/// STREAM.LIST: `infos` are [`stream_info_object`]s (`[]` when none).
+/// `offset` is clamped to `total` as nats-server reports it.
+pub fn list_response(total: usize, offset: usize, limit: usize, infos: &[String]) -> String {
+    assert!(infos.len() <= limit, "a page holds at most `limit` streams");
+    let capacity = 96 + infos.iter().map(|info| info.len() + 1).sum::<usize>();
+    let mut out = String::with_capacity(capacity);
+    push_type(&mut out, "stream_list_response");
+    let _ = write!(
+        out,
+        ",\"total\":{total},\"offset\":{},\"limit\":{limit},\"streams\":[",
+        offset.min(total)
+    );
+    for (index, info) in infos.iter().enumerate() {
+        if index > 0 {
+            out.push(',');
+        }
+        out.push_str(info);
+    }
+    out.push_str("]}");
+    out
+}
+
+/// STREAM.MSG.GET: `hdrs` (base64 of the header block) omitted when there
+/// are no headers, `data` omitted when the payload is empty.
+pub fn message_get_response(
+    subject: &str,
+    sequence: u64,
+    headers: &[u8],
+    payload: &[u8],
+    unix_ns: u64,
+) -> String {
+    let mut out = String::with_capacity(160 + (headers.len() + payload.len()) * 4 / 3);
+    push_type(&mut out, "stream_msg_get_response");
+    out.push_str(",\"message\":{\"subject\":");
+    json::write_string(&mut out, subject);
+    let _ = write!(out, ",\"seq\":{sequence}");
+    if !headers.is_empty() {
+        out.push_str(",\"hdrs\":\"");
+        json::base64_encode(headers, &mut out);
+        out.push('"');
+    }
+    if !payload.is_empty() {
+        out.push_str(",\"data\":\"");
+        json::base64_encode(payload, &mut out);
+        out.push('"');
+    }
+    out.push_str(",\"time\":");
+    json::write_time(&mut out, unix_ns);
+    out.push_str("}}");
+    out
+}
+
+/// `$JS.API.INFO` figures. Limits are `-1` for unlimited.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AccountInfo {
+    pub memory: u64,
+    pub storage: u64,
+    pub reserved_memory: u64,
+    pub reserved_storage: u64,
+    pub streams: usize,
+    pub consumers: usize,
+    pub max_memory: i64,
+    pub max_storage: i64,
+    pub max_streams: i64,
+    pub max_consumers: i64,
+    pub max_ack_pending: i64,
+    pub memory_max_stream_bytes: i64,
+    pub storage_max_stream_bytes: i64,
+    pub max_bytes_required: bool,
+    /// JetStream domain, if configured.
+    pub domain: Option<String>,
+    pub api_total: u64,
+    pub api_errors: u64,
+}
+
+impl Default for AccountInfo {
+    fn default() -> AccountInfo {
+        AccountInfo {
+            memory: 0,
+            storage: 0,
+            reserved_memory: 0,
+            reserved_storage: 0,
+            streams: 0,
+            consumers: 0,
+            max_memory: -1,
+            max_storage: -1,
+            max_streams: -1,
+            max_consumers: -1,
+            max_ack_pending: -1,
+            memory_max_stream_bytes: -1,
+            storage_max_stream_bytes: -1,
+            max_bytes_required: false,
+            domain: None,
+            api_total: 0,
+            api_errors: 0,
+        }
+    }
+}
+
+/// `{"type":"…account_info_response","memory":…,…,"limits":{…}[,"domain"],"api":{…}}`.
+pub fn account_info_response(info: &AccountInfo) -> String {
+    let mut out = String::with_capacity(512);
+    push_type(&mut out, "account_info_response");
+    let _ = write!(
+        out,
+        ",\"memory\":{},\"storage\":{},\"reserved_memory\":{},\"reserved_storage\":{},\"streams\":{},\"consumers\":{}",
+        info.memory, info.storage, info.reserved_memory, info.reserved_storage, info.streams, info.consumers
+    );
+    let _ = write!(
+        out,
+        ",\"limits\":{{\"max_memory\":{},\"max_storage\":{},\"max_streams\":{},\"max_consumers\":{},\"max_ack_pending\":{},\"memory_max_stream_bytes\":{},\"storage_max_stream_bytes\":{},\"max_bytes_required\":{}}}",
+        info.max_memory,
+        info.max_storage,
+        info.max_streams,
+        info.max_consumers,
+        info.max_ack_pending,
+        info.memory_max_stream_bytes,
+        info.storage_max_stream_bytes,
+        info.max_bytes_required
+    );
+    if let Some(domain) = info.domain.as_deref().filter(|domain| !domain.is_empty()) {
+        out.push_str(",\"domain\":");
+        json::write_string(&mut out, domain);
+    }
+    let _ = write!(
+        out,
+        ",\"api\":{{\"level\":{API_LEVEL},\"total\":{},\"errors\":{}}}}}",
+        info.api_total, info.api_errors
+    );
+    out
+}
+
+/// A successful PubAck, exactly as nats-server concatenates it (stream and
+/// domain quoted with Go's `%q`): `{"stream":"S","seq":1}`,
+/// `{"stream":"S","domain":"D","seq":1}`, `{"stream":"S","seq":2,"duplicate": true}`.
+pub fn pub_ack(stream: &str, sequence: u64, duplicate: bool, domain: Option<&str>) -> String {
+    let mut out = String::with_capacity(48 + stream.len());
+    out.push_str("{\"stream\":");
+    out.push_str(&json::go_quote(stream));
+    if let Some(domain) = domain.filter(|domain| !domain.is_empty()) {
+        out.push_str(",\"domain\":");
+        out.push_str(&json::go_quote(domain));
+    }
+    let _ = write!(out, ",\"seq\":{sequence}");
+    if duplicate {
+        out.push_str(",\"duplicate\": true");
+    }
+    out.push('}');
+    out
+}
+
+/// A refused publish: `{"error":{…},"stream":"S","seq":0}` (Go's
+/// `json.Marshal` of the error PubAck; no domain).
+pub fn pub_ack_error(stream: &str, error: &ApiError) -> String {
+    let mut out = String::with_capacity(128 + stream.len());
+    out.push_str("{\"error\":");
+    error.write_json(&mut out);
+    out.push_str(",\"stream\":");
+    json::write_string(&mut out, stream);
+    out.push_str(",\"seq\":0}");
+    out
+}
+
+#[cfg(test)]
+#[path = "responses_tests.rs"]
+mod tests;

@@ -1,0 +1,1664 @@
+//! One stream on its owner shard: a task that owns the stream's Raft node
+//! (one voter here), its block store and its ingest state, fed by a command
+//! queue. Everything that touches the stream goes through that queue, in
+//! order, so a read sees every write acknowledged before it.
+//!
+//! Publish path inside the owner shard:
+//! 1. the router matches the stream's internal subscription and calls
+//!    [`StreamHandle::publish`], which queues the message (no I/O);
+//! 2. the task checks the publish headers and limits against the state
+//!    including messages still in flight, assigns the sequence and time, and
+//!    proposes the encoded [`Operation::Message`] to the Raft node;
+//! 3. the node's ready hands the entry (and any hard state) to the shard's
+//!    journal (`try_append`): records of every stream on the shard share the
+//!    journal's open batch, so one O_DIRECT write + sync commits them all
+//!    (group commit; no timer);
+//! 4. when the journal says the batch is durable, the node advances, the
+//!    entry commits (the only voter has it), and the task applies it to the
+//!    block store (buffered) and sends the PubAck.
+//!
+//! Checkpoints flush the block store (synced), record the applied index in
+//! the `raft` file, and tell the journal it may recycle what is older.
+//! Memory streams run the same path without the journal: their Raft log is
+//! "durable" at once, and nothing survives a restart but their config.
+
+use std::cell::{Cell, RefCell};
+use std::collections::VecDeque;
+use std::rc::Rc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use rustc_hash::FxHashMap;
+use tern_raft::{Entry, EntryKind, HardState, Membership, Node, Restore, Snapshot};
+use tern_shard::Waiters;
+use tern_storage::block_store::{
+    DmaFiles, MemoryFiles, NewMessage, StoreError, StoredMessage, StreamLog, StreamState,
+};
+use tern_storage::{AppendError, NewRecord};
+
+use super::entry::{self, Operation, RECORD_ENTRY, RECORD_HARD_STATE};
+use super::error::ApiError;
+use super::headers;
+use super::persist::{self, RaftState};
+use super::requests::{self, MessageGet};
+use super::responses;
+use super::stream_config::{subject_matches, Discard, StorageType, StreamConfig};
+use super::{now_unix_ns, JetStream};
+
+/// Commands one turn of the task handles before driving Raft and the journal.
+const COMMANDS_PER_TURN_MAX: usize = 4096;
+/// Publishes queued for a stream before new ones are refused (429).
+pub const QUEUED_COMMANDS_MAX: usize = 65536;
+/// A checkpoint is taken once this much was applied since the last one…
+const CHECKPOINT_BYTES: u64 = 64 << 20;
+/// …or this long after something was applied.
+const CHECKPOINT_INTERVAL: Duration = Duration::from_secs(2);
+/// How often max_age is enforced at the latest.
+const AGE_CHECK_INTERVAL: Duration = Duration::from_secs(1);
+/// The one voter of a single-node stream group.
+const NODE_ID: u64 = 1;
+
+/// A message published into the stream.
+pub struct Inbound {
+    pub subject: Bytes,
+    pub reply: Option<Bytes>,
+    pub headers: Bytes,
+    pub payload: Bytes,
+}
+
+/// An API call the owner shard handles for this stream.
+pub struct ApiCall {
+    pub origin: usize,
+    pub reply: Option<Bytes>,
+    pub payload: Bytes,
+    pub kind: StreamApi,
+}
+
+pub enum StreamApi {
+    Info,
+    Purge,
+    MessageGet,
+    MessageDelete,
+    /// `$JS.API.DIRECT.GET.<stream>[.<subject>]`: the appended subject, if any.
+    DirectGet {
+        subject: Option<Bytes>,
+    },
+    /// The meta shard accepted a new config; `did_create` answers a create
+    /// of an identical config.
+    Update {
+        config: Box<StreamConfig>,
+        create: bool,
+    },
+    Delete,
+}
+
+pub enum Command {
+    Publish(Inbound),
+    Api(ApiCall),
+}
+
+/// What other parts of the shard hold of a stream: its command queue and a
+/// snapshot of its state for listings.
+pub struct StreamHandle {
+    pub name: String,
+    commands: RefCell<VecDeque<Command>>,
+    wake: Waiters,
+    stopped: Cell<bool>,
+    /// Updated by the task after every turn (LIST, account info).
+    pub snapshot: RefCell<Snapshot_>,
+}
+
+/// Listing view of a stream, refreshed by its task.
+#[derive(Clone)]
+pub struct Snapshot_ {
+    pub config: Rc<StreamConfig>,
+    pub created_unix_ns: u64,
+    pub state: StreamState,
+    /// Time of the last message stored (kept when it is removed).
+    pub last_unix_ns: u64,
+    /// Set when the stream stopped after an error (journal or store).
+    pub failure: Option<String>,
+}
+
+impl StreamHandle {
+    pub fn new(name: String, config: Rc<StreamConfig>, created_unix_ns: u64) -> Rc<StreamHandle> {
+        Rc::new(StreamHandle {
+            name,
+            commands: RefCell::new(VecDeque::new()),
+            wake: Waiters::new(),
+            stopped: Cell::new(false),
+            snapshot: RefCell::new(Snapshot_ {
+                config,
+                created_unix_ns,
+                state: StreamState::default(),
+                last_unix_ns: 0,
+                failure: None,
+            }),
+        })
+    }
+
+    /// Queues a published message (the router's call; never blocks).
+    /// Gives it back when the stream stopped or its queue is full.
+    pub fn publish(&self, inbound: Inbound) -> Result<(), Box<(Inbound, ApiError)>> {
+        if self.stopped.get() {
+            let reason = self
+                .snapshot
+                .borrow()
+                .failure
+                .clone()
+                .unwrap_or_else(|| "stream is stopped".into());
+            return Err(Box::new((inbound, ApiError::store_failed(&reason))));
+        }
+        if self.commands.borrow().len() >= QUEUED_COMMANDS_MAX {
+            return Err(Box::new((inbound, ApiError::too_many_requests())));
+        }
+        self.push(Command::Publish(inbound));
+        Ok(())
+    }
+
+    pub fn call(&self, call: ApiCall) {
+        self.push(Command::Api(call));
+    }
+
+    fn push(&self, command: Command) {
+        self.commands.borrow_mut().push_back(command);
+        self.wake.wake_all();
+    }
+
+    pub fn is_stopped(&self) -> bool {
+        self.stopped.get()
+    }
+
+    /// Messages queued and not yet taken by the task.
+    pub fn queued(&self) -> usize {
+        self.commands.borrow().len()
+    }
+}
+
+/// The block store, on O_DIRECT files or in memory.
+enum Store {
+    File(StreamLog<DmaFiles>),
+    Memory(StreamLog<MemoryFiles>),
+}
+
+macro_rules! with_store {
+    ($store:expr, $log:ident => $body:expr) => {
+        match $store {
+            Store::File($log) => $body,
+            Store::Memory($log) => $body,
+        }
+    };
+}
+
+/// nats-server's byte accounting for file streams.
+pub fn file_message_bytes(subject: usize, headers: usize, payload: usize) -> u64 {
+    let base = if headers > 0 { 34 } else { 30 };
+    (base + subject + headers + payload) as u64
+}
+
+/// nats-server's byte accounting for memory streams.
+pub fn memory_message_bytes(subject: usize, headers: usize, payload: usize) -> u64 {
+    (16 + subject + headers + payload) as u64
+}
+
+/// A reply owed once an entry is applied.
+enum Owed {
+    PubAck { reply: Bytes },
+    Duplicate { reply: Bytes, sequence: u64 },
+    Purge { origin: usize, reply: Option<Bytes> },
+    Delete { origin: usize, reply: Option<Bytes> },
+}
+
+/// Proposed, not yet applied: what ingest checks must count.
+#[derive(Default)]
+struct InFlight {
+    messages: u64,
+    bytes: u64,
+    /// Per subject: (messages in flight, last sequence proposed).
+    subjects: FxHashMap<Bytes, (u64, u64)>,
+}
+
+struct Dedupe {
+    /// id -> (sequence, time)
+    ids: FxHashMap<Bytes, (u64, u64)>,
+    order: VecDeque<(u64, Bytes)>,
+}
+
+impl Dedupe {
+    fn expire(&mut self, now_ns: u64, window_ns: u64) {
+        while let Some((time, _)) = self.order.front() {
+            if now_ns.saturating_sub(*time) <= window_ns {
+                break;
+            }
+            let (_, id) = self.order.pop_front().expect("front exists");
+            self.ids.remove(&id);
+        }
+    }
+
+    fn insert(&mut self, id: Bytes, sequence: u64, time_ns: u64) {
+        self.ids.insert(id.clone(), (sequence, time_ns));
+        self.order.push_back((time_ns, id));
+    }
+}
+
+/// Everything recovery found for one stream.
+pub struct Recovered {
+    pub raft: Option<RaftState>,
+    pub hard_state: Option<HardState>,
+    /// Entries after the raft file's applied index, in index order.
+    pub entries: Vec<Entry>,
+}
+
+pub struct StreamTask {
+    js: Rc<JetStream>,
+    handle: Rc<StreamHandle>,
+    config: Rc<StreamConfig>,
+    created_unix_ns: u64,
+    group: u64,
+    files: Option<DmaFiles>,
+    node: Node,
+    store: Store,
+    durable_journal: bool,
+    /// Ready numbers waiting for the journal: (ready, journal sequence).
+    outstanding: VecDeque<(u64, u64)>,
+    owed: FxHashMap<u64, Vec<Owed>>,
+    in_flight: InFlight,
+    dedupe: Dedupe,
+    /// Highest sequence proposed (= stored once everything applied).
+    last_sequence: u64,
+    last_timestamp_ns: u64,
+    /// Time of the last message applied (info's `last_ts`, kept after it
+    /// is removed, as nats-server does until a restart).
+    stored_last_unix_ns: u64,
+    last_msg_id: Option<Bytes>,
+    applied_index: u64,
+    applied_term: u64,
+    checkpointed_index: u64,
+    applied_bytes_since_checkpoint: u64,
+    last_checkpoint: Instant,
+    last_age_check: Instant,
+    hard_state: HardState,
+    failure: Option<String>,
+}
+
+impl StreamTask {
+    /// Opens the stream's store and Raft node, replays what the journal
+    /// holds past the last checkpoint, and returns the task ready to run.
+    #[allow(clippy::too_many_arguments)]
+    pub async fn open(
+        js: Rc<JetStream>,
+        handle: Rc<StreamHandle>,
+        config: Rc<StreamConfig>,
+        created_unix_ns: u64,
+        group: u64,
+        files: Option<DmaFiles>,
+        recovered: Recovered,
+    ) -> Result<StreamTask, String> {
+        let store = match config.storage {
+            StorageType::File => {
+                let directory = js.stream_directory(&handle.name).join("messages");
+                let files = DmaFiles::open(&directory)
+                    .await
+                    .map_err(|error| format!("opening {}: {error}", directory.display()))?;
+                let store_config = tern_storage::block_store::StreamConfig {
+                    message_bytes: file_message_bytes,
+                    sync: true,
+                    ..tern_storage::block_store::StreamConfig::default()
+                };
+                let (log, report) = StreamLog::open(files, store_config)
+                    .await
+                    .map_err(|error| error.to_string())?;
+                if let Some((file, offset)) = &report.tail_cut {
+                    log::warn!(target: "tern::jetstream", "stream {}: torn tail of {file} cut at {offset}", handle.name);
+                }
+                Store::File(log)
+            }
+            StorageType::Memory => {
+                let store_config = tern_storage::block_store::StreamConfig {
+                    message_bytes: memory_message_bytes,
+                    sync: false,
+                    write_buffer_bytes: 64 << 10,
+                    tail_cache_bytes: 0,
+                    ..tern_storage::block_store::StreamConfig::default()
+                };
+                let (log, _) = StreamLog::open(MemoryFiles::new(), store_config)
+                    .await
+                    .map_err(|error| error.to_string())?;
+                Store::Memory(log)
+            }
+        };
+        let durable_journal = config.storage == StorageType::File;
+        let raft = recovered.raft.unwrap_or_default();
+        let mut hard_state = HardState {
+            term: raft.term,
+            vote: (raft.vote != 0).then_some(raft.vote),
+        };
+        if let Some(journaled) = recovered.hard_state {
+            if journaled.term >= hard_state.term {
+                hard_state = journaled;
+            }
+        }
+        let membership = Membership::new(vec![NODE_ID]);
+        let snapshot = (raft.applied_index > 0).then(|| Snapshot {
+            index: raft.applied_index,
+            term: raft.applied_term,
+            membership: membership.clone(),
+            data: Bytes::new(),
+        });
+        let acknowledged_index = recovered
+            .entries
+            .last()
+            .map_or(raft.applied_index, |entry| entry.index);
+        let node = Node::new(
+            tern_raft::Config::new(NODE_ID),
+            Restore {
+                hard_state,
+                snapshot,
+                entries: recovered.entries,
+                membership,
+                acknowledged_index,
+                seed: group,
+            },
+        );
+        let mut task = StreamTask {
+            js,
+            handle,
+            config,
+            created_unix_ns,
+            group,
+            files,
+            node,
+            store,
+            durable_journal,
+            outstanding: VecDeque::new(),
+            owed: FxHashMap::default(),
+            in_flight: InFlight::default(),
+            dedupe: Dedupe {
+                ids: FxHashMap::default(),
+                order: VecDeque::new(),
+            },
+            last_sequence: 0,
+            last_timestamp_ns: 0,
+            stored_last_unix_ns: raft.last_unix_ns,
+            last_msg_id: None,
+            applied_index: raft.applied_index,
+            applied_term: raft.applied_term,
+            checkpointed_index: raft.applied_index,
+            applied_bytes_since_checkpoint: 0,
+            last_checkpoint: Instant::now(),
+            last_age_check: Instant::now(),
+            hard_state,
+            failure: None,
+        };
+        // Become leader (the only voter) and apply everything recovered.
+        task.node.campaign_now();
+        while task.node.applied_index() < task.node.last_index() || task.node.has_ready() {
+            task.drive().await?;
+            task.wait_journal().await?;
+        }
+        task.after_recovery().await?;
+        Ok(task)
+    }
+
+    /// State that follows from the store once recovery applied everything.
+    async fn after_recovery(&mut self) -> Result<(), String> {
+        let state = with_store!(&self.store, log => log.state());
+        self.last_sequence = with_store!(&self.store, log => log.last_sequence());
+        self.stored_last_unix_ns = self.stored_last_unix_ns.max(state.last_timestamp_ns);
+        self.last_timestamp_ns = self.stored_last_unix_ns;
+        if state.messages > 0 {
+            let last = with_store!(&self.store, log => log.get(state.last_sequence).await)
+                .map_err(|error| error.to_string())?;
+            if let Some(message) = last {
+                self.last_msg_id =
+                    headers::value(&message.headers, headers::MSG_ID).map(Bytes::copy_from_slice);
+            }
+        }
+        self.rebuild_dedupe().await?;
+        self.enforce_limits(now_unix_ns())
+            .await
+            .map_err(|error| error.to_string())?;
+        self.refresh_snapshot();
+        Ok(())
+    }
+
+    /// Message ids stored within the duplicate window, read back from the
+    /// store (nats-server does the same on start).
+    async fn rebuild_dedupe(&mut self) -> Result<(), String> {
+        let window_ns = self.config.duplicate_window_ns.max(0) as u64;
+        if window_ns == 0 {
+            return Ok(());
+        }
+        let since = now_unix_ns().saturating_sub(window_ns);
+        let Some(mut sequence) = with_store!(&self.store, log => log.first_at_or_after(since))
+        else {
+            return Ok(());
+        };
+        let last = self.last_sequence;
+        let mut found = Vec::new();
+        while sequence <= last {
+            if let Some(message) = with_store!(&self.store, log => log.get(sequence).await)
+                .map_err(|error| error.to_string())?
+            {
+                if let Some(id) = headers::value(&message.headers, headers::MSG_ID) {
+                    found.push((Bytes::copy_from_slice(id), sequence, message.timestamp_ns));
+                }
+            }
+            sequence += 1;
+        }
+        for (id, sequence, time) in found {
+            self.dedupe.insert(id, sequence, time);
+        }
+        Ok(())
+    }
+
+    /// Runs until the stream is deleted or the shard stops.
+    pub async fn run(mut self) {
+        loop {
+            self.wait_for_work().await;
+            if self.js.stopping() {
+                let _ = self.checkpoint().await;
+                break;
+            }
+            if let Err(error) = self.turn().await {
+                self.fail(error);
+            }
+            if self.handle.stopped.get() {
+                break;
+            }
+        }
+        self.handle.stopped.set(true);
+    }
+
+    async fn wait_for_work(&self) {
+        let handle = self.handle.clone();
+        let js = self.js.clone();
+        let commands = async {
+            handle
+                .wake
+                .wait_until(|| !handle.commands.borrow().is_empty() || js.stopping())
+                .await;
+        };
+        let journal = async {
+            match self.outstanding.front() {
+                Some(&(_, sequence)) => {
+                    let _ = self.js.journal().wait_durable(sequence).await;
+                }
+                None => std::future::pending::<()>().await,
+            }
+        };
+        let timer = tern_shard::timer::sleep(self.next_timer());
+        let stopping = self.js.wait_stopping();
+        futures_lite::future::or(
+            futures_lite::future::or(commands, journal),
+            futures_lite::future::or(timer, stopping),
+        )
+        .await;
+    }
+
+    fn next_timer(&self) -> Duration {
+        let mut next = AGE_CHECK_INTERVAL;
+        if self.applied_index > self.checkpointed_index {
+            next = next.min(CHECKPOINT_INTERVAL.saturating_sub(self.last_checkpoint.elapsed()));
+        }
+        next.max(Duration::from_millis(1))
+    }
+
+    async fn turn(&mut self) -> Result<(), String> {
+        self.collect_durable();
+        let commands: Vec<Command> = {
+            let mut queue = self.handle.commands.borrow_mut();
+            let count = queue.len().min(COMMANDS_PER_TURN_MAX);
+            queue.drain(..count).collect()
+        };
+        if !self.handle.commands.borrow().is_empty() {
+            self.handle.wake.wake_all();
+        }
+        for command in commands {
+            match command {
+                Command::Publish(inbound) => self.ingest(inbound),
+                Command::Api(call) => self.api(call).await?,
+            }
+            if self.handle.stopped.get() {
+                return Ok(());
+            }
+        }
+        self.drive().await?;
+        if self.last_age_check.elapsed() >= AGE_CHECK_INTERVAL {
+            self.last_age_check = Instant::now();
+            if self.config.max_age_ns > 0 {
+                self.enforce_limits(now_unix_ns())
+                    .await
+                    .map_err(|error| error.to_string())?;
+            }
+        }
+        if self.applied_index > self.checkpointed_index
+            && (self.applied_bytes_since_checkpoint >= CHECKPOINT_BYTES
+                || self.last_checkpoint.elapsed() >= CHECKPOINT_INTERVAL)
+        {
+            self.checkpoint().await?;
+        }
+        self.refresh_snapshot();
+        Ok(())
+    }
+
+    fn fail(&mut self, error: String) {
+        log::error!(target: "tern::jetstream", "stream {} stopped: {error}", self.handle.name);
+        self.failure = Some(error);
+        self.refresh_snapshot();
+        // Everything owed fails; nothing more is accepted.
+        let owed: Vec<Owed> = self.owed.drain().flat_map(|(_, owed)| owed).collect();
+        let failure = ApiError::store_failed(self.failure.as_deref().unwrap_or("failed"));
+        for owed in owed {
+            match owed {
+                Owed::PubAck { reply } | Owed::Duplicate { reply, .. } => {
+                    self.js.publish_reply(
+                        &reply,
+                        responses::pub_ack_error(&self.handle.name, &failure).as_bytes(),
+                    );
+                }
+                Owed::Purge { origin, reply } | Owed::Delete { origin, reply } => {
+                    if let Some(reply) = reply {
+                        self.js.respond(
+                            origin,
+                            reply,
+                            responses::error_response("stream_purge_response", &failure),
+                        );
+                    }
+                }
+            }
+        }
+        self.handle.stopped.set(true);
+        let commands: Vec<Command> = self.handle.commands.borrow_mut().drain(..).collect();
+        for command in commands {
+            if let Command::Publish(Inbound {
+                reply: Some(reply), ..
+            }) = command
+            {
+                self.js.publish_reply(
+                    &reply,
+                    responses::pub_ack_error(&self.handle.name, &failure).as_bytes(),
+                );
+            }
+        }
+    }
+
+    fn refresh_snapshot(&self) {
+        let mut snapshot = self.handle.snapshot.borrow_mut();
+        snapshot.config = self.config.clone();
+        snapshot.state = with_store!(&self.store, log => log.state());
+        snapshot.last_unix_ns = self.stored_last_unix_ns;
+        snapshot.failure = self.failure.clone();
+    }
+
+    // ----- Raft and the journal ----------------------------------------------
+
+    /// Marks readies whose journal records are durable.
+    fn collect_durable(&mut self) {
+        let durable = self.js.journal().durable_sequence();
+        while let Some(&(number, sequence)) = self.outstanding.front() {
+            if sequence > durable {
+                break;
+            }
+            self.outstanding.pop_front();
+            self.node.advance(number);
+        }
+    }
+
+    async fn wait_journal(&mut self) -> Result<(), String> {
+        if let Some(&(_, sequence)) = self.outstanding.back() {
+            self.js
+                .journal()
+                .wait_durable(sequence)
+                .await
+                .map_err(|error| error.to_string())?;
+        }
+        self.collect_durable();
+        Ok(())
+    }
+
+    /// Persists what the node produced and applies what committed, until
+    /// the node has nothing more to hand out.
+    async fn drive(&mut self) -> Result<(), String> {
+        while self.node.has_ready() {
+            let ready = self.node.ready();
+            let mut last_record = None;
+            if self.durable_journal {
+                if let Some(hard_state) = ready.hard_state {
+                    let body = entry::encode_hard_state(&hard_state);
+                    last_record = Some(
+                        self.append_record(RECORD_HARD_STATE, hard_state.term, 0, &body)
+                            .await?,
+                    );
+                    self.hard_state = hard_state;
+                }
+                for entry in &ready.entries {
+                    let body = entry::encode_entry_body(entry);
+                    last_record = Some(
+                        self.append_record(RECORD_ENTRY, entry.term, entry.index, &body)
+                            .await?,
+                    );
+                }
+            } else if let Some(hard_state) = ready.hard_state {
+                self.hard_state = hard_state;
+            }
+            match last_record {
+                Some(sequence) => self.outstanding.push_back((ready.number, sequence)),
+                None if self.outstanding.is_empty() => self.node.advance(ready.number),
+                // Durable only after everything before it.
+                None => {
+                    let sequence = self.outstanding.back().expect("not empty").1;
+                    self.outstanding.push_back((ready.number, sequence));
+                }
+            }
+            for entry in ready.committed {
+                self.apply(entry).await.map_err(|error| error.to_string())?;
+            }
+            self.collect_durable();
+        }
+        Ok(())
+    }
+
+    async fn append_record(
+        &self,
+        kind: u8,
+        term: u64,
+        index: u64,
+        body: &[u8],
+    ) -> Result<u64, String> {
+        let journal = self.js.journal();
+        loop {
+            match journal.try_append(NewRecord {
+                kind,
+                group: self.group,
+                term,
+                index,
+                body,
+            }) {
+                Ok(sequence) => return Ok(sequence),
+                Err(AppendError::Busy) => journal.wait_for_room().await,
+                Err(AppendError::Failed(error)) => return Err(error.to_string()),
+            }
+        }
+    }
+
+    /// Flushes the store (synced), records the applied index, and lets the
+    /// journal recycle what is older.
+    async fn checkpoint(&mut self) -> Result<(), String> {
+        if self.applied_index == self.checkpointed_index {
+            return Ok(());
+        }
+        with_store!(&mut self.store, log => log.flush().await)
+            .map_err(|error| error.to_string())?;
+        if let Some(files) = &self.files {
+            let state = RaftState {
+                term: self.hard_state.term,
+                vote: self.hard_state.vote.unwrap_or(0),
+                applied_index: self.applied_index,
+                applied_term: self.applied_term,
+                last_unix_ns: self.stored_last_unix_ns,
+            };
+            persist::write_raft(files, &state)
+                .await
+                .map_err(|error| error.to_string())?;
+            self.js.journal().checkpoint(self.group, self.applied_index);
+            self.node.compact(Snapshot {
+                index: self.applied_index,
+                term: self.applied_term,
+                membership: Membership::new(vec![NODE_ID]),
+                data: Bytes::new(),
+            });
+        }
+        self.checkpointed_index = self.applied_index;
+        self.applied_bytes_since_checkpoint = 0;
+        self.last_checkpoint = Instant::now();
+        Ok(())
+    }
+
+    // ----- ingest --------------------------------------------------------------
+
+    fn reject(&self, reply: &Option<Bytes>, error: ApiError) {
+        if let Some(reply) = reply {
+            if !self.config.no_ack {
+                self.js.publish_reply(
+                    reply,
+                    responses::pub_ack_error(&self.handle.name, &error).as_bytes(),
+                );
+            }
+        }
+    }
+
+    /// Last sequence stored or in flight on `subject` (0: none).
+    fn last_on_subject(&self, subject: &[u8]) -> u64 {
+        if let Some(&(_, last)) = self.in_flight.subjects.get(subject) {
+            return last;
+        }
+        with_store!(&self.store, log => log.subject_state(subject)).map_or(0, |(_, last, _)| last)
+    }
+
+    fn count_on_subject(&self, subject: &[u8]) -> u64 {
+        let stored = with_store!(&self.store, log => log.subject_state(subject))
+            .map_or(0, |(.., count)| count);
+        stored
+            + self
+                .in_flight
+                .subjects
+                .get(subject)
+                .map_or(0, |&(count, _)| count)
+    }
+
+    fn ingest(&mut self, inbound: Inbound) {
+        let config = self.config.clone();
+        let hdr = &inbound.headers[..];
+        let reply = &inbound.reply;
+        if config.sealed {
+            return self.reject(reply, ApiError::sealed());
+        }
+        if let Some(expected) = headers::value(hdr, headers::EXPECTED_STREAM) {
+            if expected != self.handle.name.as_bytes() {
+                return self.reject(reply, ApiError::expected_stream_mismatch());
+            }
+        }
+        let ttl = headers::value(hdr, headers::TTL);
+        if ttl.is_some() && !config.allow_msg_ttl {
+            return self.reject(reply, ApiError::ttl_disabled());
+        }
+        let subject_sequence_subject =
+            headers::value(hdr, headers::EXPECTED_LAST_SUBJECT_SEQUENCE_SUBJECT);
+        match headers::number(hdr, headers::EXPECTED_LAST_SUBJECT_SEQUENCE) {
+            Some(Some(expected)) => {
+                let subject = subject_sequence_subject.unwrap_or(&inbound.subject);
+                let actual = if subject_sequence_subject.is_some() {
+                    self.last_matching_subject(subject)
+                } else {
+                    self.last_on_subject(subject)
+                };
+                if actual != expected {
+                    return self.reject(reply, ApiError::wrong_last_sequence(actual));
+                }
+            }
+            Some(None) => {
+                return self.reject(
+                    reply,
+                    ApiError::wrong_last_sequence(self.last_on_subject(&inbound.subject)),
+                )
+            }
+            None if subject_sequence_subject.is_some() => {
+                return self.reject(reply, ApiError::missing_last_subject_sequence());
+            }
+            None => {}
+        }
+        match headers::number(hdr, headers::EXPECTED_LAST_SEQUENCE) {
+            Some(Some(expected)) if expected != self.last_sequence => {
+                return self.reject(reply, ApiError::wrong_last_sequence(self.last_sequence));
+            }
+            Some(None) => {
+                return self.reject(reply, ApiError::wrong_last_sequence(self.last_sequence))
+            }
+            _ => {}
+        }
+        if headers::has(hdr, headers::STREAM_SOURCE) {
+            return self.reject(reply, ApiError::stream_source_header_not_allowed());
+        }
+        let now_ns = now_unix_ns().max(self.last_timestamp_ns);
+        let msg_id = headers::value(hdr, headers::MSG_ID).filter(|id| !id.is_empty());
+        if let Some(id) = msg_id {
+            self.dedupe
+                .expire(now_ns, config.duplicate_window_ns.max(0) as u64);
+            if let Some(&(sequence, _)) = self.dedupe.ids.get(id) {
+                if let Some(reply) = reply {
+                    if !config.no_ack {
+                        let owed = Owed::Duplicate {
+                            reply: reply.clone(),
+                            sequence,
+                        };
+                        // The original may still be in flight: answer after it.
+                        if self.node.last_index() > self.applied_index {
+                            self.owed
+                                .entry(self.node.last_index())
+                                .or_default()
+                                .push(owed);
+                        } else {
+                            self.send_owed(owed);
+                        }
+                    }
+                }
+                return;
+            }
+        }
+        if let Some(expected) = headers::value(hdr, headers::EXPECTED_LAST_MSG_ID) {
+            let last = self.last_msg_id.as_deref().unwrap_or(b"");
+            if expected != last {
+                return self.reject(
+                    reply,
+                    ApiError::wrong_last_msg_id(&String::from_utf8_lossy(last)),
+                );
+            }
+        }
+        let rollup = headers::value(hdr, headers::ROLLUP);
+        if let Some(value) = rollup {
+            if !config.allow_rollup_hdrs || config.deny_purge {
+                return self.reject(reply, ApiError::rollup_failed("rollup not permitted"));
+            }
+            if value != b"sub" && value != b"all" {
+                return self.reject(
+                    reply,
+                    ApiError::rollup_failed(&format!(
+                        "rollup value invalid: {:?}",
+                        String::from_utf8_lossy(value)
+                    )),
+                );
+            }
+        }
+        let size = inbound.headers.len() + inbound.payload.len();
+        if config.max_msg_size >= 0 && size > config.max_msg_size as usize {
+            return self.reject(reply, ApiError::message_too_large());
+        }
+        if inbound.headers.len() > headers::HEADER_BYTES_MAX {
+            return self.reject(reply, ApiError::header_too_large());
+        }
+        let bytes = self.message_bytes(&inbound);
+        if config.discard == Discard::New {
+            if let Some(error) = self.discard_new_error(&inbound, bytes, rollup.is_some()) {
+                return self.reject(reply, error);
+            }
+        }
+        if let Some(ttl) = ttl {
+            if parse_ttl_ns(ttl).is_none() {
+                return self.reject(reply, ApiError::invalid_ttl());
+            }
+        }
+        // Accepted: assign the sequence and propose.
+        let sequence = self.last_sequence + 1;
+        let operation = Operation::Message {
+            sequence,
+            timestamp_ns: now_ns,
+            subject: inbound.subject.clone(),
+            headers: inbound.headers.clone(),
+            payload: inbound.payload.clone(),
+        };
+        let index = match self.node.propose(operation.encode()) {
+            Ok(index) => index,
+            Err(error) => {
+                return self.reject(
+                    reply,
+                    ApiError::store_failed(&format!("not the stream leader: {error:?}")),
+                )
+            }
+        };
+        self.last_sequence = sequence;
+        self.last_timestamp_ns = now_ns;
+        self.last_msg_id = msg_id.map(Bytes::copy_from_slice);
+        if let Some(id) = msg_id {
+            self.dedupe
+                .insert(Bytes::copy_from_slice(id), sequence, now_ns);
+        }
+        self.in_flight.messages += 1;
+        self.in_flight.bytes += bytes;
+        let slot = self
+            .in_flight
+            .subjects
+            .entry(inbound.subject.clone())
+            .or_insert((0, 0));
+        slot.0 += 1;
+        slot.1 = sequence;
+        if let Some(reply) = inbound.reply {
+            if !config.no_ack {
+                self.owed
+                    .entry(index)
+                    .or_default()
+                    .push(Owed::PubAck { reply });
+            }
+        }
+    }
+
+    fn last_matching_subject(&self, filter: &[u8]) -> u64 {
+        let filter_text = String::from_utf8_lossy(filter);
+        let in_flight = self
+            .in_flight
+            .subjects
+            .iter()
+            .filter(|(subject, _)| subject_matches(&filter_text, &String::from_utf8_lossy(subject)))
+            .map(|(_, &(_, last))| last)
+            .max()
+            .unwrap_or(0);
+        let stored = with_store!(&self.store, log => log.last_matching(|subject| {
+            subject_matches(&filter_text, &String::from_utf8_lossy(subject))
+        }))
+        .unwrap_or(0);
+        in_flight.max(stored)
+    }
+
+    fn message_bytes(&self, inbound: &Inbound) -> u64 {
+        let account = match self.config.storage {
+            StorageType::File => file_message_bytes,
+            StorageType::Memory => memory_message_bytes,
+        };
+        account(
+            inbound.subject.len(),
+            inbound.headers.len(),
+            inbound.payload.len(),
+        )
+    }
+
+    /// With `discard: new`: the error if storing would pass a limit.
+    fn discard_new_error(&self, inbound: &Inbound, bytes: u64, rollup: bool) -> Option<ApiError> {
+        let config = &self.config;
+        let state = with_store!(&self.store, log => log.state());
+        let messages = state.messages + self.in_flight.messages;
+        let total_bytes = state.bytes + self.in_flight.bytes;
+        let per_subject_max = config.max_msgs_per_subject;
+        let on_subject = if per_subject_max > 0 {
+            self.count_on_subject(&inbound.subject)
+        } else {
+            0
+        };
+        if per_subject_max > 0 && on_subject >= per_subject_max as u64 {
+            if config.discard_new_per_subject && !rollup {
+                return Some(ApiError::store_failed(
+                    "maximum messages per subject exceeded",
+                ));
+            }
+            // The new message evicts an older one of its subject instead.
+            return None;
+        }
+        if config.max_msgs > 0 && messages >= config.max_msgs as u64 {
+            return Some(ApiError::store_failed("maximum messages exceeded"));
+        }
+        if config.max_bytes > 0 && total_bytes + bytes > config.max_bytes as u64 {
+            return Some(ApiError::store_failed("maximum bytes exceeded"));
+        }
+        None
+    }
+
+    // ----- apply -----------------------------------------------------------------
+
+    async fn apply(&mut self, entry: Entry) -> Result<(), StoreError> {
+        assert!(
+            entry.index > self.applied_index,
+            "entries apply once, in order"
+        );
+        let index = entry.index;
+        let mut stored_sequence = None;
+        if let EntryKind::Normal(data) = &entry.kind {
+            match Operation::decode(data) {
+                Ok(operation) => stored_sequence = self.apply_operation(index, operation).await?,
+                Err(error) => {
+                    // A checksummed record that does not decode is a bug
+                    // or a format change: stop rather than guess.
+                    panic!(
+                        "stream {}: entry {index} does not decode: {error}",
+                        self.handle.name
+                    );
+                }
+            }
+        }
+        self.applied_index = index;
+        self.applied_term = entry.term;
+        if let Some(owed) = self.owed.remove(&index) {
+            for owed in owed {
+                match (owed, stored_sequence) {
+                    (Owed::PubAck { reply }, Some(sequence)) => self.js.publish_reply(
+                        &reply,
+                        responses::pub_ack(&self.handle.name, sequence, false, None).as_bytes(),
+                    ),
+                    (owed, _) => self.send_owed(owed),
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Applies one operation; a message's sequence is returned for its PubAck.
+    async fn apply_operation(
+        &mut self,
+        index: u64,
+        operation: Operation,
+    ) -> Result<Option<u64>, StoreError> {
+        match operation {
+            Operation::Message {
+                sequence,
+                timestamp_ns,
+                subject,
+                headers: header_block,
+                payload,
+            } => {
+                let stored_last = with_store!(&self.store, log => log.last_sequence());
+                let slot_done = |in_flight: &mut InFlight, bytes: u64| {
+                    in_flight.messages = in_flight.messages.saturating_sub(1);
+                    in_flight.bytes = in_flight.bytes.saturating_sub(bytes);
+                    if let Some(slot) = in_flight.subjects.get_mut(&subject) {
+                        slot.0 = slot.0.saturating_sub(1);
+                        if slot.0 == 0 {
+                            in_flight.subjects.remove(&subject);
+                        }
+                    }
+                };
+                let account = match self.config.storage {
+                    StorageType::File => file_message_bytes,
+                    StorageType::Memory => memory_message_bytes,
+                };
+                let bytes = account(subject.len(), header_block.len(), payload.len());
+                slot_done(&mut self.in_flight, bytes);
+                self.stored_last_unix_ns = self.stored_last_unix_ns.max(timestamp_ns);
+                if sequence <= stored_last {
+                    return Ok(Some(sequence)); // replayed after a checkpoint: already stored
+                }
+                with_store!(&mut self.store, log => log.append(NewMessage {
+                    sequence,
+                    timestamp_ns,
+                    subject: &subject,
+                    headers: &header_block,
+                    payload: &payload,
+                }).await)?;
+                self.applied_bytes_since_checkpoint += bytes;
+                self.stored_last_unix_ns = timestamp_ns;
+                if let Some(rollup) = headers::value(&header_block, headers::ROLLUP) {
+                    if self.config.allow_rollup_hdrs {
+                        if rollup == b"all" {
+                            self.remove_below(sequence, |_| true);
+                        } else if rollup == b"sub" {
+                            let subject = subject.clone();
+                            self.remove_below(sequence, move |candidate| candidate == &subject[..]);
+                        }
+                    }
+                }
+                self.enforce_subject_limit(&subject);
+                self.enforce_count_limits();
+                return Ok(Some(sequence));
+            }
+            Operation::Purge {
+                last,
+                filter,
+                sequence,
+                keep,
+            } => {
+                let purged = self.purge(last, filter.as_deref(), sequence, keep).await?;
+                if let Some(owed) = self.owed.get_mut(&index) {
+                    for item in owed.iter_mut() {
+                        if let Owed::Purge { origin, reply } = item {
+                            if let Some(reply) = reply.take() {
+                                self.js
+                                    .respond(*origin, reply, responses::purge_response(purged));
+                            }
+                        }
+                    }
+                }
+            }
+            Operation::Delete { sequence, .. } => {
+                let removed = with_store!(&mut self.store, log => log.delete(sequence));
+                if let Some(owed) = self.owed.get_mut(&index) {
+                    for item in owed.iter_mut() {
+                        if let Owed::Delete { origin, reply } = item {
+                            if let Some(reply) = reply.take() {
+                                let body = if removed {
+                                    responses::message_delete_response()
+                                } else {
+                                    responses::error_response(
+                                        "stream_msg_delete_response",
+                                        &ApiError::message_delete_failed("no message found"),
+                                    )
+                                };
+                                self.js.respond(*origin, reply, body);
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        Ok(None)
+    }
+
+    fn send_owed(&self, owed: Owed) {
+        match owed {
+            Owed::PubAck { .. } => {
+                unreachable!("a PubAck is owed only by a message entry, which has a sequence")
+            }
+            Owed::Duplicate { reply, sequence } => {
+                self.js.publish_reply(
+                    &reply,
+                    responses::pub_ack(&self.handle.name, sequence, true, None).as_bytes(),
+                );
+            }
+            Owed::Purge { .. } | Owed::Delete { .. } => {}
+        }
+    }
+
+    /// Deletes live messages below `sequence` whose subject satisfies `matches`.
+    fn remove_below(&mut self, sequence: u64, mut matches: impl FnMut(&[u8]) -> bool) -> u64 {
+        let mut removed = 0;
+        let mut from = with_store!(&self.store, log => log.state()).first_sequence;
+        while let Some(next) =
+            with_store!(&self.store, log => log.next_matching(from, &mut matches))
+        {
+            if next >= sequence {
+                break;
+            }
+            if with_store!(&mut self.store, log => log.delete(next)) {
+                removed += 1;
+            }
+            from = next + 1;
+        }
+        removed
+    }
+
+    fn enforce_subject_limit(&mut self, subject: &[u8]) {
+        let max = self.config.max_msgs_per_subject;
+        if max <= 0 {
+            return;
+        }
+        while let Some((first, _, count)) =
+            with_store!(&self.store, log => log.subject_state(subject))
+        {
+            if count <= max as u64 {
+                break;
+            }
+            with_store!(&mut self.store, log => log.delete(first));
+        }
+    }
+
+    /// Discard old: evicts from the head while over max_msgs or max_bytes.
+    fn enforce_count_limits(&mut self) {
+        let (max_messages, max_bytes) = (self.config.max_msgs, self.config.max_bytes);
+        if max_messages <= 0 && max_bytes <= 0 {
+            return;
+        }
+        loop {
+            let state = with_store!(&self.store, log => log.state());
+            let over = (max_messages > 0 && state.messages > max_messages as u64)
+                || (max_bytes > 0 && state.bytes > max_bytes as u64);
+            if !over || state.messages == 0 {
+                break;
+            }
+            with_store!(&mut self.store, log => log.delete(state.first_sequence));
+        }
+    }
+
+    /// Every limit, including age (on start and on a timer).
+    async fn enforce_limits(&mut self, now_ns: u64) -> Result<(), StoreError> {
+        let max_age_ns = self.config.max_age_ns;
+        if max_age_ns > 0 {
+            loop {
+                let state = with_store!(&self.store, log => log.state());
+                if state.messages == 0
+                    || now_ns.saturating_sub(state.first_timestamp_ns) <= max_age_ns as u64
+                {
+                    break;
+                }
+                with_store!(&mut self.store, log => log.delete(state.first_sequence));
+            }
+        }
+        self.enforce_count_limits();
+        if self.config.max_msgs_per_subject > 0 {
+            let subjects: Vec<Vec<u8>> = with_store!(&self.store, log => log
+                .subjects()
+                .filter(|(.., count)| *count > self.config.max_msgs_per_subject as u64)
+                .map(|(subject, ..)| subject.to_vec())
+                .collect());
+            for subject in subjects {
+                self.enforce_subject_limit(&subject);
+            }
+        }
+        Ok(())
+    }
+
+    /// Purges messages up to `last` (see [`Operation::Purge`]).
+    async fn purge(
+        &mut self,
+        last: u64,
+        filter: Option<&[u8]>,
+        below: Option<u64>,
+        keep: Option<u64>,
+    ) -> Result<u64, StoreError> {
+        let state = with_store!(&self.store, log => log.state());
+        let filter_text = filter.map(|filter| String::from_utf8_lossy(filter).into_owned());
+        let whole = filter_text
+            .as_deref()
+            .is_none_or(|filter| filter == ">" || filter.is_empty());
+        let bound = below.unwrap_or(u64::MAX).min(last.saturating_add(1));
+        if whole && keep.is_none() {
+            // Everything below the bound: a floor move.
+            let before = state.messages;
+            with_store!(&mut self.store, log => log.purge_below(bound).await)?;
+            let after = with_store!(&self.store, log => log.state()).messages;
+            return Ok(before - after);
+        }
+        let matches = |subject: &[u8]| match &filter_text {
+            None => true,
+            Some(filter) => subject_matches(filter, &String::from_utf8_lossy(subject)),
+        };
+        let mut limit = bound;
+        if let Some(keep) = keep {
+            // Keep the newest `keep` matching: find the sequence to stop at.
+            let mut matching = Vec::new();
+            let mut from = state.first_sequence;
+            while let Some(next) = with_store!(&self.store, log => log.next_matching(from, matches))
+            {
+                if next > last {
+                    break;
+                }
+                matching.push(next);
+                from = next + 1;
+            }
+            let keep = keep as usize;
+            if matching.len() <= keep {
+                return Ok(0);
+            }
+            limit = limit.min(matching[matching.len() - keep]);
+        }
+        Ok(self.remove_below(limit, matches))
+    }
+
+    // ----- API calls ----------------------------------------------------------------
+
+    async fn api(&mut self, call: ApiCall) -> Result<(), String> {
+        let ApiCall {
+            origin,
+            reply,
+            payload,
+            kind,
+        } = call;
+        match kind {
+            StreamApi::Info => {
+                let body = match requests::StreamInfoRequest::parse(&payload) {
+                    Ok(request) => self.info_response(
+                        "stream_info_response",
+                        false,
+                        request.subjects_filter.as_deref(),
+                        request.deleted_details,
+                        request.offset,
+                        true,
+                    ),
+                    Err(error) => responses::error_response("stream_info_response", &error),
+                };
+                if let Some(reply) = reply {
+                    self.js.respond(origin, reply, body);
+                }
+            }
+            StreamApi::Purge => {
+                let request = match requests::PurgeRequest::parse(&payload) {
+                    Ok(request) => request,
+                    Err(error) => {
+                        if let Some(reply) = reply {
+                            self.js.respond(
+                                origin,
+                                reply,
+                                responses::error_response("stream_purge_response", &error),
+                            );
+                        }
+                        return Ok(());
+                    }
+                };
+                let refusal = if self.config.sealed {
+                    Some(ApiError::sealed())
+                } else if self.config.deny_purge {
+                    Some(ApiError::purge_not_permitted())
+                } else {
+                    None
+                };
+                if let Some(error) = refusal {
+                    if let Some(reply) = reply {
+                        self.js.respond(
+                            origin,
+                            reply,
+                            responses::error_response("stream_purge_response", &error),
+                        );
+                    }
+                    return Ok(());
+                }
+                let operation = Operation::Purge {
+                    last: self.last_sequence,
+                    filter: request.filter.map(Bytes::from),
+                    sequence: request.sequence,
+                    keep: request.keep,
+                };
+                let index = self
+                    .node
+                    .propose(operation.encode())
+                    .map_err(|error| format!("purge refused: {error:?}"))?;
+                self.owed
+                    .entry(index)
+                    .or_default()
+                    .push(Owed::Purge { origin, reply });
+            }
+            StreamApi::MessageDelete => {
+                let request = match requests::MessageDeleteRequest::parse(&payload) {
+                    Ok(request) => request,
+                    Err(error) => {
+                        if let Some(reply) = reply {
+                            self.js.respond(
+                                origin,
+                                reply,
+                                responses::error_response("stream_msg_delete_response", &error),
+                            );
+                        }
+                        return Ok(());
+                    }
+                };
+                let refusal = if self.config.sealed {
+                    Some(ApiError::sealed())
+                } else if self.config.deny_delete {
+                    Some(ApiError::message_delete_failed(
+                        "message delete not permitted",
+                    ))
+                } else if with_store!(&self.store, log => log.subject_of(request.sequence))
+                    .is_none()
+                {
+                    // nats-server's three answers for a missing message.
+                    let state = with_store!(&self.store, log => log.state());
+                    Some(if request.sequence > state.last_sequence {
+                        ApiError::message_delete_failed("stream store EOF")
+                    } else if state.messages == 0 || request.sequence < state.first_sequence {
+                        ApiError::message_delete_failed("no message found")
+                    } else {
+                        ApiError::sequence_not_found(request.sequence)
+                    })
+                } else {
+                    None
+                };
+                if let Some(error) = refusal {
+                    if let Some(reply) = reply {
+                        self.js.respond(
+                            origin,
+                            reply,
+                            responses::error_response("stream_msg_delete_response", &error),
+                        );
+                    }
+                    return Ok(());
+                }
+                let operation = Operation::Delete {
+                    sequence: request.sequence,
+                    erase: !request.no_erase,
+                };
+                let index = self
+                    .node
+                    .propose(operation.encode())
+                    .map_err(|error| format!("delete refused: {error:?}"))?;
+                self.owed
+                    .entry(index)
+                    .or_default()
+                    .push(Owed::Delete { origin, reply });
+            }
+            StreamApi::MessageGet => {
+                let body = match requests::parse_message_get(&payload) {
+                    Ok((get, no_headers)) => match self.find(&get).await {
+                        Ok(Some(message)) => responses::message_get_response(
+                            &String::from_utf8_lossy(&message.subject),
+                            message.sequence,
+                            if no_headers { &[] } else { &message.headers },
+                            &message.payload,
+                            message.timestamp_ns,
+                        ),
+                        Ok(None) => responses::error_response(
+                            "stream_msg_get_response",
+                            &ApiError::no_message_found(),
+                        ),
+                        Err(error) => responses::error_response(
+                            "stream_msg_get_response",
+                            &ApiError::store_failed(&error.to_string()),
+                        ),
+                    },
+                    Err(error) => responses::error_response("stream_msg_get_response", &error),
+                };
+                if let Some(reply) = reply {
+                    self.js.respond(origin, reply, body);
+                }
+            }
+            StreamApi::DirectGet { subject } => {
+                if let Some(reply) = reply {
+                    self.direct_get(origin, reply, subject, &payload).await;
+                }
+            }
+            StreamApi::Update { config, create } => {
+                let kind = if create {
+                    "stream_create_response"
+                } else {
+                    "stream_update_response"
+                };
+                if !create {
+                    let json = config.to_stored_json();
+                    let stored = self.js.stored_config_json(self.group, &json);
+                    if let Some(files) = &self.files {
+                        persist::write_config(files, stored.as_bytes(), self.created_unix_ns)
+                            .await
+                            .map_err(|error| error.to_string())?;
+                    }
+                    let old = std::mem::replace(&mut self.config, Rc::new(*config));
+                    self.js
+                        .stream_subjects_changed(&self.handle, &old, &self.config);
+                    self.enforce_limits(now_unix_ns())
+                        .await
+                        .map_err(|error| error.to_string())?;
+                    self.refresh_snapshot();
+                }
+                let body = self.info_response(kind, create, None, false, 0, false);
+                if let Some(reply) = reply {
+                    self.js.respond(origin, reply, body);
+                }
+            }
+            StreamApi::Delete => {
+                self.handle.stopped.set(true);
+                // Owed replies of entries not yet applied get an error.
+                self.fail_pending("stream deleted");
+                self.js.journal().checkpoint(self.group, u64::MAX);
+                let result = self.js.remove_stream_files(&self.handle.name).await;
+                if let Some(reply) = reply {
+                    let body = match result {
+                        Ok(()) => responses::delete_response(),
+                        Err(error) => responses::error_response(
+                            "stream_delete_response",
+                            &ApiError::stream_delete_failed(&error),
+                        ),
+                    };
+                    self.js.respond(origin, reply, body);
+                }
+                self.js.forget_stream(&self.handle);
+            }
+        }
+        Ok(())
+    }
+
+    fn fail_pending(&mut self, reason: &str) {
+        let error = ApiError::store_failed(reason);
+        let owed: Vec<Owed> = self.owed.drain().flat_map(|(_, owed)| owed).collect();
+        for owed in owed {
+            if let Owed::PubAck { reply } | Owed::Duplicate { reply, .. } = owed {
+                self.js.publish_reply(
+                    &reply,
+                    responses::pub_ack_error(&self.handle.name, &error).as_bytes(),
+                );
+            }
+        }
+    }
+
+    fn info_response(
+        &self,
+        kind: &str,
+        did_create: bool,
+        subjects_filter: Option<&str>,
+        deleted_details: bool,
+        offset: usize,
+        with_leader: bool,
+    ) -> String {
+        let state = with_store!(&self.store, log => log.state());
+        let mut info_state = info_state(&state, self.stored_last_unix_ns);
+        let mut paging = Some((0, 0, 0));
+        if let Some(filter) = subjects_filter {
+            let mut subjects: Vec<(String, u64)> = with_store!(&self.store, log => log
+                .subjects()
+                .map(|(subject, _, _, count)| (String::from_utf8_lossy(subject).into_owned(), count))
+                .filter(|(subject, _)| subject_matches(filter, subject))
+                .collect());
+            subjects.sort();
+            let total = subjects.len();
+            const SUBJECTS_LIMIT: usize = 100_000;
+            let page: Vec<(String, u64)> = subjects
+                .into_iter()
+                .skip(offset)
+                .take(SUBJECTS_LIMIT)
+                .collect();
+            info_state.subjects = Some(page);
+            paging = Some((total, offset, SUBJECTS_LIMIT));
+        }
+        if deleted_details {
+            info_state.deleted =
+                Some(with_store!(&self.store, log => log.deleted_sequences(usize::MAX)));
+        }
+        responses::stream_info(
+            kind,
+            &self.config,
+            self.created_unix_ns,
+            &info_state,
+            now_unix_ns(),
+            responses::InfoExtras {
+                did_create,
+                leader: with_leader.then(|| self.js.server_name()),
+                paging: if with_leader { paging } else { None },
+                dynamic_metadata: true,
+            },
+        )
+    }
+
+    async fn find(&self, get: &MessageGet) -> Result<Option<StoredMessage>, StoreError> {
+        let sequence = match get {
+            MessageGet::Sequence(sequence) => Some(*sequence),
+            MessageGet::LastBySubject(subject) => {
+                with_store!(&self.store, log => log.last_matching(|candidate| {
+                    subject_matches(subject, &String::from_utf8_lossy(candidate))
+                }))
+            }
+            MessageGet::NextBySubject {
+                subject,
+                from_sequence,
+            } => {
+                with_store!(&self.store, log => log.next_matching((*from_sequence).max(1), |candidate| {
+                    subject_matches(subject, &String::from_utf8_lossy(candidate))
+                }))
+            }
+            MessageGet::StartTime { unix_ns, subject } => {
+                match with_store!(&self.store, log => log.first_at_or_after(*unix_ns)) {
+                    None => None,
+                    Some(first) => match subject {
+                        None => Some(first),
+                        Some(subject) => {
+                            with_store!(&self.store, log => log.next_matching(first, |candidate| {
+                                subject_matches(subject, &String::from_utf8_lossy(candidate))
+                            }))
+                        }
+                    },
+                }
+            }
+        };
+        match sequence {
+            None => Ok(None),
+            Some(sequence) => with_store!(&self.store, log => log.get(sequence).await),
+        }
+    }
+
+    async fn direct_get(
+        &self,
+        origin: usize,
+        reply: Bytes,
+        subject: Option<Bytes>,
+        payload: &[u8],
+    ) {
+        let parsed = match &subject {
+            Some(subject) => requests::DirectGet::parse_subject_form(subject, payload),
+            None => requests::DirectGet::parse(payload),
+        };
+        let get = match parsed {
+            Ok(get) => get,
+            Err(status) => {
+                self.js
+                    .respond_message(origin, reply, status_headers(&status), Bytes::new());
+                return;
+            }
+        };
+        match self.find(&get.get).await {
+            Ok(Some(message)) => {
+                let mut block = if message.headers.is_empty() {
+                    b"NATS/1.0\r\n".to_vec()
+                } else {
+                    message.headers[..message.headers.len() - 2].to_vec()
+                };
+                let mut time = String::new();
+                super::json::write_time(&mut time, message.timestamp_ns);
+                let time = time.trim_matches('"').to_string();
+                block.extend_from_slice(
+                    format!(
+                        "Nats-Stream: {}\r\nNats-Subject: {}\r\nNats-Sequence: {}\r\nNats-Time-Stamp: {}\r\n\r\n",
+                        self.handle.name,
+                        String::from_utf8_lossy(&message.subject),
+                        message.sequence,
+                        time
+                    )
+                    .as_bytes(),
+                );
+                let payload = Bytes::from(message.payload);
+                if get.no_headers {
+                    self.js
+                        .respond_message(origin, reply, Bytes::new(), payload);
+                } else {
+                    self.js
+                        .respond_message(origin, reply, Bytes::from(block), payload);
+                }
+            }
+            Ok(None) => self.js.respond_message(
+                origin,
+                reply,
+                status_headers("404 Message Not Found"),
+                Bytes::new(),
+            ),
+            Err(error) => self.js.respond_message(
+                origin,
+                reply,
+                status_headers(&format!("500 {error}")),
+                Bytes::new(),
+            ),
+        }
+    }
+}
+
+/// Stream info's `state` from the block store's.
+pub fn info_state(state: &StreamState, last_unix_ns: u64) -> responses::StreamState {
+    let empty = state.messages == 0;
+    responses::StreamState {
+        messages: state.messages,
+        bytes: state.bytes,
+        // nats-server: 0 for a stream that never held a message, last + 1
+        // once everything was removed.
+        first_sequence: if empty && state.last_sequence == 0 {
+            0
+        } else if empty {
+            state.last_sequence + 1
+        } else {
+            state.first_sequence
+        },
+        first_unix_ns: if empty { 0 } else { state.first_timestamp_ns },
+        last_sequence: state.last_sequence,
+        last_unix_ns: last_unix_ns.max(state.last_timestamp_ns),
+        num_subjects: state.subjects,
+        subjects: None,
+        num_deleted: state.deleted,
+        deleted: None,
+        consumer_count: 0,
+    }
+}
+
+fn status_headers(status: &str) -> Bytes {
+    Bytes::from(format!("NATS/1.0 {status}\r\n\r\n"))
+}
+
+/// `Nats-TTL`: a Go duration (`10s`, `1h30m`), whole seconds, or `never`;
+/// at least one second.
+pub fn parse_ttl_ns(value: &[u8]) -> Option<u64> {
+    let text = std::str::from_utf8(value).ok()?;
+    if text == "never" {
+        return Some(u64::MAX);
+    }
+    if let Ok(seconds) = text.parse::<u64>() {
+        return (seconds >= 1).then(|| seconds.saturating_mul(1_000_000_000));
+    }
+    let nanos = crate::config::parse_duration(text).ok()?.as_nanos() as u64;
+    (nanos >= 1_000_000_000).then_some(nanos)
+}
