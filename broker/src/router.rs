@@ -262,6 +262,11 @@ impl Router {
         self.sublist.matches(subject)
     }
 
+    /// Matches without caching a miss (see [`Sublist::matches_transient`]).
+    pub fn matches_transient(&mut self, subject: &[u8]) -> Rc<Matches<Target>> {
+        self.sublist.matches_transient(subject)
+    }
+
     /// Last sequence this shard broadcast.
     pub fn sequence(&self) -> u64 {
         self.sequence

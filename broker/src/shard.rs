@@ -277,7 +277,12 @@ impl Shard {
         header_bytes: usize,
         message: &[u8],
     ) {
-        let matches = self.router.borrow_mut().matches(subject);
+        // Server replies go to inboxes used once: no point caching them.
+        let matches = if publisher.is_some() {
+            self.router.borrow_mut().matches(subject)
+        } else {
+            self.router.borrow_mut().matches_transient(subject)
+        };
         let delivery = Delivery {
             subject,
             sid: &[],

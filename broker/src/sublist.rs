@@ -243,6 +243,18 @@ impl<T: SublistEntry> Sublist<T> {
         result
     }
 
+    /// Like [`Sublist::matches`] but a miss is not cached: for subjects
+    /// used once (replies to unique inboxes), which would only churn the
+    /// cache.
+    pub fn matches_transient(&mut self, subject: &[u8]) -> Rc<Matches<T>> {
+        self.stats.matches += 1;
+        if let Some(found) = self.cache.get(subject) {
+            self.stats.cache_hits += 1;
+            return found.clone();
+        }
+        Rc::new(self.match_uncached(subject))
+    }
+
     fn match_uncached(&self, subject: &[u8]) -> Matches<T> {
         let mut result = Matches::empty();
         let mut inline: [&[u8]; TOKENS_INLINE] = [&[]; TOKENS_INLINE];

@@ -992,3 +992,32 @@ async fn publish_to_no_stream(flavor: Flavor) {
     assert_eq!(state(&client, "SOME").await["messages"], 0);
 }
 differential!(publish_to_no_stream);
+
+async fn interest_stream_without_consumers_keeps_nothing(flavor: Flavor) {
+    let server = js::start(flavor);
+    let client = server.connect().await;
+    create(
+        &client,
+        json!({"name":"INTEREST","subjects":["interest.>"],"retention":"interest"}),
+    )
+    .await;
+    for sequence in 1..=3u64 {
+        expect_puback(
+            &client,
+            "interest.a",
+            &[],
+            "x",
+            &format!("{{\"stream\":\"INTEREST\",\"seq\":{sequence}}}"),
+        )
+        .await;
+    }
+    // Nobody is interested: the sequences are used, nothing is kept.
+    let state = js::state(&client, "INTEREST").await;
+    assert_eq!(
+        (&state["messages"], &state["first_seq"], &state["last_seq"]),
+        (&json!(0), &json!(4), &json!(3)),
+        "{}: {state}",
+        flavor.name()
+    );
+}
+differential!(interest_stream_without_consumers_keeps_nothing);

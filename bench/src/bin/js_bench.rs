@@ -94,6 +94,8 @@ struct Settings {
     server_cpu: usize,
     client_cpu: usize,
     tern_cores: String,
+    /// The shard the cross-shard client connection should land on.
+    client_shard: usize,
     cross_shard: bool,
     samples: usize,
     warmup: usize,
@@ -108,7 +110,7 @@ struct Settings {
 const USAGE: &str =
     "usage: js-bench [--only tern|nats|nats-sync[,...]] [--tern PATH] [--nats PATH] \
 [--samples N] [--warmup N] [--messages N] [--window N] [--payload BYTES] [--server-cpu N] \
-[--client-cpu N] [--tern-cores LIST] [--no-cross-shard] [--dir DIR] [--timeout-secs N] \
+[--client-cpu N] [--tern-cores LIST] [--client-shard N] [--no-cross-shard] [--dir DIR] [--timeout-secs N] \
 [--tern-arg=ARG ...]";
 
 fn settings() -> Result<Settings, String> {
@@ -119,6 +121,7 @@ fn settings() -> Result<Settings, String> {
         server_cpu: 1,
         client_cpu: 0,
         tern_cores: "0,1".into(),
+        client_shard: 0,
         cross_shard: true,
         samples: 20_000,
         warmup: 2_000,
@@ -182,6 +185,7 @@ fn settings() -> Result<Settings, String> {
                 parse_cpu_list(&value)?;
                 settings.tern_cores = value;
             }
+            "--client-shard" => settings.client_shard = number(&value)?,
             "--samples" => settings.samples = number(&value)?.max(1),
             "--warmup" => settings.warmup = number(&value)?,
             "--messages" => settings.messages = number(&value)?.max(1),
@@ -1098,6 +1102,18 @@ fn run_cross_shard(
 ) -> Result<(), String> {
     let mut client = Client::connect(server.port, settings.payload, settings.timeout)?;
     let http_port = server.http_port;
+    // The kernel spreads connections over the shards (SO_REUSEPORT):
+    // reconnect until this one lands on the wanted shard (by default the
+    // one sharing the client's CPU, so that the other shard has a CPU of
+    // its own and the hop is what the delta measures).
+    if let Some(port) = http_port {
+        for _ in 0..64 {
+            if connection_shard(port, client.local_port).ok() == Some(settings.client_shard) {
+                break;
+            }
+            client = Client::connect(server.port, settings.payload, settings.timeout)?;
+        }
+    }
     match http_port.map(|port| connection_shard(port, client.local_port)) {
         Some(Ok(shard)) => result.client_shard = Some(shard),
         Some(Err(error)) => result.notes.push(format!("client shard unknown: {error}")),

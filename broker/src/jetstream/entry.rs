@@ -11,13 +11,12 @@
 use bytes::Bytes;
 
 /// Journal record kinds (the journal's `kind` byte).
-pub const RECORD_ENTRY: u8 = 1;
+/// A normal Raft entry: the body is its data (a stream operation).
+pub const RECORD_ENTRY_NORMAL: u8 = 1;
 /// Body: term u64, vote u64 (0 = none).
 pub const RECORD_HARD_STATE: u8 = 2;
-
-/// Raft entry kinds inside a `RECORD_ENTRY` body (first byte).
-const ENTRY_NOOP: u8 = 0;
-const ENTRY_NORMAL: u8 = 1;
+/// A leader's noop entry: empty body.
+pub const RECORD_ENTRY_NOOP: u8 = 3;
 
 /// Operation tags (first byte of a normal entry's data).
 const OPERATION_MESSAGE: u8 = 1;
@@ -223,33 +222,82 @@ impl Operation {
     }
 }
 
-/// A Raft entry as a journal record body: kind u8, then (normal) the data.
-pub fn encode_entry_body(entry: &tern_raft::Entry) -> Bytes {
+/// The journal record kind and body of a Raft entry (the body shares the
+/// entry's bytes: nothing is copied).
+pub fn entry_record(entry: &tern_raft::Entry) -> (u8, Bytes) {
     match &entry.kind {
-        tern_raft::EntryKind::Noop => Bytes::from_static(&[ENTRY_NOOP]),
-        tern_raft::EntryKind::Normal(data) => {
-            let mut out = Vec::with_capacity(1 + data.len());
-            out.push(ENTRY_NORMAL);
-            out.extend_from_slice(data);
-            Bytes::from(out)
-        }
+        tern_raft::EntryKind::Noop => (RECORD_ENTRY_NOOP, Bytes::new()),
+        tern_raft::EntryKind::Normal(data) => (RECORD_ENTRY_NORMAL, data.clone()),
         other => unreachable!("membership changes are not used by single-voter streams: {other:?}"),
     }
 }
 
-/// The entry kind a journal record body holds.
-pub fn decode_entry_body(body: &[u8]) -> Result<tern_raft::EntryKind, DecodeError> {
-    match body.first() {
-        None => Err(DecodeError::Truncated {
-            offset: 0,
-            needed: 1,
-        }),
-        Some(&ENTRY_NOOP) if body.len() == 1 => Ok(tern_raft::EntryKind::Noop),
-        Some(&ENTRY_NOOP) => Err(DecodeError::Trailing(body.len() - 1)),
-        Some(&ENTRY_NORMAL) => Ok(tern_raft::EntryKind::Normal(Bytes::copy_from_slice(
-            &body[1..],
-        ))),
-        Some(&kind) => Err(DecodeError::UnknownEntryKind(kind)),
+/// The Raft entry kind a journal entry record holds.
+pub fn entry_kind(record_kind: u8, body: &[u8]) -> Result<tern_raft::EntryKind, DecodeError> {
+    match record_kind {
+        RECORD_ENTRY_NOOP if body.is_empty() => Ok(tern_raft::EntryKind::Noop),
+        RECORD_ENTRY_NOOP => Err(DecodeError::Trailing(body.len())),
+        RECORD_ENTRY_NORMAL => Ok(tern_raft::EntryKind::Normal(Bytes::copy_from_slice(body))),
+        other => Err(DecodeError::UnknownEntryKind(other)),
+    }
+}
+
+/// Offset of the sequence and timestamp in an encoded message operation.
+const MESSAGE_SEQUENCE_AT: usize = 1;
+const MESSAGE_TIMESTAMP_AT: usize = 9;
+const MESSAGE_HEADER_BYTES: usize = 29;
+
+/// A message operation encoded when it arrives, before its sequence and
+/// time are known (both zero until [`PendingMessage::finish`]): the one
+/// copy of a published message the publish path makes.
+pub struct PendingMessage {
+    data: bytes::BytesMut,
+    subject_bytes: usize,
+    header_bytes: usize,
+}
+
+impl PendingMessage {
+    pub fn new(subject: &[u8], headers: &[u8], payload: &[u8]) -> PendingMessage {
+        assert!(subject.len() <= SUBJECT_BYTES_MAX);
+        let mut data = bytes::BytesMut::with_capacity(
+            MESSAGE_HEADER_BYTES + subject.len() + headers.len() + payload.len(),
+        );
+        data.extend_from_slice(&[OPERATION_MESSAGE]);
+        data.extend_from_slice(&[0; 16]);
+        data.extend_from_slice(&(subject.len() as u32).to_le_bytes());
+        data.extend_from_slice(&(headers.len() as u32).to_le_bytes());
+        data.extend_from_slice(&(payload.len() as u32).to_le_bytes());
+        data.extend_from_slice(subject);
+        data.extend_from_slice(headers);
+        data.extend_from_slice(payload);
+        PendingMessage {
+            data,
+            subject_bytes: subject.len(),
+            header_bytes: headers.len(),
+        }
+    }
+
+    pub fn subject(&self) -> &[u8] {
+        &self.data[MESSAGE_HEADER_BYTES..MESSAGE_HEADER_BYTES + self.subject_bytes]
+    }
+
+    pub fn headers(&self) -> &[u8] {
+        let start = MESSAGE_HEADER_BYTES + self.subject_bytes;
+        &self.data[start..start + self.header_bytes]
+    }
+
+    pub fn payload(&self) -> &[u8] {
+        &self.data[MESSAGE_HEADER_BYTES + self.subject_bytes + self.header_bytes..]
+    }
+
+    /// Sets the sequence and time; the encoded operation.
+    pub fn finish(mut self, sequence: u64, timestamp_ns: u64) -> Bytes {
+        assert!(sequence > 0);
+        self.data[MESSAGE_SEQUENCE_AT..MESSAGE_SEQUENCE_AT + 8]
+            .copy_from_slice(&sequence.to_le_bytes());
+        self.data[MESSAGE_TIMESTAMP_AT..MESSAGE_TIMESTAMP_AT + 8]
+            .copy_from_slice(&timestamp_ns.to_le_bytes());
+        self.data.freeze()
     }
 }
 
@@ -359,6 +407,24 @@ mod tests {
     }
 
     #[test]
+    fn a_pending_message_encodes_as_the_operation() {
+        let pending = PendingMessage::new(b"orders.1", b"NATS/1.0\r\n\r\n", b"hello");
+        assert_eq!(pending.subject(), b"orders.1");
+        assert_eq!(pending.headers(), b"NATS/1.0\r\n\r\n");
+        assert_eq!(pending.payload(), b"hello");
+        let encoded = pending.finish(42, 7);
+        let expected = Operation::Message {
+            sequence: 42,
+            timestamp_ns: 7,
+            subject: Bytes::from_static(b"orders.1"),
+            headers: Bytes::from_static(b"NATS/1.0\r\n\r\n"),
+            payload: Bytes::from_static(b"hello"),
+        };
+        assert_eq!(encoded, expected.encode());
+        assert_eq!(Operation::decode(&encoded), Ok(expected));
+    }
+
+    #[test]
     fn the_message_layout_is_pinned() {
         let encoded = Operation::Message {
             sequence: 1,
@@ -420,26 +486,25 @@ mod tests {
     }
 
     #[test]
-    fn entry_bodies_and_hard_state_round_trip() {
+    fn entry_records_and_hard_state_round_trip() {
         let entry = tern_raft::Entry {
             term: 3,
             index: 9,
             kind: tern_raft::EntryKind::Normal(Bytes::from_static(b"data")),
         };
-        let body = encode_entry_body(&entry);
-        assert_eq!(decode_entry_body(&body), Ok(entry.kind));
+        let (kind, body) = entry_record(&entry);
+        assert_eq!(entry_kind(kind, &body), Ok(entry.kind));
+        let (kind, body) = entry_record(&tern_raft::Entry {
+            term: 1,
+            index: 1,
+            kind: tern_raft::EntryKind::Noop,
+        });
+        assert_eq!(entry_kind(kind, &body), Ok(tern_raft::EntryKind::Noop));
         assert_eq!(
-            decode_entry_body(&encode_entry_body(&tern_raft::Entry {
-                term: 1,
-                index: 1,
-                kind: tern_raft::EntryKind::Noop
-            })),
-            Ok(tern_raft::EntryKind::Noop)
+            entry_kind(RECORD_ENTRY_NOOP, b"x"),
+            Err(DecodeError::Trailing(1))
         );
-        assert_eq!(
-            decode_entry_body(&[7]),
-            Err(DecodeError::UnknownEntryKind(7))
-        );
+        assert_eq!(entry_kind(7, b""), Err(DecodeError::UnknownEntryKind(7)));
         let hard_state = tern_raft::HardState {
             term: 4,
             vote: Some(1),

@@ -366,8 +366,10 @@ impl JetStream {
                     Ok(hard_state) => recovered.hard_state = Some(hard_state),
                     Err(error) => decode_failure = Some(error.to_string()),
                 },
-                entry::RECORD_ENTRY if header.index > *applied => {
-                    match entry::decode_entry_body(record.body) {
+                entry::RECORD_ENTRY_NORMAL | entry::RECORD_ENTRY_NOOP
+                    if header.index > *applied =>
+                {
+                    match entry::entry_kind(header.kind, record.body) {
                         Ok(kind) => {
                             // A later record for an index replaces it and
                             // everything after it (a rewritten suffix).
@@ -1134,12 +1136,13 @@ impl JetStream {
         header_bytes: usize,
         message: &[u8],
     ) {
-        let data = Bytes::copy_from_slice(message);
         let inbound = Inbound {
-            subject: Bytes::copy_from_slice(subject),
+            message: entry::PendingMessage::new(
+                subject,
+                &message[..header_bytes],
+                &message[header_bytes..],
+            ),
             reply: reply.map(Bytes::copy_from_slice),
-            headers: data.slice(..header_bytes),
-            payload: data.slice(header_bytes..),
         };
         if let Err(refused) = handle.publish(inbound) {
             let (inbound, error) = *refused;

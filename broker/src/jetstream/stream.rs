@@ -36,13 +36,13 @@ use tern_storage::block_store::{
 };
 use tern_storage::{AppendError, NewRecord};
 
-use super::entry::{self, Operation, RECORD_ENTRY, RECORD_HARD_STATE};
+use super::entry::{self, Operation, PendingMessage, RECORD_HARD_STATE};
 use super::error::ApiError;
 use super::headers;
 use super::persist::{self, RaftState};
 use super::requests::{self, MessageGet};
 use super::responses;
-use super::stream_config::{subject_matches, Discard, StorageType, StreamConfig};
+use super::stream_config::{subject_matches, Discard, Retention, StorageType, StreamConfig};
 use super::{now_unix_ns, JetStream};
 
 /// Commands one turn of the task handles before driving Raft and the journal.
@@ -58,12 +58,11 @@ const AGE_CHECK_INTERVAL: Duration = Duration::from_secs(1);
 /// The one voter of a single-node stream group.
 const NODE_ID: u64 = 1;
 
-/// A message published into the stream.
+/// A message published into the stream, already encoded as the operation
+/// that will store it (sequence and time filled in at ingest).
 pub struct Inbound {
-    pub subject: Bytes,
+    pub message: PendingMessage,
     pub reply: Option<Bytes>,
-    pub headers: Bytes,
-    pub payload: Bytes,
 }
 
 /// An API call the owner shard handles for this stream.
@@ -261,7 +260,8 @@ pub struct StreamTask {
     durable_journal: bool,
     /// Ready numbers waiting for the journal: (ready, journal sequence).
     outstanding: VecDeque<(u64, u64)>,
-    owed: FxHashMap<u64, Vec<Owed>>,
+    /// Replies owed once an index applies, in index order.
+    owed: VecDeque<(u64, Owed)>,
     in_flight: InFlight,
     dedupe: Dedupe,
     /// Highest sequence proposed (= stored once everything applied).
@@ -303,6 +303,9 @@ impl StreamTask {
                 let store_config = tern_storage::block_store::StreamConfig {
                     message_bytes: file_message_bytes,
                     sync: true,
+                    // Nothing reads recent messages from memory until
+                    // consumers arrive; the cache would copy every message.
+                    tail_cache_bytes: 0,
                     ..tern_storage::block_store::StreamConfig::default()
                 };
                 let (log, report) = StreamLog::open(files, store_config)
@@ -371,7 +374,7 @@ impl StreamTask {
             store,
             durable_journal,
             outstanding: VecDeque::new(),
-            owed: FxHashMap::default(),
+            owed: VecDeque::new(),
             in_flight: InFlight::default(),
             dedupe: Dedupe {
                 ids: FxHashMap::default(),
@@ -547,7 +550,7 @@ impl StreamTask {
         self.failure = Some(error);
         self.refresh_snapshot();
         // Everything owed fails; nothing more is accepted.
-        let owed: Vec<Owed> = self.owed.drain().flat_map(|(_, owed)| owed).collect();
+        let owed: Vec<Owed> = self.owed.drain(..).map(|(_, owed)| owed).collect();
         let failure = ApiError::store_failed(self.failure.as_deref().unwrap_or("failed"));
         for owed in owed {
             match owed {
@@ -633,9 +636,9 @@ impl StreamTask {
                     self.hard_state = hard_state;
                 }
                 for entry in &ready.entries {
-                    let body = entry::encode_entry_body(entry);
+                    let (kind, body) = entry::entry_record(entry);
                     last_record = Some(
-                        self.append_record(RECORD_ENTRY, entry.term, entry.index, &body)
+                        self.append_record(kind, entry.term, entry.index, &body)
                             .await?,
                     );
                 }
@@ -651,8 +654,20 @@ impl StreamTask {
                     self.outstanding.push_back((ready.number, sequence));
                 }
             }
+            let applied_any = !ready.committed.is_empty();
             for entry in ready.committed {
                 self.apply(entry).await.map_err(|error| error.to_string())?;
+            }
+            if applied_any {
+                // The only voter: no follower will ever need applied
+                // entries from memory (the journal keeps them until the
+                // checkpoint), so the in-memory log stays small.
+                self.node.compact(Snapshot {
+                    index: self.applied_index,
+                    term: self.applied_term,
+                    membership: Membership::new(vec![NODE_ID]),
+                    data: Bytes::new(),
+                });
             }
             self.collect_durable();
         }
@@ -702,12 +717,6 @@ impl StreamTask {
                 .await
                 .map_err(|error| error.to_string())?;
             self.js.journal().checkpoint(self.group, self.applied_index);
-            self.node.compact(Snapshot {
-                index: self.applied_index,
-                term: self.applied_term,
-                membership: Membership::new(vec![NODE_ID]),
-                data: Bytes::new(),
-            });
         }
         self.checkpointed_index = self.applied_index;
         self.applied_bytes_since_checkpoint = 0;
@@ -749,8 +758,10 @@ impl StreamTask {
 
     fn ingest(&mut self, inbound: Inbound) {
         let config = self.config.clone();
-        let hdr = &inbound.headers[..];
-        let reply = &inbound.reply;
+        let Inbound { message, reply } = inbound;
+        let reply = &reply;
+        let hdr = message.headers();
+        let subject = message.subject();
         if config.sealed {
             return self.reject(reply, ApiError::sealed());
         }
@@ -767,11 +778,9 @@ impl StreamTask {
             headers::value(hdr, headers::EXPECTED_LAST_SUBJECT_SEQUENCE_SUBJECT);
         match headers::number(hdr, headers::EXPECTED_LAST_SUBJECT_SEQUENCE) {
             Some(Some(expected)) => {
-                let subject = subject_sequence_subject.unwrap_or(&inbound.subject);
-                let actual = if subject_sequence_subject.is_some() {
-                    self.last_matching_subject(subject)
-                } else {
-                    self.last_on_subject(subject)
+                let actual = match subject_sequence_subject {
+                    Some(filter) => self.last_matching_subject(filter),
+                    None => self.last_on_subject(subject),
                 };
                 if actual != expected {
                     return self.reject(reply, ApiError::wrong_last_sequence(actual));
@@ -780,7 +789,7 @@ impl StreamTask {
             Some(None) => {
                 return self.reject(
                     reply,
-                    ApiError::wrong_last_sequence(self.last_on_subject(&inbound.subject)),
+                    ApiError::wrong_last_sequence(self.last_on_subject(subject)),
                 )
             }
             None if subject_sequence_subject.is_some() => {
@@ -814,10 +823,7 @@ impl StreamTask {
                         };
                         // The original may still be in flight: answer after it.
                         if self.node.last_index() > self.applied_index {
-                            self.owed
-                                .entry(self.node.last_index())
-                                .or_default()
-                                .push(owed);
+                            self.owe(self.node.last_index(), owed);
                         } else {
                             self.send_owed(owed);
                         }
@@ -850,16 +856,16 @@ impl StreamTask {
                 );
             }
         }
-        let size = inbound.headers.len() + inbound.payload.len();
+        let size = hdr.len() + message.payload().len();
         if config.max_msg_size >= 0 && size > config.max_msg_size as usize {
             return self.reject(reply, ApiError::message_too_large());
         }
-        if inbound.headers.len() > headers::HEADER_BYTES_MAX {
+        if hdr.len() > headers::HEADER_BYTES_MAX {
             return self.reject(reply, ApiError::header_too_large());
         }
-        let bytes = self.message_bytes(&inbound);
+        let bytes = self.message_bytes(subject.len(), hdr.len(), message.payload().len());
         if config.discard == Discard::New {
-            if let Some(error) = self.discard_new_error(&inbound, bytes, rollup.is_some()) {
+            if let Some(error) = self.discard_new_error(subject, bytes, rollup.is_some()) {
                 return self.reject(reply, error);
             }
         }
@@ -870,14 +876,9 @@ impl StreamTask {
         }
         // Accepted: assign the sequence and propose.
         let sequence = self.last_sequence + 1;
-        let operation = Operation::Message {
-            sequence,
-            timestamp_ns: now_ns,
-            subject: inbound.subject.clone(),
-            headers: inbound.headers.clone(),
-            payload: inbound.payload.clone(),
-        };
-        let index = match self.node.propose(operation.encode()) {
+        let msg_id = msg_id.map(Bytes::copy_from_slice);
+        let subject = Bytes::copy_from_slice(subject);
+        let index = match self.node.propose(message.finish(sequence, now_ns)) {
             Ok(index) => index,
             Err(error) => {
                 return self.reject(
@@ -888,26 +889,23 @@ impl StreamTask {
         };
         self.last_sequence = sequence;
         self.last_timestamp_ns = now_ns;
-        self.last_msg_id = msg_id.map(Bytes::copy_from_slice);
-        if let Some(id) = msg_id {
-            self.dedupe
-                .insert(Bytes::copy_from_slice(id), sequence, now_ns);
+        if let Some(id) = &msg_id {
+            self.dedupe.insert(id.clone(), sequence, now_ns);
         }
+        self.last_msg_id = msg_id;
         self.in_flight.messages += 1;
         self.in_flight.bytes += bytes;
-        let slot = self
-            .in_flight
-            .subjects
-            .entry(inbound.subject.clone())
-            .or_insert((0, 0));
+        let slot = self.in_flight.subjects.entry(subject).or_insert((0, 0));
         slot.0 += 1;
         slot.1 = sequence;
-        if let Some(reply) = inbound.reply {
+        if let Some(reply) = reply {
             if !config.no_ack {
-                self.owed
-                    .entry(index)
-                    .or_default()
-                    .push(Owed::PubAck { reply });
+                self.owe(
+                    index,
+                    Owed::PubAck {
+                        reply: reply.clone(),
+                    },
+                );
             }
         }
     }
@@ -929,27 +927,23 @@ impl StreamTask {
         in_flight.max(stored)
     }
 
-    fn message_bytes(&self, inbound: &Inbound) -> u64 {
+    fn message_bytes(&self, subject: usize, headers: usize, payload: usize) -> u64 {
         let account = match self.config.storage {
             StorageType::File => file_message_bytes,
             StorageType::Memory => memory_message_bytes,
         };
-        account(
-            inbound.subject.len(),
-            inbound.headers.len(),
-            inbound.payload.len(),
-        )
+        account(subject, headers, payload)
     }
 
     /// With `discard: new`: the error if storing would pass a limit.
-    fn discard_new_error(&self, inbound: &Inbound, bytes: u64, rollup: bool) -> Option<ApiError> {
+    fn discard_new_error(&self, subject: &[u8], bytes: u64, rollup: bool) -> Option<ApiError> {
         let config = &self.config;
         let state = with_store!(&self.store, log => log.state());
         let messages = state.messages + self.in_flight.messages;
         let total_bytes = state.bytes + self.in_flight.bytes;
         let per_subject_max = config.max_msgs_per_subject;
         let on_subject = if per_subject_max > 0 {
-            self.count_on_subject(&inbound.subject)
+            self.count_on_subject(subject)
         } else {
             0
         };
@@ -995,8 +989,13 @@ impl StreamTask {
         }
         self.applied_index = index;
         self.applied_term = entry.term;
-        if let Some(owed) = self.owed.remove(&index) {
-            for owed in owed {
+        while self
+            .owed
+            .front()
+            .is_some_and(|(owed_index, _)| *owed_index == index)
+        {
+            let (_, owed) = self.owed.pop_front().expect("front exists");
+            {
                 match (owed, stored_sequence) {
                     (Owed::PubAck { reply }, Some(sequence)) => self.js.publish_reply(
                         &reply,
@@ -1053,6 +1052,14 @@ impl StreamTask {
                 }).await)?;
                 self.applied_bytes_since_checkpoint += bytes;
                 self.stored_last_unix_ns = timestamp_ns;
+                if self.config.retention == Retention::Interest && self.interested_consumers() == 0
+                {
+                    // Nobody is interested: the sequence is used, the
+                    // message is not kept (nats-server). Stored and deleted
+                    // so the sequence survives a restart.
+                    with_store!(&mut self.store, log => log.delete(sequence));
+                    return Ok(Some(sequence));
+                }
                 if let Some(rollup) = headers::value(&header_block, headers::ROLLUP) {
                     if self.config.allow_rollup_hdrs {
                         if rollup == b"all" {
@@ -1074,8 +1081,12 @@ impl StreamTask {
                 keep,
             } => {
                 let purged = self.purge(last, filter.as_deref(), sequence, keep).await?;
-                if let Some(owed) = self.owed.get_mut(&index) {
-                    for item in owed.iter_mut() {
+                {
+                    let owed = self
+                        .owed
+                        .iter_mut()
+                        .take_while(|(owed_index, _)| *owed_index == index);
+                    for (_, item) in owed {
                         if let Owed::Purge { origin, reply } = item {
                             if let Some(reply) = reply.take() {
                                 self.js
@@ -1087,8 +1098,12 @@ impl StreamTask {
             }
             Operation::Delete { sequence, .. } => {
                 let removed = with_store!(&mut self.store, log => log.delete(sequence));
-                if let Some(owed) = self.owed.get_mut(&index) {
-                    for item in owed.iter_mut() {
+                {
+                    let owed = self
+                        .owed
+                        .iter_mut()
+                        .take_while(|(owed_index, _)| *owed_index == index);
+                    for (_, item) in owed {
                         if let Owed::Delete { origin, reply } = item {
                             if let Some(reply) = reply.take() {
                                 let body = if removed {
@@ -1107,6 +1122,20 @@ impl StreamTask {
             }
         }
         Ok(None)
+    }
+
+    fn owe(&mut self, index: u64, owed: Owed) {
+        assert!(
+            self.owed.back().is_none_or(|(last, _)| *last <= index),
+            "replies are owed in index order"
+        );
+        self.owed.push_back((index, owed));
+    }
+
+    /// Consumers whose interest keeps messages of an interest stream (the
+    /// hook consumers fill in; none exist yet).
+    fn interested_consumers(&self) -> usize {
+        0
     }
 
     fn send_owed(&self, owed: Owed) {
@@ -1316,10 +1345,7 @@ impl StreamTask {
                     .node
                     .propose(operation.encode())
                     .map_err(|error| format!("purge refused: {error:?}"))?;
-                self.owed
-                    .entry(index)
-                    .or_default()
-                    .push(Owed::Purge { origin, reply });
+                self.owe(index, Owed::Purge { origin, reply });
             }
             StreamApi::MessageDelete => {
                 let request = match requests::MessageDeleteRequest::parse(&payload) {
@@ -1374,10 +1400,7 @@ impl StreamTask {
                     .node
                     .propose(operation.encode())
                     .map_err(|error| format!("delete refused: {error:?}"))?;
-                self.owed
-                    .entry(index)
-                    .or_default()
-                    .push(Owed::Delete { origin, reply });
+                self.owe(index, Owed::Delete { origin, reply });
             }
             StreamApi::MessageGet => {
                 let body = match requests::parse_message_get(&payload) {
@@ -1460,7 +1483,7 @@ impl StreamTask {
 
     fn fail_pending(&mut self, reason: &str) {
         let error = ApiError::store_failed(reason);
-        let owed: Vec<Owed> = self.owed.drain().flat_map(|(_, owed)| owed).collect();
+        let owed: Vec<Owed> = self.owed.drain(..).map(|(_, owed)| owed).collect();
         for owed in owed {
             if let Owed::PubAck { reply } | Owed::Duplicate { reply, .. } = owed {
                 self.js.publish_reply(
