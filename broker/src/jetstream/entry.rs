@@ -278,7 +278,12 @@ impl PendingMessage {
     }
 
     pub fn subject(&self) -> &[u8] {
-        &self.data[MESSAGE_HEADER_BYTES..MESSAGE_HEADER_BYTES + self.subject_bytes]
+        &self.data[self.subject_range()]
+    }
+
+    /// Where the subject sits in the encoded operation.
+    pub fn subject_range(&self) -> std::ops::Range<usize> {
+        MESSAGE_HEADER_BYTES..MESSAGE_HEADER_BYTES + self.subject_bytes
     }
 
     pub fn headers(&self) -> &[u8] {

@@ -279,6 +279,9 @@ pub struct StreamTask {
     last_age_check: Instant,
     hard_state: HardState,
     failure: Option<String>,
+    /// `{"stream":"<name>","seq":`, and a buffer PubAcks are built in.
+    ack_prefix: String,
+    ack_buffer: String,
 }
 
 impl StreamTask {
@@ -302,7 +305,9 @@ impl StreamTask {
                     .map_err(|error| format!("opening {}: {error}", directory.display()))?;
                 let store_config = tern_storage::block_store::StreamConfig {
                     message_bytes: file_message_bytes,
-                    sync: true,
+                    // The journal makes messages durable; the store syncs
+                    // only at checkpoints (`StreamLog::sync`).
+                    sync: false,
                     // Nothing reads recent messages from memory until
                     // consumers arrive; the cache would copy every message.
                     tail_cache_bytes: 0,
@@ -392,6 +397,14 @@ impl StreamTask {
             last_age_check: Instant::now(),
             hard_state,
             failure: None,
+            ack_prefix: String::new(),
+            ack_buffer: String::with_capacity(128),
+        };
+        task.ack_prefix = {
+            let full = responses::pub_ack(&task.handle.name, 1, false, None);
+            full.strip_suffix("1}")
+                .expect("a PubAck ends with the sequence")
+                .to_string()
         };
         // Become leader (the only voter) and apply everything recovered.
         task.node.campaign_now();
@@ -703,8 +716,7 @@ impl StreamTask {
         if self.applied_index == self.checkpointed_index {
             return Ok(());
         }
-        with_store!(&mut self.store, log => log.flush().await)
-            .map_err(|error| error.to_string())?;
+        with_store!(&mut self.store, log => log.sync().await).map_err(|error| error.to_string())?;
         if let Some(files) = &self.files {
             let state = RaftState {
                 term: self.hard_state.term,
@@ -877,8 +889,11 @@ impl StreamTask {
         // Accepted: assign the sequence and propose.
         let sequence = self.last_sequence + 1;
         let msg_id = msg_id.map(Bytes::copy_from_slice);
-        let subject = Bytes::copy_from_slice(subject);
-        let index = match self.node.propose(message.finish(sequence, now_ns)) {
+        let subject_range = message.subject_range();
+        let encoded = message.finish(sequence, now_ns);
+        // The subject shares the encoded operation's bytes.
+        let subject = encoded.slice(subject_range);
+        let index = match self.node.propose(encoded) {
             Ok(index) => index,
             Err(error) => {
                 return self.reject(
@@ -997,10 +1012,15 @@ impl StreamTask {
             let (_, owed) = self.owed.pop_front().expect("front exists");
             {
                 match (owed, stored_sequence) {
-                    (Owed::PubAck { reply }, Some(sequence)) => self.js.publish_reply(
-                        &reply,
-                        responses::pub_ack(&self.handle.name, sequence, false, None).as_bytes(),
-                    ),
+                    (Owed::PubAck { reply }, Some(sequence)) => {
+                        // `{"stream":"<name>","seq":` is the same every time.
+                        let mut ack = std::mem::take(&mut self.ack_buffer);
+                        ack.clear();
+                        ack.push_str(&self.ack_prefix);
+                        let _ = std::fmt::Write::write_fmt(&mut ack, format_args!("{sequence}}}"));
+                        self.js.publish_reply(&reply, ack.as_bytes());
+                        self.ack_buffer = ack;
+                    }
                     (owed, _) => self.send_owed(owed),
                 }
             }

@@ -207,6 +207,10 @@ pub struct StreamLog<S: StoreFiles> {
     floor: u64,
     last_sequence: u64,
     durable_sequence: u64,
+    /// With `sync` off: first sequences of segments written since the last
+    /// [`StreamLog::sync`], and whether deletes were.
+    unsynced_segments: Vec<u64>,
+    deletes_unsynced: bool,
     messages: u64,
     bytes: u64,
     tail: VecDeque<(u64, Vec<u8>)>,
@@ -273,6 +277,8 @@ impl<S: StoreFiles> StreamLog<S> {
             floor,
             last_sequence: floor - 1,
             durable_sequence: 0,
+            unsynced_segments: Vec::new(),
+            deletes_unsynced: false,
             messages: 0,
             bytes: 0,
             tail: VecDeque::new(),
@@ -913,8 +919,10 @@ impl<S: StoreFiles> StreamLog<S> {
         self.messages += 1;
         self.bytes += accounted_bytes;
         self.last_sequence = message.sequence;
-        let encoded = buffer.bytes()[at..at + size].to_vec();
-        self.cache(message.sequence, encoded);
+        if self.config.tail_cache_bytes > 0 {
+            let encoded = buffer.bytes()[at..at + size].to_vec();
+            self.cache(message.sequence, encoded);
+        }
         Ok(())
     }
 
@@ -966,10 +974,13 @@ impl<S: StoreFiles> StreamLog<S> {
                 if let Err(error) = last.file.write(start, written).await {
                     return Err(self.poison(error));
                 }
+                let last = self.segments.last().expect("checked");
                 if self.config.sync {
-                    if let Err(error) = self.segments.last().expect("checked").file.sync().await {
+                    if let Err(error) = last.file.sync().await {
                         return Err(self.poison(error));
                     }
+                } else if !self.unsynced_segments.contains(&last.first_sequence) {
+                    self.unsynced_segments.push(last.first_sequence);
                 }
             }
         }
@@ -982,6 +993,41 @@ impl<S: StoreFiles> StreamLog<S> {
                 .max(self.deletes_rewrite_bytes)
         {
             self.rewrite_deletes().await?;
+        }
+        Ok(())
+    }
+
+    /// Flushes, then makes everything written so far durable: with `sync`
+    /// off, flushes only write, and this syncs each segment written since
+    /// (and the deletes log). What a checkpoint calls.
+    pub async fn sync(&mut self) -> Result<(), StoreError> {
+        self.flush().await?;
+        let unsynced = std::mem::take(&mut self.unsynced_segments);
+        if !unsynced.is_empty() {
+            // Segments created since the last sync need their directory entries.
+            if let Err(error) = self.files.sync_directory().await {
+                return Err(self.poison(error));
+            }
+        }
+        for first_sequence in unsynced {
+            // A segment purged since was removed: nothing to sync.
+            let Some(segment) = self
+                .segments
+                .iter()
+                .find(|segment| segment.first_sequence == first_sequence)
+            else {
+                continue;
+            };
+            if let Err(error) = segment.file.sync().await {
+                return Err(self.poison(error));
+            }
+        }
+        if std::mem::take(&mut self.deletes_unsynced) {
+            if let Some(deletes) = &self.deletes {
+                if let Err(error) = deletes.sync().await {
+                    return Err(self.poison(error));
+                }
+            }
         }
         Ok(())
     }
@@ -1159,6 +1205,8 @@ impl<S: StoreFiles> StreamLog<S> {
             if let Err(error) = self.deletes.as_ref().expect("opened").sync().await {
                 return Err(self.poison(error));
             }
+        } else {
+            self.deletes_unsynced = true;
         }
         self.deletes_end = start + bytes.len() as u64;
         self.deletes_pending.clear();

@@ -609,3 +609,38 @@ fn the_deletes_log_is_rewritten_when_it_grows_and_survives_reopening() {
         before.deleted
     );
 }
+
+#[test]
+fn without_sync_flushes_only_write_and_sync_makes_them_durable() {
+    let config = StreamConfig {
+        sync: false,
+        ..small()
+    };
+    let files = MemoryFiles::new();
+    let (mut log, _) = block_on(StreamLog::open(files.clone(), config.clone())).unwrap();
+    for sequence in 1..=40 {
+        append_simple(&mut log, sequence, "s", sequence);
+    }
+    block_on(log.flush()).unwrap();
+    assert!(log.delete(5));
+    block_on(log.sync()).unwrap();
+    for sequence in 41..=60 {
+        append_simple(&mut log, sequence, "s", sequence);
+    }
+    block_on(log.flush()).unwrap();
+    // A crash loses what was written but not synced, never what was synced.
+    let (reopened, _) = block_on(StreamLog::open(files.crash(7), config)).unwrap();
+    let state = reopened.state();
+    assert!(state.last_sequence >= 40, "{state:?}");
+    assert_eq!(
+        block_on(reopened.get(5)).unwrap(),
+        None,
+        "the synced delete"
+    );
+    for sequence in (1..=40).filter(|&sequence| sequence != 5) {
+        assert!(
+            block_on(reopened.get(sequence)).unwrap().is_some(),
+            "{sequence}"
+        );
+    }
+}
