@@ -47,6 +47,8 @@ use super::{now_unix_ns, JetStream};
 
 /// Commands one turn of the task handles before driving Raft and the journal.
 const COMMANDS_PER_TURN_MAX: usize = 4096;
+/// Block store write size (its write-behind buffer).
+const STORE_WRITE_BYTES: usize = 256 << 10;
 /// Publishes queued for a stream before new ones are refused (429).
 pub const QUEUED_COMMANDS_MAX: usize = 65536;
 /// A checkpoint is taken once this much was applied since the last one…
@@ -311,6 +313,9 @@ impl StreamTask {
                     // Nothing reads recent messages from memory until
                     // consumers arrive; the cache would copy every message.
                     tail_cache_bytes: 0,
+                    // Smaller writes queue less ahead of the journal's when
+                    // both share a device.
+                    write_buffer_bytes: STORE_WRITE_BYTES,
                     ..tern_storage::block_store::StreamConfig::default()
                 };
                 let (log, report) = StreamLog::open(files, store_config)

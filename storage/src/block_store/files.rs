@@ -49,7 +49,7 @@ pub trait StoreFile {
 }
 
 pub trait StoreFiles {
-    type File: StoreFile;
+    type File: StoreFile + 'static;
 
     /// Names of the files present, sorted.
     fn names(&self) -> Vec<String>;

@@ -1,6 +1,8 @@
 //! One stream's log. See the module documentation of `block_store`.
 
+use std::cell::RefCell;
 use std::collections::{HashMap, VecDeque};
+use std::rc::Rc;
 
 use crate::block_store::files::{StoreFile, StoreFiles};
 use crate::block_store::record::{self, DecodeError, NewMessage, StoredView};
@@ -139,7 +141,8 @@ const ABSENT: Entry = Entry {
 struct Segment<F> {
     first_sequence: u64,
     name: String,
-    file: F,
+    /// Shared with a write in flight (write-behind).
+    file: Rc<F>,
     /// Dense: entry `i` is sequence `first_sequence + i`.
     entries: Vec<Entry>,
     /// Bytes of the file in use (records).
@@ -185,6 +188,14 @@ impl Subjects {
     }
 }
 
+/// A buffer being written in the background, and a copy of what it holds.
+struct PendingWrite {
+    segment_first_sequence: u64,
+    start: u64,
+    bytes: Vec<u8>,
+    task: glommio::Task<Result<(), DeviceError>>,
+}
+
 pub struct StreamLog<S: StoreFiles> {
     files: S,
     config: StreamConfig,
@@ -211,6 +222,11 @@ pub struct StreamLog<S: StoreFiles> {
     /// [`StreamLog::sync`], and whether deletes were.
     unsynced_segments: Vec<u64>,
     deletes_unsynced: bool,
+    /// With `sync` off, a flushed buffer is written in the background while
+    /// appends go on (one write in flight); its bytes stay readable here.
+    pending_write: RefCell<Option<PendingWrite>>,
+    /// A background write failed: the log is poisoned.
+    deferred_error: RefCell<Option<DeviceError>>,
     messages: u64,
     bytes: u64,
     tail: VecDeque<(u64, Vec<u8>)>,
@@ -279,6 +295,8 @@ impl<S: StoreFiles> StreamLog<S> {
             durable_sequence: 0,
             unsynced_segments: Vec::new(),
             deletes_unsynced: false,
+            pending_write: RefCell::new(None),
+            deferred_error: RefCell::new(None),
             messages: 0,
             bytes: 0,
             tail: VecDeque::new(),
@@ -341,7 +359,7 @@ impl<S: StoreFiles> StreamLog<S> {
         let mut segment = Segment {
             first_sequence,
             name: name.clone(),
-            file,
+            file: Rc::new(file),
             entries: Vec::new(),
             end: 0,
             live_bytes: 0,
@@ -605,11 +623,31 @@ impl<S: StoreFiles> StreamLog<S> {
         let in_buffer = self.buffer.is_some()
             && std::ptr::eq(segment, self.segments.last().expect("a segment"))
             && entry.offset as u64 >= self.buffer_start;
-        let decoded = if in_buffer {
+        // Bytes still in memory: the buffer being filled, or the copy of
+        // one being written in the background.
+        let in_memory = if in_buffer {
             let buffer = self.buffer.as_ref().expect("checked");
             let at = (entry.offset as u64 - self.buffer_start) as usize;
-            record::decode(&buffer.bytes()[at..at + entry.bytes as usize])
-                .map(|view| (view.checksum, to_owned(&view)))
+            Some(
+                record::decode(&buffer.bytes()[at..at + entry.bytes as usize])
+                    .map(|view| (view.checksum, to_owned(&view))),
+            )
+        } else {
+            let pending = self.pending_write.borrow();
+            pending.as_ref().and_then(|pending| {
+                let offset = entry.offset as u64;
+                let inside = pending.segment_first_sequence == segment.first_sequence
+                    && offset >= pending.start
+                    && offset + entry.bytes as u64 <= pending.start + pending.bytes.len() as u64;
+                inside.then(|| {
+                    let at = (offset - pending.start) as usize;
+                    record::decode(&pending.bytes[at..at + entry.bytes as usize])
+                        .map(|view| (view.checksum, to_owned(&view)))
+                })
+            })
+        };
+        let decoded = if let Some(decoded) = in_memory {
+            decoded
         } else {
             let read = segment
                 .file
@@ -666,6 +704,7 @@ impl<S: StoreFiles> StreamLog<S> {
         from: u64,
         mut visit: impl FnMut(&StoredView<'_>),
     ) -> Result<u64, StoreError> {
+        self.settle().await?;
         let mut visited = 0;
         let start = self.segment_index(from).unwrap_or(0);
         let count = self.segments.len();
@@ -826,10 +865,26 @@ impl<S: StoreFiles> StreamLog<S> {
     // ----- writing -------------------------------------------------------------
 
     fn check_poisoned(&self) -> Result<(), StoreError> {
+        if let Some(error) = self.deferred_error.borrow().as_ref() {
+            return Err(StoreError::Poisoned(error.clone()));
+        }
         match &self.poisoned {
             Some(error) => Err(StoreError::Poisoned(error.clone())),
             None => Ok(()),
         }
+    }
+
+    /// Waits for the background write, if one is in flight; a failure
+    /// poisons the log.
+    async fn settle(&self) -> Result<(), StoreError> {
+        let pending = self.pending_write.borrow_mut().take();
+        if let Some(pending) = pending {
+            if let Err(error) = pending.task.await {
+                *self.deferred_error.borrow_mut() = Some(error.clone());
+                return Err(StoreError::Io(error));
+            }
+        }
+        self.check_poisoned()
     }
 
     /// Appends a message (its sequence must follow the last one; gaps are
@@ -878,7 +933,7 @@ impl<S: StoreFiles> StreamLog<S> {
             self.segments.push(Segment {
                 first_sequence: message.sequence,
                 name,
-                file,
+                file: Rc::new(file),
                 entries: Vec::new(),
                 end: 0,
                 live_bytes: 0,
@@ -955,7 +1010,7 @@ impl<S: StoreFiles> StreamLog<S> {
     /// rewritten next time) and pending deletes, then syncs: afterwards
     /// `durable_sequence` is the last appended sequence.
     pub async fn flush(&mut self) -> Result<(), StoreError> {
-        self.check_poisoned()?;
+        self.settle().await?;
         if let Some(last) = self.segments.last() {
             let used = (last.end - self.buffer_start) as usize;
             if used > 0 && self.durable_sequence < self.last_sequence {
@@ -971,16 +1026,31 @@ impl<S: StoreFiles> StreamLog<S> {
                 self.buffer = Some(next);
                 self.buffer_start = start + keep_from as u64;
                 let last = self.segments.last().expect("checked");
-                if let Err(error) = last.file.write(start, written).await {
-                    return Err(self.poison(error));
-                }
-                let last = self.segments.last().expect("checked");
                 if self.config.sync {
+                    if let Err(error) = last.file.write(start, written).await {
+                        return Err(self.poison(error));
+                    }
+                    let last = self.segments.last().expect("checked");
                     if let Err(error) = last.file.sync().await {
                         return Err(self.poison(error));
                     }
-                } else if !self.unsynced_segments.contains(&last.first_sequence) {
-                    self.unsynced_segments.push(last.first_sequence);
+                } else {
+                    // Write-behind: appends go on while this is written;
+                    // readers of these bytes use the copy until it lands.
+                    let bytes = written.bytes()[..length].to_vec();
+                    let file = last.file.clone();
+                    let task =
+                        glommio::spawn_local(async move { file.write(start, written).await });
+                    let segment_first_sequence = last.first_sequence;
+                    *self.pending_write.borrow_mut() = Some(PendingWrite {
+                        segment_first_sequence,
+                        start,
+                        bytes,
+                        task,
+                    });
+                    if !self.unsynced_segments.contains(&segment_first_sequence) {
+                        self.unsynced_segments.push(segment_first_sequence);
+                    }
                 }
             }
         }
@@ -1002,6 +1072,7 @@ impl<S: StoreFiles> StreamLog<S> {
     /// (and the deletes log). What a checkpoint calls.
     pub async fn sync(&mut self) -> Result<(), StoreError> {
         self.flush().await?;
+        self.settle().await?;
         let unsynced = std::mem::take(&mut self.unsynced_segments);
         if !unsynced.is_empty() {
             // Segments created since the last sync need their directory entries.
@@ -1164,7 +1235,7 @@ impl<S: StoreFiles> StreamLog<S> {
     /// Starts an empty log at `sequence` (the next append must be at least
     /// that): the floor moves there, durably.
     pub async fn start_at(&mut self, sequence: u64) -> Result<(), StoreError> {
-        self.check_poisoned()?;
+        self.settle().await?;
         assert!(sequence >= 1);
         assert!(
             self.messages == 0 && self.last_sequence < sequence,
@@ -1292,7 +1363,7 @@ impl<S: StoreFiles> StreamLog<S> {
     /// Removes every message below `sequence` (purge from the head):
     /// durable at once through the meta file; whole segments are deleted.
     pub async fn purge_below(&mut self, sequence: u64) -> Result<u64, StoreError> {
-        self.check_poisoned()?;
+        self.settle().await?;
         let sequence = sequence.min(self.last_sequence + 1);
         if sequence <= self.floor {
             return Ok(0);
@@ -1353,7 +1424,7 @@ impl<S: StoreFiles> StreamLog<S> {
 
     /// Rewrites sealed segments that are mostly deleted; returns bytes reclaimed.
     pub async fn compact(&mut self) -> Result<u64, StoreError> {
-        self.check_poisoned()?;
+        self.settle().await?;
         let mut reclaimed = 0;
         let sealed = self.segments.len().saturating_sub(1);
         for index in 0..sealed {
@@ -1439,7 +1510,7 @@ impl<S: StoreFiles> StreamLog<S> {
             segment.entries[position].offset = offset;
         }
         segment.end = total as u64;
-        segment.file = reopened;
+        segment.file = Rc::new(reopened);
         Ok(reclaimed)
     }
 }

@@ -611,36 +611,69 @@ fn the_deletes_log_is_rewritten_when_it_grows_and_survives_reopening() {
 }
 
 #[test]
-fn without_sync_flushes_only_write_and_sync_makes_them_durable() {
-    let config = StreamConfig {
-        sync: false,
-        ..small()
-    };
-    let files = MemoryFiles::new();
-    let (mut log, _) = block_on(StreamLog::open(files.clone(), config.clone())).unwrap();
-    for sequence in 1..=40 {
-        append_simple(&mut log, sequence, "s", sequence);
-    }
-    block_on(log.flush()).unwrap();
-    assert!(log.delete(5));
-    block_on(log.sync()).unwrap();
-    for sequence in 41..=60 {
-        append_simple(&mut log, sequence, "s", sequence);
-    }
-    block_on(log.flush()).unwrap();
-    // A crash loses what was written but not synced, never what was synced.
-    let (reopened, _) = block_on(StreamLog::open(files.crash(7), config)).unwrap();
-    let state = reopened.state();
-    assert!(state.last_sequence >= 40, "{state:?}");
-    assert_eq!(
-        block_on(reopened.get(5)).unwrap(),
-        None,
-        "the synced delete"
-    );
-    for sequence in (1..=40).filter(|&sequence| sequence != 5) {
-        assert!(
-            block_on(reopened.get(sequence)).unwrap().is_some(),
-            "{sequence}"
-        );
-    }
+fn without_sync_flushes_write_behind_and_sync_makes_them_durable() {
+    // Write-behind spawns the write: this needs a glommio executor.
+    let executor = glommio::LocalExecutorBuilder::default()
+        .io_memory(1 << 20)
+        .make()
+        .unwrap();
+    executor.run(async {
+        let config = StreamConfig {
+            sync: false,
+            ..small()
+        };
+        let files = MemoryFiles::new();
+        let (mut log, _) = StreamLog::open(files.clone(), config.clone())
+            .await
+            .unwrap();
+        for sequence in 1..=40u64 {
+            log.append(NewMessage {
+                sequence,
+                timestamp_ns: sequence,
+                subject: b"s",
+                headers: b"",
+                payload: &sequence.to_le_bytes(),
+            })
+            .await
+            .unwrap();
+            // Reads see every message while its buffer is being written.
+            for earlier in [1, sequence / 2 + 1, sequence] {
+                let message = log.get(earlier).await.unwrap().expect("present");
+                assert_eq!(message.payload, earlier.to_le_bytes());
+            }
+        }
+        log.flush().await.unwrap();
+        for sequence in 1..=40u64 {
+            let message = log.get(sequence).await.unwrap().expect("present");
+            assert_eq!(message.payload, sequence.to_le_bytes());
+        }
+        assert!(log.delete(5));
+        log.sync().await.unwrap();
+        for sequence in 41..=60u64 {
+            log.append(NewMessage {
+                sequence,
+                timestamp_ns: sequence,
+                subject: b"s",
+                headers: b"",
+                payload: &sequence.to_le_bytes(),
+            })
+            .await
+            .unwrap();
+        }
+        log.flush().await.unwrap();
+        let mut replayed = 0;
+        log.replay(1, |_| replayed += 1).await.unwrap();
+        assert_eq!(replayed, 59);
+        // A crash loses what was written but not synced, never what was synced.
+        let (reopened, _) = StreamLog::open(files.crash(7), config).await.unwrap();
+        let state = reopened.state();
+        assert!(state.last_sequence >= 40, "{state:?}");
+        assert_eq!(reopened.get(5).await.unwrap(), None, "the synced delete");
+        for sequence in (1..=40).filter(|&sequence| sequence != 5) {
+            assert!(
+                reopened.get(sequence).await.unwrap().is_some(),
+                "{sequence}"
+            );
+        }
+    });
 }
