@@ -99,7 +99,22 @@ const STARTUP_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(300)
 const SHUTDOWN_CHECKPOINT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// Runs the server until SIGINT/SIGTERM.
-pub fn run(config: Config) -> Result<(), ServerError> {
+pub fn run(mut config: Config) -> Result<(), ServerError> {
+    // glommio opens directories by absolute path only (a relative one fails
+    // with EBADF): resolve the data paths against the working directory once.
+    let absolute = |path: &std::path::Path| {
+        if path.is_absolute() {
+            path.to_path_buf()
+        } else {
+            std::env::current_dir()
+                .map(|directory| directory.join(path))
+                .unwrap_or_else(|_| path.to_path_buf())
+        }
+    };
+    config.store_dir = absolute(&config.store_dir);
+    if let Some(jetstream) = config.jetstream.as_mut() {
+        jetstream.journal_dir = absolute(&jetstream.journal_dir);
+    }
     let outcome = tern_shard::memlock::check(config.cores.len(), config.io_memory_bytes as u64)?;
     // Nothing is persisted yet (storage arrives with JetStream), but the data
     // directory is the operator's promise of where it will be: fail now if

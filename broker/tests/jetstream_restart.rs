@@ -670,3 +670,26 @@ async fn restart_keeps_every_acked_message(flavor: Flavor) {
     );
 }
 differential!(restart_keeps_every_acked_message);
+
+/// The README starts the server with a data directory relative to the
+/// working directory (`./data`): streams must work and survive a restart.
+async fn relative_store_dir_works_and_restarts() {
+    let options = common::Options {
+        relative_store_dir: true,
+        ..common::Options::jetstream()
+    };
+    let server = Server::start(Flavor::Tern, options);
+    let client = server.connect().await;
+    create(&client, json!({"name":"REL","subjects":["rel.>"]})).await;
+    expect_puback(&client, "rel.a", &[], "one", &ack("REL", 1)).await;
+    drop(client);
+    let server = server.restart();
+    let client = server.connect().await;
+    let state = js::state(&client, "REL").await;
+    assert_eq!(
+        (&state["messages"], &state["last_seq"]),
+        (&json!(1), &json!(1)),
+        "{state}"
+    );
+}
+tern_only!(relative_store_dir_works_and_restarts);

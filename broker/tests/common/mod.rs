@@ -69,6 +69,9 @@ pub struct Options {
     pub jetstream: bool,
     /// tern only: `--sync never` instead of the default `always`.
     pub sync_never: bool,
+    /// tern only: pass the data directory relative to the working directory
+    /// (as the README's command does), not as an absolute path.
+    pub relative_store_dir: bool,
 }
 
 impl Options {
@@ -221,8 +224,12 @@ impl Server {
                         "-c",
                     ])
                     .arg(&config)
-                    .arg("--store_dir")
-                    .arg(dir.path().join("data"));
+                    .arg("--store_dir");
+                if options.relative_store_dir {
+                    command.arg("data");
+                } else {
+                    command.arg(dir.path().join("data"));
+                }
                 if options.jetstream {
                     command.arg("--jetstream");
                 }
