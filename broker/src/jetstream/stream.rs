@@ -1333,13 +1333,7 @@ impl StreamTask {
                 let request = match requests::PurgeRequest::parse(&payload) {
                     Ok(request) => request,
                     Err(error) => {
-                        if let Some(reply) = reply {
-                            self.js.respond(
-                                origin,
-                                reply,
-                                responses::error_response("stream_purge_response", &error),
-                            );
-                        }
+                        self.answer_error(origin, reply, "stream_purge_response", &error);
                         return Ok(());
                     }
                 };
@@ -1351,13 +1345,7 @@ impl StreamTask {
                     None
                 };
                 if let Some(error) = refusal {
-                    if let Some(reply) = reply {
-                        self.js.respond(
-                            origin,
-                            reply,
-                            responses::error_response("stream_purge_response", &error),
-                        );
-                    }
+                    self.answer_error(origin, reply, "stream_purge_response", &error);
                     return Ok(());
                 }
                 let operation = Operation::Purge {
@@ -1376,13 +1364,7 @@ impl StreamTask {
                 let request = match requests::MessageDeleteRequest::parse(&payload) {
                     Ok(request) => request,
                     Err(error) => {
-                        if let Some(reply) = reply {
-                            self.js.respond(
-                                origin,
-                                reply,
-                                responses::error_response("stream_msg_delete_response", &error),
-                            );
-                        }
+                        self.answer_error(origin, reply, "stream_msg_delete_response", &error);
                         return Ok(());
                     }
                 };
@@ -1408,13 +1390,7 @@ impl StreamTask {
                     None
                 };
                 if let Some(error) = refusal {
-                    if let Some(reply) = reply {
-                        self.js.respond(
-                            origin,
-                            reply,
-                            responses::error_response("stream_msg_delete_response", &error),
-                        );
-                    }
+                    self.answer_error(origin, reply, "stream_msg_delete_response", &error);
                     return Ok(());
                 }
                 let operation = Operation::Delete {
@@ -1504,6 +1480,14 @@ impl StreamTask {
             }
         }
         Ok(())
+    }
+
+    /// Answers an API call with an error (if it asked for an answer).
+    fn answer_error(&self, origin: usize, reply: Option<Bytes>, kind: &str, error: &ApiError) {
+        if let Some(reply) = reply {
+            self.js
+                .respond(origin, reply, responses::error_response(kind, error));
+        }
     }
 
     fn fail_pending(&mut self, reason: &str) {
