@@ -693,3 +693,52 @@ async fn relative_store_dir_works_and_restarts() {
     );
 }
 tern_only!(relative_store_dir_works_and_restarts);
+
+/// A stream whose config file is damaged fails closed: after a restart it
+/// answers an error naming the damage, its files stay as they were, the
+/// other streams are unaffected, and repairing the file brings it back with
+/// every message.
+async fn corrupt_config_fails_closed_and_deletes_nothing() {
+    let server = js::start(Flavor::Tern);
+    let client = server.connect().await;
+    create(&client, json!({"name":"DAMAGED","subjects":["damaged.>"]})).await;
+    create(&client, json!({"name":"HEALTHY","subjects":["healthy.>"]})).await;
+    for sequence in 1..=3 {
+        expect_puback(&client, "damaged.a", &[], "x", &ack("DAMAGED", sequence)).await;
+    }
+    expect_puback(&client, "healthy.a", &[], "y", &ack("HEALTHY", 1)).await;
+    drop(client);
+    let config_path = server.store_dir().join("jetstream/streams/DAMAGED/config");
+    let original = std::fs::read(&config_path).expect("the stream has a config file");
+    let mut damaged = original.clone();
+    damaged[40] ^= 0x20; // inside the JSON: only the checksum can tell
+    std::fs::write(&config_path, &damaged).unwrap();
+    let server = server.restart();
+    let client = server.connect().await;
+    let info = js::api(&client, "$JS.API.STREAM.INFO.DAMAGED", "").await;
+    let description = info["error"]["description"].as_str().unwrap_or_default();
+    assert!(
+        description.contains("checksum"),
+        "a damaged stream says why: {info}"
+    );
+    assert_eq!(
+        std::fs::read(&config_path).unwrap(),
+        damaged,
+        "recovery leaves the damaged file alone"
+    );
+    let state = js::state(&client, "HEALTHY").await;
+    assert_eq!(state["messages"], json!(1), "{state}");
+    // Publishing to the damaged stream's subjects is not accepted.
+    js::expect_no_responders(&client, "damaged.a", "z").await;
+    drop(client);
+    std::fs::write(&config_path, &original).unwrap();
+    let server = server.restart();
+    let client = server.connect().await;
+    let state = js::state(&client, "DAMAGED").await;
+    assert_eq!(
+        (&state["messages"], &state["last_seq"]),
+        (&json!(3), &json!(3)),
+        "repaired: {state}"
+    );
+}
+tern_only!(corrupt_config_fails_closed_and_deletes_nothing);
