@@ -1563,3 +1563,148 @@ async fn unknown_api_subject(flavor: Flavor) {
     expect_silent_request(&client, "$JS.API.BOGUS", "{}", QUIET).await;
 }
 differential!(unknown_api_subject);
+
+/// Every reply to one direct-get request, as `(status, headers without the
+/// time stamp, payload)`, up to the first status reply (end of batch, or an
+/// error).
+async fn direct_get_all(
+    client: &async_nats::Client,
+    stream: &str,
+    body: &str,
+) -> Vec<(String, Vec<(String, String)>, String)> {
+    use futures::StreamExt;
+    let inbox = client.new_inbox();
+    let mut replies = client.subscribe(inbox.clone()).await.unwrap();
+    client
+        .publish_with_reply(
+            format!("$JS.API.DIRECT.GET.{stream}"),
+            inbox,
+            body.to_string().into(),
+        )
+        .await
+        .unwrap();
+    let mut all = Vec::new();
+    loop {
+        let message = tokio::time::timeout(TIMEOUT, replies.next())
+            .await
+            .expect("a direct-get reply")
+            .expect("subscription open");
+        let status = message
+            .status
+            .map(|status| {
+                format!(
+                    "{} {}",
+                    status.as_u16(),
+                    message.description.clone().unwrap_or_default()
+                )
+            })
+            .unwrap_or_default();
+        let mut headers: Vec<(String, String)> = message
+            .headers
+            .iter()
+            .flat_map(|headers| headers.iter())
+            .filter(|(name, _)| name.to_string() != "Nats-Time-Stamp")
+            .flat_map(|(name, values)| {
+                values
+                    .iter()
+                    .map(move |value| (name.to_string(), value.to_string()))
+            })
+            .collect();
+        headers.sort();
+        let done = !status.is_empty();
+        all.push((
+            status,
+            headers,
+            String::from_utf8_lossy(&message.payload).into_owned(),
+        ));
+        if done {
+            return all;
+        }
+    }
+}
+
+async fn direct_get_batches(flavor: Flavor) {
+    let server = js::start(flavor);
+    let client = server.connect().await;
+    create(
+        &client,
+        json!({"name":"DGB","subjects":["a.*","b.*"],"allow_direct":true}),
+    )
+    .await;
+    for subject in ["a.1", "b.1", "a.2", "a.3", "b.2"] {
+        js::publish_all(&client, &[subject]).await;
+    }
+    let summary = |replies: Vec<(String, Vec<(String, String)>, String)>| -> Vec<String> {
+        replies
+            .into_iter()
+            .map(|(status, headers, _)| {
+                let get = |name: &str| {
+                    headers
+                        .iter()
+                        .find(|(key, _)| key == name)
+                        .map(|(_, value)| value.clone())
+                        .unwrap_or_default()
+                };
+                format!(
+                    "{status}|{}|{}|{}|{}|{}",
+                    get("Nats-Subject"),
+                    get("Nats-Sequence"),
+                    get("Nats-Num-Pending"),
+                    get("Nats-Last-Sequence"),
+                    get("Nats-UpTo-Sequence")
+                )
+            })
+            .collect()
+    };
+    // Captured from nats-server 2.15.1: `status|subject|seq|pending|last|upto`.
+    let cases: &[(&str, &[&str])] = &[
+        (
+            r#"{"seq":1,"batch":2}"#,
+            &["|a.1|1|4|0|", "|b.1|2|3|1|", "204 EOB|||3|2|"],
+        ),
+        (
+            r#"{"next_by_subj":"a.*","seq":1,"batch":2}"#,
+            &["|a.1|1|2|0|", "|a.2|3|1|1|", "204 EOB|||1|3|"],
+        ),
+        (
+            r#"{"next_by_subj":"a.*","seq":9,"batch":2}"#,
+            &["404 Message Not Found|||||"],
+        ),
+        (
+            r#"{"multi_last":["a.*","b.*"]}"#,
+            &[
+                "|a.1|1|4|0|",
+                "|b.1|2|3|1|",
+                "|a.2|3|2|2|",
+                "|a.3|4|1|3|",
+                "|b.2|5|0|4|",
+                "204 EOB|||0|5|5",
+            ],
+        ),
+        (
+            r#"{"multi_last":["a.1","b.2"],"batch":1}"#,
+            &["|a.1|1|1|0|", "204 EOB|||1|1|5"],
+        ),
+        (
+            r#"{"multi_last":["a.*"],"up_to_seq":3}"#,
+            &["|a.1|1|1|0|", "|a.2|3|0|1|", "204 EOB|||0|3|3"],
+        ),
+        (
+            r#"{"seq":2,"batch":2,"max_bytes":3}"#,
+            &["|b.1|2|3|0|", "204 EOB|||3|2|"],
+        ),
+    ];
+    for (body, expected) in cases {
+        let replies = direct_get_all(&client, "DGB", body).await;
+        assert_eq!(
+            summary(replies),
+            expected
+                .iter()
+                .map(|line| line.to_string())
+                .collect::<Vec<_>>(),
+            "{}: {body}",
+            flavor.name()
+        );
+    }
+}
+differential!(direct_get_batches);

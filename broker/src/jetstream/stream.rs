@@ -1606,34 +1606,20 @@ impl StreamTask {
                 return;
             }
         };
+        if let Some(multi_last) = &get.multi_last {
+            return self
+                .direct_get_multi_last(origin, reply, multi_last, get.no_headers)
+                .await;
+        }
+        if let Some(batch) = &get.batch {
+            return self
+                .direct_get_batch(origin, reply, &get.get, batch, get.no_headers)
+                .await;
+        }
         match self.find(&get.get).await {
             Ok(Some(message)) => {
-                let mut block = if message.headers.is_empty() {
-                    b"NATS/1.0\r\n".to_vec()
-                } else {
-                    message.headers[..message.headers.len() - 2].to_vec()
-                };
-                let mut time = String::new();
-                super::json::write_time(&mut time, message.timestamp_ns);
-                let time = time.trim_matches('"').to_string();
-                block.extend_from_slice(
-                    format!(
-                        "Nats-Stream: {}\r\nNats-Subject: {}\r\nNats-Sequence: {}\r\nNats-Time-Stamp: {}\r\n\r\n",
-                        self.handle.name,
-                        String::from_utf8_lossy(&message.subject),
-                        message.sequence,
-                        time
-                    )
-                    .as_bytes(),
-                );
-                let payload = Bytes::from(message.payload);
-                if get.no_headers {
-                    self.js
-                        .respond_message(origin, reply, Bytes::new(), payload);
-                } else {
-                    self.js
-                        .respond_message(origin, reply, Bytes::from(block), payload);
-                }
+                let (headers, payload) = self.direct_message(message, get.no_headers, None);
+                self.js.respond_message(origin, reply, headers, payload);
             }
             Ok(None) => self.js.respond_message(
                 origin,
@@ -1648,6 +1634,206 @@ impl StreamTask {
                 Bytes::new(),
             ),
         }
+    }
+
+    /// A stored message as a direct-get reply: its headers followed by
+    /// `Nats-Stream`, `Nats-Subject`, `Nats-Sequence`, `Nats-Time-Stamp`
+    /// and, in a batch, `Nats-Num-Pending` and `Nats-Last-Sequence`.
+    fn direct_message(
+        &self,
+        message: StoredMessage,
+        no_headers: bool,
+        batch: Option<(u64, u64)>,
+    ) -> (Bytes, Bytes) {
+        let payload = Bytes::from(message.payload);
+        if no_headers {
+            return (Bytes::new(), payload);
+        }
+        let mut block = if message.headers.is_empty() {
+            b"NATS/1.0\r\n".to_vec()
+        } else {
+            message.headers[..message.headers.len() - 2].to_vec()
+        };
+        let mut time = String::new();
+        super::json::write_time(&mut time, message.timestamp_ns);
+        let time = time.trim_matches('"');
+        block.extend_from_slice(
+            format!(
+                "Nats-Stream: {}\r\nNats-Subject: {}\r\nNats-Sequence: {}\r\nNats-Time-Stamp: {time}\r\n",
+                self.handle.name,
+                String::from_utf8_lossy(&message.subject),
+                message.sequence,
+            )
+            .as_bytes(),
+        );
+        if let Some((pending, previous)) = batch {
+            block.extend_from_slice(
+                format!("Nats-Num-Pending: {pending}\r\nNats-Last-Sequence: {previous}\r\n")
+                    .as_bytes(),
+            );
+        }
+        block.extend_from_slice(b"\r\n");
+        (Bytes::from(block), payload)
+    }
+
+    /// Sends `sequences` (ascending) as a direct-get batch, at most `limit`
+    /// messages and (when non-zero) about `max_bytes`, then the end-of-batch
+    /// status. `up_to` adds `Nats-UpTo-Sequence` (multi_last).
+    #[allow(clippy::too_many_arguments)]
+    async fn send_direct_batch(
+        &self,
+        origin: usize,
+        reply: Bytes,
+        sequences: &[u64],
+        limit: usize,
+        max_bytes: usize,
+        no_headers: bool,
+        up_to: Option<u64>,
+    ) {
+        let total = sequences.len() as u64;
+        let (mut sent, mut sent_bytes, mut previous) = (0u64, 0usize, 0u64);
+        for &sequence in sequences.iter().take(limit.max(1)) {
+            let message = match with_store!(&self.store, log => log.get(sequence).await) {
+                Ok(Some(message)) => message,
+                Ok(None) => continue,
+                Err(error) => {
+                    let status = status_headers(&format!("500 {error}"));
+                    return self.js.respond_message(origin, reply, status, Bytes::new());
+                }
+            };
+            sent += 1;
+            sent_bytes += message.subject.len() + message.headers.len() + message.payload.len();
+            let (headers, payload) =
+                self.direct_message(message, no_headers, Some((total - sent, previous)));
+            self.js
+                .respond_message(origin, reply.clone(), headers, payload);
+            previous = sequence;
+            if max_bytes > 0 && sent_bytes >= max_bytes {
+                break;
+            }
+        }
+        let mut end = format!(
+            "NATS/1.0 204 EOB\r\nNats-Num-Pending: {}\r\nNats-Last-Sequence: {previous}\r\n",
+            total - sent
+        );
+        if let Some(up_to) = up_to {
+            end.push_str(&format!("Nats-UpTo-Sequence: {up_to}\r\n"));
+        }
+        end.push_str("\r\n");
+        self.js
+            .respond_message(origin, reply, Bytes::from(end), Bytes::new());
+    }
+
+    /// `{"seq"|"next_by_subj"|"start_time", "batch": N}`: consecutive
+    /// matching messages from the start.
+    async fn direct_get_batch(
+        &self,
+        origin: usize,
+        reply: Bytes,
+        get: &MessageGet,
+        batch: &requests::DirectBatch,
+        no_headers: bool,
+    ) {
+        let (from, filter) = match get {
+            MessageGet::Sequence(sequence) => (Some(*sequence), None),
+            MessageGet::NextBySubject {
+                subject,
+                from_sequence,
+            } => (Some(*from_sequence), Some(subject.as_str())),
+            MessageGet::StartTime { unix_ns, subject } => (
+                with_store!(&self.store, log => log.first_at_or_after(*unix_ns)),
+                subject.as_deref(),
+            ),
+            MessageGet::LastBySubject(_) => (None, None),
+        };
+        let mut sequences = Vec::new();
+        if let Some(mut from) = from.map(|from| from.max(1)) {
+            while let Some(next) = with_store!(&self.store, log => log.next_matching(from, |subject| {
+                filter.is_none_or(|filter| subject_matches(filter, &String::from_utf8_lossy(subject)))
+            })) {
+                sequences.push(next);
+                from = next + 1;
+            }
+        }
+        if sequences.is_empty() {
+            let status = status_headers("404 Message Not Found");
+            return self.js.respond_message(origin, reply, status, Bytes::new());
+        }
+        self.send_direct_batch(
+            origin,
+            reply,
+            &sequences,
+            batch.size,
+            batch.max_bytes,
+            no_headers,
+            None,
+        )
+        .await;
+    }
+
+    /// `{"multi_last": [subjects…]}`: the last message of every subject
+    /// matching one of the filters, up to a sequence or time, in sequence
+    /// order.
+    async fn direct_get_multi_last(
+        &self,
+        origin: usize,
+        reply: Bytes,
+        multi_last: &requests::DirectMultiLast,
+        no_headers: bool,
+    ) {
+        let state = with_store!(&self.store, log => log.state());
+        let mut up_to = if multi_last.up_to_sequence > 0 {
+            multi_last.up_to_sequence.min(state.last_sequence)
+        } else {
+            state.last_sequence
+        };
+        if let Some(unix_ns) = multi_last.up_to_unix_ns {
+            up_to = match with_store!(&self.store, log => log.first_at_or_after(unix_ns.saturating_add(1)))
+            {
+                Some(after) => up_to.min(after.saturating_sub(1)),
+                None => up_to,
+            };
+        }
+        let matches = |subject: &[u8]| {
+            let subject = String::from_utf8_lossy(subject);
+            multi_last
+                .subjects
+                .iter()
+                .any(|filter| subject_matches(filter, &subject))
+        };
+        // Last sequence per matching subject, at most `up_to`.
+        let mut last_per_subject: FxHashMap<Vec<u8>, u64> = FxHashMap::default();
+        let mut from = state.first_sequence.max(1);
+        while let Some(next) = with_store!(&self.store, log => log.next_matching(from, matches)) {
+            if next > up_to {
+                break;
+            }
+            if let Some(subject) = with_store!(&self.store, log => log.subject_of(next)) {
+                last_per_subject.insert(subject.to_vec(), next);
+            }
+            from = next + 1;
+        }
+        let mut sequences: Vec<u64> = last_per_subject.into_values().collect();
+        sequences.sort_unstable();
+        if sequences.is_empty() {
+            let status = status_headers("404 No Results");
+            return self.js.respond_message(origin, reply, status, Bytes::new());
+        }
+        let limit = if multi_last.batch > 0 {
+            multi_last.batch
+        } else {
+            sequences.len()
+        };
+        self.send_direct_batch(
+            origin,
+            reply,
+            &sequences,
+            limit,
+            multi_last.max_bytes,
+            no_headers,
+            Some(up_to),
+        )
+        .await;
     }
 }
 
