@@ -1564,14 +1564,12 @@ async fn unknown_api_subject(flavor: Flavor) {
 }
 differential!(unknown_api_subject);
 
-/// Every reply to one direct-get request, as `(status, headers without the
-/// time stamp, payload)`, up to the first status reply (end of batch, or an
-/// error).
-async fn direct_get_all(
-    client: &async_nats::Client,
-    stream: &str,
-    body: &str,
-) -> Vec<(String, Vec<(String, String)>, String)> {
+/// One direct-get reply: status, headers without the time stamp, payload.
+type DirectReply = (String, Vec<(String, String)>, String);
+
+/// Every reply to one direct-get request, up to the first status reply
+/// (end of batch, or an error).
+async fn direct_get_all(client: &async_nats::Client, stream: &str, body: &str) -> Vec<DirectReply> {
     use futures::StreamExt;
     let inbox = client.new_inbox();
     let mut replies = client.subscribe(inbox.clone()).await.unwrap();
@@ -1634,7 +1632,7 @@ async fn direct_get_batches(flavor: Flavor) {
     for subject in ["a.1", "b.1", "a.2", "a.3", "b.2"] {
         js::publish_all(&client, &[subject]).await;
     }
-    let summary = |replies: Vec<(String, Vec<(String, String)>, String)>| -> Vec<String> {
+    let summary = |replies: Vec<DirectReply>| -> Vec<String> {
         replies
             .into_iter()
             .map(|(status, headers, _)| {
