@@ -1,15 +1,18 @@
 //! tern-broker: `tern-server`, the NATS-compatible broker.
 //!
 //! This crate owns configuration and flags, the NATS client protocol codec,
-//! connections, subject routing within and across shards, and monitoring
-//! HTTP. Later issues add JetStream (streams, consumers, KV and object store),
-//! auth and TLS here. See ARCHITECTURE.md for the publish path.
+//! connections, subject routing within and across shards, monitoring HTTP,
+//! and JetStream streams (the API and the durable publish path). Later
+//! issues add consumers, KV and object store, auth and TLS here. See
+//! ARCHITECTURE.md for the publish paths.
 //!
 //! Module map:
 //! - [`config`]: flags, TOML file, limits.
 //! - [`proto`]: parser, encoder, CONNECT/INFO, subjects, `-ERR` texts.
 //! - [`sublist`]: the subject trie with its match cache.
-//! - [`router`]: local subscriptions and other shards' interest.
+//! - [`router`]: local subscriptions, internal (JetStream) ones and other
+//!   shards' interest.
+//! - [`jetstream`]: streams, their API, journal, Raft group and recovery.
 //! - [`client`]: one connection's state and tasks.
 //! - [`shard`]: one shard's connections and the publish path.
 //! - [`peer`]: outboxes to the other shards.
