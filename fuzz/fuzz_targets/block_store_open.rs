@@ -27,6 +27,7 @@ fuzz_target!(|data: &[u8]| {
         sync: true,
         read_chunk_bytes: 2 * BLOCK_BYTES,
         compact_deleted_ratio: 0.5,
+        ..StreamConfig::default()
     };
     if let Ok((log, _)) = block_on(StreamLog::open(files, config)) {
         let state = log.state();
