@@ -752,12 +752,13 @@ impl JetStream {
     }
 
     fn answer_here(&self, request: ApiRequest, kind: &str, error: ApiError) {
-        if let Some(reply) = request.reply {
-            self.respond(
-                request.origin,
-                reply,
-                responses::error_response(kind, &error),
-            );
+        self.answer_error(request.origin, request.reply, kind, &error);
+    }
+
+    /// Answers an API call with an error, if it asked for an answer.
+    pub fn answer_error(&self, origin: usize, reply: Option<Bytes>, kind: &str, error: &ApiError) {
+        if let Some(reply) = reply {
+            self.respond(origin, reply, responses::error_response(kind, error));
         }
     }
 

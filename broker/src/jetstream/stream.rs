@@ -578,14 +578,11 @@ impl StreamTask {
                         responses::pub_ack_error(&self.handle.name, &failure).as_bytes(),
                     );
                 }
-                Owed::Purge { origin, reply } | Owed::Delete { origin, reply } => {
-                    if let Some(reply) = reply {
-                        self.js.respond(
-                            origin,
-                            reply,
-                            responses::error_response("stream_purge_response", &failure),
-                        );
-                    }
+                Owed::Purge { origin, reply } => {
+                    self.answer_error(origin, reply, "stream_purge_response", &failure)
+                }
+                Owed::Delete { origin, reply } => {
+                    self.answer_error(origin, reply, "stream_msg_delete_response", &failure)
                 }
             }
         }
@@ -1058,11 +1055,7 @@ impl StreamTask {
                         }
                     }
                 };
-                let account = match self.config.storage {
-                    StorageType::File => file_message_bytes,
-                    StorageType::Memory => memory_message_bytes,
-                };
-                let bytes = account(subject.len(), header_block.len(), payload.len());
+                let bytes = self.message_bytes(subject.len(), header_block.len(), payload.len());
                 slot_done(&mut self.in_flight, bytes);
                 self.stored_last_unix_ns = self.stored_last_unix_ns.max(timestamp_ns);
                 if sequence <= stored_last {
@@ -1482,12 +1475,8 @@ impl StreamTask {
         Ok(())
     }
 
-    /// Answers an API call with an error (if it asked for an answer).
     fn answer_error(&self, origin: usize, reply: Option<Bytes>, kind: &str, error: &ApiError) {
-        if let Some(reply) = reply {
-            self.js
-                .respond(origin, reply, responses::error_response(kind, error));
-        }
+        self.js.answer_error(origin, reply, kind, error);
     }
 
     fn fail_pending(&mut self, reason: &str) {
