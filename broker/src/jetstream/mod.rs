@@ -37,6 +37,7 @@
 
 pub mod entry;
 pub mod error;
+pub mod expiry;
 pub mod headers;
 pub mod json;
 pub mod persist;

@@ -38,6 +38,7 @@ use tern_storage::{AppendError, NewRecord};
 
 use super::entry::{self, Operation, PendingMessage, RECORD_HARD_STATE};
 use super::error::ApiError;
+use super::expiry::{self, Expiry, MessageTtl};
 use super::headers;
 use super::persist::{self, RaftState};
 use super::requests::{self, MessageGet};
@@ -57,6 +58,8 @@ const CHECKPOINT_BYTES: u64 = 64 << 20;
 const CHECKPOINT_INTERVAL: Duration = Duration::from_secs(2);
 /// How often max_age is enforced at the latest.
 const AGE_CHECK_INTERVAL: Duration = Duration::from_secs(1);
+/// Messages one turn removes for their TTL; the rest wait a turn.
+const EXPIRED_PER_TURN_MAX: usize = 4096;
 /// The one voter of a single-node stream group.
 const NODE_ID: u64 = 1;
 
@@ -279,6 +282,8 @@ pub struct StreamTask {
     applied_bytes_since_checkpoint: u64,
     last_checkpoint: Instant,
     last_age_check: Instant,
+    /// TTLs and delete markers; `Some` while the stream allows message TTLs.
+    expiry: Option<Expiry>,
     hard_state: HardState,
     failure: Option<String>,
     /// `{"stream":"<name>","seq":`, and a buffer PubAcks are built in.
@@ -400,6 +405,7 @@ impl StreamTask {
             applied_bytes_since_checkpoint: 0,
             last_checkpoint: Instant::now(),
             last_age_check: Instant::now(),
+            expiry: None,
             hard_state,
             failure: None,
             ack_prefix: String::new(),
@@ -436,10 +442,27 @@ impl StreamTask {
             }
         }
         self.rebuild_dedupe().await?;
+        self.rebuild_expiry().await?;
         self.enforce_limits(now_unix_ns())
             .await
             .map_err(|error| error.to_string())?;
         self.refresh_snapshot();
+        Ok(())
+    }
+
+    /// TTLs, `never` exemptions and markers, read back from the store when
+    /// the stream allows message TTLs (nats-server rebuilds its wheel too).
+    async fn rebuild_expiry(&mut self) -> Result<(), String> {
+        if !self.config.allow_msg_ttl {
+            self.expiry = None;
+            return Ok(());
+        }
+        let mut expiry = Expiry::default();
+        with_store!(&self.store, log => log.replay(0, |message| {
+            expiry.track(message.sequence, message.timestamp_ns, message.headers);
+        }).await)
+        .map_err(|error| error.to_string())?;
+        self.expiry = Some(expiry);
         Ok(())
     }
 
@@ -519,6 +542,9 @@ impl StreamTask {
 
     fn next_timer(&self) -> Duration {
         let mut next = AGE_CHECK_INTERVAL;
+        if let Some(due_ns) = self.expiry.as_ref().and_then(Expiry::next_due_ns) {
+            next = next.min(Duration::from_nanos(due_ns.saturating_sub(now_unix_ns())));
+        }
         if self.applied_index > self.checkpointed_index {
             next = next.min(CHECKPOINT_INTERVAL.saturating_sub(self.last_checkpoint.elapsed()));
         }
@@ -545,13 +571,23 @@ impl StreamTask {
             }
         }
         self.drive().await?;
+        let now_ns = now_unix_ns();
+        if self
+            .expiry
+            .as_ref()
+            .and_then(Expiry::next_due_ns)
+            .is_some_and(|due_ns| due_ns <= now_ns)
+        {
+            self.expire_due(now_ns);
+        }
         if self.last_age_check.elapsed() >= AGE_CHECK_INTERVAL {
             self.last_age_check = Instant::now();
             if self.config.max_age_ns > 0 {
-                self.enforce_limits(now_unix_ns())
+                self.enforce_limits(now_ns)
                     .await
                     .map_err(|error| error.to_string())?;
             }
+            self.forget_removed_expiry();
         }
         if self.applied_index > self.checkpointed_index
             && (self.applied_bytes_since_checkpoint >= CHECKPOINT_BYTES
@@ -784,8 +820,10 @@ impl StreamTask {
                 return self.reject(reply, ApiError::expected_stream_mismatch());
             }
         }
-        let ttl = headers::value(hdr, headers::TTL);
-        if ttl.is_some() && !config.allow_msg_ttl {
+        // nats-server tests the parsed value: an unparsable TTL is "none"
+        // here and invalid later (10165).
+        let ttl = expiry::message_ttl(hdr);
+        if ttl.is_ok_and(MessageTtl::is_set) && !config.allow_msg_ttl {
             return self.reject(reply, ApiError::ttl_disabled());
         }
         let subject_sequence_subject =
@@ -883,14 +921,32 @@ impl StreamTask {
                 return self.reject(reply, error);
             }
         }
-        if let Some(ttl) = ttl {
-            if parse_ttl_ns(ttl).is_none() {
-                return self.reject(reply, ApiError::invalid_ttl());
+        let ttl = match ttl {
+            Ok(ttl) => ttl,
+            Err(expiry::InvalidTtl) => return self.reject(reply, ApiError::invalid_ttl()),
+        };
+        // With delete markers, a TTL below the marker TTL is raised to it
+        // so no marker is missed (one message per subject cannot miss one).
+        let marker_ttl_seconds =
+            (config.subject_delete_marker_ttl_ns.max(0) as u64) / 1_000_000_000;
+        let mut bytes = bytes;
+        let mut rewritten_headers = None;
+        if let MessageTtl::Seconds(seconds) = ttl {
+            if seconds < marker_ttl_seconds && config.max_msgs_per_subject != 1 {
+                let rewritten = expiry::with_ttl_seconds(hdr, marker_ttl_seconds);
+                bytes = self.message_bytes(subject.len(), rewritten.len(), message.payload().len());
+                rewritten_headers = Some(rewritten);
             }
         }
         // Accepted: assign the sequence and propose.
         let sequence = self.last_sequence + 1;
         let msg_id = msg_id.map(Bytes::copy_from_slice);
+        let message = match rewritten_headers {
+            Some(rewritten) => {
+                PendingMessage::new(message.subject(), &rewritten, message.payload())
+            }
+            None => message,
+        };
         let subject_range = message.subject_range();
         let encoded = message.finish(sequence, now_ns);
         // The subject shares the encoded operation's bytes.
@@ -1070,6 +1126,9 @@ impl StreamTask {
                 }).await)?;
                 self.applied_bytes_since_checkpoint += bytes;
                 self.stored_last_unix_ns = timestamp_ns;
+                if let Some(expiry) = &mut self.expiry {
+                    expiry.track(sequence, timestamp_ns, &header_block);
+                }
                 if self.config.retention == Retention::Interest && self.interested_consumers() == 0
                 {
                     // Nobody is interested: the sequence is used, the
@@ -1221,10 +1280,107 @@ impl StreamTask {
         }
     }
 
+    /// Removes the messages whose TTL is due, at most
+    /// [`EXPIRED_PER_TURN_MAX`] per turn (the timer brings the rest).
+    fn expire_due(&mut self, now_ns: u64) {
+        for _ in 0..EXPIRED_PER_TURN_MAX {
+            let Some(sequence) = self
+                .expiry
+                .as_mut()
+                .and_then(|expiry| expiry.pop_due(now_ns))
+            else {
+                return;
+            };
+            if self
+                .expiry
+                .as_ref()
+                .is_some_and(|expiry| expiry.is_replacing(sequence))
+            {
+                continue;
+            }
+            self.expire_message(sequence);
+        }
+    }
+
+    /// Removes an expired message (TTL or max_age). With delete markers, a
+    /// subject's last message is replaced by a marker instead: a new message
+    /// through the log whose `Nats-Rollup: sub` removes the old one.
+    fn expire_message(&mut self, sequence: u64) {
+        let Some(subject) =
+            with_store!(&self.store, log => log.subject_of(sequence).map(<[u8]>::to_vec))
+        else {
+            return; // removed already
+        };
+        let marker_ttl_seconds =
+            (self.config.subject_delete_marker_ttl_ns.max(0) as u64) / 1_000_000_000;
+        let wants_marker = marker_ttl_seconds > 0
+            && self
+                .expiry
+                .as_ref()
+                .is_some_and(|expiry| !expiry.is_marker(sequence))
+            && with_store!(&self.store, log => log.subject_state(&subject))
+                .is_some_and(|(_, _, count)| count == 1)
+            && !self.in_flight.subjects.contains_key(&subject[..]);
+        if wants_marker {
+            let before = self.last_sequence;
+            let headers = expiry::marker_headers(marker_ttl_seconds);
+            self.ingest(Inbound {
+                message: PendingMessage::new(&subject, &headers, b""),
+                reply: None,
+            });
+            if self.last_sequence > before {
+                if let Some(expiry) = &mut self.expiry {
+                    expiry.start_replacing(sequence);
+                }
+                return;
+            }
+            // Refused (a limit, deny_purge): remove without a marker.
+        }
+        with_store!(&mut self.store, log => log.delete(sequence));
+        if let Some(expiry) = &mut self.expiry {
+            expiry.removed(sequence);
+        }
+    }
+
+    /// Drops expiry notes of messages removed since (limits, purges, rollups).
+    fn forget_removed_expiry(&mut self) {
+        let Some(expiry) = &mut self.expiry else {
+            return;
+        };
+        let messages = with_store!(&self.store, log => log.state()).messages;
+        if expiry.noted() as u64 <= messages {
+            return;
+        }
+        let store = &self.store;
+        expiry.retain(|sequence| with_store!(store, log => log.subject_of(sequence)).is_some());
+    }
+
     /// Every limit, including age (on start and on a timer).
     async fn enforce_limits(&mut self, now_ns: u64) -> Result<(), StoreError> {
         let max_age_ns = self.config.max_age_ns;
-        if max_age_ns > 0 {
+        if max_age_ns > 0 && self.expiry.is_some() {
+            // In sequence order, passing over messages that never expire
+            // and those a marker is replacing (nats-server's walk).
+            let mut from = 0;
+            while let Some(sequence) =
+                with_store!(&self.store, log => log.next_matching(from, |_| true))
+            {
+                let Some(timestamp_ns) =
+                    with_store!(&self.store, log => log.timestamp_of(sequence))
+                else {
+                    break;
+                };
+                if now_ns.saturating_sub(timestamp_ns) <= max_age_ns as u64 {
+                    break;
+                }
+                from = sequence + 1;
+                let expiry = self.expiry.as_ref().expect("checked above");
+                if expiry.never_expires(sequence) || expiry.is_replacing(sequence) {
+                    continue;
+                }
+                self.expire_message(sequence);
+            }
+        } else if max_age_ns > 0 {
             loop {
                 let state = with_store!(&self.store, log => log.state());
                 if state.messages == 0
@@ -1443,6 +1599,9 @@ impl StreamTask {
                     let old = std::mem::replace(&mut self.config, Rc::new(*config));
                     self.js
                         .stream_subjects_changed(&self.handle, &old, &self.config);
+                    if old.allow_msg_ttl != self.config.allow_msg_ttl {
+                        self.rebuild_expiry().await?;
+                    }
                     self.enforce_limits(now_unix_ns())
                         .await
                         .map_err(|error| error.to_string())?;
@@ -1854,18 +2013,4 @@ pub fn info_state(state: &StreamState, last_unix_ns: u64) -> responses::StreamSt
 
 fn status_headers(status: &str) -> Bytes {
     Bytes::from(format!("NATS/1.0 {status}\r\n\r\n"))
-}
-
-/// `Nats-TTL`: a Go duration (`10s`, `1h30m`), whole seconds, or `never`;
-/// at least one second.
-pub fn parse_ttl_ns(value: &[u8]) -> Option<u64> {
-    let text = std::str::from_utf8(value).ok()?;
-    if text == "never" {
-        return Some(u64::MAX);
-    }
-    if let Ok(seconds) = text.parse::<u64>() {
-        return (seconds >= 1).then(|| seconds.saturating_mul(1_000_000_000));
-    }
-    let nanos = crate::config::parse_duration(text).ok()?.as_nanos() as u64;
-    (nanos >= 1_000_000_000).then_some(nanos)
 }
