@@ -22,6 +22,7 @@ pub const RECORD_ENTRY_NOOP: u8 = 3;
 const OPERATION_MESSAGE: u8 = 1;
 const OPERATION_PURGE: u8 = 2;
 const OPERATION_DELETE: u8 = 3;
+const OPERATION_CONFIG: u8 = 4;
 
 const PURGE_HAS_FILTER: u8 = 1;
 const PURGE_HAS_SEQUENCE: u8 = 2;
@@ -30,6 +31,8 @@ const PURGE_HAS_KEEP: u8 = 4;
 /// Longest subject an entry may carry (the core protocol's control line
 /// bounds it far lower).
 pub const SUBJECT_BYTES_MAX: usize = 64 * 1024;
+/// Largest stored config an entry may carry.
+pub const CONFIG_BYTES_MAX: usize = 1 << 20;
 
 /// One operation on a stream.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -55,6 +58,9 @@ pub enum Operation {
     /// Remove one message; `erase` overwrites its data (nats-server's
     /// secure delete; here the record is dropped either way).
     Delete { sequence: u64, erase: bool },
+    /// From here on the stream runs with this config: its stored JSON
+    /// (`StreamConfig::to_stored_json`), already checked by the meta shard.
+    Config { json: Bytes },
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -67,6 +73,8 @@ pub enum DecodeError {
     UnknownEntryKind(u8),
     #[error("unknown purge flags {0:#x}")]
     UnknownFlags(u8),
+    #[error("config of {0} bytes is over the limit")]
+    ConfigTooLong(usize),
     #[error("subject of {0} bytes is over the limit")]
     SubjectTooLong(usize),
     #[error("{0} trailing bytes")]
@@ -131,6 +139,12 @@ impl Operation {
                 out.extend_from_slice(&sequence.to_le_bytes());
                 out.push(u8::from(*erase));
             }
+            Operation::Config { json } => {
+                assert!(json.len() <= CONFIG_BYTES_MAX);
+                out.push(OPERATION_CONFIG);
+                out.extend_from_slice(&(json.len() as u32).to_le_bytes());
+                out.extend_from_slice(json);
+            }
         }
         debug_assert_eq!(out.len(), self.encoded_bytes());
         Bytes::from(out)
@@ -148,6 +162,7 @@ impl Operation {
                 1 + 1 + 8 + 8 + 8 + 4 + filter.as_ref().map_or(0, |filter| filter.len())
             }
             Operation::Delete { .. } => 1 + 8 + 1,
+            Operation::Config { json } => 1 + 4 + json.len(),
         }
     }
 
@@ -212,6 +227,15 @@ impl Operation {
                     _ => return Err(DecodeError::NonCanonical("erase is 0 or 1")),
                 };
                 Operation::Delete { sequence, erase }
+            }
+            OPERATION_CONFIG => {
+                let json_bytes = reader.u32()? as usize;
+                if json_bytes > CONFIG_BYTES_MAX {
+                    return Err(DecodeError::ConfigTooLong(json_bytes));
+                }
+                Operation::Config {
+                    json: reader.bytes(json_bytes)?,
+                }
             }
             tag => return Err(DecodeError::UnknownOperation(tag)),
         };
@@ -409,6 +433,24 @@ mod tests {
             sequence: 3,
             erase: true,
         });
+        round_trip(Operation::Config {
+            json: Bytes::from_static(br#"{"name":"S"}"#),
+        });
+    }
+
+    #[test]
+    fn the_config_layout_is_pinned_and_bounded() {
+        let encoded = Operation::Config {
+            json: Bytes::from_static(b"{}"),
+        }
+        .encode();
+        assert_eq!(&encoded[..], &[4u8, 2, 0, 0, 0, b'{', b'}'][..]);
+        let mut too_long = vec![4u8];
+        too_long.extend_from_slice(&((CONFIG_BYTES_MAX as u32) + 1).to_le_bytes());
+        assert_eq!(
+            Operation::decode(&Bytes::from(too_long)),
+            Err(DecodeError::ConfigTooLong(CONFIG_BYTES_MAX + 1))
+        );
     }
 
     #[test]

@@ -211,6 +211,7 @@ enum Owed {
     Duplicate { reply: Bytes, sequence: u64 },
     Purge { origin: usize, reply: Option<Bytes> },
     Delete { origin: usize, reply: Option<Bytes> },
+    Update { origin: usize, reply: Option<Bytes> },
 }
 
 /// Proposed, not yet applied: what ingest checks must count.
@@ -442,7 +443,9 @@ impl StreamTask {
             }
         }
         self.rebuild_dedupe().await?;
-        self.rebuild_expiry().await?;
+        self.rebuild_expiry()
+            .await
+            .map_err(|error| error.to_string())?;
         self.enforce_limits(now_unix_ns())
             .await
             .map_err(|error| error.to_string())?;
@@ -452,7 +455,7 @@ impl StreamTask {
 
     /// TTLs, `never` exemptions and markers, read back from the store when
     /// the stream allows message TTLs (nats-server rebuilds its wheel too).
-    async fn rebuild_expiry(&mut self) -> Result<(), String> {
+    async fn rebuild_expiry(&mut self) -> Result<(), StoreError> {
         if !self.config.allow_msg_ttl {
             self.expiry = None;
             return Ok(());
@@ -460,8 +463,7 @@ impl StreamTask {
         let mut expiry = Expiry::default();
         with_store!(&self.store, log => log.replay(0, |message| {
             expiry.track(message.sequence, message.timestamp_ns, message.headers);
-        }).await)
-        .map_err(|error| error.to_string())?;
+        }).await)?;
         self.expiry = Some(expiry);
         Ok(())
     }
@@ -619,6 +621,9 @@ impl StreamTask {
                 }
                 Owed::Delete { origin, reply } => {
                     self.answer_error(origin, reply, "stream_msg_delete_response", &failure)
+                }
+                Owed::Update { origin, reply } => {
+                    self.answer_error(origin, reply, "stream_update_response", &failure)
                 }
             }
         }
@@ -1173,6 +1178,32 @@ impl StreamTask {
                     }
                 }
             }
+            Operation::Config { json } => {
+                let config = match StreamConfig::from_stored_json(&json) {
+                    Ok(config) => config,
+                    Err(error) => panic!(
+                        "stream {}: entry {index} holds a config that does not decode: {error}",
+                        self.handle.name
+                    ),
+                };
+                self.apply_config(config).await?;
+                let owed: Vec<(usize, Option<Bytes>)> = self
+                    .owed
+                    .iter_mut()
+                    .take_while(|(owed_index, _)| *owed_index == index)
+                    .filter_map(|(_, item)| match item {
+                        Owed::Update { origin, reply } => Some((*origin, reply.take())),
+                        _ => None,
+                    })
+                    .collect();
+                for (origin, reply) in owed {
+                    let body =
+                        self.info_response("stream_update_response", false, None, false, 0, false);
+                    if let Some(reply) = reply {
+                        self.js.respond(origin, reply, body);
+                    }
+                }
+            }
             Operation::Delete { sequence, .. } => {
                 let removed = with_store!(&mut self.store, log => log.delete(sequence));
                 {
@@ -1226,7 +1257,7 @@ impl StreamTask {
                     responses::pub_ack(&self.handle.name, sequence, true, None).as_bytes(),
                 );
             }
-            Owed::Purge { .. } | Owed::Delete { .. } => {}
+            Owed::Purge { .. } | Owed::Delete { .. } | Owed::Update { .. } => {}
         }
     }
 
@@ -1278,6 +1309,23 @@ impl StreamTask {
             }
             with_store!(&mut self.store, log => log.delete(state.first_sequence));
         }
+    }
+
+    /// Runs with `config` from now on (an applied [`Operation::Config`];
+    /// the same config again, as a replay brings it, changes nothing).
+    async fn apply_config(&mut self, config: StreamConfig) -> Result<(), StoreError> {
+        if config.to_stored_json() == self.config.to_stored_json() {
+            return Ok(());
+        }
+        let old = std::mem::replace(&mut self.config, Rc::new(config));
+        self.js
+            .stream_subjects_changed(&self.handle, &old, &self.config);
+        if old.allow_msg_ttl != self.config.allow_msg_ttl {
+            self.rebuild_expiry().await?;
+        }
+        self.enforce_limits(now_unix_ns()).await?;
+        self.refresh_snapshot();
+        Ok(())
     }
 
     /// Removes the messages whose TTL is due, at most
@@ -1588,29 +1636,32 @@ impl StreamTask {
                 } else {
                     "stream_update_response"
                 };
-                if !create {
-                    let json = config.to_stored_json();
-                    let stored = self.js.stored_config_json(self.group, &json);
-                    if let Some(files) = &self.files {
-                        persist::write_config(files, stored.as_bytes(), self.created_unix_ns)
-                            .await
-                            .map_err(|error| error.to_string())?;
+                if create {
+                    let body = self.info_response(kind, create, None, false, 0, false);
+                    if let Some(reply) = reply {
+                        self.js.respond(origin, reply, body);
                     }
-                    let old = std::mem::replace(&mut self.config, Rc::new(*config));
-                    self.js
-                        .stream_subjects_changed(&self.handle, &old, &self.config);
-                    if old.allow_msg_ttl != self.config.allow_msg_ttl {
-                        self.rebuild_expiry().await?;
-                    }
-                    self.enforce_limits(now_unix_ns())
+                    return Ok(());
+                }
+                // The config file first: the meta shard reads it on start,
+                // so a restart never finds the log ahead of the catalog.
+                // Then through the log, so the change lands between the
+                // messages exactly where it was made (and reaches replicas).
+                let json = config.to_stored_json();
+                let stored = self.js.stored_config_json(self.group, &json);
+                if let Some(files) = &self.files {
+                    persist::write_config(files, stored.as_bytes(), self.created_unix_ns)
                         .await
                         .map_err(|error| error.to_string())?;
-                    self.refresh_snapshot();
                 }
-                let body = self.info_response(kind, create, None, false, 0, false);
-                if let Some(reply) = reply {
-                    self.js.respond(origin, reply, body);
-                }
+                let operation = Operation::Config {
+                    json: Bytes::from(json),
+                };
+                let index = self
+                    .node
+                    .propose(operation.encode())
+                    .map_err(|error| format!("config update refused: {error:?}"))?;
+                self.owe(index, Owed::Update { origin, reply });
             }
             StreamApi::Delete => {
                 self.handle.stopped.set(true);
