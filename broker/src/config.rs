@@ -24,6 +24,12 @@ pub const DEFAULT_WRITE_DEADLINE: Duration = Duration::from_secs(10);
 /// buffers: it is pinned (memlock) and counts in RSS.
 pub const DEFAULT_IO_MEMORY_BYTES: usize = 1024 * 1024;
 pub const DEFAULT_MESH_RING_CAPACITY: usize = 1024;
+/// Off: a spin holds the shard's other connections for up to its window,
+/// and on 2 vCPUs it measured within noise (BENCHMARKS.md). 200us covers a
+/// journal commit on the peer shard where it is turned on.
+pub const DEFAULT_SPIN_AWAITING_REPLY: Duration = Duration::ZERO;
+/// A spin holds its shard: never longer than this.
+pub const MAX_SPIN_AWAITING_REPLY: Duration = Duration::from_millis(1);
 /// nats-server refuses a max_payload above this.
 pub const MAX_PAYLOAD_LIMIT_BYTES: usize = 64 * 1024 * 1024;
 
@@ -101,6 +107,11 @@ pub struct Flags {
     /// Busy-poll this long for I/O before a shard sleeps (lower latency, more CPU); 0 disables [default: 0]
     #[arg(long = "spin_before_park", value_name = "DURATION")]
     pub spin_before_park: Option<String>,
+    /// After forwarding a request whose reply comes back from another shard,
+    /// spin up to this long on the incoming rings instead of sleeping (saves a
+    /// cross-CPU wake-up per reply; holds the shard meanwhile); 0 disables [default: 0]
+    #[arg(long = "spin_awaiting_reply", value_name = "DURATION")]
+    pub spin_awaiting_reply: Option<String>,
     /// Enable JetStream (nats-server: -js, --jetstream)
     #[arg(long = "jetstream")]
     pub jetstream: bool,
@@ -157,6 +168,7 @@ pub struct FileConfig {
     pub write_deadline: Option<DurationValue>,
     pub io_memory: Option<SizeValue>,
     pub spin_before_park: Option<DurationValue>,
+    pub spin_awaiting_reply: Option<DurationValue>,
     pub debug: Option<bool>,
     pub jetstream: Option<JetStreamFile>,
 }
@@ -221,6 +233,7 @@ pub struct Config {
     pub io_memory_bytes: usize,
     pub mesh_ring_capacity: usize,
     pub spin_before_park: Duration,
+    pub spin_awaiting_reply: Duration,
     pub debug: bool,
     pub config_file: Option<PathBuf>,
     /// `None`: JetStream is disabled (its API subjects have no responders).
@@ -453,6 +466,12 @@ impl Config {
                 file.spin_before_park,
                 Duration::ZERO,
             )?,
+            spin_awaiting_reply: duration(
+                "spin_awaiting_reply",
+                flags.spin_awaiting_reply,
+                file.spin_awaiting_reply,
+                DEFAULT_SPIN_AWAITING_REPLY,
+            )?,
             debug: flags.debug || file.debug.unwrap_or(false),
             config_file: flags.config,
             jetstream,
@@ -492,6 +511,9 @@ impl Config {
         }
         if limits.write_deadline.is_zero() {
             return Err(invalid("write_deadline", "must be positive"));
+        }
+        if self.spin_awaiting_reply > MAX_SPIN_AWAITING_REPLY {
+            return Err(invalid("spin_awaiting_reply", "must be at most 1ms"));
         }
         if self.io_memory_bytes < 64 * 1024 {
             return Err(invalid("io_memory", "must be at least 64KiB"));
@@ -654,6 +676,14 @@ mod tests {
         assert_eq!(config.limits.ping_interval, Duration::from_millis(100));
         assert_eq!(config.limits.ping_max, 3);
         assert_eq!(config.limits.max_pending_bytes, 10 * 1024 * 1024);
+    }
+
+    #[test]
+    fn spin_awaiting_reply_is_off_by_default_and_bounded() {
+        assert_eq!(config(&[]).unwrap().spin_awaiting_reply, Duration::ZERO);
+        let on = config(&["--spin_awaiting_reply", "200us"]).unwrap();
+        assert_eq!(on.spin_awaiting_reply, Duration::from_micros(200));
+        assert!(config(&["--spin_awaiting_reply", "2ms"]).is_err());
     }
 
     #[test]

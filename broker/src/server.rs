@@ -223,6 +223,7 @@ async fn shard_main(
     for (peer, receiver) in receivers {
         glommio::spawn_local(shard.clone().receive_from(peer, receiver)).detach();
     }
+    let spinner = glommio::spawn_local(shard.spinner.clone().run());
     if let Some(jetstream_config) = config.jetstream.clone() {
         let opened = futures_lite::future::or(
             async { Some(JetStream::open(&shard, jetstream_config).await) },
@@ -289,5 +290,6 @@ async fn shard_main(
     if let Some(jetstream) = shard.jetstream.get() {
         jetstream.stop_and_wait(SHUTDOWN_CHECKPOINT_TIMEOUT).await;
     }
+    drop(spinner);
     Ok(())
 }

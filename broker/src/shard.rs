@@ -21,6 +21,7 @@ use bytes::Bytes;
 use glommio::net::{TcpListener, TcpStream};
 use rustc_hash::FxHashMap;
 use tern_shard::mesh::RingProgress;
+use tern_shard::spin::Spinner;
 use tern_shard::{Shutdown, Waiters};
 
 use crate::client::{self, Client, CloseReason, Subscription};
@@ -87,6 +88,8 @@ pub struct Shard {
     flush_candidates: RefCell<Vec<Rc<Client>>>,
     /// How far this shard has handled each peer's ring.
     ring_progress: Vec<(usize, Rc<RingProgress>)>,
+    /// Keeps the shard awake while a peer's reply to a forwarded request is due.
+    pub spinner: Rc<Spinner>,
     /// Present when JetStream is enabled (set once at start).
     pub jetstream: OnceCell<Rc<JetStream>>,
     /// Woken when a peer acknowledges interest updates.
@@ -114,7 +117,12 @@ impl Shard {
         shutdown: Shutdown,
         seed: u64,
     ) -> Rc<Shard> {
+        let spinner = Spinner::new(
+            shared.config.spin_awaiting_reply,
+            ring_progress.iter().map(|(_, ring)| ring.clone()).collect(),
+        );
         Rc::new(Shard {
+            spinner,
             index,
             shard_count,
             cpu,
@@ -310,6 +318,9 @@ impl Shard {
                 QueueChoice::Forward(shard) => add_forward(&mut forwards, shard, Some(&group.name)),
                 QueueChoice::Nobody => {}
             }
+        }
+        if reply.is_some() && publisher.is_some() && !forwards.is_empty() {
+            self.spinner.arm();
         }
         for (peer, queues) in forwards {
             let routed = RoutedMessage::new(subject, reply, header_bytes, message, queues);

@@ -12,6 +12,7 @@
 //! - [`timer`]: shard-local timers (sleep, deadlines).
 //! - [`shutdown`]: SIGINT/SIGTERM turned into a per-shard shutdown signal.
 //! - [`runtime`]: spawning the pinned executors and joining them.
+//! - [`spin`]: spinning instead of parking while a peer shard's reply is due.
 //! - [`waiters`]: tasks of one shard waiting for a condition.
 //!
 //! glommio types stay behind these small interfaces so that moving to another
@@ -23,6 +24,7 @@ pub mod mesh;
 pub mod placement;
 pub mod runtime;
 pub mod shutdown;
+pub mod spin;
 pub mod timer;
 pub mod waiters;
 

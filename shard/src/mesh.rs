@@ -165,6 +165,16 @@ pub struct RingProgress {
 }
 
 impl RingProgress {
+    /// A ring whose peer has pushed `sent` messages, none handled (tests).
+    #[cfg(test)]
+    pub(crate) fn with_sent(sent: u64) -> Rc<RingProgress> {
+        Rc::new(RingProgress {
+            sent: Arc::new(AtomicU64::new(sent)),
+            handled: Cell::new(0),
+            waiters: RefCell::new(Vec::new()),
+        })
+    }
+
     /// Whether every message the peer had pushed by now has been handled.
     pub fn caught_up(&self) -> bool {
         self.handled.get() >= self.sent.load(Ordering::Acquire)
