@@ -35,6 +35,7 @@
 //! - [`persist`]: a stream's checksummed config and Raft state files.
 //! - [`stream`]: one stream's task: ingest checks, Raft, journal, apply.
 
+pub mod delivery;
 pub mod entry;
 pub mod error;
 pub mod expiry;
