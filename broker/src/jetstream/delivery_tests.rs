@@ -99,7 +99,10 @@ fn max_ack_pending_stalls_new_deliveries_until_an_ack() {
     deliver_new(&mut state, 0);
     assert_eq!(state.next_to_deliver(), Next::Stalled);
     state.ack(1, 1);
-    assert_eq!(state.next_to_deliver(), Next::FromStream { stream_sequence: 3 });
+    assert_eq!(
+        state.next_to_deliver(),
+        Next::FromStream { stream_sequence: 3 }
+    );
 }
 
 #[test]
@@ -112,7 +115,10 @@ fn an_expired_ack_wait_redelivers_with_a_new_consumer_sequence() {
         state.check_pending(29 * SECOND_NS, 1),
         Some(29 * SECOND_NS + SECOND_NS)
     );
-    assert_eq!(state.next_to_deliver(), Next::FromStream { stream_sequence: 3 });
+    assert_eq!(
+        state.next_to_deliver(),
+        Next::FromStream { stream_sequence: 3 }
+    );
     state.check_pending(30 * SECOND_NS, 1);
     let delivery = redeliver(&mut state, 30 * SECOND_NS);
     assert_eq!(
@@ -152,11 +158,20 @@ fn nak_redelivers_now_or_after_its_delay() {
     // Unix time: far above the ack wait the delay is offset from.
     let now = 1_000 * SECOND_NS;
     state.nak(2, 2, Some(5 * SECOND_NS), now);
-    assert_eq!(state.next_to_deliver(), Next::FromStream { stream_sequence: 3 });
+    assert_eq!(
+        state.next_to_deliver(),
+        Next::FromStream { stream_sequence: 3 }
+    );
     state.check_pending(now + 4 * SECOND_NS, 1);
-    assert_eq!(state.next_to_deliver(), Next::FromStream { stream_sequence: 3 });
+    assert_eq!(
+        state.next_to_deliver(),
+        Next::FromStream { stream_sequence: 3 }
+    );
     state.check_pending(now + 5 * SECOND_NS, 1);
-    assert_eq!(state.next_to_deliver(), Next::Redeliver { stream_sequence: 2 });
+    assert_eq!(
+        state.next_to_deliver(),
+        Next::Redeliver { stream_sequence: 2 }
+    );
     // A nak outside the delivered range is ignored.
     state.nak(9, 9, None, 0);
     assert!(state.take_events().iter().all(|event| !matches!(
@@ -174,9 +189,15 @@ fn work_in_progress_restarts_the_ack_wait() {
     deliver_new(&mut state, 0);
     state.in_progress(1, 20 * SECOND_NS);
     state.check_pending(30 * SECOND_NS, 1);
-    assert_eq!(state.next_to_deliver(), Next::FromStream { stream_sequence: 2 });
+    assert_eq!(
+        state.next_to_deliver(),
+        Next::FromStream { stream_sequence: 2 }
+    );
     state.check_pending(50 * SECOND_NS, 1);
-    assert_eq!(state.next_to_deliver(), Next::Redeliver { stream_sequence: 1 });
+    assert_eq!(
+        state.next_to_deliver(),
+        Next::Redeliver { stream_sequence: 1 }
+    );
 }
 
 #[test]
@@ -217,7 +238,10 @@ fn max_deliver_gives_up_once_and_moves_the_floor() {
     assert_eq!(state.num_ack_pending(), 0);
     assert_eq!(state.ack_floor(), (3, 2));
     assert_eq!(state.num_redelivered(), 1);
-    assert_eq!(state.next_to_deliver(), Next::FromStream { stream_sequence: 3 });
+    assert_eq!(
+        state.next_to_deliver(),
+        Next::FromStream { stream_sequence: 3 }
+    );
 }
 
 #[test]
@@ -231,7 +255,10 @@ fn backoff_sets_each_redelivery_delay() {
     redeliver(&mut state, SECOND_NS);
     // The second redelivery waits 5 s, not 1 s.
     state.check_pending(3 * SECOND_NS, 1);
-    assert_eq!(state.next_to_deliver(), Next::FromStream { stream_sequence: 2 });
+    assert_eq!(
+        state.next_to_deliver(),
+        Next::FromStream { stream_sequence: 2 }
+    );
     state.check_pending(6 * SECOND_NS, 1);
     assert_eq!(redeliver(&mut state, 6 * SECOND_NS).delivery_count, 3);
 }
@@ -250,7 +277,10 @@ fn messages_gone_from_the_stream_leave_pending() {
     state.message_gone(3);
     assert_eq!(state.num_ack_pending(), 0);
     assert_eq!(state.ack_floor(), (3, 3));
-    assert_eq!(state.next_to_deliver(), Next::FromStream { stream_sequence: 4 });
+    assert_eq!(
+        state.next_to_deliver(),
+        Next::FromStream { stream_sequence: 4 }
+    );
 }
 
 #[test]

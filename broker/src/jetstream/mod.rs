@@ -42,6 +42,7 @@ pub mod expiry;
 pub mod headers;
 pub mod json;
 pub mod persist;
+pub mod pull;
 pub mod requests;
 pub mod responses;
 pub mod stream;
