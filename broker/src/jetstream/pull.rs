@@ -194,11 +194,11 @@ impl PullQueue {
             if head.request.heartbeat_ns > 0 {
                 head.heartbeat_at_ns = Some(now_ns.saturating_add(head.request.heartbeat_ns));
             }
-            let then = (head.request.batch == 0 && head.request.max_bytes > 0).then(|| {
+            let then = (head.request.batch == 0 && head.request.max_bytes > 0).then_some(
                 Status::BatchCompleted {
                     pending_bytes: head.request.max_bytes,
-                }
-            });
+                },
+            );
             let target = Target {
                 reply: head.request.reply.clone(),
                 then,
