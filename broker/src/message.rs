@@ -25,9 +25,14 @@ pub struct InterestUpdate {
 /// local member of each queue group named in `queues`.
 #[derive(Debug, Clone)]
 pub struct RoutedMessage {
-    /// `subject`, then `reply`, then the message (header block + payload), in one allocation.
+    /// `subject`, then `reply`, then the message (header block + payload),
+    /// then the routing subject if it differs, in one allocation.
     pub data: Bytes,
     pub subject_bytes: u32,
+    /// Bytes of a routing subject stored after the message (0: the subject
+    /// routes). JetStream deliveries route by the request's inbox and show
+    /// the stored subject.
+    pub routing_bytes: u32,
     pub reply_bytes: u32,
     pub has_reply: bool,
     pub header_bytes: u32,
@@ -42,15 +47,32 @@ impl RoutedMessage {
         message: &[u8],
         queues: Vec<Bytes>,
     ) -> Self {
+        Self::routed_as(subject, subject, reply, header_bytes, message, queues)
+    }
+
+    /// A message matched against `routing` but delivered as `subject`.
+    pub fn routed_as(
+        routing: &[u8],
+        subject: &[u8],
+        reply: Option<&[u8]>,
+        header_bytes: usize,
+        message: &[u8],
+        queues: Vec<Bytes>,
+    ) -> Self {
+        let routing_stored: &[u8] = if routing == subject { &[] } else { routing };
         let reply_slice = reply.unwrap_or(&[]);
-        let mut data = Vec::with_capacity(subject.len() + reply_slice.len() + message.len());
+        let mut data = Vec::with_capacity(
+            subject.len() + reply_slice.len() + message.len() + routing_stored.len(),
+        );
         data.extend_from_slice(subject);
         data.extend_from_slice(reply_slice);
         data.extend_from_slice(message);
+        data.extend_from_slice(routing_stored);
         assert!(header_bytes <= message.len());
         RoutedMessage {
             data: Bytes::from(data),
             subject_bytes: subject.len() as u32,
+            routing_bytes: routing_stored.len() as u32,
             reply_bytes: reply_slice.len() as u32,
             has_reply: reply.is_some(),
             header_bytes: header_bytes as u32,
@@ -69,7 +91,17 @@ impl RoutedMessage {
     }
 
     pub fn message(&self) -> &[u8] {
-        &self.data[(self.subject_bytes + self.reply_bytes) as usize..]
+        let end = self.data.len() - self.routing_bytes as usize;
+        &self.data[(self.subject_bytes + self.reply_bytes) as usize..end]
+    }
+
+    /// The subject interest is matched against.
+    pub fn routing_subject(&self) -> &[u8] {
+        if self.routing_bytes == 0 {
+            self.subject()
+        } else {
+            &self.data[self.data.len() - self.routing_bytes as usize..]
+        }
     }
 }
 
@@ -147,5 +179,27 @@ mod tests {
             "{}",
             std::mem::size_of::<ShardMessage>()
         );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_routed_message_keeps_its_parts() {
+        let plain = RoutedMessage::new(b"a.b", Some(b"r"), 2, b"h:xyz", Vec::new());
+        assert_eq!(plain.subject(), b"a.b");
+        assert_eq!(plain.routing_subject(), b"a.b");
+        assert_eq!(plain.reply(), Some(&b"r"[..]));
+        assert_eq!(plain.message(), b"h:xyz");
+        assert_eq!(plain.routing_bytes, 0);
+
+        let delivery =
+            RoutedMessage::routed_as(b"_INBOX.1", b"orders.1", None, 0, b"pay", Vec::new());
+        assert_eq!(delivery.subject(), b"orders.1");
+        assert_eq!(delivery.routing_subject(), b"_INBOX.1");
+        assert_eq!(delivery.reply(), None);
+        assert_eq!(delivery.message(), b"pay");
     }
 }

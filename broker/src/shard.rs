@@ -265,6 +265,7 @@ impl Shard {
         self.route(
             Some(publisher),
             publish.subject,
+            publish.subject,
             publish.reply,
             publish.header_bytes,
             publish.message,
@@ -274,12 +275,29 @@ impl Shard {
     /// Publishes a message the server itself produced (JetStream replies):
     /// routed like a client's publish, without a publisher.
     pub fn publish_internal(&self, subject: &[u8], header_bytes: usize, message: &[u8]) {
-        self.route(None, subject, None, header_bytes, message);
+        self.route(None, subject, subject, None, header_bytes, message);
     }
 
+    /// A JetStream delivery: routed to `inbox` (a pull request's reply or a
+    /// push consumer's deliver subject), shown as the stored `subject` with
+    /// the ack subject as its reply.
+    pub fn publish_delivery(
+        &self,
+        inbox: &[u8],
+        subject: &[u8],
+        reply: Option<&[u8]>,
+        header_bytes: usize,
+        message: &[u8],
+    ) {
+        self.route(None, inbox, subject, reply, header_bytes, message);
+    }
+
+    /// Routes by `routing` (interest is matched against it) and delivers as
+    /// `subject` (the same but for JetStream deliveries).
     fn route(
         &self,
         publisher: Option<&Rc<Client>>,
+        routing: &[u8],
         subject: &[u8],
         reply: Option<&[u8]>,
         header_bytes: usize,
@@ -287,9 +305,9 @@ impl Shard {
     ) {
         // Server replies go to inboxes used once: no point caching them.
         let matches = if publisher.is_some() {
-            self.router.borrow_mut().matches(subject)
+            self.router.borrow_mut().matches(routing)
         } else {
-            self.router.borrow_mut().matches_transient(subject)
+            self.router.borrow_mut().matches_transient(routing)
         };
         let delivery = Delivery {
             subject,
@@ -323,7 +341,8 @@ impl Shard {
             self.spinner.arm();
         }
         for (peer, queues) in forwards {
-            let routed = RoutedMessage::new(subject, reply, header_bytes, message, queues);
+            let routed =
+                RoutedMessage::routed_as(routing, subject, reply, header_bytes, message, queues);
             self.links.send(peer, ShardMessage::Deliver(routed));
             stats::add(&self.counters.forwarded_msgs, 1);
             delivered = true;
@@ -413,7 +432,7 @@ impl Shard {
     /// Delivers a message another shard forwarded here.
     pub fn deliver_routed(&self, routed: &RoutedMessage) {
         stats::add(&self.counters.received_forwarded_msgs, 1);
-        let matches = self.router.borrow_mut().matches(routed.subject());
+        let matches = self.router.borrow_mut().matches(routed.routing_subject());
         let delivery = Delivery {
             subject: routed.subject(),
             sid: &[],
