@@ -180,11 +180,6 @@ mod tests {
             std::mem::size_of::<ShardMessage>()
         );
     }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
 
     #[test]
     fn a_routed_message_keeps_its_parts() {
