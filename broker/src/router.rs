@@ -49,6 +49,8 @@ pub enum InternalHandler {
     /// `$JS.API.DIRECT.GET.<stream>` (and `.>`) on the owner shard, when the
     /// stream allows direct gets.
     DirectGet(Rc<crate::jetstream::stream::StreamHandle>),
+    /// `$JS.ACK.<stream>.>` on the owner shard: acks for its consumers.
+    Ack(Rc<crate::jetstream::stream::StreamHandle>),
 }
 
 impl std::fmt::Debug for InternalSubscription {
@@ -57,6 +59,7 @@ impl std::fmt::Debug for InternalSubscription {
             InternalHandler::JetStreamApi => "jetstream-api",
             InternalHandler::Stream(_) => "stream",
             InternalHandler::DirectGet(_) => "direct-get",
+            InternalHandler::Ack(_) => "ack",
         };
         write!(
             formatter,

@@ -394,6 +394,15 @@ impl Shard {
                 );
                 true
             }
+            InternalHandler::Ack(handle) => {
+                jetstream.on_ack(
+                    handle,
+                    delivery.subject,
+                    delivery.reply,
+                    &delivery.message[delivery.header_bytes..],
+                );
+                true
+            }
             InternalHandler::DirectGet(handle) => {
                 jetstream.on_direct_get(
                     handle,

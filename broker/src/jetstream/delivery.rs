@@ -270,6 +270,17 @@ impl DeliveryState {
         }
     }
 
+    /// The numbers [`delivered_at`](Self::delivered_at) would give a
+    /// delivery of `stream_sequence` now, without recording it.
+    pub fn upcoming(&self, stream_sequence: u64) -> Delivery {
+        let redelivery = self.queued.contains(&stream_sequence);
+        Delivery {
+            stream_sequence,
+            consumer_sequence: self.next_consumer_sequence,
+            delivery_count: self.delivery_count(stream_sequence) + u64::from(redelivery),
+        }
+    }
+
     /// Records a delivery of `stream_sequence` at `now_ns` (after
     /// [`next_to_deliver`](Self::next_to_deliver) named it, or named a start it was found at).
     pub fn delivered_at(&mut self, stream_sequence: u64, now_ns: u64) -> Delivery {

@@ -35,6 +35,7 @@
 //! - [`persist`]: a stream's checksummed config and Raft state files.
 //! - [`stream`]: one stream's task: ingest checks, Raft, journal, apply.
 
+pub mod consumer;
 pub mod delivery;
 pub mod entry;
 pub mod error;
@@ -551,6 +552,11 @@ impl JetStream {
                 })
             })
             .collect();
+        subscriptions.push(Rc::new(InternalSubscription {
+            subject: Bytes::from(format!("$JS.ACK.{}.>", config.name)),
+            announced: true,
+            handler: InternalHandler::Ack(handle.clone()),
+        }));
         if config.allow_direct {
             for subject in [
                 format!("$JS.API.DIRECT.GET.{}", config.name),
@@ -727,7 +733,9 @@ impl JetStream {
             ["STREAM", "CREATE" | "UPDATE" | "DELETE", _] => {
                 self.send_to(META_SHARD, ShardMessage::JetStreamApi(Box::new(request)));
             }
-            ["STREAM", "INFO" | "PURGE", name] | ["STREAM", "MSG", "GET" | "DELETE", name] => {
+            ["STREAM", "INFO" | "PURGE", name]
+            | ["STREAM", "MSG", "GET" | "DELETE", name]
+            | ["CONSUMER", "MSG", "NEXT", name, _] => {
                 let owner = owner_of(name, self.shard_count);
                 self.send_to(owner, ShardMessage::JetStreamApi(Box::new(request)));
             }
@@ -832,6 +840,18 @@ impl JetStream {
                 StreamApi::MessageDelete,
                 "stream_msg_delete_response",
             ),
+            ["CONSUMER", "MSG", "NEXT", name, consumer] => {
+                let handle = self.streams.borrow().get(*name).cloned();
+                match handle.filter(|handle| !handle.is_stopped()) {
+                    Some(handle) => handle.consumer(stream::ConsumerCommand::Next {
+                        consumer: consumer.to_string(),
+                        reply: request.reply,
+                        payload: request.payload,
+                    }),
+                    // No such stream: nobody would be listening (503).
+                    None => self.no_responders(request.reply),
+                }
+            }
             _ => unreachable!("routed only known subjects: {text}"),
         }
     }
@@ -1164,6 +1184,23 @@ impl JetStream {
                 self.publish_reply(&reply, body.as_bytes());
             }
         }
+    }
+
+    /// What a requester hears when nothing serves its subject.
+    pub fn no_responders(&self, reply: Option<Bytes>) {
+        if let Some(reply) = reply {
+            let head = b"NATS/1.0 503\r\n\r\n";
+            self.shard().publish_internal(&reply, head.len(), head);
+        }
+    }
+
+    /// An ack (`$JS.ACK.<stream>.…`) reached the stream's owner.
+    pub fn on_ack(&self, handle: &StreamHandle, subject: &[u8], reply: Option<&[u8]>, body: &[u8]) {
+        handle.consumer(stream::ConsumerCommand::Ack {
+            subject: Bytes::copy_from_slice(subject),
+            body: Bytes::copy_from_slice(body),
+            reply: reply.map(Bytes::copy_from_slice),
+        });
     }
 
     /// A direct get matched a stream's DIRECT.GET subscription here.

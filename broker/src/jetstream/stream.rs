@@ -36,6 +36,7 @@ use tern_storage::block_store::{
 };
 use tern_storage::{AppendError, NewRecord};
 
+use super::consumer::Consumer;
 use super::entry::{self, Operation, PendingMessage, RECORD_HARD_STATE};
 use super::error::ApiError;
 use super::expiry::{self, Expiry, MessageTtl};
@@ -99,6 +100,7 @@ pub enum StreamApi {
 pub enum Command {
     Publish(Inbound),
     Api(ApiCall),
+    Consumer(ConsumerCommand),
 }
 
 /// What other parts of the shard hold of a stream: its command queue and a
@@ -162,6 +164,14 @@ impl StreamHandle {
 
     pub fn call(&self, call: ApiCall) {
         self.push(Command::Api(call));
+    }
+
+    /// Pull requests and acks for the stream's consumers.
+    pub fn consumer(&self, command: ConsumerCommand) {
+        if self.stopped.get() {
+            return;
+        }
+        self.push(Command::Consumer(command));
     }
 
     fn push(&self, command: Command) {
@@ -285,6 +295,8 @@ pub struct StreamTask {
     last_age_check: Instant,
     /// TTLs and delete markers; `Some` while the stream allows message TTLs.
     expiry: Option<Expiry>,
+    /// The stream's consumers, by name.
+    consumers: std::collections::BTreeMap<String, Consumer>,
     hard_state: HardState,
     failure: Option<String>,
     /// `{"stream":"<name>","seq":`, and a buffer PubAcks are built in.
@@ -407,6 +419,7 @@ impl StreamTask {
             last_checkpoint: Instant::now(),
             last_age_check: Instant::now(),
             expiry: None,
+            consumers: std::collections::BTreeMap::new(),
             hard_state,
             failure: None,
             ack_prefix: String::new(),
@@ -544,7 +557,13 @@ impl StreamTask {
 
     fn next_timer(&self) -> Duration {
         let mut next = AGE_CHECK_INTERVAL;
-        if let Some(due_ns) = self.expiry.as_ref().and_then(Expiry::next_due_ns) {
+        for due_ns in [
+            self.expiry.as_ref().and_then(Expiry::next_due_ns),
+            self.consumers_wake_at_ns(),
+        ]
+        .into_iter()
+        .flatten()
+        {
             next = next.min(Duration::from_nanos(due_ns.saturating_sub(now_unix_ns())));
         }
         if self.applied_index > self.checkpointed_index {
@@ -567,6 +586,7 @@ impl StreamTask {
             match command {
                 Command::Publish(inbound) => self.ingest(inbound),
                 Command::Api(call) => self.api(call).await?,
+                Command::Consumer(command) => self.consumer_command(command),
             }
             if self.handle.stopped.get() {
                 return Ok(());
@@ -574,6 +594,17 @@ impl StreamTask {
         }
         self.drive().await?;
         let now_ns = now_unix_ns();
+        if self
+            .consumers_wake_at_ns()
+            .is_some_and(|wake_ns| wake_ns <= now_ns)
+        {
+            self.consumer_timers(now_ns);
+        }
+        if !self.consumers.is_empty() {
+            self.deliver_to_consumers()
+                .await
+                .map_err(|error| error.to_string())?;
+        }
         if self
             .expiry
             .as_ref()
@@ -1133,6 +1164,9 @@ impl StreamTask {
                 self.stored_last_unix_ns = timestamp_ns;
                 if let Some(expiry) = &mut self.expiry {
                     expiry.track(sequence, timestamp_ns, &header_block);
+                }
+                if !self.consumers.is_empty() {
+                    self.consumers_saw(&subject);
                 }
                 if self.config.retention == Retention::Interest && self.interested_consumers() == 0
                 {
@@ -2065,3 +2099,7 @@ pub fn info_state(state: &StreamState, last_unix_ns: u64) -> responses::StreamSt
 fn status_headers(status: &str) -> Bytes {
     Bytes::from(format!("NATS/1.0 {status}\r\n\r\n"))
 }
+
+#[path = "stream_consumers.rs"]
+mod consumers;
+pub use consumers::ConsumerCommand;

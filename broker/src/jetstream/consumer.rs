@@ -1,0 +1,216 @@
+//! A consumer as its stream's task runs it: what it selects (filters, the
+//! start the deliver policy chose), its delivery state ([`DeliveryState`]),
+//! its waiting pull requests ([`PullQueue`]) and the running count of
+//! messages it has not been sent yet (`num_pending`, kept like
+//! nats-server's `npc`: counted once, then moved by deliveries and new
+//! messages, and clamped by the stream's state when reported).
+//!
+//! The stream task owns every consumer of its stream; nothing here does IO.
+//! The JSON side (config parsing, info responses) lives elsewhere; this is
+//! what the delivery loop needs.
+
+use super::delivery::{DeliveryConfig, DeliveryState};
+use super::pull::PullQueue;
+use super::stream_config::subject_matches;
+
+/// Where a new consumer starts, as its deliver policy resolves it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Start {
+    /// `all`: the first message.
+    All,
+    /// `new`: after the last message now stored.
+    New,
+    /// `last`: the last (matching) message.
+    Last,
+    /// `by_start_sequence`.
+    Sequence(u64),
+    /// `by_start_time` (Unix ns).
+    Time(u64),
+}
+
+/// What the delivery loop needs from a consumer's config.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConsumerSpec {
+    /// `filter_subject`/`filter_subjects`; empty matches everything.
+    pub filters: Vec<String>,
+    pub start: Start,
+    pub delivery: DeliveryConfig,
+    /// Pull requests queued at most (`max_waiting`).
+    pub max_waiting: usize,
+    /// Deliver headers and `Nats-Msg-Size`, not the payload.
+    pub headers_only: bool,
+}
+
+/// One consumer of a stream.
+#[derive(Debug)]
+pub struct Consumer {
+    pub name: String,
+    pub spec: ConsumerSpec,
+    pub created_unix_ns: u64,
+    pub delivery: DeliveryState,
+    pub pull: PullQueue,
+    /// Matching messages not yet delivered (an estimate between recounts).
+    pub num_pending: u64,
+    /// `delivered.last_active` / `ack_floor.last_active` (0: never).
+    pub last_delivered_unix_ns: u64,
+    pub last_acked_unix_ns: u64,
+    /// When the consumer's timers (ack wait, pull expiry, heartbeats) are
+    /// next due (Unix ns).
+    pub wake_at_ns: Option<u64>,
+}
+
+impl Consumer {
+    /// A consumer starting at `start_sequence` with `num_pending` matching
+    /// messages from there (both resolved by the stream from `spec.start`).
+    pub fn new(
+        name: String,
+        spec: ConsumerSpec,
+        created_unix_ns: u64,
+        start_sequence: u64,
+        num_pending: u64,
+    ) -> Consumer {
+        let delivery = DeliveryState::new(spec.delivery.clone(), start_sequence);
+        let pull = PullQueue::new(spec.max_waiting.max(1));
+        Consumer {
+            name,
+            spec,
+            created_unix_ns,
+            delivery,
+            pull,
+            num_pending,
+            last_delivered_unix_ns: 0,
+            last_acked_unix_ns: 0,
+            wake_at_ns: None,
+        }
+    }
+
+    /// Whether `subject` passes the consumer's filters.
+    pub fn matches(&self, subject: &[u8]) -> bool {
+        if self.spec.filters.is_empty() {
+            return true;
+        }
+        let subject = String::from_utf8_lossy(subject);
+        self.spec
+            .filters
+            .iter()
+            .any(|filter| subject_matches(filter, &subject))
+    }
+
+    /// `num_pending` as reported: never more than the stream could hold
+    /// from the next sequence on (nats-server's `checkNumPending`).
+    pub fn reported_num_pending(&self, stream_messages: u64, stream_last_sequence: u64) -> u64 {
+        let next = self.delivery.next_stream_sequence();
+        if next > stream_last_sequence {
+            return 0;
+        }
+        self.num_pending
+            .min(stream_messages)
+            .min(stream_last_sequence - next + 1)
+    }
+
+    /// Notes the consumer's next wake-up (the earliest wins).
+    pub fn wake_at(&mut self, at_ns: Option<u64>) {
+        if let Some(at_ns) = at_ns {
+            self.wake_at_ns = Some(self.wake_at_ns.map_or(at_ns, |current| current.min(at_ns)));
+        }
+    }
+}
+
+/// The ack subject of a delivery (v1, nine tokens):
+/// `$JS.ACK.<stream>.<consumer>.<delivered>.<stream seq>.<consumer seq>.<ns>.<pending>`.
+pub fn ack_subject(
+    stream: &str,
+    consumer: &str,
+    delivery_count: u64,
+    stream_sequence: u64,
+    consumer_sequence: u64,
+    timestamp_ns: u64,
+    pending: u64,
+) -> String {
+    format!(
+        "$JS.ACK.{stream}.{consumer}.{delivery_count}.{stream_sequence}.{consumer_sequence}.{timestamp_ns}.{pending}"
+    )
+}
+
+/// The header block of a headers-only delivery: the stored headers (or an
+/// empty block) plus `Nats-Msg-Size: <payload bytes>`.
+pub fn headers_only(header_block: &[u8], payload_bytes: usize) -> Vec<u8> {
+    let mut out = Vec::with_capacity(header_block.len() + 32);
+    if header_block.len() >= 4 && header_block.ends_with(b"\r\n\r\n") {
+        out.extend_from_slice(&header_block[..header_block.len() - 2]);
+    } else {
+        out.extend_from_slice(b"NATS/1.0\r\n");
+    }
+    out.extend_from_slice(format!("Nats-Msg-Size: {payload_bytes}\r\n\r\n").as_bytes());
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::jetstream::delivery::AckMode;
+
+    fn spec(filters: &[&str]) -> ConsumerSpec {
+        ConsumerSpec {
+            filters: filters.iter().map(|filter| filter.to_string()).collect(),
+            start: Start::All,
+            delivery: DeliveryConfig {
+                ack: AckMode::Explicit,
+                ack_wait_ns: 30_000_000_000,
+                backoff_ns: Vec::new(),
+                max_deliver: None,
+                max_ack_pending: Some(1000),
+            },
+            max_waiting: 512,
+            headers_only: false,
+        }
+    }
+
+    #[test]
+    fn filters_select_subjects() {
+        let all = Consumer::new("c".into(), spec(&[]), 0, 1, 0);
+        assert!(all.matches(b"anything.at.all"));
+        let some = Consumer::new("c".into(), spec(&["orders.*", "returns.>"]), 0, 1, 0);
+        assert!(some.matches(b"orders.1"));
+        assert!(some.matches(b"returns.a.b"));
+        assert!(!some.matches(b"orders.1.2"));
+        assert!(!some.matches(b"other"));
+    }
+
+    #[test]
+    fn reported_pending_is_clamped_by_the_stream() {
+        let mut consumer = Consumer::new("c".into(), spec(&[]), 0, 5, 10);
+        assert_eq!(consumer.reported_num_pending(100, 9), 5);
+        assert_eq!(consumer.reported_num_pending(3, 100), 3);
+        assert_eq!(consumer.reported_num_pending(100, 4), 0);
+        consumer.num_pending = 2;
+        assert_eq!(consumer.reported_num_pending(100, 100), 2);
+    }
+
+    #[test]
+    fn ack_subjects_and_headers_only_blocks_are_exact() {
+        assert_eq!(
+            ack_subject("ORDERS", "P1", 1, 1, 1, 1796029674907003966, 2),
+            "$JS.ACK.ORDERS.P1.1.1.1.1796029674907003966.2"
+        );
+        assert_eq!(
+            headers_only(b"", 5),
+            b"NATS/1.0\r\nNats-Msg-Size: 5\r\n\r\n"
+        );
+        assert_eq!(
+            headers_only(b"NATS/1.0\r\nA: b\r\n\r\n", 0),
+            b"NATS/1.0\r\nA: b\r\nNats-Msg-Size: 0\r\n\r\n"
+        );
+    }
+
+    #[test]
+    fn the_earliest_wake_up_wins() {
+        let mut consumer = Consumer::new("c".into(), spec(&[]), 0, 1, 0);
+        consumer.wake_at(Some(10));
+        consumer.wake_at(None);
+        consumer.wake_at(Some(20));
+        assert_eq!(consumer.wake_at_ns, Some(10));
+        consumer.wake_at(Some(5));
+        assert_eq!(consumer.wake_at_ns, Some(5));
+    }
+}
