@@ -73,10 +73,10 @@ pub struct CompareArgs {
     pub a: Option<String>,
     /// Side a: start tern-server (path; default: next to this program or on PATH).
     #[arg(long, value_name = "PATH", num_args = 0..=1, default_missing_value = "")]
-    pub a_tern: Option<PathBuf>,
+    pub a_tern: Option<String>,
     /// Side a: start nats-server (path; default: on PATH).
     #[arg(long, value_name = "PATH", num_args = 0..=1, default_missing_value = "")]
-    pub a_nats: Option<PathBuf>,
+    pub a_nats: Option<String>,
     #[arg(long, value_name = "HOST:PORT")]
     pub a_monitor: Option<String>,
     #[arg(long, value_name = "NAME")]
@@ -86,11 +86,11 @@ pub struct CompareArgs {
     pub b: Option<String>,
     /// Side b: start tern-server.
     #[arg(long, value_name = "PATH", num_args = 0..=1, default_missing_value = "")]
-    pub b_tern: Option<PathBuf>,
+    pub b_tern: Option<String>,
     /// Side b: start nats-server 2.15.1 (JetStream durable workloads get
     /// `sync_interval: always`, matching tern's `--sync always`).
     #[arg(long, value_name = "PATH", num_args = 0..=1, default_missing_value = "")]
-    pub b_nats: Option<PathBuf>,
+    pub b_nats: Option<String>,
     #[arg(long, value_name = "HOST:PORT")]
     pub b_monitor: Option<String>,
     #[arg(long, value_name = "NAME")]
@@ -207,12 +207,12 @@ fn run(args: RunArgs) -> Result<Outcome, CommandError> {
 fn side(
     name: &'static str,
     url: Option<String>,
-    tern: Option<PathBuf>,
-    nats: Option<PathBuf>,
+    tern: Option<String>,
+    nats: Option<String>,
     monitor: Option<String>,
     label: Option<String>,
 ) -> Result<SideSpec, CommandError> {
-    let given = |path: PathBuf| (!path.as_os_str().is_empty()).then_some(path);
+    let given = |path: String| (!path.is_empty()).then(|| PathBuf::from(path));
     let (default_label, side) = match (url, tern, nats) {
         (Some(url), None, None) => (
             name.to_string(),
@@ -262,8 +262,22 @@ fn compare(args: CompareArgs) -> Result<Outcome, CommandError> {
         Some(list) => Some(server::parse_cpu_list(list)?),
         None => None,
     };
-    let mut first = side("a", args.a, args.a_tern, args.a_nats, args.a_monitor, args.a_label)?;
-    let mut second = side("b", args.b, args.b_tern, args.b_nats, args.b_monitor, args.b_label)?;
+    let mut first = side(
+        "a",
+        args.a,
+        args.a_tern,
+        args.a_nats,
+        args.a_monitor,
+        args.a_label,
+    )?;
+    let mut second = side(
+        "b",
+        args.b,
+        args.b_tern,
+        args.b_nats,
+        args.b_monitor,
+        args.b_label,
+    )?;
     compare::distinct_labels(&mut first, &mut second);
     let runtime = runtime(&args.common)?;
     let settings = RunSettings {

@@ -157,7 +157,10 @@ mod tests {
             side,
         };
         distinct_labels(&mut first, &mut second);
-        assert_eq!((first.label.as_str(), second.label.as_str()), ("tern (a)", "tern (b)"));
+        assert_eq!(
+            (first.label.as_str(), second.label.as_str()),
+            ("tern (a)", "tern (b)")
+        );
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

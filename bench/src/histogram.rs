@@ -63,9 +63,8 @@ impl Default for LatencyHistogram {
 
 impl LatencyHistogram {
     pub fn new() -> LatencyHistogram {
-        let histogram =
-            Histogram::<u64>::new_with_bounds(1, LATENCY_NANOS_MAX, SIGNIFICANT_DIGITS)
-                .expect("constant bounds are valid");
+        let histogram = Histogram::<u64>::new_with_bounds(1, LATENCY_NANOS_MAX, SIGNIFICANT_DIGITS)
+            .expect("constant bounds are valid");
         LatencyHistogram {
             histogram,
             clamped_count: 0,
@@ -147,7 +146,10 @@ impl LatencyHistogram {
         for step in 0..=steps {
             let decades = (f64::from(step) / f64::from(steps_per_decade)).min(decades_max);
             let quantile = 1.0 - 10f64.powf(-decades);
-            points.push((quantile, self.histogram.value_at_quantile(quantile) as f64 / 1e3));
+            points.push((
+                quantile,
+                self.histogram.value_at_quantile(quantile) as f64 / 1e3,
+            ));
         }
         points.push((1.0, self.histogram.max() as f64 / 1e3));
         points
@@ -179,7 +181,10 @@ mod tests {
         for (quantile, _) in QUANTILES {
             let expected = (quantile * 10_000.0).ceil() as u64 * 1_000;
             let actual = histogram.value_at_quantile_nanos(quantile);
-            assert!(close(actual, expected), "q {quantile}: {actual} vs {expected}");
+            assert!(
+                close(actual, expected),
+                "q {quantile}: {actual} vs {expected}"
+            );
         }
         let percentiles = histogram.percentiles();
         assert!((percentiles.mean_micros - 5_000.5).abs() < 5.0);
@@ -243,7 +248,10 @@ mod tests {
         histogram.record_nanos(0);
         assert_eq!(histogram.count(), 2);
         assert_eq!(histogram.clamped_count(), 1);
-        assert!(close(histogram.value_at_quantile_nanos(1.0), LATENCY_NANOS_MAX));
+        assert!(close(
+            histogram.value_at_quantile_nanos(1.0),
+            LATENCY_NANOS_MAX
+        ));
     }
 
     #[test]

@@ -265,7 +265,9 @@ where
             (Loop::Open, None) => now,
         };
         if phases.measured(intended) && pacing.interval_secs.is_some() {
-            outcome.send_lag.record(now.saturating_duration_since(intended));
+            outcome
+                .send_lag
+                .record(now.saturating_duration_since(intended));
         }
         let result = handle.block_on(async {
             tokio::time::timeout(timeout, send(index, clock.nanos(origin))).await
@@ -333,7 +335,10 @@ mod tests {
         assert_eq!(first.intended(start, 0), start);
         assert_eq!(first.intended(start, 1) - start, Duration::from_millis(2));
         assert_eq!(second.intended(start, 0) - start, Duration::from_millis(1));
-        assert_eq!(second.intended(start, 10) - start, Duration::from_millis(21));
+        assert_eq!(
+            second.intended(start, 10) - start,
+            Duration::from_millis(21)
+        );
         assert_eq!(first.window, 1024);
     }
 

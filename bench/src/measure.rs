@@ -164,7 +164,10 @@ fn run_id() -> String {
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |elapsed| elapsed.as_nanos() as u64);
-    format!("{:08x}", (nanos ^ u64::from(std::process::id()) << 32) as u32)
+    format!(
+        "{:08x}",
+        (nanos ^ u64::from(std::process::id()) << 32) as u32
+    )
 }
 
 fn stream_name(run: &str, index: u32) -> String {
@@ -212,8 +215,12 @@ async fn create_streams(
             Err(error) => {
                 // Delete what was made before reporting.
                 for made in &names {
-                    let _ = bounded("delete stream", workload.timeout(), context.delete_stream(made))
-                        .await;
+                    let _ = bounded(
+                        "delete stream",
+                        workload.timeout(),
+                        context.delete_stream(made),
+                    )
+                    .await;
                 }
                 return Err(stream_error(workload, error));
             }
@@ -285,7 +292,9 @@ impl Shared {
     fn record(&self, received: &mut Received, origin_nanos: u64, now: Instant) {
         let origin = self.clock.instant(origin_nanos);
         if self.phases.measured(origin) {
-            received.latency.record(now.saturating_duration_since(origin));
+            received
+                .latency
+                .record(now.saturating_duration_since(origin));
         }
         if now >= self.phases.measure_start && now < self.phases.end {
             received.measured_count += 1;
@@ -320,7 +329,11 @@ async fn receive(
         }
         Role::Responder { client } => {
             if let Some(reply) = reply {
-                if client.publish(reply.to_string(), payload.clone()).await.is_err() {
+                if client
+                    .publish(reply.to_string(), payload.clone())
+                    .await
+                    .is_err()
+                {
                     Counters::add(&shared.counters.errors, 1);
                 }
             }
@@ -332,7 +345,10 @@ async fn receive(
             }
         }
         Role::Acks { records } => {
-            let origin = subject.rsplit('.').next().and_then(|t| t.parse::<u64>().ok());
+            let origin = subject
+                .rsplit('.')
+                .next()
+                .and_then(|t| t.parse::<u64>().ok());
             let failed = payload.windows(7).any(|window| window == b"\"error\"");
             if failed || origin.is_none() {
                 Counters::add(&shared.counters.errors, 1);
@@ -460,8 +476,13 @@ async fn paced(
                     .subscribe(format!("bench.{run}.>"))
                     .await
                     .map_err(|error| step_error("subscribe", error))?;
-                await_interest(&producer_client(0), &mut subscriber, &probe_subject, timeout)
-                    .await?;
+                await_interest(
+                    &producer_client(0),
+                    &mut subscriber,
+                    &probe_subject,
+                    timeout,
+                )
+                .await?;
                 let role = if workload.kind == Kind::RequestReply {
                     Role::Responder { client }
                 } else {
@@ -701,7 +722,10 @@ async fn preload(
     if failures > 0 {
         return Err(step_error(
             "preload",
-            format!("{failures} of {} publishes not acknowledged", workload.preload_messages),
+            format!(
+                "{failures} of {} publishes not acknowledged",
+                workload.preload_messages
+            ),
         ));
     }
     Ok(())
@@ -837,7 +861,12 @@ mod tests {
         let subjects: Vec<String> = (0..4).map(|i| subject(&workload, "r", 1, i)).collect();
         assert_eq!(
             subjects,
-            ["bench.r.s1.1", "bench.r.s1.3", "bench.r.s1.1", "bench.r.s1.3"]
+            [
+                "bench.r.s1.1",
+                "bench.r.s1.3",
+                "bench.r.s1.1",
+                "bench.r.s1.3"
+            ]
         );
         assert_eq!(subject(&workload, "r", 0, 1), "bench.r.s0.2");
         let core = Workload::parse("name = \"t\"\nkind = \"core_pub_sub\"\n", "test").unwrap();

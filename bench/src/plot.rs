@@ -9,7 +9,7 @@ use std::fmt::Write as _;
 pub const WIDTH_PIXELS: u32 = 960;
 pub const HEIGHT_PIXELS: u32 = 540;
 const MARGIN_LEFT: f64 = 90.0;
-const MARGIN_RIGHT: f64 = 30.0;
+const MARGIN_RIGHT: f64 = 50.0;
 const MARGIN_TOP: f64 = 50.0;
 const MARGIN_BOTTOM: f64 = 70.0;
 /// Series colours (RGB), in order.
@@ -91,8 +91,7 @@ impl Frame {
                 let label = match decade {
                     0 => "0%".to_string(),
                     1 => "90%".to_string(),
-                    _ => format!("99.{}%", "9".repeat(decade as usize - 2))
-                        .replace("99.%", "99%"),
+                    _ => format!("99.{}%", "9".repeat(decade as usize - 2)).replace("99.%", "99%"),
                 };
                 (self.x(quantile), label)
             })
@@ -318,7 +317,14 @@ pub fn png(chart: &Chart) -> Result<Vec<u8>, png::EncodingError> {
     ] {
         canvas.line(from, to, 1, black);
     }
-    canvas.text(f64::from(WIDTH_PIXELS) / 2.0, 32.0, &chart.title, 2, 1, black);
+    canvas.text(
+        f64::from(WIDTH_PIXELS) / 2.0,
+        32.0,
+        &chart.title,
+        2,
+        1,
+        black,
+    );
     canvas.text(
         (MARGIN_LEFT + right) / 2.0,
         f64::from(HEIGHT_PIXELS) - 14.0,
@@ -341,7 +347,14 @@ pub fn png(chart: &Chart) -> Result<Vec<u8>, png::EncodingError> {
             3,
             rgb,
         );
-        canvas.text(MARGIN_LEFT + 42.0, legend_y + 7.0, &series.label, 2, 0, black);
+        canvas.text(
+            MARGIN_LEFT + 42.0,
+            legend_y + 7.0,
+            &series.label,
+            2,
+            0,
+            black,
+        );
     }
     let mut bytes = Vec::new();
     {
@@ -450,7 +463,10 @@ mod tests {
         let frame = Frame::new(&chart());
         assert!(frame.x(0.0) < frame.x(0.9) && frame.x(0.9) < frame.x(0.999));
         assert!(frame.x(0.999) <= frame.x(1.0));
-        assert!(frame.y(10.0) > frame.y(100.0), "larger latency is higher up");
+        assert!(
+            frame.y(10.0) > frame.y(100.0),
+            "larger latency is higher up"
+        );
         assert_eq!(frame.decades_max, 3.0);
     }
 

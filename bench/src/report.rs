@@ -182,7 +182,10 @@ pub enum ReportError {
 
 impl Report {
     pub fn new(workload: &Workload, runs: Vec<RunReport>) -> Report {
-        assert!(!runs.is_empty() && runs.len() <= 2, "one run, or two side by side");
+        assert!(
+            !runs.is_empty() && runs.len() <= 2,
+            "one run, or two side by side"
+        );
         let ratios = match &runs[..] {
             [first, second] => Ratios::of(first, second),
             _ => None,
@@ -203,7 +206,9 @@ impl Report {
         let mut out = String::new();
         let rate = workload
             .rate_per_second
-            .map_or("max throughput".to_string(), |rate| format!("{rate} msgs/s"));
+            .map_or("max throughput".to_string(), |rate| {
+                format!("{rate} msgs/s")
+            });
         let _ = writeln!(out, "## {} ({:?})\n", workload.name, workload.kind);
         if !workload.description.is_empty() {
             let _ = writeln!(out, "{}\n", workload.description);
@@ -446,7 +451,10 @@ mod tests {
     fn ratios_are_first_over_second() {
         let (tern, nats) = (run("tern", 20), run("nats", 40));
         let ratios = Ratios::of(&tern, &nats).unwrap();
-        assert!((ratios.p50.unwrap() - 24.0 / 44.0).abs() < 0.01, "{ratios:?}");
+        assert!(
+            (ratios.p50.unwrap() - 24.0 / 44.0).abs() < 0.01,
+            "{ratios:?}"
+        );
         assert_eq!(ratios.throughput, Some(1.0));
         assert_eq!(ratios.server_rss, None);
     }
@@ -471,7 +479,13 @@ mod tests {
             .collect();
         assert_eq!(
             names,
-            ["report.md", "results.json", "tern_a.hlog", "latency.svg", "latency.png"]
+            [
+                "report.md",
+                "results.json",
+                "tern_a.hlog",
+                "latency.svg",
+                "latency.png"
+            ]
         );
         let json: serde_json::Value =
             serde_json::from_slice(&std::fs::read(dir.path().join("results.json")).unwrap())
@@ -484,7 +498,9 @@ mod tests {
         let log = std::fs::read(dir.path().join("tern_a.hlog")).unwrap();
         let histograms: Vec<_> = IntervalLogIterator::new(&log)
             .filter_map(|entry| match entry {
-                Ok(LogEntry::Interval(interval)) => Some(interval.tag().map(|t| t.as_str().to_string())),
+                Ok(LogEntry::Interval(interval)) => {
+                    Some(interval.tag().map(|t| t.as_str().to_string()))
+                }
                 _ => None,
             })
             .collect();

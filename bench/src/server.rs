@@ -148,8 +148,7 @@ impl ServerProcess {
             unsafe {
                 use std::os::unix::process::CommandExt;
                 command.pre_exec(move || {
-                    if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set)
-                        != 0
+                    if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0
                     {
                         return Err(std::io::Error::last_os_error());
                     }
@@ -211,7 +210,10 @@ impl ServerProcess {
                 }
                 Err(RecvTimeoutError::Disconnected) => {
                     let status = self.child.wait().ok();
-                    return Err(failure(format!("exited while starting ({status:?})"), &tail));
+                    return Err(failure(
+                        format!("exited while starting ({status:?})"),
+                        &tail,
+                    ));
                 }
             }
         }
@@ -279,7 +281,11 @@ fn port_after(line: &str, marker: &str) -> Option<u16> {
 pub fn parse_cpu_list(list: &str) -> Result<Vec<usize>, ServerError> {
     let invalid = || ServerError::CpuList(list.to_string());
     let mut cpus = Vec::new();
-    for part in list.split(',').map(str::trim).filter(|part| !part.is_empty()) {
+    for part in list
+        .split(',')
+        .map(str::trim)
+        .filter(|part| !part.is_empty())
+    {
         let parse = |text: &str| text.trim().parse::<usize>().map_err(|_| invalid());
         match part.split_once('-') {
             Some((first, last)) => {

@@ -119,7 +119,8 @@ pub fn client_cpu_nanos() -> u64 {
         }
         usage
     };
-    let nanos = |time: libc::timeval| time.tv_sec as u64 * 1_000_000_000 + time.tv_usec as u64 * 1_000;
+    let nanos =
+        |time: libc::timeval| time.tv_sec as u64 * 1_000_000_000 + time.tv_usec as u64 * 1_000;
     nanos(usage.ru_utime) + nanos(usage.ru_stime)
 }
 
@@ -127,7 +128,10 @@ pub fn client_cpu_nanos() -> u64 {
 pub fn process_cpu_nanos(pid: u32) -> Option<u64> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     // The command name may contain spaces: fields start after the last ')'.
-    let fields: Vec<&str> = stat.get(stat.rfind(')')? + 1..)?.split_whitespace().collect();
+    let fields: Vec<&str> = stat
+        .get(stat.rfind(')')? + 1..)?
+        .split_whitespace()
+        .collect();
     // After ')': state is field 3 of stat(5), utime 14, stime 15.
     let utime: u64 = fields.get(11)?.parse().ok()?;
     let stime: u64 = fields.get(12)?.parse().ok()?;

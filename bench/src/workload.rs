@@ -276,7 +276,12 @@ impl Workload {
                 1,
                 CONNECTIONS_MAX.into(),
             ),
-            ("timeout_millis", self.timeout_millis, 10, TIMEOUT_MILLIS_MAX),
+            (
+                "timeout_millis",
+                self.timeout_millis,
+                10,
+                TIMEOUT_MILLIS_MAX,
+            ),
             (
                 "batch_messages",
                 self.batch_messages.into(),
@@ -286,7 +291,11 @@ impl Workload {
         ];
         for (field, value, low, high) in ranges {
             if !(low..=high).contains(&value) {
-                return Err(invalid(field, value.to_string(), &format!("{low}..={high}")));
+                return Err(invalid(
+                    field,
+                    value.to_string(),
+                    &format!("{low}..={high}"),
+                ));
             }
         }
         if !matches!(self.replicas, 1 | 3 | 5) {
@@ -364,11 +373,8 @@ mod tests {
 
     #[test]
     fn unknown_keys_are_refused() {
-        let error = Workload::parse(
-            "name = \"x\"\nkind = \"core_pub_sub\"\nrate = 5\n",
-            "test",
-        )
-        .unwrap_err();
+        let error = Workload::parse("name = \"x\"\nkind = \"core_pub_sub\"\nrate = 5\n", "test")
+            .unwrap_err();
         assert!(error.to_string().contains("unknown field"), "{error}");
     }
 
