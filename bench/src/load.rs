@@ -163,6 +163,21 @@ impl Pacing {
         }
     }
 
+    /// How many sends are due before `end` (the whole schedule).
+    pub fn due_before(&self, start: Instant, end: Instant) -> u64 {
+        match self.interval_secs {
+            Some(interval) => {
+                let span = end.saturating_duration_since(start).as_secs_f64() - self.offset_secs;
+                if span <= 0.0 {
+                    0
+                } else {
+                    (span / interval).ceil() as u64
+                }
+            }
+            None => 0,
+        }
+    }
+
     /// When send `index` is due, before any closed-loop push-back.
     pub fn intended(&self, start: Instant, index: u64) -> Instant {
         match self.interval_secs {
@@ -212,13 +227,16 @@ pub struct ProducerOutcome {
     pub sent: u64,
     pub send_errors: u64,
     pub window_timeouts: u64,
+    /// Sends still due when the producer gave up, `timeout` after the end
+    /// (a server that stopped answering): counted as errors, never sent.
+    pub abandoned: u64,
     /// How late each measured send left compared with its intended time.
     pub send_lag: LatencyHistogram,
 }
 
 /// Runs one producer on the current (blocking) thread until `phases.end`.
 /// `send(index, origin_nanos)` must hand the message to the client; it runs
-/// inside `handle.block_on`.
+/// inside `handle.block_on` (of a multi-threaded runtime).
 pub fn run_producer<F, Fut, E>(
     handle: &tokio::runtime::Handle,
     clock: Clock,
@@ -233,6 +251,13 @@ where
     F: FnMut(u64, u64) -> Fut,
     Fut: std::future::Future<Output = Result<(), E>>,
 {
+    // A current-thread runtime drives its timers only inside its own
+    // `block_on`: every bounded wait here would hang.
+    assert_eq!(
+        handle.runtime_flavor(),
+        tokio::runtime::RuntimeFlavor::MultiThread,
+        "producers need a multi-threaded runtime"
+    );
     set_timer_slack_nanos(1);
     let mut outcome = ProducerOutcome::default();
     let mut pushed_back = Duration::ZERO;
@@ -247,6 +272,11 @@ where
             None => Instant::now() >= phases.end,
         };
         if over {
+            break;
+        }
+        if Instant::now() >= phases.end + timeout {
+            outcome.abandoned = pacing.due_before(phases.start, phases.end) - index;
+            Counters::add(&counters.errors, outcome.abandoned);
             break;
         }
         sleep_until(intended);
@@ -340,6 +370,41 @@ mod tests {
             Duration::from_millis(21)
         );
         assert_eq!(first.window, 1024);
+        let end = start + Duration::from_millis(100);
+        assert_eq!(first.due_before(start, end), 50);
+        assert_eq!(second.due_before(start, end), 50);
+    }
+
+    #[test]
+    fn a_producer_gives_up_one_timeout_after_the_end() {
+        // Every send hangs past its timeout (a stopped server).
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .unwrap();
+        let workload = workload(Some(1_000), 1, Loop::Open);
+        let start = Instant::now();
+        let phases = Phases {
+            start,
+            measure_start: start,
+            end: start + Duration::from_millis(50),
+        };
+        let counters = Counters::default();
+        let outcome = run_producer(
+            runtime.handle(),
+            Clock::new(),
+            phases,
+            Pacing::for_producer(&workload, 0),
+            &Window::new(1024),
+            &counters,
+            Duration::from_millis(40),
+            |_, _| std::future::pending::<Result<(), ()>>(),
+        );
+        assert!(start.elapsed() < Duration::from_millis(500));
+        assert_eq!(outcome.sent, 0);
+        assert_eq!(outcome.send_errors + outcome.abandoned, 50);
+        assert_eq!(Counters::get(&counters.errors), 50);
     }
 
     #[test]
@@ -364,7 +429,8 @@ mod tests {
     fn open_loop_counts_from_the_intended_time() {
         // A producer that is 50 ms late for every send (a stalled client or
         // server) still reports origins on the schedule.
-        let runtime = tokio::runtime::Builder::new_current_thread()
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
             .enable_all()
             .build()
             .unwrap();

@@ -621,6 +621,7 @@ async fn paced(
         outcome.sent += done.sent;
         outcome.window_timeouts += done.window_timeouts;
         outcome.send_errors += done.send_errors;
+        outcome.abandoned += done.abandoned;
         outcome.send_lag.merge(&done.send_lag);
     }
     // Drain: wait (bounded) for the answers still owed.
