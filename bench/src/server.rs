@@ -133,7 +133,17 @@ impl ServerProcess {
             }
         }
         args.extend(spec.extra_args.iter().cloned());
-        let mut command = Command::new(&spec.program);
+        // The server runs in its data directory: a relative path to the
+        // program must be resolved here first.
+        let program_path = if spec.program.components().count() > 1 {
+            std::fs::canonicalize(&spec.program).map_err(|source| ServerError::Spawn {
+                program: spec.program.display().to_string(),
+                source,
+            })?
+        } else {
+            spec.program.clone()
+        };
+        let mut command = Command::new(&program_path);
         command
             .args(&args)
             .current_dir(dir.path())
