@@ -1,7 +1,8 @@
 //! A one-line progress report on stderr for long runs, redrawn at most four
-//! times a second from the run's counters; `--quiet` turns it off.
+//! times a second from the run's counters; `--quiet` turns it off, and it
+//! stays off when stderr is not a terminal (CI logs, Ansible).
 
-use std::io::Write;
+use std::io::{IsTerminal, Write};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -22,7 +23,8 @@ impl Progress {
     /// `total_secs` is the expected length (warm-up plus measurement).
     pub fn start(label: &str, counters: Arc<Counters>, total_secs: f64, quiet: bool) -> Progress {
         let stop = Arc::new(AtomicBool::new(false));
-        let thread = (!quiet).then(|| {
+        let shown = !quiet && std::io::stderr().is_terminal();
+        let thread = shown.then(|| {
             let stop = stop.clone();
             let label = label.to_string();
             std::thread::spawn(move || {
