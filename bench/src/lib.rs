@@ -1,7 +1,35 @@
-//! tern-bench: the bundled latency harness (issue "tern bench").
+//! tern-bench: the bundled open-loop latency harness behind `tern bench`.
 //!
-//! This crate will own open-loop load generation with coordinated-omission
-//! correction, HDR histograms, workloads in `bench/workloads/*.toml`,
-//! reports (markdown, JSON, HDR logs, SVG/PNG plots) and side-by-side runs
-//! against another server. Until then `bench/src/bin/core_bench.rs` measures
-//! core pub/sub against tern and nats-server.
+//! It measures any NATS server through the official async-nats client, so
+//! tern and nats-server can be put side by side fairly. Modules, from the
+//! input to the output:
+//!
+//! - [`workload`]: TOML workload files (`bench/workloads/*.toml`), strict and
+//!   validated against stated limits;
+//! - [`load`]: the send schedule (open loop with coordinated-omission
+//!   correction, max throughput with a window, closed loop uncorrected for
+//!   comparison), producer threads, the message header;
+//! - [`measure`]: the workload kinds (core pub/sub, request/reply,
+//!   JetStream publish → PubAck, end to end, pull drain, push throughput);
+//! - [`histogram`]: HDR histograms of latency, percentiles, merging;
+//! - [`system`]: client CPU, server CPU and RSS (`/proc` or `/varz`);
+//! - [`server`]: starting tern-server or nats-server on ephemeral ports;
+//! - [`compare`]: one side or two, one after the other;
+//! - [`report`] and [`plot`]: markdown, JSON, HDR logs, SVG and PNG;
+//! - [`progress`]: the progress line; [`command`]: the CLI commands.
+//!
+//! `core-bench` and `js-bench` (in `src/bin/`) are the earlier ad-hoc
+//! harnesses whose commands BENCHMARKS.md cites; they share [`server`]
+//! helpers with this crate.
+
+pub mod command;
+pub mod compare;
+pub mod histogram;
+pub mod load;
+pub mod measure;
+pub mod plot;
+pub mod progress;
+pub mod report;
+pub mod server;
+pub mod system;
+pub mod workload;

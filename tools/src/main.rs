@@ -1,18 +1,46 @@
-//! `tern`: the operator CLI. It will carry `tern stream …`, `tern consumer …`,
-//! `tern pub/sub`, `tern bench`, `tern tune`, `tern nvme` and `tern check` as
-//! their issues land; today it only reports what exists.
+//! `tern`: the operator CLI. Today it carries `tern bench …` (the latency
+//! harness, crate tern-bench); `tern stream …`, `tern consumer …`,
+//! `tern tune`, `tern nvme` and `tern check` arrive with their issues.
 
-fn main() {
-    let command = std::env::args().nth(1);
-    match command.as_deref() {
-        Some("--version") | Some("-V") => println!("tern {}", env!("CARGO_PKG_VERSION")),
-        _ => {
-            eprintln!(
-                "tern {}: no subcommands yet (bench, tune, nvme, stream, consumer arrive with their issues).\n\
-                 Run the broker with `tern-server` (cargo run --release -p tern-broker).",
-                env!("CARGO_PKG_VERSION")
-            );
-            std::process::exit(2);
-        }
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+use tern_bench::command::{self, BenchCommand};
+
+#[derive(Debug, Parser)]
+#[command(name = "tern", version, about = "tern: the operator CLI")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// The open-loop latency harness: run workloads against NATS servers.
+    #[command(subcommand)]
+    Bench(BenchCommand),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Bench(bench) => match command::execute(bench) {
+            Ok(outcome) => {
+                println!("{}", outcome.report.markdown());
+                for file in &outcome.files {
+                    eprintln!("wrote {}", file.display());
+                }
+                if outcome.all_ok {
+                    ExitCode::SUCCESS
+                } else {
+                    eprintln!("tern bench: at least one run failed (see the report)");
+                    ExitCode::FAILURE
+                }
+            }
+            Err(error) => {
+                eprintln!("tern bench: {error}");
+                ExitCode::from(2)
+            }
+        },
     }
 }

@@ -17,14 +17,17 @@
 //! - peak RSS of the server process (VmHWM).
 //!
 //! A benchmark, not a test: it never fails on a number. Prints a markdown table.
+//! Servers are started by `tern_bench::server` (the `tern bench` launcher);
+//! for open-loop, percentile-rich runs use `tern bench compare`.
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
-use hdrhistogram::Histogram;
+use tern_bench::histogram::LatencyHistogram;
+use tern_bench::server::{self, Flavor, ServerProcess, ServerSpec};
+use tern_bench::system;
 
 const PAYLOAD_BYTES: usize = 128;
 
@@ -70,97 +73,31 @@ fn settings() -> Settings {
     settings
 }
 
-fn pin_current_thread(cpu: usize) {
-    // SAFETY: cpu_set_t is plain data; sched_setaffinity reads it.
-    unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        libc::CPU_SET(cpu, &mut set);
-        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
-    }
-}
-
-struct Server {
-    name: &'static str,
-    child: Child,
-    port: u16,
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn start(name: &'static str, program: &str, args: &[String], cpu: usize) -> Server {
-    let mut command = Command::new(program);
-    command
-        .args(args)
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped());
-    // SAFETY: pre_exec runs in the child before exec; sched_setaffinity is async-signal-safe.
-    unsafe {
-        use std::os::unix::process::CommandExt;
-        command.pre_exec(move || {
-            let mut set: libc::cpu_set_t = std::mem::zeroed();
-            libc::CPU_SET(cpu, &mut set);
-            libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
-            Ok(())
-        });
-    }
-    let mut child = command
-        .spawn()
-        .unwrap_or_else(|error| panic!("cannot start {program}: {error}"));
-    let stderr = child.stderr.take().expect("stderr piped");
-    let mut lines = BufReader::new(stderr).lines();
-    let mut port = None;
-    for line in lines.by_ref() {
-        let line = line.expect("server log line");
-        if let Some(rest) = line.split("Listening for client connections on ").nth(1) {
-            port = rest
-                .trim()
-                .rsplit(':')
-                .next()
-                .and_then(|port| port.parse::<u16>().ok());
-        }
-        if line.contains("Server is ready") {
-            break;
-        }
-    }
-    std::thread::spawn(move || for _ in lines {});
-    Server {
-        name,
-        child,
-        port: port.expect("server announced its port"),
-    }
+/// Starts a server with the library's launcher (127.0.0.1, ephemeral ports,
+/// temp dir, pinned to `cpu`; tern also gets `--cores <cpu>`).
+fn start(flavor: Flavor, program: &str, extra_args: &[String], cpu: usize) -> ServerProcess {
+    ServerProcess::start(&ServerSpec {
+        flavor,
+        program: program.into(),
+        jetstream: false,
+        sync_always: false,
+        cpus: Some(vec![cpu]),
+        extra_args: extra_args.to_vec(),
+    })
+    .unwrap_or_else(|error| panic!("{error}"))
 }
 
 fn peak_rss_bytes(pid: u32) -> u64 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .ok()
-        .and_then(|status| {
-            status
-                .lines()
-                .find_map(|line| line.strip_prefix("VmHWM:"))
-                .and_then(|value| {
-                    value
-                        .trim()
-                        .trim_end_matches("kB")
-                        .trim()
-                        .parse::<u64>()
-                        .ok()
-                })
-        })
-        .map_or(0, |kib| kib * 1024)
+    system::status_kib(pid, "VmHWM:").map_or(0, |kib| kib * 1024)
 }
 
 struct Results {
-    latency: Histogram<u64>,
+    latency: LatencyHistogram,
     throughput_msgs_per_second: f64,
     peak_rss_bytes: u64,
 }
 
-async fn measure_latency(port: u16, settings: &Settings) -> Histogram<u64> {
+async fn measure_latency(port: u16, settings: &Settings) -> LatencyHistogram {
     let url = format!("nats://127.0.0.1:{port}");
     let publisher = async_nats::connect(&url).await.expect("publisher connects");
     let subscriber_client = async_nats::connect(&url)
@@ -172,7 +109,7 @@ async fn measure_latency(port: u16, settings: &Settings) -> Histogram<u64> {
         .expect("subscribe");
     subscriber_client.flush().await.expect("flush");
     let payload = bytes::Bytes::from(vec![b'x'; PAYLOAD_BYTES]);
-    let mut histogram = Histogram::<u64>::new_with_bounds(1, 60_000_000_000, 3).expect("histogram");
+    let mut histogram = LatencyHistogram::new();
     for index in 0..settings.warmup + settings.samples {
         let start = Instant::now();
         publisher
@@ -186,7 +123,7 @@ async fn measure_latency(port: u16, settings: &Settings) -> Histogram<u64> {
         let elapsed = start.elapsed();
         assert_eq!(message.payload.len(), PAYLOAD_BYTES);
         if index >= settings.warmup {
-            histogram.record(elapsed.as_nanos() as u64).expect("record");
+            histogram.record(elapsed);
         }
     }
     histogram
@@ -244,9 +181,9 @@ fn measure_throughput(port: u16, messages: usize) -> f64 {
     messages as f64 / finished.duration_since(start).as_secs_f64()
 }
 
-async fn run(server: &Server, settings: &Settings) -> Results {
-    let latency = measure_latency(server.port, settings).await;
-    let port = server.port;
+async fn run(server: &ServerProcess, settings: &Settings) -> Results {
+    let latency = measure_latency(server.client_port, settings).await;
+    let port = server.client_port;
     let messages = settings.messages;
     let throughput = tokio::task::spawn_blocking(move || measure_throughput(port, messages))
         .await
@@ -254,41 +191,36 @@ async fn run(server: &Server, settings: &Settings) -> Results {
     Results {
         latency,
         throughput_msgs_per_second: throughput,
-        peak_rss_bytes: peak_rss_bytes(server.child.id()),
+        peak_rss_bytes: peak_rss_bytes(server.pid()),
     }
 }
 
-fn micros(histogram: &Histogram<u64>, quantile: f64) -> f64 {
-    histogram.value_at_quantile(quantile) as f64 / 1000.0
+fn micros(histogram: &LatencyHistogram, quantile: f64) -> f64 {
+    histogram.value_at_quantile_nanos(quantile) as f64 / 1000.0
 }
 
 fn main() {
     let settings = settings();
-    pin_current_thread(settings.client_cpu);
+    server::pin_current_thread(&[settings.client_cpu]).expect("pin the client");
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .expect("runtime");
-    let cpu = settings.server_cpu.to_string();
-    let nats_args = ["-a", "127.0.0.1", "-p", "-1"].map(String::from).to_vec();
-    let mut tern_args = ["-a", "127.0.0.1", "-p", "-1", "-m", "0", "--cores", &cpu]
-        .map(String::from)
-        .to_vec();
-    tern_args.extend(settings.tern_extra.iter().cloned());
+    let no_args: Vec<String> = Vec::new();
     let mut all = Vec::new();
-    for (name, program, args) in [
-        ("nats-server", &settings.nats, &nats_args),
-        ("tern", &settings.tern, &tern_args),
+    for (flavor, program, args) in [
+        (Flavor::Nats, &settings.nats, &no_args),
+        (Flavor::Tern, &settings.tern, &settings.tern_extra),
     ] {
-        let server = start(name, program, args, settings.server_cpu);
+        let server = start(flavor, program, args, settings.server_cpu);
         eprintln!(
             "measuring {} (pid {}, port {})",
-            server.name,
-            server.child.id(),
-            server.port
+            flavor.name(),
+            server.pid(),
+            server.client_port
         );
         let results = runtime.block_on(run(&server, &settings));
-        all.push((server.name, results));
+        all.push((flavor.name(), results));
     }
     println!(
         "| server | p50 µs | p90 µs | p99 µs | p99.9 µs | max µs | fan-out 1→1 msgs/s | peak RSS MiB |"
@@ -301,7 +233,7 @@ fn main() {
             micros(&results.latency, 0.9),
             micros(&results.latency, 0.99),
             micros(&results.latency, 0.999),
-            results.latency.max() as f64 / 1000.0,
+            micros(&results.latency, 1.0),
             results.throughput_msgs_per_second,
             results.peak_rss_bytes as f64 / (1024.0 * 1024.0)
         );
@@ -313,7 +245,7 @@ fn main() {
             micros(&tern.latency, 0.9) / micros(&nats.latency, 0.9),
             micros(&tern.latency, 0.99) / micros(&nats.latency, 0.99),
             micros(&tern.latency, 0.999) / micros(&nats.latency, 0.999),
-            tern.latency.max() as f64 / nats.latency.max() as f64,
+            micros(&tern.latency, 1.0) / micros(&nats.latency, 1.0),
             tern.throughput_msgs_per_second / nats.throughput_msgs_per_second,
             tern.peak_rss_bytes as f64 / nats.peak_rss_bytes as f64
         );

@@ -41,6 +41,9 @@
 //!    shards reported as unknown;
 //! 4. peak RSS (VmHWM) of each server process after its runs.
 //!
+//! CPU lists, pinning and RSS come from the `tern_bench` library (the
+//! `tern bench` engine); its raw-protocol client stays here.
+//!
 //! A benchmark, not a test: it never fails on a number. It exits non-zero only
 //! when something went wrong (a server did not start, a stream could not be
 //! created, a PubAck was an error or did not come), after reporting the error
@@ -57,6 +60,7 @@ use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::time::{Duration, Instant};
 
 use hdrhistogram::Histogram;
+use tern_bench::{server, system};
 
 // ----- settings ---------------------------------------------------------------
 
@@ -202,48 +206,17 @@ fn settings() -> Result<Settings, String> {
     Ok(settings)
 }
 
-/// taskset syntax: `1`, `0-3`, `0,2`, `0-1,4`.
+/// taskset syntax: `1`, `0-3`, `0,2`, `0-1,4` (the library's parser).
 fn parse_cpu_list(list: &str) -> Result<Vec<usize>, String> {
-    let mut cpus = Vec::new();
-    for part in list
-        .split(',')
-        .map(str::trim)
-        .filter(|part| !part.is_empty())
-    {
-        let parse = |text: &str| {
-            text.trim()
-                .parse::<usize>()
-                .map_err(|_| format!("{list:?} is not a CPU list"))
-        };
-        match part.split_once('-') {
-            Some((first, last)) => cpus.extend(parse(first)?..=parse(last)?),
-            None => cpus.push(parse(part)?),
-        }
-    }
-    cpus.sort_unstable();
-    cpus.dedup();
-    if cpus.is_empty() || cpus.iter().any(|&cpu| cpu >= libc::CPU_SETSIZE as usize) {
-        return Err(format!("{list:?} is not a CPU list"));
-    }
-    Ok(cpus)
+    server::parse_cpu_list(list).map_err(|error| error.to_string())
 }
 
 fn cpu_set(cpus: &[usize]) -> libc::cpu_set_t {
-    // SAFETY: cpu_set_t is plain data (a bit array); all zeroes is the empty set.
-    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
-    for &cpu in cpus {
-        // SAFETY: parse_cpu_list keeps every CPU below CPU_SETSIZE.
-        unsafe { libc::CPU_SET(cpu, &mut set) };
-    }
-    set
+    server::cpu_set(cpus)
 }
 
 fn pin_current_thread(cpu: usize) {
-    let set = cpu_set(&[cpu]);
-    // SAFETY: sched_setaffinity only reads the set we pass and its size.
-    unsafe {
-        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
-    }
+    let _ = server::pin_current_thread(&[cpu]);
 }
 
 // ----- servers ----------------------------------------------------------------
@@ -388,16 +361,7 @@ impl Server {
     }
 
     fn peak_rss_bytes(&self) -> Option<u64> {
-        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).ok()?;
-        let kib = status
-            .lines()
-            .find_map(|line| line.strip_prefix("VmHWM:"))?
-            .trim()
-            .trim_end_matches("kB")
-            .trim()
-            .parse::<u64>()
-            .ok()?;
-        Some(kib * 1024)
+        system::status_kib(self.child.id(), "VmHWM:").map(|kib| kib * 1024)
     }
 }
 
