@@ -35,6 +35,10 @@
 //! - [`persist`]: a stream's checksummed config and Raft state files.
 //! - [`stream`]: one stream's task: ingest checks, Raft, journal, apply.
 
+pub mod consumer_config;
+pub mod consumer_error;
+pub mod consumer_requests;
+pub mod consumer_responses;
 pub mod entry;
 pub mod error;
 pub mod expiry;
