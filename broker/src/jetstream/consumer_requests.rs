@@ -7,8 +7,9 @@
 //!   errors are status messages ([`PullStatus`]), not JSON.
 //! - [`AckBody`]: what a publish to an ack subject means (`processAck`,
 //!   `processNak`, `processTerm`).
-//! - [`AckSubject`]: `$JS.ACK.<stream>.<consumer>.<delivered>.<stream_seq>.
-//!   <consumer_seq>.<timestamp_ns>.<pending>` (v1, 9 tokens), also read in
+//! - [`AckSubject`], the reply subject of a delivery:
+//!   `$JS.ACK.<stream>.<consumer>.<delivered>.<stream_seq>.<consumer_seq>.<timestamp_ns>.<pending>`
+//!   (v1, 9 tokens), also read in
 //!   the v2 form (≥ 11 tokens: `$JS.ACK.<domain>.<account hash>.…`) as
 //!   `ackReplyInfo` and clients do.
 //! - [`ConsumersRequest`]: the CONSUMER.NAMES / LIST paging body
