@@ -36,6 +36,10 @@
 //! - [`stream`]: one stream's task: ingest checks, Raft, journal, apply.
 
 pub mod consumer;
+pub mod consumer_config;
+pub mod consumer_error;
+pub mod consumer_requests;
+pub mod consumer_responses;
 pub mod delivery;
 pub mod entry;
 pub mod error;
