@@ -9,7 +9,9 @@
 //! The JSON side (config parsing, info responses) lives elsewhere; this is
 //! what the delivery loop needs.
 
-use super::delivery::{DeliveryConfig, DeliveryState};
+use super::consumer_config::{AckPolicy, ConsumerConfig, DeliverPolicy};
+use super::delivery::{AckMode, DeliveryConfig, DeliveryState};
+use super::error::ApiError;
 use super::pull::PullQueue;
 use super::stream_config::subject_matches;
 
@@ -41,10 +43,66 @@ pub struct ConsumerSpec {
     pub headers_only: bool,
 }
 
+impl ConsumerSpec {
+    /// What the delivery loop runs from a consumer's (checked) config.
+    /// Features not built yet are refused here, explicitly.
+    pub fn from_config(config: &ConsumerConfig) -> Result<ConsumerSpec, ApiError> {
+        let not_yet =
+            |what: &str| ApiError::new(500, 10012, format!("{what} are not supported yet"));
+        if !config.deliver_subject.is_empty() {
+            return Err(not_yet("push consumers"));
+        }
+        let start = match config.deliver_policy {
+            DeliverPolicy::All => Start::All,
+            DeliverPolicy::New => Start::New,
+            DeliverPolicy::Last => Start::Last,
+            DeliverPolicy::ByStartSequence => Start::Sequence(config.opt_start_sequence),
+            DeliverPolicy::ByStartTime => Start::Time(
+                config
+                    .opt_start_time
+                    .as_ref()
+                    .map_or(0, |time| time.unix_ns_clamped()),
+            ),
+            DeliverPolicy::LastPerSubject => {
+                return Err(not_yet("last_per_subject deliver policies"))
+            }
+        };
+        let ack = match config.ack_policy {
+            AckPolicy::None => AckMode::None,
+            AckPolicy::All | AckPolicy::FlowControl => AckMode::All,
+            AckPolicy::Explicit => AckMode::Explicit,
+        };
+        Ok(ConsumerSpec {
+            filters: config
+                .subject_filters()
+                .into_iter()
+                .map(str::to_string)
+                .collect(),
+            start,
+            delivery: DeliveryConfig {
+                ack,
+                ack_wait_ns: config.ack_wait_ns.max(0) as u64,
+                backoff_ns: config
+                    .backoff_ns
+                    .iter()
+                    .map(|delay| (*delay).max(0) as u64)
+                    .collect(),
+                max_deliver: (config.max_deliver > 0).then_some(config.max_deliver as u64),
+                max_ack_pending: (config.max_ack_pending > 0)
+                    .then_some(config.max_ack_pending as usize),
+            },
+            max_waiting: config.max_waiting.clamp(1, 1 << 20) as usize,
+            headers_only: config.headers_only,
+        })
+    }
+}
+
 /// One consumer of a stream.
 #[derive(Debug)]
 pub struct Consumer {
     pub name: String,
+    /// The config as clients see it (info, updates, idempotent creates).
+    pub config: ConsumerConfig,
     pub spec: ConsumerSpec,
     pub created_unix_ns: u64,
     pub delivery: DeliveryState,
@@ -64,6 +122,7 @@ impl Consumer {
     /// messages from there (both resolved by the stream from `spec.start`).
     pub fn new(
         name: String,
+        config: ConsumerConfig,
         spec: ConsumerSpec,
         created_unix_ns: u64,
         start_sequence: u64,
@@ -73,6 +132,7 @@ impl Consumer {
         let pull = PullQueue::new(spec.max_waiting.max(1));
         Consumer {
             name,
+            config,
             spec,
             created_unix_ns,
             delivery,
@@ -168,9 +228,16 @@ mod tests {
 
     #[test]
     fn filters_select_subjects() {
-        let all = Consumer::new("c".into(), spec(&[]), 0, 1, 0);
+        let all = Consumer::new("c".into(), ConsumerConfig::default(), spec(&[]), 0, 1, 0);
         assert!(all.matches(b"anything.at.all"));
-        let some = Consumer::new("c".into(), spec(&["orders.*", "returns.>"]), 0, 1, 0);
+        let some = Consumer::new(
+            "c".into(),
+            ConsumerConfig::default(),
+            spec(&["orders.*", "returns.>"]),
+            0,
+            1,
+            0,
+        );
         assert!(some.matches(b"orders.1"));
         assert!(some.matches(b"returns.a.b"));
         assert!(!some.matches(b"orders.1.2"));
@@ -179,7 +246,8 @@ mod tests {
 
     #[test]
     fn reported_pending_is_clamped_by_the_stream() {
-        let mut consumer = Consumer::new("c".into(), spec(&[]), 0, 5, 10);
+        let mut consumer =
+            Consumer::new("c".into(), ConsumerConfig::default(), spec(&[]), 0, 5, 10);
         assert_eq!(consumer.reported_num_pending(100, 9), 5);
         assert_eq!(consumer.reported_num_pending(3, 100), 3);
         assert_eq!(consumer.reported_num_pending(100, 4), 0);
@@ -205,7 +273,7 @@ mod tests {
 
     #[test]
     fn the_earliest_wake_up_wins() {
-        let mut consumer = Consumer::new("c".into(), spec(&[]), 0, 1, 0);
+        let mut consumer = Consumer::new("c".into(), ConsumerConfig::default(), spec(&[]), 0, 1, 0);
         consumer.wake_at(Some(10));
         consumer.wake_at(None);
         consumer.wake_at(Some(20));

@@ -739,7 +739,10 @@ impl JetStream {
             }
             ["STREAM", "INFO" | "PURGE", name]
             | ["STREAM", "MSG", "GET" | "DELETE", name]
-            | ["CONSUMER", "MSG", "NEXT", name, _] => {
+            | ["CONSUMER", "MSG", "NEXT", name, _]
+            | ["CONSUMER", "CREATE" | "INFO" | "DELETE", name, ..]
+            | ["CONSUMER", "NAMES" | "LIST", name]
+            | ["CONSUMER", "DURABLE", "CREATE", name, ..] => {
                 let owner = owner_of(name, self.shard_count);
                 self.send_to(owner, ShardMessage::JetStreamApi(Box::new(request)));
             }
@@ -855,6 +858,22 @@ impl JetStream {
                     // No such stream: nobody would be listening (503).
                     None => self.no_responders(request.reply),
                 }
+            }
+            ["CONSUMER", rest @ ..] => {
+                let name = match rest {
+                    ["DURABLE", "CREATE", name, ..] => *name,
+                    [_, name, ..] => *name,
+                    _ => unreachable!("routed only with a stream name: {text}"),
+                };
+                let kind = match rest.first() {
+                    Some(&"INFO") => "consumer_info_response",
+                    Some(&"DELETE") => "consumer_delete_response",
+                    Some(&"NAMES") => "consumer_names_response",
+                    Some(&"LIST") => "consumer_list_response",
+                    _ => "consumer_create_response",
+                };
+                let tokens = rest.iter().map(|token| token.to_string()).collect();
+                self.stream_call(name, request, StreamApi::Consumer { tokens }, kind)
             }
             _ => unreachable!("routed only known subjects: {text}"),
         }

@@ -18,7 +18,8 @@ use bytes::Bytes;
 pub struct PullRequest {
     /// Where messages and statuses go.
     pub reply: Bytes,
-    /// Messages still wanted (≥ 1 when queued).
+    /// Messages still wanted (a JSON request without `batch` asks for 0:
+    /// it waits for its expiry and takes nothing, as in nats-server).
     pub batch: u64,
     /// Bytes still allowed (0: no byte limit).
     pub max_bytes: u64,
@@ -126,7 +127,6 @@ impl PullQueue {
         now_ns: u64,
         replies: &mut Vec<Reply>,
     ) -> Result<(), Option<Status>> {
-        assert!(request.batch >= 1);
         if request.no_wait {
             if messages_pending == 0 && request.expires_at_ns.is_none() {
                 return Err(Some(Status::NoMessages));
@@ -163,7 +163,23 @@ impl PullQueue {
         now_ns: u64,
         replies: &mut Vec<Reply>,
     ) -> Option<Target> {
+        let mut looked = 0;
+        let candidates = self.waiting.len();
         while let Some(mut head) = self.waiting.pop_front() {
+            looked += 1;
+            if head.request.batch == 0
+                && head
+                    .request
+                    .expires_at_ns
+                    .is_none_or(|expires| now_ns < expires)
+            {
+                // Wants nothing: keeps waiting for its expiry.
+                self.waiting.push_back(head);
+                if looked >= candidates {
+                    return None;
+                }
+                continue;
+            }
             if head
                 .request
                 .expires_at_ns

@@ -95,6 +95,10 @@ pub enum StreamApi {
         create: bool,
     },
     Delete,
+    /// `$JS.API.CONSUMER.…`: the tokens after `CONSUMER.`.
+    Consumer {
+        tokens: Vec<String>,
+    },
 }
 
 pub enum Command {
@@ -1696,6 +1700,10 @@ impl StreamTask {
                     .propose(operation.encode())
                     .map_err(|error| format!("config update refused: {error:?}"))?;
                 self.owe(index, Owed::Update { origin, reply });
+            }
+            StreamApi::Consumer { tokens } => {
+                let tokens: Vec<&str> = tokens.iter().map(String::as_str).collect();
+                self.consumer_api(origin, reply, &payload, &tokens);
             }
             StreamApi::Delete => {
                 self.handle.stopped.set(true);

@@ -7,7 +7,11 @@
 use bytes::Bytes;
 
 use super::super::consumer::{ack_subject, headers_only, Consumer, ConsumerSpec, Start};
+use super::super::consumer_config::{self, CreateContext, CreateKind, CreateTarget};
+use super::super::consumer_requests::{self, AckBody, AckSubject, ConsumersRequest};
+use super::super::consumer_responses::{self, ConsumerInfoState, PullStatus, SequencePair};
 use super::super::delivery::Next;
+use super::super::error::ApiError;
 use super::super::pull::{PullRequest, Reply, Status};
 use super::{now_unix_ns, Store, StoreError, StreamTask};
 
@@ -54,23 +58,57 @@ impl StreamTask {
                 body,
                 reply,
             } => {
-                let Some(ack) = parse_ack_subject(&subject) else {
+                let Some(ack) = std::str::from_utf8(&subject)
+                    .ok()
+                    .and_then(AckSubject::decode)
+                else {
                     return;
                 };
-                let request = match &body[..] {
-                    b"" | b"+ACK" | b"+OK" => AckRequest::Ack,
-                    b"+WPI" => AckRequest::Progress,
-                    body if body.starts_with(b"+TERM") => AckRequest::Term,
-                    body if body.starts_with(b"-NAK") => AckRequest::Nak { delay_ns: None },
-                    _ => AckRequest::Ack,
+                let (request, next) = match AckBody::parse(&body) {
+                    AckBody::Ack => (Some(AckRequest::Ack), None),
+                    AckBody::Nak { delay_ns } => (
+                        Some(AckRequest::Nak {
+                            delay_ns: delay_ns.map(|delay| delay.max(0) as u64),
+                        }),
+                        None,
+                    ),
+                    AckBody::Progress => (Some(AckRequest::Progress), None),
+                    AckBody::Term { .. } => (Some(AckRequest::Term), None),
+                    AckBody::Next(next) => (Some(AckRequest::Ack), Some(next)),
+                    AckBody::Unknown => (None, None),
                 };
-                self.consumer_ack(
-                    &ack.consumer,
-                    ack.stream_sequence,
-                    ack.consumer_sequence,
-                    request,
-                    reply,
-                );
+                match next {
+                    // +NXT: the ack, then a pull request answered on the
+                    // ack's reply subject (no empty double-ack reply).
+                    Some(next) => {
+                        if let Some(request) = request {
+                            self.consumer_ack(
+                                &ack.consumer,
+                                ack.stream_sequence,
+                                ack.consumer_sequence,
+                                request,
+                                None,
+                            );
+                        }
+                        if let Some(reply) = reply {
+                            self.pull_request(&ack.consumer, reply, next);
+                        }
+                    }
+                    None => match request {
+                        Some(request) => self.consumer_ack(
+                            &ack.consumer,
+                            ack.stream_sequence,
+                            ack.consumer_sequence,
+                            request,
+                            reply,
+                        ),
+                        None => {
+                            if let Some(reply) = reply {
+                                self.js.publish_reply(&reply, b"");
+                            }
+                        }
+                    },
+                }
             }
             ConsumerCommand::Next {
                 consumer,
@@ -83,27 +121,23 @@ impl StreamTask {
                 if !self.consumers.contains_key(&consumer) {
                     return self.js.no_responders(Some(reply));
                 }
-                let _ = payload;
-                let request = PullRequest {
-                    reply,
-                    batch: 1,
-                    max_bytes: 0,
-                    expires_at_ns: None,
-                    no_wait: false,
-                    heartbeat_ns: 0,
-                };
-                self.consumer_pull(&consumer, request);
+                let parsed = consumer_requests::PullRequest::parse(&payload);
+                self.pull_request(&consumer, reply, parsed);
             }
         }
     }
 
     /// Adds a consumer: resolves where it starts and how many matching
     /// messages lie ahead of it.
-    #[allow(dead_code)] // CONSUMER.CREATE calls it once its parser lands.
-    pub(super) fn add_consumer(&mut self, name: String, spec: ConsumerSpec) {
+    pub(super) fn add_consumer(
+        &mut self,
+        name: String,
+        config: consumer_config::ConsumerConfig,
+        spec: ConsumerSpec,
+    ) {
         let state = with_store!(&self.store, log => log.state());
         let last_sequence = with_store!(&self.store, log => log.last_sequence());
-        let probe = Consumer::new(name.clone(), spec.clone(), 0, 1, 0);
+        let probe = Consumer::new(name.clone(), config.clone(), spec.clone(), 0, 1, 0);
         let start_sequence = match spec.start {
             Start::All => state.first_sequence.max(1),
             Start::New => last_sequence + 1,
@@ -124,6 +158,7 @@ impl StreamTask {
         }
         let consumer = Consumer::new(
             name.clone(),
+            config,
             spec,
             now_unix_ns(),
             start_sequence,
@@ -139,6 +174,37 @@ impl StreamTask {
                 consumer.num_pending += 1;
             }
         }
+    }
+
+    /// A parsed MSG.NEXT (or `+NXT`) body for `name`, answered on `reply`.
+    fn pull_request(
+        &mut self,
+        name: &str,
+        reply: Bytes,
+        parsed: Result<consumer_requests::PullRequest, PullStatus>,
+    ) {
+        let Some(consumer) = self.consumers.get(name) else {
+            return;
+        };
+        let checked = parsed.and_then(|request| {
+            request.check(&consumer.config)?;
+            Ok(request)
+        });
+        let request = match checked {
+            Ok(request) => request,
+            Err(status) => return self.send_status(&reply, &status),
+        };
+        let now_ns = now_unix_ns();
+        let queued = PullRequest {
+            reply,
+            batch: request.batch.max(0) as u64,
+            max_bytes: request.max_bytes.max(0) as u64,
+            expires_at_ns: (request.expires_ns > 0)
+                .then(|| now_ns.saturating_add(request.expires_ns as u64)),
+            no_wait: request.no_wait,
+            heartbeat_ns: request.idle_heartbeat_ns.max(0) as u64,
+        };
+        self.consumer_pull(name, queued);
     }
 
     /// Queues a pull request and answers what must be answered at once.
@@ -353,63 +419,218 @@ impl StreamTask {
             .get(name)
             .map_or((0, 0), |consumer| consumer.delivery.delivered());
         for Reply { reply, status } in replies {
-            let head = status_header(&status, delivered);
-            self.js
-                .shard()
-                .publish_internal(&reply, head.len(), head.as_bytes());
+            self.send_status(&reply, &pull_status(&status, delivered));
+        }
+    }
+
+    fn send_status(&self, reply: &[u8], status: &PullStatus) {
+        let head = status.header_block();
+        self.js
+            .shard()
+            .publish_internal(reply, head.len(), head.as_bytes());
+    }
+
+    // ----- the consumer API ---------------------------------------------------
+
+    /// `$JS.API.CONSUMER.…` for this stream; `tokens` follow `CONSUMER.`.
+    pub(super) fn consumer_api(
+        &mut self,
+        origin: usize,
+        reply: Option<Bytes>,
+        payload: &[u8],
+        tokens: &[&str],
+    ) {
+        let kind = match tokens.first() {
+            Some(&"INFO") => "consumer_info_response",
+            Some(&"DELETE") => "consumer_delete_response",
+            Some(&"NAMES") => "consumer_names_response",
+            Some(&"LIST") => "consumer_list_response",
+            _ => "consumer_create_response",
+        };
+        let result = match tokens {
+            ["CREATE", ..] | ["DURABLE", "CREATE", ..] => {
+                let Some(target) = CreateTarget::from_tokens(tokens) else {
+                    return; // nats-server has no subscription there
+                };
+                self.create_consumer(&target, payload)
+            }
+            ["INFO", _, name] => match self.consumers.get(*name) {
+                Some(consumer) => Ok(self.consumer_info(consumer, "consumer_info_response")),
+                None => Err(ApiError::consumer_not_found()),
+            },
+            ["DELETE", _, name] => match self.consumers.remove(*name) {
+                Some(mut consumer) => {
+                    let closed = consumer.pull.close();
+                    self.send_statuses_for(&consumer, closed);
+                    Ok(consumer_responses::consumer_delete_response())
+                }
+                None => Err(ApiError::consumer_not_found()),
+            },
+            ["NAMES", _] | ["LIST", _] => ConsumersRequest::parse(payload)
+                .map(|request| self.consumer_page(tokens[0] == "LIST", request.offset)),
+            _ => return,
+        };
+        match result {
+            Ok(body) => {
+                if let Some(reply) = reply {
+                    self.js.respond(origin, reply, body);
+                }
+            }
+            Err(error) => self.answer_error(origin, reply, kind, &error),
+        }
+    }
+
+    /// A CONSUMER.NAMES or CONSUMER.LIST page.
+    fn consumer_page(&self, list: bool, offset: usize) -> String {
+        let names: Vec<String> = self.consumers.keys().cloned().collect();
+        let total = names.len();
+        if !list {
+            let page = consumer_responses::page_of(names, offset, consumer_responses::NAMES_LIMIT);
+            return consumer_responses::consumer_names_response(total, offset, &page);
+        }
+        let page = consumer_responses::page_of(names, offset, consumer_responses::LIST_LIMIT);
+        let infos: Vec<String> = page
+            .iter()
+            .filter_map(|name| self.consumers.get(name))
+            .map(|consumer| {
+                consumer_responses::consumer_info_object(
+                    &self.handle.name,
+                    &consumer.name,
+                    &consumer.config,
+                    consumer.created_unix_ns,
+                    &self.consumer_state(consumer),
+                    now_unix_ns(),
+                )
+            })
+            .collect();
+        consumer_responses::consumer_list_response(total, offset, &infos)
+    }
+
+    fn create_consumer(
+        &mut self,
+        target: &CreateTarget,
+        payload: &[u8],
+    ) -> Result<String, ApiError> {
+        let existing: Vec<(String, consumer_config::ConsumerConfig)> = self
+            .consumers
+            .iter()
+            .map(|(name, consumer)| (name.clone(), consumer.config.clone()))
+            .collect();
+        let pairs: Vec<(&str, &consumer_config::ConsumerConfig)> = existing
+            .iter()
+            .map(|(name, config)| (name.as_str(), config))
+            .collect();
+        let mut seed = now_unix_ns() ^ (self.group << 17) | 1;
+        let mut random = move || {
+            // xorshift64*: it only names a consumer, nothing secret.
+            seed ^= seed >> 12;
+            seed ^= seed << 25;
+            seed ^= seed >> 27;
+            seed.wrapping_mul(0x2545_F491_4F6C_DD1D)
+        };
+        let config = self.config.clone();
+        let outcome = consumer_config::parse_create(
+            target,
+            payload,
+            CreateContext {
+                stream: Some(&config),
+                consumers: &pairs,
+                random: &mut random,
+            },
+        )?;
+        let spec = ConsumerSpec::from_config(&outcome.config)?;
+        match outcome.kind {
+            CreateKind::Created => {
+                self.add_consumer(outcome.name.clone(), outcome.config, spec);
+            }
+            CreateKind::Updated => {
+                let consumer = self
+                    .consumers
+                    .get_mut(&outcome.name)
+                    .expect("an update names an existing consumer");
+                consumer.delivery.set_config(spec.delivery.clone());
+                consumer.spec = spec;
+                consumer.config = outcome.config;
+            }
+        }
+        let consumer = &self.consumers[&outcome.name];
+        Ok(self.consumer_info(consumer, "consumer_create_response"))
+    }
+
+    fn consumer_state(&self, consumer: &Consumer) -> ConsumerInfoState {
+        let (delivered_consumer, delivered_stream) = consumer.delivery.delivered();
+        let (floor_consumer, floor_stream) = consumer.delivery.ack_floor();
+        let state = with_store!(&self.store, log => log.state());
+        let last_sequence = with_store!(&self.store, log => log.last_sequence());
+        let active = |unix_ns: u64| (unix_ns > 0).then_some(unix_ns);
+        ConsumerInfoState {
+            delivered: SequencePair {
+                consumer_sequence: delivered_consumer,
+                stream_sequence: delivered_stream,
+                last_active_unix_ns: active(consumer.last_delivered_unix_ns),
+            },
+            ack_floor: SequencePair {
+                consumer_sequence: floor_consumer,
+                stream_sequence: floor_stream,
+                last_active_unix_ns: active(consumer.last_acked_unix_ns),
+            },
+            num_ack_pending: consumer.delivery.num_ack_pending() as u64,
+            num_redelivered: consumer.delivery.num_redelivered() as u64,
+            num_waiting: consumer.pull.len() as u64,
+            num_pending: consumer.reported_num_pending(state.messages, last_sequence),
+            ..ConsumerInfoState::default()
+        }
+    }
+
+    fn consumer_info(&self, consumer: &Consumer, kind: &str) -> String {
+        consumer_responses::consumer_info_response(
+            kind,
+            &self.handle.name,
+            &consumer.name,
+            &consumer.config,
+            consumer.created_unix_ns,
+            &self.consumer_state(consumer),
+            now_unix_ns(),
+        )
+    }
+
+    fn send_statuses_for(&self, consumer: &Consumer, replies: Vec<Reply>) {
+        let delivered = consumer.delivery.delivered();
+        for Reply { reply, status } in replies {
+            self.send_status(&reply, &pull_status(&status, delivered));
         }
     }
 }
 
-/// The status line and headers nats-server sends for a pull status;
-/// `delivered` is the consumer's (consumer, stream) sequence pair, which
-/// idle heartbeats carry.
-pub fn status_header(status: &Status, delivered: (u64, u64)) -> String {
+/// The wire status of a queue status; heartbeats carry the consumer's
+/// last delivered (consumer, stream) sequences.
+fn pull_status(status: &Status, delivered: (u64, u64)) -> PullStatus {
+    let signed = |value: u64| i64::try_from(value).unwrap_or(i64::MAX);
     match status {
-        Status::NoMessages => "NATS/1.0 404 No Messages\r\n\r\n".into(),
+        Status::NoMessages => PullStatus::NoMessages,
         Status::RequestTimeout {
             pending_messages,
             pending_bytes,
-        } => format!(
-            "NATS/1.0 408 Request Timeout\r\nNats-Pending-Messages: {pending_messages}\r\nNats-Pending-Bytes: {pending_bytes}\r\n\r\n"
-        ),
-        Status::RequestsPending => "NATS/1.0 408 Requests Pending\r\n\r\n".into(),
-        Status::ExceededMaxWaiting => "NATS/1.0 409 Exceeded MaxWaiting\r\n\r\n".into(),
+        } => PullStatus::RequestTimeout {
+            pending_messages: signed(*pending_messages),
+            pending_bytes: signed(*pending_bytes),
+        },
+        Status::RequestsPending => PullStatus::RequestsPending,
+        Status::ExceededMaxWaiting => PullStatus::ExceededMaxWaiting,
         Status::MessageSizeExceedsMaxBytes {
             pending_messages,
             pending_bytes,
-        } => format!(
-            "NATS/1.0 409 Message Size Exceeds MaxBytes\r\nNats-Pending-Messages: {pending_messages}\r\nNats-Pending-Bytes: {pending_bytes}\r\n\r\n"
-        ),
-        Status::BatchCompleted { pending_bytes } => format!(
-            "NATS/1.0 409 Batch Completed\r\nNats-Pending-Messages: 0\r\nNats-Pending-Bytes: {pending_bytes}\r\n\r\n"
-        ),
-        Status::IdleHeartbeat => format!(
-            "NATS/1.0 100 Idle Heartbeat\r\nNats-Last-Consumer: {}\r\nNats-Last-Stream: {}\r\n\r\n",
-            delivered.0, delivered.1
-        ),
-        Status::ConsumerDeleted => "NATS/1.0 409 Consumer Deleted\r\n\r\n".into(),
+        } => PullStatus::MessageSizeExceedsMaxBytes {
+            pending_messages: signed(*pending_messages),
+            pending_bytes: signed(*pending_bytes),
+        },
+        Status::BatchCompleted { pending_bytes } => PullStatus::BatchCompleted {
+            pending_bytes: signed(*pending_bytes),
+        },
+        Status::IdleHeartbeat => PullStatus::IdleHeartbeat {
+            last_consumer_sequence: delivered.0,
+            last_stream_sequence: delivered.1,
+        },
+        Status::ConsumerDeleted => PullStatus::ConsumerDeleted,
     }
-}
-
-/// The numbers of a v1 ack subject.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct AckNumbers {
-    pub consumer: String,
-    pub stream_sequence: u64,
-    pub consumer_sequence: u64,
-}
-
-/// `$JS.ACK.<stream>.<consumer>.<delivered>.<sseq>.<cseq>.<ts>.<pending>`.
-pub fn parse_ack_subject(subject: &[u8]) -> Option<AckNumbers> {
-    let text = std::str::from_utf8(subject).ok()?;
-    let tokens: Vec<&str> = text.split('.').collect();
-    if tokens.len() != 9 || tokens[0] != "$JS" || tokens[1] != "ACK" {
-        return None;
-    }
-    Some(AckNumbers {
-        consumer: tokens[3].to_string(),
-        stream_sequence: tokens[5].parse().ok()?,
-        consumer_sequence: tokens[6].parse().ok()?,
-    })
 }

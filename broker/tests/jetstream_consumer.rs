@@ -1,0 +1,166 @@
+//! Pull consumers through async-nats against tern-server and nats-server
+//! 2.15.1: create, fetch, explicit acks and the state consumer info reports
+//! after each step, no_wait at the end of the stream, names/list, delete.
+
+#[macro_use]
+mod common;
+
+use async_nats::jetstream::{self, consumer::pull, consumer::AckPolicy};
+use common::js::{self, api, create};
+use common::{Flavor, TIMEOUT};
+use futures::StreamExt;
+use serde_json::json;
+
+async fn info_numbers(consumer: &mut jetstream::consumer::PullConsumer) -> [u64; 8] {
+    let info = consumer.info().await.expect("consumer info");
+    [
+        info.delivered.consumer_sequence,
+        info.delivered.stream_sequence,
+        info.ack_floor.consumer_sequence,
+        info.ack_floor.stream_sequence,
+        info.num_ack_pending as u64,
+        info.num_pending,
+        info.num_waiting as u64,
+        info.num_redelivered as u64,
+    ]
+}
+
+async fn pull_fetch_ack_and_info(flavor: Flavor) {
+    let server = js::start(flavor);
+    let client = server.connect().await;
+    create(&client, json!({"name":"PULL","subjects":["pull.>"]})).await;
+    js::publish_all(&client, &["pull.a", "pull.b", "pull.a", "pull.c", "pull.a"]).await;
+    let context = jetstream::new(client.clone());
+    let stream = context.get_stream("PULL").await.expect("stream");
+    let mut consumer: jetstream::consumer::PullConsumer = stream
+        .create_consumer(pull::Config {
+            durable_name: Some("d".into()),
+            ack_policy: AckPolicy::Explicit,
+            ..Default::default()
+        })
+        .await
+        .expect("create consumer");
+    assert_eq!(info_numbers(&mut consumer).await, [0, 0, 0, 0, 0, 5, 0, 0]);
+
+    let mut batch = consumer
+        .fetch()
+        .max_messages(3)
+        .expires(TIMEOUT)
+        .messages()
+        .await
+        .expect("fetch");
+    let mut received = Vec::new();
+    while let Some(message) = batch.next().await {
+        received.push(message.expect("message"));
+    }
+    let subjects: Vec<&str> = received.iter().map(|m| m.subject.as_str()).collect();
+    assert_eq!(
+        subjects,
+        ["pull.a", "pull.b", "pull.a"],
+        "{}",
+        flavor.name()
+    );
+    let first = received[0].info().expect("ack subject");
+    assert_eq!(
+        (
+            first.stream,
+            first.consumer,
+            first.stream_sequence,
+            first.consumer_sequence,
+            first.delivered,
+            first.pending
+        ),
+        ("PULL", "d", 1, 1, 1, 4)
+    );
+    assert_eq!(info_numbers(&mut consumer).await, [3, 3, 0, 0, 3, 2, 0, 0]);
+
+    // Acks out of order: the floor waits for the first.
+    received[1].double_ack().await.expect("ack 2");
+    assert_eq!(info_numbers(&mut consumer).await, [3, 3, 0, 0, 2, 2, 0, 0]);
+    received[0].double_ack().await.expect("ack 1");
+    received[2].double_ack().await.expect("ack 3");
+    assert_eq!(info_numbers(&mut consumer).await, [3, 3, 3, 3, 0, 2, 0, 0]);
+
+    // no_wait: the two left, then the end.
+    let mut rest = consumer
+        .batch()
+        .max_messages(10)
+        .messages()
+        .await
+        .expect("batch");
+    let mut left = Vec::new();
+    while let Some(message) = rest.next().await {
+        let message = message.expect("message");
+        left.push(message.subject.to_string());
+        message.double_ack().await.expect("ack");
+    }
+    assert_eq!(left, ["pull.c", "pull.a"], "{}", flavor.name());
+    // (num_waiting is left out: the batch's request may still wait for its expiry.)
+    let mut numbers = info_numbers(&mut consumer).await;
+    numbers[6] = 0;
+    assert_eq!(numbers, [5, 5, 5, 5, 0, 0, 0, 0]);
+
+    let names = api(&client, "$JS.API.CONSUMER.NAMES.PULL", "").await;
+    assert_eq!(names["consumers"], json!(["d"]), "{names:#}");
+    assert_eq!(names["total"], 1);
+    let list = api(&client, "$JS.API.CONSUMER.LIST.PULL", "").await;
+    assert_eq!(list["consumers"][0]["name"], "d", "{list:#}");
+    assert_eq!(list["consumers"][0]["num_pending"], 0, "{list:#}");
+
+    assert!(stream.delete_consumer("d").await.expect("delete").success);
+    let gone = api(&client, "$JS.API.CONSUMER.INFO.PULL.d", "").await;
+    assert_eq!(gone["error"]["err_code"], 10014, "{gone:#}");
+}
+differential!(pull_fetch_ack_and_info);
+
+async fn filtered_consumer_and_nak(flavor: Flavor) {
+    let server = js::start(flavor);
+    let client = server.connect().await;
+    create(&client, json!({"name":"FILT","subjects":["filt.>"]})).await;
+    js::publish_all(&client, &["filt.a", "filt.b", "filt.a", "filt.b"]).await;
+    let context = jetstream::new(client.clone());
+    let stream = context.get_stream("FILT").await.expect("stream");
+    let mut consumer: jetstream::consumer::PullConsumer = stream
+        .create_consumer(pull::Config {
+            durable_name: Some("only-b".into()),
+            filter_subject: "filt.b".into(),
+            ack_policy: AckPolicy::Explicit,
+            ..Default::default()
+        })
+        .await
+        .expect("create consumer");
+    assert_eq!(info_numbers(&mut consumer).await[5], 2);
+    let mut batch = consumer
+        .fetch()
+        .max_messages(1)
+        .expires(TIMEOUT)
+        .messages()
+        .await
+        .expect("fetch");
+    let message = batch.next().await.expect("one").expect("message");
+    assert_eq!(message.info().expect("info").stream_sequence, 2);
+    // A NAK redelivers it at once, counted as the second delivery.
+    message
+        .double_ack_with(jetstream::AckKind::Nak(None))
+        .await
+        .expect("nak");
+    let mut batch = consumer
+        .fetch()
+        .max_messages(1)
+        .expires(TIMEOUT)
+        .messages()
+        .await
+        .expect("fetch");
+    let again = batch.next().await.expect("one").expect("message");
+    let info = again.info().expect("info");
+    assert_eq!(
+        (info.stream_sequence, info.consumer_sequence, info.delivered),
+        (2, 2, 2),
+        "{}",
+        flavor.name()
+    );
+    again.double_ack().await.expect("ack");
+    let numbers = info_numbers(&mut consumer).await;
+    assert_eq!(numbers, [2, 2, 2, 2, 0, 1, 0, 0], "{}", flavor.name());
+}
+differential!(filtered_consumer_and_nak);
