@@ -37,8 +37,8 @@ use super::error::ApiError;
 use super::json::{self, GoSchema, GoTime, RawJsonVisitor, RAW_JSON};
 use super::stream_config::{
     is_valid_subject, subject_is_subset, subjects_overlap, Retention, StreamConfig, API_LEVEL,
-    DESCRIPTION_BYTES_MAX, METADATA_BYTES_MAX, NAME_BYTES_MAX, REQUIRED_LEVEL_KEY,
-    SERVER_LEVEL_KEY, SERVER_VERSION, SERVER_VERSION_KEY,
+    DESCRIPTION_BYTES_MAX, METADATA_BYTES_MAX, NAME_BYTES_MAX, SERVER_LEVEL_KEY, SERVER_VERSION,
+    SERVER_VERSION_KEY,
 };
 
 /// nats-server's `JsAckWaitDefault`: 30 s, for ack policies all/explicit.
@@ -1332,11 +1332,8 @@ impl ConsumerConfig {
     /// nats-server's `setStaticConsumerMetadata`: drop the dynamic keys and
     /// store `_nats.req.level`.
     pub fn set_static_metadata(&mut self) {
-        self.metadata.remove(SERVER_VERSION_KEY);
-        self.metadata.remove(SERVER_LEVEL_KEY);
         let level = self.required_api_level();
-        self.metadata
-            .insert(REQUIRED_LEVEL_KEY.to_string(), level.to_string());
+        super::stream_config::set_static_metadata(&mut self.metadata, level);
     }
 
     /// Whether a `"create"` of `other` is idempotent against this existing
@@ -1345,9 +1342,7 @@ impl ConsumerConfig {
     pub fn same_as(&self, other: &ConsumerConfig) -> bool {
         let strip = |config: &ConsumerConfig| {
             let mut config = config.clone();
-            for key in [REQUIRED_LEVEL_KEY, SERVER_VERSION_KEY, SERVER_LEVEL_KEY] {
-                config.metadata.remove(key);
-            }
+            super::stream_config::strip_server_metadata(&mut config.metadata);
             config
         };
         strip(self) == strip(other)

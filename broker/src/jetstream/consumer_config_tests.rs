@@ -5,6 +5,7 @@
 use super::*;
 use crate::jetstream::consumer_responses::{consumer_info_response, ConsumerInfoState};
 use crate::jetstream::stream_config;
+use crate::jetstream::stream_config::REQUIRED_LEVEL_KEY;
 
 #[path = "consumer_config_corpus_tests.rs"]
 mod corpus;

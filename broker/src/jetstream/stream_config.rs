@@ -1252,11 +1252,8 @@ impl StreamConfig {
     /// nats-server's `setStaticStreamMetadata`: drop the dynamic keys and
     /// store `_nats.req.level`.
     pub fn set_static_metadata(&mut self) {
-        self.metadata.remove(SERVER_VERSION_KEY);
-        self.metadata.remove(SERVER_LEVEL_KEY);
         let level = self.required_api_level();
-        self.metadata
-            .insert(REQUIRED_LEVEL_KEY.to_string(), level.to_string());
+        set_static_metadata(&mut self.metadata, level);
     }
 
     /// Whether a create of `other` is idempotent against this (existing)
@@ -1265,9 +1262,7 @@ impl StreamConfig {
     pub fn same_as(&self, other: &StreamConfig) -> bool {
         let strip = |config: &StreamConfig| {
             let mut config = config.clone();
-            for key in [REQUIRED_LEVEL_KEY, SERVER_VERSION_KEY, SERVER_LEVEL_KEY] {
-                config.metadata.remove(key);
-            }
+            strip_server_metadata(&mut config.metadata);
             config
         };
         strip(self) == strip(other)
@@ -1626,6 +1621,21 @@ impl<'de> Deserialize<'de> for StreamConfig {
 
 /// nats-server's `IsValidSubject`: non-empty tokens, `>` only last, no
 /// whitespace.
+/// nats-server's `setStatic…Metadata`: the dynamic `_nats.ver` and
+/// `_nats.level` go, `_nats.req.level` is stored.
+pub fn set_static_metadata(metadata: &mut BTreeMap<String, String>, required_level: u32) {
+    metadata.remove(SERVER_VERSION_KEY);
+    metadata.remove(SERVER_LEVEL_KEY);
+    metadata.insert(REQUIRED_LEVEL_KEY.to_string(), required_level.to_string());
+}
+
+/// Drops every server-owned `_nats.*` key (for "same config" comparisons).
+pub fn strip_server_metadata(metadata: &mut BTreeMap<String, String>) {
+    for key in [REQUIRED_LEVEL_KEY, SERVER_VERSION_KEY, SERVER_LEVEL_KEY] {
+        metadata.remove(key);
+    }
+}
+
 pub fn is_valid_subject(subject: &str) -> bool {
     crate::proto::subject::is_valid_subject(subject.as_bytes())
 }
