@@ -49,7 +49,8 @@ pub enum InternalHandler {
     /// `$JS.API.DIRECT.GET.<stream>` (and `.>`) on the owner shard, when the
     /// stream allows direct gets.
     DirectGet(Rc<crate::jetstream::stream::StreamHandle>),
-    /// `$JS.ACK.<stream>.>` on the owner shard: acks for its consumers.
+    /// `$JS.ACK.<stream>.>` and `$JS.FC.<stream>.>` on the owner shard:
+    /// acks and flow control replies for its consumers.
     Ack(Rc<crate::jetstream::stream::StreamHandle>),
 }
 
@@ -104,6 +105,9 @@ pub struct Router {
     /// asked for (per client that order is also sequence order).
     deferred_pongs: Vec<(u64, Weak<Client>)>,
     random_state: Cell<u64>,
+    /// Bumped whenever the sublist changes, so a caller that remembers
+    /// whether a subject had interest knows when to look again.
+    generation: u64,
 }
 
 impl Router {
@@ -119,11 +123,23 @@ impl Router {
             peer_applied: vec![0; shard_count],
             deferred_pongs: Vec::new(),
             random_state: Cell::new(seed | 1),
+            generation: 0,
         }
     }
 
     pub fn sublist(&self) -> &Sublist<Target> {
         &self.sublist
+    }
+
+    /// Changes whenever any interest is added or removed.
+    pub fn generation(&self) -> u64 {
+        self.generation
+    }
+
+    /// Whether anything (local, remote or internal) subscribes to `subject`.
+    pub fn has_interest(&mut self, subject: &[u8]) -> bool {
+        let matches = self.sublist.matches_transient(subject);
+        !matches.plain.is_empty() || !matches.queues.is_empty()
     }
 
     /// Indexes a local subscription; returns the update to broadcast, if any.
@@ -136,6 +152,7 @@ impl Router {
             subscription.queue.as_ref(),
             Target::Local(subscription.clone()),
         )?;
+        self.generation += 1;
         let key = (subscription.subject.clone(), subscription.queue.clone());
         let count = self.local_counts.entry(key.clone()).or_insert(0);
         *count += 1;
@@ -152,6 +169,7 @@ impl Router {
         {
             return None;
         }
+        self.generation += 1;
         let key = (subscription.subject.clone(), subscription.queue.clone());
         let count = self
             .local_counts
@@ -177,6 +195,7 @@ impl Router {
             None,
             Target::Internal(subscription.clone()),
         )?;
+        self.generation += 1;
         if !subscription.announced {
             return Ok(None);
         }
@@ -193,7 +212,9 @@ impl Router {
         subscription: &Rc<InternalSubscription>,
     ) -> Option<InterestUpdate> {
         let target = Target::Internal(subscription.clone());
-        if !self.sublist.remove(&subscription.subject, None, &target) || !subscription.announced {
+        let removed = self.sublist.remove(&subscription.subject, None, &target);
+        self.generation += u64::from(removed);
+        if !removed || !subscription.announced {
             return None;
         }
         let key = (subscription.subject.clone(), None);
@@ -236,6 +257,7 @@ impl Router {
     pub fn apply_remote(&mut self, peer: usize, update: &InterestUpdate) {
         assert!(peer != self.index && peer < self.shard_count);
         let key = (update.subject.clone(), update.queue.clone());
+        self.generation += 1;
         let table = &mut self.remote[peer];
         if update.count == 0 {
             if let Some(interest) = table.remove(&key) {

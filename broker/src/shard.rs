@@ -253,6 +253,16 @@ impl Shard {
 
     // ----- interest ----------------------------------------------------------
 
+    /// Changes whenever interest on this shard's sublist changes.
+    pub fn interest_generation(&self) -> u64 {
+        self.router.borrow().generation()
+    }
+
+    /// Whether a message published to `subject` here would reach anyone.
+    pub fn has_interest(&self, subject: &[u8]) -> bool {
+        self.router.borrow_mut().has_interest(subject)
+    }
+
     pub fn broadcast_interest(&self, update: InterestUpdate) {
         self.links
             .broadcast(|| ShardMessage::Interest(update.clone()));

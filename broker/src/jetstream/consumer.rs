@@ -9,7 +9,9 @@
 //! The JSON side (config parsing, info responses) lives elsewhere; this is
 //! what the delivery loop needs.
 
-use super::consumer_config::{AckPolicy, ConsumerConfig, DeliverPolicy};
+use std::collections::VecDeque;
+
+use super::consumer_config::{AckPolicy, ConsumerConfig, DeliverPolicy, ReplayPolicy};
 use super::delivery::{AckMode, DeliveryConfig, DeliveryState};
 use super::error::ApiError;
 use super::pull::PullQueue;
@@ -28,6 +30,24 @@ pub enum Start {
     Sequence(u64),
     /// `by_start_time` (Unix ns).
     Time(u64),
+    /// `last_per_subject`: the last message of every matching subject,
+    /// then everything newer.
+    LastPerSubject,
+}
+
+/// Flow control's window (nats-server's `JsFlowControlMaxPending`): the
+/// most bytes a push consumer has outstanding once fully ramped up.
+pub const FLOW_CONTROL_WINDOW_MAX_BYTES: u64 = 32 << 20;
+
+/// A push consumer's delivery: where to, and how it is paced.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PushSpec {
+    pub deliver_subject: String,
+    /// Empty: no queue group.
+    pub deliver_group: String,
+    pub flow_control: bool,
+    /// `0`: no heartbeats.
+    pub idle_heartbeat_ns: u64,
 }
 
 /// What the delivery loop needs from a consumer's config.
@@ -41,6 +61,14 @@ pub struct ConsumerSpec {
     pub max_waiting: usize,
     /// Deliver headers and `Nats-Msg-Size`, not the payload.
     pub headers_only: bool,
+    /// `Some` for a push consumer.
+    pub push: Option<PushSpec>,
+    /// `replay_policy: original`: new messages are spaced as they were
+    /// stored.
+    pub replay_original: bool,
+    /// Delete the consumer after this long without interest (push) or
+    /// requests (pull); `0`: never.
+    pub inactive_threshold_ns: u64,
 }
 
 impl ConsumerSpec {
@@ -49,9 +77,6 @@ impl ConsumerSpec {
     pub fn from_config(config: &ConsumerConfig) -> Result<ConsumerSpec, ApiError> {
         let not_yet =
             |what: &str| ApiError::new(500, 10012, format!("{what} are not supported yet"));
-        if !config.deliver_subject.is_empty() {
-            return Err(not_yet("push consumers"));
-        }
         let start = match config.deliver_policy {
             DeliverPolicy::All => Start::All,
             DeliverPolicy::New => Start::New,
@@ -63,10 +88,17 @@ impl ConsumerSpec {
                     .as_ref()
                     .map_or(0, |time| time.unix_ns_clamped()),
             ),
-            DeliverPolicy::LastPerSubject => {
-                return Err(not_yet("last_per_subject deliver policies"))
-            }
+            DeliverPolicy::LastPerSubject => Start::LastPerSubject,
         };
+        if config.ack_policy == AckPolicy::FlowControl {
+            return Err(not_yet("flow control ack policies"));
+        }
+        let push = (!config.deliver_subject.is_empty()).then(|| PushSpec {
+            deliver_subject: config.deliver_subject.clone(),
+            deliver_group: config.deliver_group.clone(),
+            flow_control: config.flow_control,
+            idle_heartbeat_ns: config.idle_heartbeat_ns.max(0) as u64,
+        });
         let ack = match config.ack_policy {
             AckPolicy::None => AckMode::None,
             AckPolicy::All | AckPolicy::FlowControl => AckMode::All,
@@ -93,6 +125,9 @@ impl ConsumerSpec {
             },
             max_waiting: config.max_waiting.clamp(1, 1 << 20) as usize,
             headers_only: config.headers_only,
+            push,
+            replay_original: config.replay_policy == ReplayPolicy::Original,
+            inactive_threshold_ns: config.inactive_threshold_ns.max(0) as u64,
         })
     }
 }
@@ -115,6 +150,100 @@ pub struct Consumer {
     /// When the consumer's timers (ack wait, pull expiry, heartbeats) are
     /// next due (Unix ns).
     pub wake_at_ns: Option<u64>,
+    /// `last_per_subject`: the sequences still to deliver from the start's
+    /// list, ascending; after them delivery resumes past `resume_after`.
+    pub start_list: VecDeque<u64>,
+    pub resume_after: u64,
+    /// Push delivery's state (`Some` for push consumers).
+    pub push: Option<PushState>,
+    /// Replay original: (stored time, wall time) of the first message
+    /// replayed, the clock later messages are spaced by.
+    pub replay_clock: Option<(u64, u64)>,
+    /// The stream's last sequence when the consumer was created: replay
+    /// original paces messages up to it.
+    pub replay_until: u64,
+    /// Last time the consumer had interest or a request (Unix ns), for
+    /// `inactive_threshold`.
+    pub last_active_unix_ns: u64,
+}
+
+/// A push consumer's pacing: interest, flow control and heartbeats
+/// (nats-server's `active`, `pbytes`/`maxpb`/`fcid`/`fcsz`, `hb`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PushState {
+    /// Someone subscribes to the deliver subject.
+    pub active: bool,
+    /// The shard's interest generation `active` was computed at.
+    pub interest_generation: u64,
+    /// Bytes delivered and not yet released by a flow control reply.
+    pub pending_bytes: u64,
+    /// The current window (0: no flow control); doubles per reply up to
+    /// [`FLOW_CONTROL_WINDOW_MAX_BYTES`].
+    pub window_bytes: u64,
+    /// The outstanding flow control request's reply subject.
+    pub flow_control_reply: Option<String>,
+    /// Bytes that reply releases.
+    pub flow_control_bytes: u64,
+    /// When the next idle heartbeat is due (Unix ns; 0: none).
+    pub heartbeat_due_ns: u64,
+}
+
+impl PushState {
+    pub fn new(spec: &PushSpec) -> PushState {
+        PushState {
+            active: false,
+            interest_generation: u64::MAX,
+            pending_bytes: 0,
+            window_bytes: if spec.flow_control {
+                FLOW_CONTROL_WINDOW_MAX_BYTES / 16
+            } else {
+                0
+            },
+            flow_control_reply: None,
+            flow_control_bytes: 0,
+            heartbeat_due_ns: 0,
+        }
+    }
+
+    /// Whether flow control holds deliveries back.
+    pub fn stalled(&self) -> bool {
+        self.window_bytes > 0 && self.pending_bytes > self.window_bytes
+    }
+
+    /// Accounts a delivery of `size_bytes`; returns whether a flow control
+    /// request should follow it (nats-server's `needFlowControl`).
+    pub fn delivered(&mut self, size_bytes: u64) -> bool {
+        if self.window_bytes == 0 {
+            return false;
+        }
+        self.pending_bytes += size_bytes;
+        if self.flow_control_reply.is_none() {
+            return self.pending_bytes > self.window_bytes / 2;
+        }
+        if self.pending_bytes - self.flow_control_bytes >= self.window_bytes {
+            self.flow_control_bytes += size_bytes;
+        }
+        false
+    }
+
+    /// A flow control request went out with `reply`.
+    pub fn requested(&mut self, reply: String) {
+        self.flow_control_bytes = self.pending_bytes;
+        self.flow_control_reply = Some(reply);
+    }
+
+    /// A flow control reply arrived on `subject`; returns whether it was
+    /// the outstanding one (older ones are ignored, as nats-server does).
+    pub fn replied(&mut self, subject: &str) -> bool {
+        if self.flow_control_reply.as_deref() != Some(subject) {
+            return false;
+        }
+        self.window_bytes = (self.window_bytes * 2).min(FLOW_CONTROL_WINDOW_MAX_BYTES);
+        self.pending_bytes = self.pending_bytes.saturating_sub(self.flow_control_bytes);
+        self.flow_control_reply = None;
+        self.flow_control_bytes = 0;
+        true
+    }
 }
 
 impl Consumer {
@@ -130,6 +259,7 @@ impl Consumer {
     ) -> Consumer {
         let delivery = DeliveryState::new(spec.delivery.clone(), start_sequence);
         let pull = PullQueue::new(spec.max_waiting.max(1));
+        let push = spec.push.as_ref().map(PushState::new);
         Consumer {
             name,
             config,
@@ -141,6 +271,34 @@ impl Consumer {
             last_delivered_unix_ns: 0,
             last_acked_unix_ns: 0,
             wake_at_ns: None,
+            start_list: VecDeque::new(),
+            resume_after: 0,
+            push,
+            replay_clock: None,
+            replay_until: 0,
+            last_active_unix_ns: created_unix_ns,
+        }
+    }
+
+    /// Whether the consumer was created with a durable name (its state is
+    /// kept across restarts).
+    pub fn is_durable(&self) -> bool {
+        !self.config.durable_name.is_empty()
+    }
+
+    /// When the consumer's own housekeeping is next due: its idle
+    /// heartbeat, or the inactivity check of `inactive_threshold`.
+    pub fn next_housekeeping_ns(&self, now_ns: u64) -> Option<u64> {
+        let heartbeat = self
+            .push
+            .as_ref()
+            .map(|push| push.heartbeat_due_ns)
+            .filter(|due_ns| *due_ns > 0);
+        let inactive = (self.spec.inactive_threshold_ns > 0)
+            .then(|| (self.last_active_unix_ns + self.spec.inactive_threshold_ns).max(now_ns));
+        match (heartbeat, inactive) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
         }
     }
 
@@ -223,6 +381,9 @@ mod tests {
             },
             max_waiting: 512,
             headers_only: false,
+            push: None,
+            replay_original: false,
+            inactive_threshold_ns: 0,
         }
     }
 
@@ -280,5 +441,55 @@ mod tests {
         assert_eq!(consumer.wake_at_ns, Some(10));
         consumer.wake_at(Some(5));
         assert_eq!(consumer.wake_at_ns, Some(5));
+    }
+
+    fn push_spec(flow_control: bool) -> PushSpec {
+        PushSpec {
+            deliver_subject: "deliver".into(),
+            deliver_group: String::new(),
+            flow_control,
+            idle_heartbeat_ns: 0,
+        }
+    }
+
+    #[test]
+    fn flow_control_requests_stalls_and_ramps_up() {
+        let mut push = PushState::new(&push_spec(true));
+        let window = FLOW_CONTROL_WINDOW_MAX_BYTES / 16;
+        assert_eq!(push.window_bytes, window);
+        // Up to half the window: nothing asked.
+        assert!(!push.delivered(window / 2));
+        // Past half: a request.
+        assert!(push.delivered(1));
+        push.requested("$JS.FC.S.C.abcd".into());
+        assert_eq!(push.flow_control_bytes, window / 2 + 1);
+        // No second request while one is out; stalled past the window.
+        assert!(!push.delivered(window / 2 - 2));
+        assert!(!push.stalled());
+        assert!(!push.delivered(2));
+        assert!(push.stalled());
+        // A stale reply changes nothing; the outstanding one releases what
+        // it covered and doubles the window.
+        assert!(!push.replied("$JS.FC.S.C.zzzz"));
+        assert!(push.stalled());
+        assert!(push.replied("$JS.FC.S.C.abcd"));
+        assert!(!push.stalled());
+        assert_eq!(push.window_bytes, window * 2);
+        assert_eq!(push.pending_bytes, window / 2);
+        assert_eq!(push.flow_control_reply, None);
+        // The window never grows past the maximum.
+        for _ in 0..10 {
+            push.requested("r".into());
+            push.replied("r");
+        }
+        assert_eq!(push.window_bytes, FLOW_CONTROL_WINDOW_MAX_BYTES);
+    }
+
+    #[test]
+    fn without_flow_control_nothing_is_counted() {
+        let mut push = PushState::new(&push_spec(false));
+        assert!(!push.delivered(u64::MAX / 2));
+        assert!(!push.stalled());
+        assert_eq!(push.pending_bytes, 0);
     }
 }

@@ -556,11 +556,17 @@ impl JetStream {
                 })
             })
             .collect();
-        subscriptions.push(Rc::new(InternalSubscription {
-            subject: Bytes::from(format!("$JS.ACK.{}.>", config.name)),
-            announced: true,
-            handler: InternalHandler::Ack(handle.clone()),
-        }));
+        // Acks, and push consumers' flow control replies.
+        for subject in [
+            format!("$JS.ACK.{}.>", config.name),
+            format!("$JS.FC.{}.>", config.name),
+        ] {
+            subscriptions.push(Rc::new(InternalSubscription {
+                subject: Bytes::from(subject),
+                announced: true,
+                handler: InternalHandler::Ack(handle.clone()),
+            }));
+        }
         if config.allow_direct {
             for subject in [
                 format!("$JS.API.DIRECT.GET.{}", config.name),

@@ -4,13 +4,15 @@
 //! and the consumers' timers. A child of `stream` so it works on the task's
 //! own state.
 
+use std::borrow::Cow;
+
 use bytes::Bytes;
 
-use super::super::consumer::{ack_subject, headers_only, Consumer, ConsumerSpec, Start};
+use super::super::consumer::{ack_subject, headers_only, Consumer, ConsumerSpec, PushState, Start};
 use super::super::consumer_config::{self, CreateContext, CreateKind, CreateTarget};
 use super::super::consumer_requests::{self, AckBody, AckSubject, ConsumersRequest};
 use super::super::consumer_responses::{self, ConsumerInfoState, PullStatus, SequencePair};
-use super::super::delivery::Next;
+use super::super::delivery::{AckMode, Next};
 use super::super::error::ApiError;
 use super::super::pull::{PullRequest, Reply, Status};
 use super::{now_unix_ns, Store, StoreError, StreamTask};
@@ -18,6 +20,9 @@ use super::{now_unix_ns, Store, StoreError, StreamTask};
 /// Deliveries one turn makes across the stream's consumers at most, so
 /// publishes and acks get their turn.
 pub const DELIVERIES_PER_TURN_MAX: usize = 1024;
+
+/// How often a push consumer with messages but no subscriber looks for one.
+pub const INTEREST_POLL_INTERVAL_NS: u64 = 2_000_000;
 
 /// A consumer's traffic, queued for the stream task like publishes.
 #[derive(Debug)]
@@ -58,6 +63,9 @@ impl StreamTask {
                 body,
                 reply,
             } => {
+                if subject.starts_with(b"$JS.FC.") {
+                    return self.flow_control_reply(&subject);
+                }
                 let Some(ack) = std::str::from_utf8(&subject)
                     .ok()
                     .and_then(AckSubject::decode)
@@ -138,6 +146,7 @@ impl StreamTask {
         let state = with_store!(&self.store, log => log.state());
         let last_sequence = with_store!(&self.store, log => log.last_sequence());
         let probe = Consumer::new(name.clone(), config.clone(), spec.clone(), 0, 1, 0);
+        let mut start_list = std::collections::VecDeque::new();
         let start_sequence = match spec.start {
             Start::All => state.first_sequence.max(1),
             Start::New => last_sequence + 1,
@@ -148,22 +157,52 @@ impl StreamTask {
             Start::Sequence(sequence) => sequence.max(1),
             Start::Time(unix_ns) => with_store!(&self.store, log => log.first_at_or_after(unix_ns))
                 .unwrap_or(last_sequence + 1),
+            Start::LastPerSubject => {
+                // nats-server's lastSeqSkipList: the last message of every
+                // matching subject, ascending, then what comes after.
+                let mut lasts: Vec<u64> = with_store!(&self.store, log => log
+                    .subjects()
+                    .filter(|(subject, ..)| probe.matches(subject))
+                    .map(|(_, _, last, _)| last)
+                    .collect());
+                lasts.sort_unstable();
+                start_list.extend(lasts);
+                start_list.front().copied().unwrap_or(last_sequence + 1)
+            }
         };
-        let mut num_pending = 0;
-        let mut from = start_sequence;
-        while let Some(sequence) = with_store!(&self.store, log => log.next_matching(from, |subject| probe.matches(subject)))
-        {
-            num_pending += 1;
-            from = sequence + 1;
-        }
-        let consumer = Consumer::new(
+        let num_pending = if spec.start == Start::LastPerSubject {
+            start_list.len() as u64
+        } else {
+            let mut count = 0;
+            let mut from = start_sequence;
+            while let Some(sequence) = with_store!(&self.store, log => log.next_matching(from, |subject| probe.matches(subject)))
+            {
+                count += 1;
+                from = sequence + 1;
+            }
+            count
+        };
+        let now_ns = now_unix_ns();
+        let mut consumer = Consumer::new(
             name.clone(),
             config,
             spec,
-            now_unix_ns(),
+            now_ns,
             start_sequence,
             num_pending,
         );
+        if consumer.spec.start == Start::LastPerSubject {
+            consumer.start_list = start_list;
+            consumer.resume_after = last_sequence;
+        }
+        consumer.replay_until = last_sequence;
+        if let (Some(spec), Some(push)) = (&consumer.spec.push, &mut consumer.push) {
+            if spec.idle_heartbeat_ns > 0 {
+                push.heartbeat_due_ns = now_ns + spec.idle_heartbeat_ns;
+            }
+        }
+        let wake = consumer.next_housekeeping_ns(now_ns);
+        consumer.wake_at(wake);
         self.consumers.insert(name, consumer);
     }
 
@@ -214,6 +253,7 @@ impl StreamTask {
         let Some(consumer) = self.consumers.get_mut(name) else {
             return;
         };
+        consumer.last_active_unix_ns = now_ns;
         let messages_pending = consumer.num_pending + consumer.delivery.num_ack_pending() as u64;
         let reply = request.reply.clone();
         if let Err(Some(status)) =
@@ -268,10 +308,13 @@ impl StreamTask {
     }
 
     /// Runs every consumer's timers due at `now_ns`: ack waits, pull
-    /// expiries and heartbeats.
+    /// expiries, pull and push heartbeats, and `inactive_threshold`.
     pub(super) fn consumer_timers(&mut self, now_ns: u64) {
         let first_sequence = with_store!(&self.store, log => log.state()).first_sequence;
+        let shard = self.js.shard();
         let mut statuses = Vec::new();
+        let mut heartbeats: Vec<(String, String)> = Vec::new();
+        let mut inactive = Vec::new();
         for consumer in self.consumers.values_mut() {
             if consumer.wake_at_ns.is_none_or(|at| at > now_ns) {
                 continue;
@@ -282,33 +325,111 @@ impl StreamTask {
             let pull = consumer.pull.process(now_ns, false, &mut replies);
             consumer.wake_at(pending);
             consumer.wake_at(pull);
+            let active = match &consumer.spec.push {
+                Some(spec) => shard.has_interest(spec.deliver_subject.as_bytes()),
+                None => !consumer.pull.is_empty(),
+            };
+            if active {
+                consumer.last_active_unix_ns = now_ns;
+            }
+            let threshold_ns = consumer.spec.inactive_threshold_ns;
+            if threshold_ns > 0
+                && !active
+                && now_ns.saturating_sub(consumer.last_active_unix_ns) >= threshold_ns
+            {
+                inactive.push(consumer.name.clone());
+                continue;
+            }
+            let (delivered_consumer, delivered_stream) = consumer.delivery.delivered();
+            if let (Some(spec), Some(push)) = (&consumer.spec.push, &mut consumer.push) {
+                if spec.idle_heartbeat_ns > 0 && push.heartbeat_due_ns <= now_ns {
+                    if active {
+                        heartbeats.push((
+                            spec.deliver_subject.clone(),
+                            consumer_responses::push_idle_heartbeat(
+                                delivered_consumer,
+                                delivered_stream,
+                                push.flow_control_reply.as_deref(),
+                            ),
+                        ));
+                    }
+                    push.heartbeat_due_ns = now_ns + spec.idle_heartbeat_ns;
+                }
+            }
+            let housekeeping = consumer.next_housekeeping_ns(now_ns);
+            consumer.wake_at(housekeeping);
             statuses.push((consumer.name.clone(), replies));
+        }
+        for (deliver_subject, head) in heartbeats {
+            shard.publish_delivery(
+                deliver_subject.as_bytes(),
+                deliver_subject.as_bytes(),
+                None,
+                head.len(),
+                head.as_bytes(),
+            );
         }
         for (name, replies) in statuses {
             self.send_statuses(&name, replies);
         }
+        for name in inactive {
+            log::debug!(target: "tern::jetstream", "stream {}: consumer {name} inactive, deleted", self.handle.name);
+            self.remove_consumer(&name);
+        }
     }
 
-    /// The earliest consumer timer.
+    /// Removes a consumer; its waiting pull requests hear 409 Consumer
+    /// Deleted.
+    pub(super) fn remove_consumer(&mut self, name: &str) -> bool {
+        let Some(mut consumer) = self.consumers.remove(name) else {
+            return false;
+        };
+        let closed = consumer.pull.close();
+        self.send_statuses_for(&consumer, closed);
+        true
+    }
+
+    /// The earliest consumer timer. A push consumer with messages waiting
+    /// for a subscriber polls for interest every
+    /// [`INTEREST_POLL_INTERVAL_NS`].
     pub(super) fn consumers_wake_at_ns(&self) -> Option<u64> {
+        let waiting_for_interest = self.consumers.values().any(|consumer| {
+            consumer.push.as_ref().is_some_and(|push| !push.active) && consumer.num_pending > 0
+        });
+        let poll = waiting_for_interest.then(|| now_unix_ns() + INTEREST_POLL_INTERVAL_NS);
         self.consumers
             .values()
             .filter_map(|consumer| consumer.wake_at_ns)
+            .chain(poll)
             .min()
     }
 
-    /// Serves waiting pull requests from the store, at most
-    /// [`DELIVERIES_PER_TURN_MAX`] deliveries.
+    /// Serves waiting pull requests and active push consumers from the
+    /// store, at most [`DELIVERIES_PER_TURN_MAX`] deliveries.
     pub(super) async fn deliver_to_consumers(&mut self) -> Result<(), StoreError> {
-        let names: Vec<String> = self
-            .consumers
-            .iter()
-            .filter(|(_, consumer)| !consumer.pull.is_empty())
-            .map(|(name, _)| name.clone())
-            .collect();
+        let generation = self.js.shard().interest_generation();
+        let mut names: Vec<String> = Vec::new();
+        for (name, consumer) in self.consumers.iter_mut() {
+            let ready = match (&consumer.spec.push, &mut consumer.push) {
+                (Some(spec), Some(push)) => {
+                    if push.interest_generation != generation {
+                        push.interest_generation = generation;
+                        push.active = self
+                            .js
+                            .shard()
+                            .has_interest(spec.deliver_subject.as_bytes());
+                    }
+                    push.active && !push.stalled()
+                }
+                _ => !consumer.pull.is_empty(),
+            };
+            if ready {
+                names.push(name.clone());
+            }
+        }
         let mut budget = DELIVERIES_PER_TURN_MAX;
         for name in names {
-            budget -= self.deliver_pull(&name, budget).await?;
+            budget -= self.deliver(&name, budget).await?;
             if budget == 0 {
                 break;
             }
@@ -316,8 +437,26 @@ impl StreamTask {
         Ok(())
     }
 
-    /// Delivers to one consumer's waiting requests; returns how many.
-    async fn deliver_pull(&mut self, name: &str, budget: usize) -> Result<usize, StoreError> {
+    /// The next new message for `name` at or after `from`: the
+    /// `last_per_subject` list first, then the store's next match.
+    fn next_new(&mut self, name: &str, from: u64) -> Option<u64> {
+        let consumer = self.consumers.get_mut(name)?;
+        while let Some(&listed) = consumer.start_list.front() {
+            let live = with_store!(&self.store, log => log.subject_of(listed))
+                .is_some_and(|subject| consumer.matches(subject));
+            if listed >= from && live {
+                return Some(listed);
+            }
+            consumer.start_list.pop_front();
+        }
+        let from = from.max(consumer.resume_after + 1);
+        let consumer = &*consumer;
+        with_store!(&self.store, log => log.next_matching(from, |subject| consumer.matches(subject)))
+    }
+
+    /// Delivers to one consumer (its waiting pull requests, or its deliver
+    /// subject); returns how many messages went out.
+    async fn deliver(&mut self, name: &str, budget: usize) -> Result<usize, StoreError> {
         let mut delivered = 0;
         let mut replies = Vec::new();
         let mut end_of_stream = false;
@@ -326,16 +465,18 @@ impl StreamTask {
             let Some(consumer) = self.consumers.get_mut(name) else {
                 break;
             };
-            if consumer.pull.is_empty() {
+            let can_take = match &consumer.push {
+                Some(push) => push.active && !push.stalled(),
+                None => !consumer.pull.is_empty(),
+            };
+            if !can_take {
                 break;
             }
             let (sequence, redelivery) = match consumer.delivery.next_to_deliver() {
                 Next::Stalled => break,
                 Next::Redeliver { stream_sequence } => (stream_sequence, true),
                 Next::FromStream { stream_sequence } => {
-                    let consumer = &*consumer;
-                    let found = with_store!(&self.store, log => log.next_matching(stream_sequence, |subject| consumer.matches(subject)));
-                    match found {
+                    match self.next_new(name, stream_sequence) {
                         Some(sequence) => (sequence, false),
                         None => {
                             end_of_stream = true;
@@ -349,9 +490,23 @@ impl StreamTask {
             let Some(message) = message else {
                 if redelivery {
                     consumer.delivery.message_gone(sequence);
+                } else if consumer.start_list.front() == Some(&sequence) {
+                    consumer.start_list.pop_front();
                 }
                 continue;
             };
+            // Replay original: new messages keep the gaps they were stored
+            // with until the consumer has caught up with its creation.
+            if !redelivery && consumer.spec.replay_original && sequence <= consumer.replay_until {
+                if let Some((stored_ns, wall_ns)) = consumer.replay_clock {
+                    let due_ns =
+                        wall_ns.saturating_add(message.timestamp_ns.saturating_sub(stored_ns));
+                    if due_ns > now_ns {
+                        consumer.wake_at(Some(due_ns));
+                        break;
+                    }
+                }
+            }
             let pending_after = consumer.num_pending.saturating_sub(u64::from(!redelivery));
             let upcoming = consumer.delivery.upcoming(sequence);
             let ack = ack_subject(
@@ -363,10 +518,10 @@ impl StreamTask {
                 message.timestamp_ns,
                 pending_after,
             );
-            let header_block = if consumer.spec.headers_only {
-                headers_only(&message.headers, message.payload.len())
+            let header_block: Cow<'_, [u8]> = if consumer.spec.headers_only {
+                Cow::Owned(headers_only(&message.headers, message.payload.len()))
             } else {
-                message.headers.clone()
+                Cow::Borrowed(&message.headers)
             };
             let payload: &[u8] = if consumer.spec.headers_only {
                 &[]
@@ -375,42 +530,109 @@ impl StreamTask {
             };
             let size_bytes =
                 (message.subject.len() + ack.len() + header_block.len() + payload.len()) as u64;
-            let Some(target) = consumer.pull.take(size_bytes, now_ns, &mut replies) else {
-                break;
+            let mut flow_control = false;
+            let inbox: Bytes = match (&consumer.spec.push, &mut consumer.push) {
+                (Some(spec), Some(push)) => {
+                    flow_control = push.delivered(size_bytes);
+                    if spec.idle_heartbeat_ns > 0 {
+                        push.heartbeat_due_ns = now_ns + spec.idle_heartbeat_ns;
+                    }
+                    Bytes::copy_from_slice(spec.deliver_subject.as_bytes())
+                }
+                _ => {
+                    let Some(target) = consumer.pull.take(size_bytes, now_ns, &mut replies) else {
+                        break;
+                    };
+                    consumer.last_active_unix_ns = now_ns;
+                    if let Some(status) = target.then {
+                        replies.push(Reply {
+                            reply: target.reply.clone(),
+                            status,
+                        });
+                    }
+                    target.reply
+                }
             };
             let delivery = consumer.delivery.delivered_at(sequence, now_ns);
             debug_assert_eq!(delivery, upcoming);
             if !redelivery {
                 consumer.num_pending = consumer.num_pending.saturating_sub(1);
+                if consumer.start_list.front() == Some(&sequence) {
+                    consumer.start_list.pop_front();
+                }
+                if consumer.spec.replay_original {
+                    consumer.replay_clock = Some((message.timestamp_ns, now_ns));
+                }
             }
             consumer.last_delivered_unix_ns = now_ns;
-            consumer.wake_at(Some(now_ns + consumer.spec.delivery.ack_wait_ns.max(1)));
+            if consumer.spec.delivery.ack != AckMode::None {
+                consumer.wake_at(Some(now_ns + consumer.spec.delivery.ack_wait_ns.max(1)));
+            }
             let mut body = Vec::with_capacity(header_block.len() + payload.len());
             body.extend_from_slice(&header_block);
             body.extend_from_slice(payload);
             self.js.shard().publish_delivery(
-                &target.reply,
+                &inbox,
                 &message.subject,
                 Some(ack.as_bytes()),
                 header_block.len(),
                 &body,
             );
-            if let Some(status) = target.then {
-                replies.push(Reply {
-                    reply: target.reply,
-                    status,
-                });
+            if flow_control {
+                self.send_flow_control(name);
             }
             delivered += 1;
         }
         if end_of_stream {
             if let Some(consumer) = self.consumers.get_mut(name) {
-                let wake = consumer.pull.process(now_unix_ns(), true, &mut replies);
-                consumer.wake_at(wake);
+                if consumer.push.is_none() {
+                    let wake = consumer.pull.process(now_unix_ns(), true, &mut replies);
+                    consumer.wake_at(wake);
+                }
             }
         }
         self.send_statuses(name, replies);
         Ok(delivered)
+    }
+
+    /// Sends a push consumer's flow control request to its deliver subject.
+    fn send_flow_control(&mut self, name: &str) {
+        let Some(consumer) = self.consumers.get_mut(name) else {
+            return;
+        };
+        let (Some(spec), Some(push)) = (&consumer.spec.push, &mut consumer.push) else {
+            return;
+        };
+        // nats-server's fcReply: a random four-character token.
+        let random_bits = (now_unix_ns().wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 32) as u32;
+        let reply =
+            consumer_responses::flow_control_reply(&self.handle.name, &consumer.name, random_bits);
+        push.requested(reply.clone());
+        let head = consumer_responses::FLOW_CONTROL_REQUEST.as_bytes();
+        self.js.shard().publish_delivery(
+            spec.deliver_subject.as_bytes(),
+            spec.deliver_subject.as_bytes(),
+            Some(reply.as_bytes()),
+            head.len(),
+            head,
+        );
+    }
+
+    /// A reply to a flow control request (`$JS.FC.<stream>.<consumer>.<id>`).
+    fn flow_control_reply(&mut self, subject: &[u8]) {
+        let Ok(subject) = std::str::from_utf8(subject) else {
+            return;
+        };
+        let Some(name) = subject.split('.').nth(3) else {
+            return;
+        };
+        if let Some(push) = self
+            .consumers
+            .get_mut(name)
+            .and_then(|consumer| consumer.push.as_mut())
+        {
+            push.replied(subject);
+        }
     }
 
     fn send_statuses(&self, name: &str, replies: Vec<Reply>) {
@@ -458,13 +680,9 @@ impl StreamTask {
                 Some(consumer) => Ok(self.consumer_info(consumer, "consumer_info_response")),
                 None => Err(ApiError::consumer_not_found()),
             },
-            ["DELETE", _, name] => match self.consumers.remove(*name) {
-                Some(mut consumer) => {
-                    let closed = consumer.pull.close();
-                    self.send_statuses_for(&consumer, closed);
-                    Ok(consumer_responses::consumer_delete_response())
-                }
-                None => Err(ApiError::consumer_not_found()),
+            ["DELETE", _, name] => match self.remove_consumer(name) {
+                true => Ok(consumer_responses::consumer_delete_response()),
+                false => Err(ApiError::consumer_not_found()),
             },
             ["NAMES", _] | ["LIST", _] => ConsumersRequest::parse(payload)
                 .map(|request| self.consumer_page(tokens[0] == "LIST", request.offset)),
@@ -549,8 +767,13 @@ impl StreamTask {
                     .get_mut(&outcome.name)
                     .expect("an update names an existing consumer");
                 consumer.delivery.set_config(spec.delivery.clone());
+                if consumer.spec.push != spec.push {
+                    consumer.push = spec.push.as_ref().map(PushState::new);
+                }
                 consumer.spec = spec;
                 consumer.config = outcome.config;
+                let wake = consumer.next_housekeeping_ns(now_unix_ns());
+                consumer.wake_at(wake);
             }
         }
         let consumer = &self.consumers[&outcome.name];
@@ -578,6 +801,11 @@ impl StreamTask {
             num_redelivered: consumer.delivery.num_redelivered() as u64,
             num_waiting: consumer.pull.len() as u64,
             num_pending: consumer.reported_num_pending(state.messages, last_sequence),
+            push_bound: consumer.spec.push.as_ref().is_some_and(|spec| {
+                self.js
+                    .shard()
+                    .has_interest(spec.deliver_subject.as_bytes())
+            }),
             ..ConsumerInfoState::default()
         }
     }
