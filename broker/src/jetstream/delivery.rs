@@ -204,6 +204,22 @@ impl DeliveryState {
         self.next_stream_sequence
     }
 
+    /// Whether this consumer still needs `stream_sequence` (nats-server's
+    /// `needAck`, for a message its filters select): interest and
+    /// work-queue streams keep a message while any consumer needs it.
+    pub fn needs_ack(&self, stream_sequence: u64) -> bool {
+        if stream_sequence <= self.ack_floor_stream {
+            return false;
+        }
+        match self.config.ack {
+            AckMode::None | AckMode::All => true,
+            AckMode::Explicit => {
+                stream_sequence >= self.next_stream_sequence
+                    || self.pending.contains_key(&stream_sequence)
+            }
+        }
+    }
+
     pub fn is_pending(&self, stream_sequence: u64) -> bool {
         self.pending.contains_key(&stream_sequence)
     }

@@ -338,3 +338,32 @@ fn the_layout_is_pinned() {
     .concat();
     assert_eq!(state.encode(), expected);
 }
+
+#[test]
+fn needs_ack_follows_the_floor_pending_and_what_is_still_to_come() {
+    let mut explicit = DeliveryState::new(config(AckMode::Explicit), 1);
+    for _ in 0..3 {
+        deliver_new(&mut explicit, 0);
+    }
+    assert!(explicit.needs_ack(2));
+    assert!(explicit.ack(2, 2));
+    assert!(!explicit.needs_ack(2), "acked");
+    assert!(explicit.needs_ack(1) && explicit.needs_ack(3), "pending");
+    assert!(explicit.needs_ack(4), "not delivered yet");
+    assert!(explicit.ack(1, 1));
+    assert!(!explicit.needs_ack(1), "below the floor");
+
+    let mut all = DeliveryState::new(config(AckMode::All), 1);
+    for _ in 0..3 {
+        deliver_new(&mut all, 0);
+    }
+    assert!(all.ack(2, 2));
+    assert!(!all.needs_ack(1) && !all.needs_ack(2));
+    assert!(all.needs_ack(3));
+
+    let mut none = DeliveryState::new(config(AckMode::None), 1);
+    assert!(none.needs_ack(1));
+    deliver_new(&mut none, 0);
+    assert!(!none.needs_ack(1), "delivered is done with");
+    assert!(none.needs_ack(2));
+}

@@ -301,6 +301,9 @@ pub struct StreamTask {
     expiry: Option<Expiry>,
     /// The stream's consumers, by name.
     consumers: std::collections::BTreeMap<String, Consumer>,
+    /// Interest and work-queue streams: sequences whose removal (no
+    /// consumer needs them) is proposed and not yet applied.
+    releasing: rustc_hash::FxHashSet<u64>,
     hard_state: HardState,
     failure: Option<String>,
     /// `{"stream":"<name>","seq":`, and a buffer PubAcks are built in.
@@ -424,6 +427,7 @@ impl StreamTask {
             last_age_check: Instant::now(),
             expiry: None,
             consumers: std::collections::BTreeMap::new(),
+            releasing: rustc_hash::FxHashSet::default(),
             hard_state,
             failure: None,
             ack_prefix: String::new(),
@@ -608,6 +612,10 @@ impl StreamTask {
             self.deliver_to_consumers()
                 .await
                 .map_err(|error| error.to_string())?;
+            // Removals of messages no consumer needs any more.
+            if self.node.has_ready() {
+                self.drive().await?;
+            }
         }
         if self
             .expiry
@@ -1172,7 +1180,11 @@ impl StreamTask {
                 if !self.consumers.is_empty() {
                     self.consumers_saw(&subject);
                 }
-                if self.config.retention == Retention::Interest && self.interested_consumers() == 0
+                if self.config.retention == Retention::Interest
+                    && !self
+                        .consumers
+                        .values()
+                        .any(|consumer| consumer.matches(&subject))
                 {
                     // Nobody is interested: the sequence is used, the
                     // message is not kept (nats-server). Stored and deleted
@@ -1243,6 +1255,7 @@ impl StreamTask {
                 }
             }
             Operation::Delete { sequence, .. } => {
+                self.releasing.remove(&sequence);
                 let removed = with_store!(&mut self.store, log => log.delete(sequence));
                 {
                     let owed = self
@@ -1276,12 +1289,6 @@ impl StreamTask {
             "replies are owed in index order"
         );
         self.owed.push_back((index, owed));
-    }
-
-    /// Consumers whose interest keeps messages of an interest stream (the
-    /// hook consumers fill in; none exist yet).
-    fn interested_consumers(&self) -> usize {
-        0
     }
 
     fn send_owed(&self, owed: Owed) {

@@ -15,7 +15,7 @@ use super::super::consumer_responses::{self, ConsumerInfoState, PullStatus, Sequ
 use super::super::delivery::{AckMode, Next};
 use super::super::error::ApiError;
 use super::super::pull::{PullRequest, Reply, Status};
-use super::{now_unix_ns, Store, StoreError, StreamTask};
+use super::{now_unix_ns, Operation, Retention, Store, StoreError, StreamTask};
 
 /// Deliveries one turn makes across the stream's consumers at most, so
 /// publishes and acks get their turn.
@@ -281,6 +281,8 @@ impl StreamTask {
         let Some(consumer) = self.consumers.get_mut(name) else {
             return;
         };
+        let floor_before = consumer.delivery.ack_floor().1;
+        let acknowledging = matches!(request, AckRequest::Ack | AckRequest::Term);
         match request {
             AckRequest::Ack => {
                 if consumer.delivery.ack(stream_sequence, consumer_sequence) {
@@ -300,6 +302,10 @@ impl StreamTask {
                 consumer.delivery.term(stream_sequence, consumer_sequence);
                 consumer.last_acked_unix_ns = now_ns;
             }
+        }
+        if acknowledging && self.config.retention != Retention::Limits {
+            let floor_after = consumer.delivery.ack_floor().1;
+            self.release(stream_sequence, Some(floor_before..=floor_after));
         }
         // Double ack: an empty message once it is processed.
         if let Some(reply) = reply {
@@ -386,6 +392,7 @@ impl StreamTask {
         };
         let closed = consumer.pull.close();
         self.send_statuses_for(&consumer, closed);
+        self.release_after_removal(consumer.delivery.ack_floor().1);
         true
     }
 
@@ -458,6 +465,7 @@ impl StreamTask {
     /// subject); returns how many messages went out.
     async fn deliver(&mut self, name: &str, budget: usize) -> Result<usize, StoreError> {
         let mut delivered = 0;
+        let mut released = Vec::new();
         let mut replies = Vec::new();
         let mut end_of_stream = false;
         while delivered < budget {
@@ -555,6 +563,9 @@ impl StreamTask {
             };
             let delivery = consumer.delivery.delivered_at(sequence, now_ns);
             debug_assert_eq!(delivery, upcoming);
+            if consumer.spec.delivery.ack == AckMode::None {
+                released.push(sequence);
+            }
             if !redelivery {
                 consumer.num_pending = consumer.num_pending.saturating_sub(1);
                 if consumer.start_list.front() == Some(&sequence) {
@@ -592,7 +603,81 @@ impl StreamTask {
             }
         }
         self.send_statuses(name, replies);
+        if self.config.retention != Retention::Limits {
+            for sequence in released {
+                self.release(sequence, None);
+            }
+        }
         Ok(delivered)
+    }
+
+    /// Interest and work-queue retention: proposes the removal of
+    /// `sequence`, and of the live messages in `floor_moved` (an ack
+    /// floor's move, exclusive of its start), that no consumer needs any
+    /// more (nats-server's `ackMsg`/`checkInterestState`).
+    pub(super) fn release(
+        &mut self,
+        sequence: u64,
+        floor_moved: Option<std::ops::RangeInclusive<u64>>,
+    ) {
+        if self.config.retention == Retention::Limits {
+            return;
+        }
+        let mut candidates = vec![sequence];
+        if let Some(range) = floor_moved {
+            let (start, end) = range.into_inner();
+            let mut from = start + 1;
+            while let Some(next) =
+                with_store!(&self.store, log => log.next_matching(from, |_| true))
+            {
+                if next > end {
+                    break;
+                }
+                if next != sequence {
+                    candidates.push(next);
+                }
+                from = next + 1;
+            }
+        }
+        for candidate in candidates {
+            if self.releasing.contains(&candidate) {
+                continue;
+            }
+            let consumers = &self.consumers;
+            let needed = with_store!(&self.store, log => log.subject_of(candidate).map(|subject| {
+                consumers
+                    .values()
+                    .any(|consumer| consumer.matches(subject) && consumer.delivery.needs_ack(candidate))
+            }));
+            if needed != Some(false) {
+                continue; // gone already, or still needed
+            }
+            let operation = Operation::Delete {
+                sequence: candidate,
+                erase: false,
+            };
+            match self.node.propose(operation.encode()) {
+                Ok(_) => {
+                    self.releasing.insert(candidate);
+                }
+                Err(error) => {
+                    log::warn!(target: "tern::jetstream", "stream {}: removing {candidate} refused: {error:?}", self.handle.name)
+                }
+            }
+        }
+    }
+
+    /// An interest stream lost a consumer: messages only it needed go.
+    fn release_after_removal(&mut self, floor_stream: u64) {
+        if self.config.retention != Retention::Interest {
+            return;
+        }
+        let last = with_store!(&self.store, log => log.last_sequence());
+        if let Some(first) =
+            with_store!(&self.store, log => log.next_matching(floor_stream + 1, |_| true))
+        {
+            self.release(first, Some(first..=last));
+        }
     }
 
     /// Sends a push consumer's flow control request to its deliver subject.
