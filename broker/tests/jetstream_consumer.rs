@@ -164,3 +164,110 @@ async fn filtered_consumer_and_nak(flavor: Flavor) {
     assert_eq!(numbers, [2, 2, 2, 2, 0, 1, 0, 0], "{}", flavor.name());
 }
 differential!(filtered_consumer_and_nak);
+
+/// An advisory with its volatile fields checked for shape and removed.
+fn advisory_fields(message: &async_nats::Message) -> (String, serde_json::Value) {
+    let mut value: serde_json::Value =
+        serde_json::from_slice(&message.payload).expect("advisory JSON");
+    let object = value.as_object_mut().expect("object");
+    let id = object.remove("id").expect("id");
+    assert_eq!(id.as_str().map(str::len), Some(22), "{id}");
+    let timestamp = object.remove("timestamp").expect("timestamp");
+    assert!(timestamp.as_str().is_some_and(|time| time.ends_with('Z')));
+    (message.subject.to_string(), value)
+}
+
+/// The next consumer advisory other than a creation's.
+async fn next_advisory(advisories: &mut async_nats::Subscriber) -> (String, serde_json::Value) {
+    loop {
+        let message = tokio::time::timeout(TIMEOUT, advisories.next())
+            .await
+            .expect("advisory in time")
+            .expect("subscription open");
+        // nats-server also announces the consumer's creation.
+        if !message.subject.contains(".CREATED.") {
+            return advisory_fields(&message);
+        }
+    }
+}
+
+async fn nak_term_and_max_deliver_advisories(flavor: Flavor) {
+    let server = js::start(flavor);
+    let client = server.connect().await;
+    create(&client, json!({"name":"ADV","subjects":["adv.>"]})).await;
+    js::publish_all(&client, &["adv.a", "adv.b"]).await;
+    let mut advisories = client
+        .subscribe("$JS.EVENT.ADVISORY.CONSUMER.>")
+        .await
+        .expect("subscribe");
+    let context = jetstream::new(client.clone());
+    let stream = context.get_stream("ADV").await.expect("stream");
+    let consumer: jetstream::consumer::PullConsumer = stream
+        .create_consumer(pull::Config {
+            durable_name: Some("D".into()),
+            ack_policy: AckPolicy::Explicit,
+            max_deliver: 2,
+            ..Default::default()
+        })
+        .await
+        .expect("create consumer");
+    let fetch_one = || async {
+        let mut batch = consumer
+            .fetch()
+            .max_messages(1)
+            .expires(TIMEOUT)
+            .messages()
+            .await
+            .expect("fetch");
+        batch.next().await.expect("one").expect("message")
+    };
+    // adv.a: NAKed twice, then it has reached max_deliver.
+    let first = fetch_one().await;
+    first
+        .double_ack_with(jetstream::AckKind::Nak(None))
+        .await
+        .expect("nak");
+    let (subject, body) = next_advisory(&mut advisories).await;
+    assert_eq!(subject, "$JS.EVENT.ADVISORY.CONSUMER.MSG_NAKED.ADV.D");
+    assert_eq!(
+        body,
+        json!({"type":"io.nats.jetstream.advisory.v1.nak","stream":"ADV","consumer":"D",
+               "consumer_seq":1,"stream_seq":1,"deliveries":1}),
+        "{}",
+        flavor.name()
+    );
+    let again = fetch_one().await;
+    assert_eq!(again.info().expect("info").delivered, 2);
+    again
+        .double_ack_with(jetstream::AckKind::Nak(None))
+        .await
+        .expect("nak");
+    let (_, body) = next_advisory(&mut advisories).await;
+    assert_eq!(body["deliveries"], 2, "{}: {body}", flavor.name());
+    // The next pull skips it (max_deliver) and delivers adv.b.
+    let second = fetch_one().await;
+    assert_eq!(second.subject.as_str(), "adv.b");
+    let (subject, body) = next_advisory(&mut advisories).await;
+    assert_eq!(subject, "$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.ADV.D");
+    assert_eq!(
+        body,
+        json!({"type":"io.nats.jetstream.advisory.v1.max_deliver","stream":"ADV","consumer":"D",
+               "stream_seq":1,"deliveries":2}),
+        "{}",
+        flavor.name()
+    );
+    second
+        .double_ack_with(jetstream::AckKind::Term)
+        .await
+        .expect("term");
+    let (subject, body) = next_advisory(&mut advisories).await;
+    assert_eq!(subject, "$JS.EVENT.ADVISORY.CONSUMER.MSG_TERMINATED.ADV.D");
+    assert_eq!(
+        body,
+        json!({"type":"io.nats.jetstream.advisory.v1.terminated","stream":"ADV","consumer":"D",
+               "consumer_seq":3,"stream_seq":2,"deliveries":1}),
+        "{}",
+        flavor.name()
+    );
+}
+differential!(nak_term_and_max_deliver_advisories);

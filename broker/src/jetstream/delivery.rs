@@ -230,6 +230,10 @@ impl DeliveryState {
             .map(|(sequence, pending)| (*sequence, *pending))
     }
 
+    pub fn has_events(&self) -> bool {
+        !self.events.is_empty()
+    }
+
     /// Advisories to publish, oldest first.
     pub fn take_events(&mut self) -> Vec<Event> {
         std::mem::take(&mut self.events)

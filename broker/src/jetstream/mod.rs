@@ -35,6 +35,7 @@
 //! - [`persist`]: a stream's checksummed config and Raft state files.
 //! - [`stream`]: one stream's task: ingest checks, Raft, journal, apply.
 
+pub mod advisory;
 pub mod consumer;
 pub mod consumer_config;
 pub mod consumer_error;

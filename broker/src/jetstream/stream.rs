@@ -612,6 +612,7 @@ impl StreamTask {
             self.deliver_to_consumers()
                 .await
                 .map_err(|error| error.to_string())?;
+            self.publish_all_events();
             // Removals of messages no consumer needs any more.
             if self.node.has_ready() {
                 self.drive().await?;

@@ -8,6 +8,7 @@ use std::borrow::Cow;
 
 use bytes::Bytes;
 
+use super::super::advisory;
 use super::super::consumer::{ack_subject, headers_only, Consumer, ConsumerSpec, PushState, Start};
 use super::super::consumer_config::{self, CreateContext, CreateKind, CreateTarget};
 use super::super::consumer_requests::{self, AckBody, AckSubject, ConsumersRequest};
@@ -51,8 +52,8 @@ pub enum AckRequest {
     Nak { delay_ns: Option<u64> },
     /// `+WPI`.
     Progress,
-    /// `+TERM`.
-    Term,
+    /// `+TERM`, with its reason if one was given.
+    Term { reason: Option<String> },
 }
 
 impl StreamTask {
@@ -81,7 +82,7 @@ impl StreamTask {
                         None,
                     ),
                     AckBody::Progress => (Some(AckRequest::Progress), None),
-                    AckBody::Term { .. } => (Some(AckRequest::Term), None),
+                    AckBody::Term { reason } => (Some(AckRequest::Term { reason }), None),
                     AckBody::Next(next) => (Some(AckRequest::Ack), Some(next)),
                     AckBody::Unknown => (None, None),
                 };
@@ -282,7 +283,8 @@ impl StreamTask {
             return;
         };
         let floor_before = consumer.delivery.ack_floor().1;
-        let acknowledging = matches!(request, AckRequest::Ack | AckRequest::Term);
+        let acknowledging = matches!(request, AckRequest::Ack | AckRequest::Term { .. });
+        let mut term_reason = None;
         match request {
             AckRequest::Ack => {
                 if consumer.delivery.ack(stream_sequence, consumer_sequence) {
@@ -298,11 +300,16 @@ impl StreamTask {
                 }
             }
             AckRequest::Progress => consumer.delivery.in_progress(stream_sequence, now_ns),
-            AckRequest::Term => {
+            AckRequest::Term { reason } => {
+                term_reason = reason;
                 consumer.delivery.term(stream_sequence, consumer_sequence);
                 consumer.last_acked_unix_ns = now_ns;
             }
         }
+        self.publish_events(name, term_reason.as_deref());
+        let Some(consumer) = self.consumers.get(name) else {
+            return;
+        };
         if acknowledging && self.config.retention != Retention::Limits {
             let floor_after = consumer.delivery.ack_floor().1;
             self.release(stream_sequence, Some(floor_before..=floor_after));
@@ -677,6 +684,52 @@ impl StreamTask {
             with_store!(&self.store, log => log.next_matching(floor_stream + 1, |_| true))
         {
             self.release(first, Some(first..=last));
+        }
+    }
+
+    /// Publishes `name`'s queued advisories (max deliveries, NAKs, terms),
+    /// when anyone listens for them, as nats-server does.
+    pub(super) fn publish_events(&mut self, name: &str, reason: Option<&str>) {
+        let Some(consumer) = self.consumers.get_mut(name) else {
+            return;
+        };
+        let events = consumer.delivery.take_events();
+        if events.is_empty() {
+            return;
+        }
+        let shard = self.js.shard();
+        let mut seed = now_unix_ns() | 1;
+        let mut random = move || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        for event in events {
+            let (subject, body) = advisory::consumer_event(
+                &self.handle.name,
+                name,
+                &event,
+                reason,
+                now_unix_ns(),
+                &mut random,
+            );
+            if shard.has_interest(subject.as_bytes()) {
+                shard.publish_internal(subject.as_bytes(), 0, body.as_bytes());
+            }
+        }
+    }
+
+    /// Publishes every consumer's queued advisories.
+    pub(super) fn publish_all_events(&mut self) {
+        let names: Vec<String> = self
+            .consumers
+            .iter()
+            .filter(|(_, consumer)| consumer.delivery.has_events())
+            .map(|(name, _)| name.clone())
+            .collect();
+        for name in names {
+            self.publish_events(&name, None);
         }
     }
 
