@@ -271,3 +271,121 @@ async fn nak_term_and_max_deliver_advisories(flavor: Flavor) {
     );
 }
 differential!(nak_term_and_max_deliver_advisories);
+
+async fn ack_wait_and_backoff_redeliver(flavor: Flavor) {
+    let server = js::start(flavor);
+    let client = server.connect().await;
+    create(&client, json!({"name":"WAIT","subjects":["wait.>"]})).await;
+    js::publish_all(&client, &["wait.a"]).await;
+    let context = jetstream::new(client.clone());
+    let stream = context.get_stream("WAIT").await.expect("stream");
+    let mut consumer: jetstream::consumer::PullConsumer = stream
+        .create_consumer(pull::Config {
+            durable_name: Some("W".into()),
+            ack_policy: AckPolicy::Explicit,
+            backoff: vec![
+                std::time::Duration::from_millis(300),
+                std::time::Duration::from_millis(600),
+            ],
+            max_deliver: 3,
+            ..Default::default()
+        })
+        .await
+        .expect("create consumer");
+    let info = consumer.cached_info();
+    // The first backoff step becomes the ack wait.
+    assert_eq!(info.config.ack_wait, std::time::Duration::from_millis(300));
+    let mut arrivals = Vec::new();
+    for expected in 1..=3u64 {
+        let mut batch = consumer
+            .fetch()
+            .max_messages(1)
+            .expires(TIMEOUT)
+            .messages()
+            .await
+            .expect("fetch");
+        let message = batch.next().await.expect("one").expect("message");
+        arrivals.push(std::time::Instant::now());
+        assert_eq!(
+            message.info().expect("info").delivered,
+            expected as i64,
+            "{}",
+            flavor.name()
+        );
+    }
+    // Redelivered no sooner than the backoff allows.
+    assert!(arrivals[1] - arrivals[0] >= std::time::Duration::from_millis(250));
+    assert!(arrivals[2] - arrivals[1] >= std::time::Duration::from_millis(550));
+    let info = consumer.info().await.expect("info");
+    assert_eq!(info.num_redelivered, 1, "{}", flavor.name());
+    assert_eq!(info.num_ack_pending, 1, "{}", flavor.name());
+}
+differential!(ack_wait_and_backoff_redeliver);
+
+async fn acks_for_unknown_or_acked_messages(flavor: Flavor) {
+    let server = js::start(flavor);
+    let client = server.connect().await;
+    create(&client, json!({"name":"BAD","subjects":["bad.>"]})).await;
+    js::publish_all(&client, &["bad.a", "bad.b"]).await;
+    let context = jetstream::new(client.clone());
+    let stream = context.get_stream("BAD").await.expect("stream");
+    let mut consumer: jetstream::consumer::PullConsumer = stream
+        .create_consumer(pull::Config {
+            durable_name: Some("B".into()),
+            ack_policy: AckPolicy::Explicit,
+            ..Default::default()
+        })
+        .await
+        .expect("create consumer");
+    let mut batch = consumer
+        .fetch()
+        .max_messages(1)
+        .expires(TIMEOUT)
+        .messages()
+        .await
+        .expect("fetch");
+    let message = batch.next().await.expect("one").expect("message");
+    message.double_ack().await.expect("ack");
+    // Acked again: still answered, nothing changes.
+    message.double_ack().await.expect("second ack");
+    // An ack for a consumer that does not exist: nobody answers.
+    let unknown = client
+        .request("$JS.ACK.BAD.NOPE.1.1.1.0.0", "+ACK".into())
+        .await;
+    assert!(
+        matches!(&unknown, Err(error) if error.kind() == async_nats::RequestErrorKind::NoResponders),
+        "{}: {unknown:?}",
+        flavor.name()
+    );
+    // Nonsense bodies and sequences are ignored.
+    for (subject, body) in [
+        ("$JS.ACK.BAD.B.1.99.99.0.0", "+ACK"),
+        ("$JS.ACK.BAD.B.1.2.2.0.0", "+WHAT"),
+        ("$JS.ACK.BAD.B.x.y.z", "+ACK"),
+    ] {
+        client.publish(subject, body.into()).await.expect("publish");
+    }
+    let info = consumer.info().await.expect("info");
+    assert_eq!(
+        (
+            info.delivered.stream_sequence,
+            info.ack_floor.stream_sequence,
+            info.num_ack_pending,
+            info.num_pending
+        ),
+        (1, 1, 0, 1),
+        "{}",
+        flavor.name()
+    );
+    // The consumer still delivers.
+    let mut batch = consumer
+        .fetch()
+        .max_messages(1)
+        .expires(TIMEOUT)
+        .messages()
+        .await
+        .expect("fetch");
+    let next = batch.next().await.expect("one").expect("message");
+    assert_eq!(next.subject.as_str(), "bad.b");
+}
+differential!(acks_for_unknown_or_acked_messages);

@@ -73,6 +73,11 @@ impl StreamTask {
                 else {
                     return;
                 };
+                // nats-server subscribes per consumer: nobody answers for
+                // one that does not exist.
+                if !self.consumers.contains_key(&ack.consumer) {
+                    return self.js.no_responders(reply);
+                }
                 let (request, next) = match AckBody::parse(&body) {
                     AckBody::Ack => (Some(AckRequest::Ack), None),
                     AckBody::Nak { delay_ns } => (
