@@ -389,3 +389,52 @@ async fn acks_for_unknown_or_acked_messages(flavor: Flavor) {
     assert_eq!(next.subject.as_str(), "bad.b");
 }
 differential!(acks_for_unknown_or_acked_messages);
+
+async fn num_pending_follows_deletes_and_purges(flavor: Flavor) {
+    let server = js::start(flavor);
+    let client = server.connect().await;
+    create(&client, json!({"name":"NP","subjects":["np.>"]})).await;
+    js::publish_all(&client, &["np.a", "np.b", "np.a", "np.b", "np.a", "np.c"]).await;
+    let context = jetstream::new(client.clone());
+    let stream = context.get_stream("NP").await.expect("stream");
+    let mut filtered: jetstream::consumer::PullConsumer = stream
+        .create_consumer(pull::Config {
+            durable_name: Some("A".into()),
+            filter_subject: "np.a".into(),
+            ack_policy: AckPolicy::Explicit,
+            ..Default::default()
+        })
+        .await
+        .expect("create consumer");
+    let created = api(
+        &client,
+        "$JS.API.CONSUMER.CREATE.NP.LAST",
+        &json!({"stream_name":"NP","config":{"name":"LAST","deliver_policy":"last_per_subject","filter_subject":"np.>","ack_policy":"explicit"}}).to_string(),
+    )
+    .await;
+    assert_eq!(created["num_pending"], 3, "{}: {created}", flavor.name());
+    assert_eq!(info_numbers(&mut filtered).await[5], 3);
+    // Deleting an np.a ahead of the consumer: one less pending.
+    let deleted = api(&client, "$JS.API.STREAM.MSG.DELETE.NP", r#"{"seq":1}"#).await;
+    assert_eq!(deleted["success"], true, "{deleted}");
+    assert_eq!(info_numbers(&mut filtered).await[5], 2, "{}", flavor.name());
+    // Deleting the last np.b (listed for LAST): one less there.
+    api(&client, "$JS.API.STREAM.MSG.DELETE.NP", r#"{"seq":4}"#).await;
+    let last = api(&client, "$JS.API.CONSUMER.INFO.NP.LAST", "").await;
+    assert_eq!(last["num_pending"], 2, "{}: {last}", flavor.name());
+    // A filtered purge keeping the newest np.a.
+    let purged = api(
+        &client,
+        "$JS.API.STREAM.PURGE.NP",
+        r#"{"filter":"np.a","keep":1}"#,
+    )
+    .await;
+    assert_eq!(purged["purged"], 1, "{purged}");
+    assert_eq!(info_numbers(&mut filtered).await[5], 1, "{}", flavor.name());
+    // A full purge leaves nothing pending.
+    api(&client, "$JS.API.STREAM.PURGE.NP", "").await;
+    assert_eq!(info_numbers(&mut filtered).await[5], 0, "{}", flavor.name());
+    let last = api(&client, "$JS.API.CONSUMER.INFO.NP.LAST", "").await;
+    assert_eq!(last["num_pending"], 0, "{}: {last}", flavor.name());
+}
+differential!(num_pending_follows_deletes_and_purges);

@@ -302,6 +302,17 @@ impl Consumer {
         }
     }
 
+    /// A message this consumer selects left the stream: if it was still
+    /// ahead (not yet delivered), one pending message less.
+    pub fn lost(&mut self, sequence: u64) {
+        if let Ok(position) = self.start_list.binary_search(&sequence) {
+            self.start_list.remove(position);
+            self.num_pending = self.num_pending.saturating_sub(1);
+        } else if sequence >= self.delivery.next_stream_sequence() && sequence > self.resume_after {
+            self.num_pending = self.num_pending.saturating_sub(1);
+        }
+    }
+
     /// Whether `subject` passes the consumer's filters.
     pub fn matches(&self, subject: &[u8]) -> bool {
         if self.spec.filters.is_empty() {

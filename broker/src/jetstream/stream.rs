@@ -1190,7 +1190,7 @@ impl StreamTask {
                     // Nobody is interested: the sequence is used, the
                     // message is not kept (nats-server). Stored and deleted
                     // so the sequence survives a restart.
-                    with_store!(&mut self.store, log => log.delete(sequence));
+                    self.delete_message(sequence);
                     return Ok(Some(sequence));
                 }
                 if let Some(rollup) = headers::value(&header_block, headers::ROLLUP) {
@@ -1257,7 +1257,7 @@ impl StreamTask {
             }
             Operation::Delete { sequence, .. } => {
                 self.releasing.remove(&sequence);
-                let removed = with_store!(&mut self.store, log => log.delete(sequence));
+                let removed = self.delete_message(sequence);
                 {
                     let owed = self
                         .owed
@@ -1307,6 +1307,24 @@ impl StreamTask {
         }
     }
 
+    /// Removes one message from the store; consumers that had it ahead of
+    /// them count one pending message less. Returns whether it was there.
+    fn delete_message(&mut self, sequence: u64) -> bool {
+        if self.consumers.is_empty() {
+            return with_store!(&mut self.store, log => log.delete(sequence));
+        }
+        let Some(subject) =
+            with_store!(&self.store, log => log.subject_of(sequence).map(<[u8]>::to_vec))
+        else {
+            return false;
+        };
+        let removed = with_store!(&mut self.store, log => log.delete(sequence));
+        if removed {
+            self.consumers_lost(sequence, &subject);
+        }
+        removed
+    }
+
     /// Deletes live messages below `sequence` whose subject satisfies `matches`.
     fn remove_below(&mut self, sequence: u64, mut matches: impl FnMut(&[u8]) -> bool) -> u64 {
         let mut removed = 0;
@@ -1317,7 +1335,7 @@ impl StreamTask {
             if next >= sequence {
                 break;
             }
-            if with_store!(&mut self.store, log => log.delete(next)) {
+            if self.delete_message(next) {
                 removed += 1;
             }
             from = next + 1;
@@ -1336,7 +1354,7 @@ impl StreamTask {
             if count <= max as u64 {
                 break;
             }
-            with_store!(&mut self.store, log => log.delete(first));
+            self.delete_message(first);
         }
     }
 
@@ -1353,7 +1371,7 @@ impl StreamTask {
             if !over || state.messages == 0 {
                 break;
             }
-            with_store!(&mut self.store, log => log.delete(state.first_sequence));
+            self.delete_message(state.first_sequence);
         }
     }
 
@@ -1430,7 +1448,7 @@ impl StreamTask {
             }
             // Refused (a limit, deny_purge): remove without a marker.
         }
-        with_store!(&mut self.store, log => log.delete(sequence));
+        self.delete_message(sequence);
         if let Some(expiry) = &mut self.expiry {
             expiry.removed(sequence);
         }
@@ -1482,7 +1500,7 @@ impl StreamTask {
                 {
                     break;
                 }
-                with_store!(&mut self.store, log => log.delete(state.first_sequence));
+                self.delete_message(state.first_sequence);
             }
         }
         self.enforce_count_limits();
@@ -1516,6 +1534,9 @@ impl StreamTask {
         if whole && keep.is_none() {
             // Everything below the bound: a floor move.
             let before = state.messages;
+            if !self.consumers.is_empty() {
+                self.consumers_lose_below(bound);
+            }
             with_store!(&mut self.store, log => log.purge_below(bound).await)?;
             let after = with_store!(&self.store, log => log.state()).messages;
             return Ok(before - after);

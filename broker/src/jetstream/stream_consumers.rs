@@ -221,6 +221,35 @@ impl StreamTask {
         }
     }
 
+    /// A message left the stream: consumers that had it ahead of them have
+    /// one pending message less (nats-server's `decStreamPending`).
+    pub(super) fn consumers_lost(&mut self, sequence: u64, subject: &[u8]) {
+        for consumer in self.consumers.values_mut() {
+            if consumer.matches(subject) {
+                consumer.lost(sequence);
+            }
+        }
+    }
+
+    /// Everything below `bound` is about to leave the stream (a purge).
+    pub(super) fn consumers_lose_below(&mut self, bound: u64) {
+        let first = with_store!(&self.store, log => log.state()).first_sequence;
+        for consumer in self.consumers.values_mut() {
+            let mut from = first.max(consumer.delivery.next_stream_sequence());
+            if let Some(&listed) = consumer.start_list.front() {
+                from = from.min(listed);
+            }
+            while let Some(sequence) = with_store!(&self.store, log => log.next_matching(from, |subject| consumer.matches(subject)))
+            {
+                if sequence >= bound {
+                    break;
+                }
+                consumer.lost(sequence);
+                from = sequence + 1;
+            }
+        }
+    }
+
     /// A parsed MSG.NEXT (or `+NXT`) body for `name`, answered on `reply`.
     fn pull_request(
         &mut self,
