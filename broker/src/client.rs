@@ -796,6 +796,7 @@ fn handle_subscribe(
         closed: Cell::new(false),
     });
     let added = shard.router.borrow_mut().add_local(&subscription);
+    shard.interest_changed.wake_all();
     match added {
         Err(_) => {
             client.queue_err(errors::INVALID_SUBJECT);
@@ -851,6 +852,7 @@ pub fn unsubscribe(shard: &Shard, client: &Client, subscription: &Rc<Subscriptio
     client.subscriptions.borrow_mut().remove(&subscription.sid);
     stats::subtract(&shard.counters.subscriptions, 1);
     let update = shard.router.borrow_mut().remove_local(subscription);
+    shard.interest_changed.wake_all();
     if let Some(update) = update {
         shard.broadcast_interest(update);
     }

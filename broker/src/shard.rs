@@ -94,6 +94,9 @@ pub struct Shard {
     pub jetstream: OnceCell<Rc<JetStream>>,
     /// Woken when a peer acknowledges interest updates.
     interest_applied: Waiters,
+    /// Woken when a client's or a peer's interest changes (push consumers
+    /// waiting for a subscriber).
+    pub interest_changed: Waiters,
     /// Peers that said they finished starting.
     started_peers: Cell<usize>,
     started_waiters: Waiters,
@@ -141,6 +144,7 @@ impl Shard {
             ring_progress,
             jetstream: OnceCell::new(),
             interest_applied: Waiters::new(),
+            interest_changed: Waiters::new(),
             started_peers: Cell::new(0),
             started_waiters: Waiters::new(),
         })
@@ -687,6 +691,7 @@ impl Shard {
                     update.count
                 );
                 self.router.borrow_mut().apply_remote(peer, &update);
+                self.interest_changed.wake_all();
                 self.links.acknowledge(peer, update.sequence);
             }
             ShardMessage::InterestApplied { sequence } => {

@@ -469,3 +469,36 @@ async fn inactive_ephemerals_are_removed(flavor: Flavor) {
     assert_eq!(info["name"], "KEEP", "{}: {info}", flavor.name());
 }
 differential!(inactive_ephemerals_are_removed);
+
+async fn delivery_starts_when_a_subscriber_arrives(flavor: Flavor) {
+    let server = js::start(flavor);
+    let client = server.connect().await;
+    create(&client, json!({"name":"LATE","subjects":["late.>"]})).await;
+    js::publish_all(&client, &["late.a", "late.b"]).await;
+    // Several consumers, each subscribed from its own connection later, so
+    // some subscribers sit on another shard than the stream.
+    for index in 0..3 {
+        let name = format!("L{index}");
+        let deliver = format!("deliver.late.{index}");
+        create_consumer(
+            &client,
+            "LATE",
+            json!({"durable_name":name,"deliver_subject":deliver,"ack_policy":"explicit"}),
+        )
+        .await;
+        let info = consumer_info(&client, "LATE", &name).await;
+        assert!(info.get("push_bound").is_none(), "{info}");
+        assert_eq!(numbers(&info)[5], 2, "{}: {info}", flavor.name());
+        let subscriber_client = server.connect().await;
+        let mut deliveries = subscriber_client
+            .subscribe(deliver)
+            .await
+            .expect("subscribe");
+        subscriber_client.flush().await.expect("flush");
+        for expected in ["late.a", "late.b"] {
+            let message = next_data(&mut deliveries, "delivery to a late subscriber").await;
+            assert_eq!(message.subject.as_str(), expected, "{}", flavor.name());
+        }
+    }
+}
+differential!(delivery_starts_when_a_subscriber_arrives);

@@ -556,9 +556,22 @@ impl StreamTask {
         };
         let timer = tern_shard::timer::sleep(self.next_timer());
         let stopping = self.js.wait_stopping();
+        // A push consumer with work waits for a subscriber to appear.
+        let interest = async {
+            match self.awaiting_interest_since() {
+                Some(generation) => {
+                    let shard = self.js.shard();
+                    shard
+                        .interest_changed
+                        .wait_until(|| shard.interest_generation() != generation)
+                        .await;
+                }
+                None => std::future::pending::<()>().await,
+            }
+        };
         futures_lite::future::or(
             futures_lite::future::or(commands, journal),
-            futures_lite::future::or(timer, stopping),
+            futures_lite::future::or(futures_lite::future::or(timer, stopping), interest),
         )
         .await;
     }

@@ -22,9 +22,6 @@ use super::{now_unix_ns, Operation, Retention, Store, StoreError, StreamTask};
 /// publishes and acks get their turn.
 pub const DELIVERIES_PER_TURN_MAX: usize = 1024;
 
-/// How often a push consumer with messages but no subscriber looks for one.
-pub const INTEREST_POLL_INTERVAL_NS: u64 = 2_000_000;
-
 /// A consumer's traffic, queued for the stream task like publishes.
 #[derive(Debug)]
 pub enum ConsumerCommand {
@@ -437,18 +434,24 @@ impl StreamTask {
         true
     }
 
-    /// The earliest consumer timer. A push consumer with messages waiting
-    /// for a subscriber polls for interest every
-    /// [`INTEREST_POLL_INTERVAL_NS`].
+    /// The earliest consumer timer.
     pub(super) fn consumers_wake_at_ns(&self) -> Option<u64> {
-        let waiting_for_interest = self.consumers.values().any(|consumer| {
-            consumer.push.as_ref().is_some_and(|push| !push.active) && consumer.num_pending > 0
-        });
-        let poll = waiting_for_interest.then(|| now_unix_ns() + INTEREST_POLL_INTERVAL_NS);
         self.consumers
             .values()
             .filter_map(|consumer| consumer.wake_at_ns)
-            .chain(poll)
+            .min()
+    }
+
+    /// The interest generation push consumers with messages but no
+    /// subscriber were last checked at: the task waits for interest to
+    /// change from it (`None`: no consumer waits for a subscriber).
+    pub(super) fn awaiting_interest_since(&self) -> Option<u64> {
+        self.consumers
+            .values()
+            .filter(|consumer| consumer.num_pending > 0 || consumer.delivery.num_ack_pending() > 0)
+            .filter_map(|consumer| consumer.push.as_ref())
+            .filter(|push| !push.active)
+            .map(|push| push.interest_generation)
             .min()
     }
 
