@@ -17,11 +17,12 @@
 //! connections both same-shard and cross-shard publishing are covered.
 //!
 //! Knobs: `TERN_CRASH_SEED` (u64; printed on failure), `TERN_CRASH_KILLS`
-//! (default 50). The nats-server variant is `#[ignore]`d: nats-server
-//! acknowledges before its buffered write reaches the file (it does not
-//! fsync per message), so it may lose acked messages on SIGKILL. It exists to
-//! debug this test itself: `cargo test -p tern-broker --test jetstream_crash
-//! -- --ignored sigkill_loop::nats`.
+//! (default 50; 25-35 s against nats-server). The nats-server variant runs
+//! with `jetstream { sync_interval: always }` ([`Options::nats_sync_always`]):
+//! by default nats-server acknowledges before its buffered write reaches the
+//! file (it syncs every 2 min), so it may lose acked messages on SIGKILL.
+//! With a sync per write it must keep every acked message, which proves the
+//! test's expectations.
 
 mod common;
 
@@ -618,7 +619,13 @@ async fn sigkill_loop(flavor: Flavor) {
     );
     let started = Instant::now();
     let mut rng = Rng(seed);
-    let mut server = Server::start(flavor, Options::jetstream());
+    let mut server = Server::start(
+        flavor,
+        Options {
+            nats_sync_always: true,
+            ..Options::jetstream()
+        },
+    );
 
     {
         let client = server.connect().await;
@@ -747,10 +754,8 @@ mod sigkill_loop {
         super::sigkill_loop(super::Flavor::Tern).await
     }
 
-    /// Debugging aid for the test itself; nats-server may lose acked messages
-    /// on SIGKILL (no per-message sync), so it is not part of CI.
+    /// nats-server with a sync per write (`sync_interval: always`).
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    #[ignore = "nats-server does not sync per message; run by hand to check the test logic"]
     async fn nats() {
         super::sigkill_loop(super::Flavor::Nats).await
     }

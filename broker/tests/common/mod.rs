@@ -69,6 +69,10 @@ pub struct Options {
     pub jetstream: bool,
     /// tern only: `--sync never` instead of the default `always`.
     pub sync_never: bool,
+    /// nats-server only: `jetstream { sync_interval: always }`, an fsync
+    /// after every write before the PubAck (its default syncs every 2 min),
+    /// so acknowledged messages survive SIGKILL as they do in tern.
+    pub nats_sync_always: bool,
     /// tern only: pass the data directory relative to the working directory
     /// (as the README's command does), not as an absolute path.
     pub relative_store_dir: bool,
@@ -122,6 +126,13 @@ impl Options {
             lines.push("[jetstream]".into());
             lines.push(format!("journal_segment_size = {}", 8 << 20));
             lines.push("journal_segments = 4".into());
+        }
+        if flavor == Flavor::Nats && self.jetstream && self.nats_sync_always {
+            // `-js -sd DIR` on the command line still enable JetStream and
+            // set the store; this block only adds the sync policy.
+            lines.push("jetstream {".into());
+            lines.push("  sync_interval: always".into());
+            lines.push("}".into());
         }
         lines.push(String::new());
         lines.join("\n")
