@@ -438,3 +438,53 @@ async fn num_pending_follows_deletes_and_purges(flavor: Flavor) {
     assert_eq!(last["num_pending"], 0, "{}: {last}", flavor.name());
 }
 differential!(num_pending_follows_deletes_and_purges);
+
+async fn several_filter_subjects(flavor: Flavor) {
+    let server = js::start(flavor);
+    let client = server.connect().await;
+    create(&client, json!({"name":"MULTI","subjects":["multi.>"]})).await;
+    js::publish_all(
+        &client,
+        &[
+            "multi.a.1",
+            "multi.b",
+            "multi.c.1",
+            "multi.a.2",
+            "multi.d",
+            "multi.c.2",
+        ],
+    )
+    .await;
+    let context = jetstream::new(client.clone());
+    let stream = context.get_stream("MULTI").await.expect("stream");
+    let mut consumer: jetstream::consumer::PullConsumer = stream
+        .create_consumer(pull::Config {
+            durable_name: Some("M".into()),
+            filter_subjects: vec!["multi.a.*".into(), "multi.c.>".into()],
+            ack_policy: AckPolicy::Explicit,
+            ..Default::default()
+        })
+        .await
+        .expect("create consumer");
+    assert_eq!(info_numbers(&mut consumer).await[5], 4, "{}", flavor.name());
+    let mut batch = consumer
+        .fetch()
+        .max_messages(10)
+        .expires(std::time::Duration::from_millis(500))
+        .messages()
+        .await
+        .expect("fetch");
+    let mut subjects = Vec::new();
+    while let Some(message) = batch.next().await {
+        let message = message.expect("message");
+        subjects.push(message.subject.to_string());
+        message.ack().await.expect("ack");
+    }
+    assert_eq!(
+        subjects,
+        ["multi.a.1", "multi.c.1", "multi.a.2", "multi.c.2"],
+        "{}",
+        flavor.name()
+    );
+}
+differential!(several_filter_subjects);
