@@ -37,6 +37,13 @@ pub enum ConsumerCommand {
     },
 }
 
+/// When a consumer was created and where it starts delivering.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Created {
+    pub unix_ns: u64,
+    pub start_sequence: u64,
+}
+
 /// What an ack body asks for (parsed elsewhere).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum AckRequest {
@@ -135,12 +142,28 @@ impl StreamTask {
         config: consumer_config::ConsumerConfig,
         spec: ConsumerSpec,
     ) {
+        let start_sequence = self.resolve_start(&name, &config, &spec);
+        let created = Created {
+            unix_ns: now_unix_ns(),
+            start_sequence,
+        };
+        self.add_consumer_at(name, config, spec, created);
+    }
+
+    /// The stream sequence a new consumer starts at, from its deliver
+    /// policy (`new` counts messages still in flight: they apply first).
+    pub(super) fn resolve_start(
+        &self,
+        name: &str,
+        config: &consumer_config::ConsumerConfig,
+        spec: &ConsumerSpec,
+    ) -> u64 {
         let state = with_store!(&self.store, log => log.state());
         let last_sequence = with_store!(&self.store, log => log.last_sequence());
-        let probe = Consumer::new(name.clone(), config.clone(), spec.clone(), 0, 1, 0);
-        let start_sequence = match spec.start {
+        let probe = Consumer::new(name.to_string(), config.clone(), spec.clone(), 0, 1, 0);
+        match spec.start {
             Start::All => state.first_sequence.max(1),
-            Start::New => last_sequence + 1,
+            Start::New => self.last_sequence.max(last_sequence) + 1,
             Start::Last => {
                 let last_match = with_store!(&self.store, log => log.last_matching(|subject| probe.matches(subject)));
                 last_match.unwrap_or(last_sequence + 1)
@@ -148,23 +171,54 @@ impl StreamTask {
             Start::Sequence(sequence) => sequence.max(1),
             Start::Time(unix_ns) => with_store!(&self.store, log => log.first_at_or_after(unix_ns))
                 .unwrap_or(last_sequence + 1),
-        };
-        let mut num_pending = 0;
-        let mut from = start_sequence;
-        while let Some(sequence) = with_store!(&self.store, log => log.next_matching(from, |subject| probe.matches(subject)))
-        {
-            num_pending += 1;
-            from = sequence + 1;
         }
-        let consumer = Consumer::new(
+    }
+
+    /// Adds a consumer starting at a resolved sequence; counts what lies
+    /// ahead (recovery counts once at the end instead).
+    pub(super) fn add_consumer_at(
+        &mut self,
+        name: String,
+        config: consumer_config::ConsumerConfig,
+        spec: ConsumerSpec,
+        created: Created,
+    ) {
+        let mut consumer = Consumer::new(
             name.clone(),
             config,
             spec,
-            now_unix_ns(),
-            start_sequence,
-            num_pending,
+            created.unix_ns,
+            created.start_sequence,
+            0,
         );
+        if !self.recovering {
+            consumer.num_pending = self.count_matching(&consumer, created.start_sequence);
+        }
         self.consumers.insert(name, consumer);
+    }
+
+    /// Stored messages `consumer` selects at or after `from`.
+    pub(super) fn count_matching(&self, consumer: &Consumer, from: u64) -> u64 {
+        let mut count = 0;
+        let mut from = from;
+        while let Some(sequence) = with_store!(&self.store, log => log.next_matching(from, |subject| consumer.matches(subject)))
+        {
+            count += 1;
+            from = sequence + 1;
+        }
+        count
+    }
+
+    /// Removes a consumer; its waiting pull requests are told.
+    pub(super) fn remove_consumer(&mut self, name: &str) -> bool {
+        match self.consumers.remove(name) {
+            Some(mut consumer) => {
+                let closed = consumer.pull.close();
+                self.send_statuses_for(&consumer, closed);
+                true
+            }
+            None => false,
+        }
     }
 
     /// A message was applied: consumers that select it have one more pending.
@@ -261,9 +315,11 @@ impl StreamTask {
                 consumer.last_acked_unix_ns = now_ns;
             }
         }
-        // Double ack: an empty message once it is processed.
+        self.consumer_touched(name);
+        // Double ack: an empty message once it is processed (for a
+        // durable, once a snapshot holding it applied).
         if let Some(reply) = reply {
-            self.js.publish_reply(&reply, b"");
+            self.answer_ack(name, reply);
         }
     }
 
@@ -452,26 +508,30 @@ impl StreamTask {
                 let Some(target) = CreateTarget::from_tokens(tokens) else {
                     return; // nats-server has no subscription there
                 };
-                self.create_consumer(&target, payload)
+                self.create_consumer(origin, &reply, &target, payload)
+            }
+            ["INFO", _, name] if self.is_logged(name) => {
+                Ok(self.durable_info(origin, reply.clone(), name))
             }
             ["INFO", _, name] => match self.consumers.get(*name) {
-                Some(consumer) => Ok(self.consumer_info(consumer, "consumer_info_response")),
+                Some(consumer) => Ok(Some(self.consumer_info(consumer, "consumer_info_response"))),
                 None => Err(ApiError::consumer_not_found()),
             },
-            ["DELETE", _, name] => match self.consumers.remove(*name) {
-                Some(mut consumer) => {
-                    let closed = consumer.pull.close();
-                    self.send_statuses_for(&consumer, closed);
-                    Ok(consumer_responses::consumer_delete_response())
-                }
-                None => Err(ApiError::consumer_not_found()),
+            ["DELETE", _, name] if self.is_logged(name) => self
+                .propose_consumer_delete(origin, reply.clone(), name)
+                .map(|()| None),
+            ["DELETE", _, name] => match self.remove_consumer(name) {
+                true => Ok(Some(consumer_responses::consumer_delete_response())),
+                false => Err(ApiError::consumer_not_found()),
             },
             ["NAMES", _] | ["LIST", _] => ConsumersRequest::parse(payload)
-                .map(|request| self.consumer_page(tokens[0] == "LIST", request.offset)),
+                .map(|request| Some(self.consumer_page(tokens[0] == "LIST", request.offset))),
             _ => return,
         };
         match result {
-            Ok(body) => {
+            // Owed: answered when its entry applies.
+            Ok(None) => {}
+            Ok(Some(body)) => {
                 if let Some(reply) = reply {
                     self.js.respond(origin, reply, body);
                 }
@@ -506,11 +566,15 @@ impl StreamTask {
         consumer_responses::consumer_list_response(total, offset, &infos)
     }
 
+    /// `Ok(None)`: a durable's create or update was proposed and is
+    /// answered when it applies.
     fn create_consumer(
         &mut self,
+        origin: usize,
+        reply: &Option<Bytes>,
         target: &CreateTarget,
         payload: &[u8],
-    ) -> Result<String, ApiError> {
+    ) -> Result<Option<String>, ApiError> {
         let existing: Vec<(String, consumer_config::ConsumerConfig)> = self
             .consumers
             .iter()
@@ -539,6 +603,16 @@ impl StreamTask {
             },
         )?;
         let spec = ConsumerSpec::from_config(&outcome.config)?;
+        if self.persists(&outcome.config) {
+            self.propose_consumer_create(
+                origin,
+                reply.clone(),
+                outcome.name,
+                &outcome.config,
+                &spec,
+            )?;
+            return Ok(None);
+        }
         match outcome.kind {
             CreateKind::Created => {
                 self.add_consumer(outcome.name.clone(), outcome.config, spec);
@@ -554,7 +628,9 @@ impl StreamTask {
             }
         }
         let consumer = &self.consumers[&outcome.name];
-        Ok(self.consumer_info(consumer, "consumer_create_response"))
+        Ok(Some(
+            self.consumer_info(consumer, "consumer_create_response"),
+        ))
     }
 
     fn consumer_state(&self, consumer: &Consumer) -> ConsumerInfoState {
@@ -582,7 +658,7 @@ impl StreamTask {
         }
     }
 
-    fn consumer_info(&self, consumer: &Consumer, kind: &str) -> String {
+    pub(super) fn consumer_info(&self, consumer: &Consumer, kind: &str) -> String {
         consumer_responses::consumer_info_response(
             kind,
             &self.handle.name,
