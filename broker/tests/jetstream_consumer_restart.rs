@@ -3,7 +3,8 @@
 //! 2.15.1) and a SIGKILL (tern only: nats-server does not promise exact
 //! consumer state after a SIGKILL at R1). Unacked deliveries come back as
 //! redeliveries after ack_wait; nothing is skipped. A deleted durable stays
-//! deleted; an ephemeral is gone.
+//! deleted; an ephemeral is gone on tern (nats-server 2.15.1 brings an
+//! ephemeral of a file stream back after a clean restart).
 //!
 //! The SIGKILL loop (`TERN_CONSUMER_KILLS`, default 6; seed
 //! `TERN_CONSUMER_SEED`, printed on failure) kills the server while a worker
@@ -233,12 +234,20 @@ async fn deleted_and_ephemeral_consumers(flavor: Flavor, stop: Stop) {
     let server = restart(server, stop);
     let client = server.connect().await;
     let names = api(&client, &format!("$JS.API.CONSUMER.NAMES.{STREAM}"), "").await;
-    assert_eq!(
-        names["consumers"],
-        json!(["kept"]),
-        "{} after {stop:?}: {names:#}",
-        flavor.name()
-    );
+    let listed: Vec<String> = serde_json::from_value(names["consumers"].clone()).expect("names");
+    assert!(listed.contains(&"kept".to_string()), "{names:#}");
+    assert!(!listed.contains(&"gone".to_string()), "{names:#}");
+    // nats-server 2.15.1 writes an ephemeral of a file stream to disk too
+    // and brings it back after a clean restart (until its inactivity
+    // threshold removes it); tern keeps ephemerals in memory only.
+    if flavor == Flavor::Tern {
+        assert_eq!(
+            listed,
+            ["kept"],
+            "{} after {stop:?}: {names:#}",
+            flavor.name()
+        );
+    }
     let gone = api(&client, &format!("$JS.API.CONSUMER.INFO.{STREAM}.gone"), "").await;
     assert_eq!(gone["error"]["err_code"], 10014, "{gone:#}");
     let kept = api(&client, &format!("$JS.API.CONSUMER.INFO.{STREAM}.kept"), "").await;
