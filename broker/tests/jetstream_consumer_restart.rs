@@ -13,6 +13,10 @@
 //! message is delivered again, and at the end that every message was
 //! delivered and acked.
 
+// Test bookkeeping, not broker code: one Mutex shares what the worker task
+// saw with the test.
+#![allow(clippy::disallowed_types)]
+
 #[macro_use]
 mod common;
 
@@ -314,8 +318,6 @@ impl Seen {
 
 /// Fetches and double-acks until the connection fails (the server died)
 /// or a fetch finds nothing once every message was delivered.
-// The test's own bookkeeping, shared with one worker task.
-#[allow(clippy::disallowed_types)]
 async fn work(consumer: jetstream::consumer::PullConsumer, seen: Arc<Mutex<Seen>>) {
     loop {
         let mut got_any = false;
@@ -355,7 +357,6 @@ async fn work(consumer: jetstream::consumer::PullConsumer, seen: Arc<Mutex<Seen>
     }
 }
 
-#[allow(clippy::disallowed_types)]
 async fn sigkill_loop_keeps_acks() {
     let seed = std::env::var("TERN_CONSUMER_SEED")
         .ok()
@@ -457,6 +458,7 @@ async fn sigkill_loop_keeps_acks() {
             "seed {seed}: not everything acked: {numbers:?}"
         );
     }
+    let numbers = info_numbers(&mut consumer).await;
     let seen = seen.lock().unwrap();
     assert!(
         seen.after_ack.is_empty(),
@@ -473,7 +475,6 @@ async fn sigkill_loop_keeps_acks() {
         "seed {seed}: {} double acks answered",
         seen.acked.len()
     );
-    let numbers = info_numbers(&mut consumer).await;
     assert_eq!(
         [numbers[3], numbers[4], numbers[5]],
         [LOOP_MESSAGES, 0, 0],

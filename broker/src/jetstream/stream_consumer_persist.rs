@@ -374,9 +374,9 @@ impl StreamTask {
                     }
                 }
                 let consumer = &self.consumers[&name];
-                if !self.durables.contains_key(&name) {
-                    self.durables.insert(name, Durable::new(&consumer.delivery));
-                }
+                self.durables
+                    .entry(name)
+                    .or_insert_with(|| Durable::new(&consumer.delivery));
             }
             Operation::ConsumerDelete { name } => {
                 if let Some(durable) = self.durables.remove(&name) {
