@@ -1,11 +1,13 @@
 //! Fuzzes what recovery decodes from the journal for a stream: the stream
 //! operation inside a Raft entry, the entry record, the hard state record
-//! and a consumer's delivery state (which then must run without panics). Never panic; whatever decodes re-encodes to exactly the input
+//! a consumer's delivery state (which then must run without panics), and a
+//! stream's `consumers` checkpoint file. Never panic; whatever decodes re-encodes to exactly the input
 //! (the encoding is canonical), so replay cannot reinterpret a record.
 #![no_main]
 
 use bytes::Bytes;
 use libfuzzer_sys::fuzz_target;
+use tern_broker::jetstream::consumer_store;
 use tern_broker::jetstream::delivery::{AckMode, DeliveryConfig, DeliveryState, Next};
 use tern_broker::jetstream::entry::{
     decode_hard_state, encode_hard_state, entry_kind, entry_record, Operation,
@@ -15,6 +17,11 @@ fuzz_target!(|data: &[u8]| {
     let input = Bytes::copy_from_slice(data);
     if let Ok(operation) = Operation::decode(&input) {
         assert_eq!(&operation.encode()[..], data, "canonical encoding");
+    }
+    if let Ok(stored) = consumer_store::decode(data) {
+        // Canonical up to the zero padding after the body.
+        let encoded = consumer_store::encode(&stored);
+        assert_eq!(&data[..encoded.len()], &encoded[..], "canonical encoding");
     }
     if let Some((&record_kind, body)) = data.split_first() {
         if let Ok(kind) = entry_kind(record_kind, body) {

@@ -23,6 +23,9 @@ const OPERATION_MESSAGE: u8 = 1;
 const OPERATION_PURGE: u8 = 2;
 const OPERATION_DELETE: u8 = 3;
 const OPERATION_CONFIG: u8 = 4;
+const OPERATION_CONSUMER_CREATE: u8 = 5;
+const OPERATION_CONSUMER_DELETE: u8 = 6;
+const OPERATION_CONSUMER_STATE: u8 = 7;
 
 const PURGE_HAS_FILTER: u8 = 1;
 const PURGE_HAS_SEQUENCE: u8 = 2;
@@ -33,6 +36,13 @@ const PURGE_HAS_KEEP: u8 = 4;
 pub const SUBJECT_BYTES_MAX: usize = 64 * 1024;
 /// Largest stored config an entry may carry.
 pub const CONFIG_BYTES_MAX: usize = 1 << 20;
+/// Longest consumer name an entry may carry (the API allows far less).
+pub const CONSUMER_NAME_BYTES_MAX: usize = 1024;
+/// Largest consumer delivery state an entry may carry: a full
+/// [`DeliveryState`](super::delivery::DeliveryState) encoding at its pending
+/// limit (the journal's record limit bounds it far lower in practice).
+pub const CONSUMER_STATE_BYTES_MAX: usize =
+    41 + super::delivery::PENDING_MAX * 24 + 4 + super::delivery::PENDING_MAX * 16;
 
 /// One operation on a stream.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -61,6 +71,23 @@ pub enum Operation {
     /// From here on the stream runs with this config: its stored JSON
     /// (`StreamConfig::to_stored_json`), already checked by the meta shard.
     Config { json: Bytes },
+    /// A durable consumer is created, or its config updated (a consumer of
+    /// that name exists when it applies): its stored JSON
+    /// (`ConsumerConfig::to_stored_json`), when it was created, and the
+    /// stream sequence a new consumer starts delivering at (resolved from
+    /// its deliver policy by the leader when proposed, so a replay over a
+    /// store that holds later messages starts it at the same place).
+    ConsumerCreate {
+        name: String,
+        created_unix_ns: u64,
+        start_sequence: u64,
+        json: Bytes,
+    },
+    /// A durable consumer is deleted.
+    ConsumerDelete { name: String },
+    /// A durable consumer's whole delivery state (`DeliveryState::encode`):
+    /// a full snapshot, so the last one applied wins.
+    ConsumerState { name: String, state: Bytes },
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -83,6 +110,10 @@ pub enum DecodeError {
     ZeroSequence,
     #[error("a field is not in its canonical encoding: {0}")]
     NonCanonical(&'static str),
+    #[error("consumer name of {0} bytes is over the limit")]
+    NameTooLong(usize),
+    #[error("consumer state of {0} bytes is over the limit")]
+    StateTooLong(usize),
 }
 
 impl Operation {
@@ -145,6 +176,37 @@ impl Operation {
                 out.extend_from_slice(&(json.len() as u32).to_le_bytes());
                 out.extend_from_slice(json);
             }
+            Operation::ConsumerCreate {
+                name,
+                created_unix_ns,
+                start_sequence,
+                json,
+            } => {
+                assert!(name.len() <= CONSUMER_NAME_BYTES_MAX && json.len() <= CONFIG_BYTES_MAX);
+                assert!(*start_sequence > 0);
+                out.push(OPERATION_CONSUMER_CREATE);
+                out.extend_from_slice(&created_unix_ns.to_le_bytes());
+                out.extend_from_slice(&start_sequence.to_le_bytes());
+                out.extend_from_slice(&(name.len() as u32).to_le_bytes());
+                out.extend_from_slice(&(json.len() as u32).to_le_bytes());
+                out.extend_from_slice(name.as_bytes());
+                out.extend_from_slice(json);
+            }
+            Operation::ConsumerDelete { name } => {
+                assert!(name.len() <= CONSUMER_NAME_BYTES_MAX);
+                out.push(OPERATION_CONSUMER_DELETE);
+                out.extend_from_slice(&(name.len() as u32).to_le_bytes());
+                out.extend_from_slice(name.as_bytes());
+            }
+            Operation::ConsumerState { name, state } => {
+                assert!(name.len() <= CONSUMER_NAME_BYTES_MAX);
+                assert!(state.len() <= CONSUMER_STATE_BYTES_MAX);
+                out.push(OPERATION_CONSUMER_STATE);
+                out.extend_from_slice(&(name.len() as u32).to_le_bytes());
+                out.extend_from_slice(&(state.len() as u32).to_le_bytes());
+                out.extend_from_slice(name.as_bytes());
+                out.extend_from_slice(state);
+            }
         }
         debug_assert_eq!(out.len(), self.encoded_bytes());
         Bytes::from(out)
@@ -163,6 +225,11 @@ impl Operation {
             }
             Operation::Delete { .. } => 1 + 8 + 1,
             Operation::Config { json } => 1 + 4 + json.len(),
+            Operation::ConsumerCreate { name, json, .. } => {
+                1 + 8 + 8 + 4 + 4 + name.len() + json.len()
+            }
+            Operation::ConsumerDelete { name } => 1 + 4 + name.len(),
+            Operation::ConsumerState { name, state } => 1 + 4 + 4 + name.len() + state.len(),
         }
     }
 
@@ -235,6 +302,50 @@ impl Operation {
                 }
                 Operation::Config {
                     json: reader.bytes(json_bytes)?,
+                }
+            }
+            OPERATION_CONSUMER_CREATE => {
+                let created_unix_ns = reader.u64()?;
+                let start_sequence = reader.u64()?;
+                if start_sequence == 0 {
+                    return Err(DecodeError::ZeroSequence);
+                }
+                let name_bytes = reader.u32()? as usize;
+                let json_bytes = reader.u32()? as usize;
+                if name_bytes > CONSUMER_NAME_BYTES_MAX {
+                    return Err(DecodeError::NameTooLong(name_bytes));
+                }
+                if json_bytes > CONFIG_BYTES_MAX {
+                    return Err(DecodeError::ConfigTooLong(json_bytes));
+                }
+                Operation::ConsumerCreate {
+                    name: reader.name(name_bytes)?,
+                    created_unix_ns,
+                    start_sequence,
+                    json: reader.bytes(json_bytes)?,
+                }
+            }
+            OPERATION_CONSUMER_DELETE => {
+                let name_bytes = reader.u32()? as usize;
+                if name_bytes > CONSUMER_NAME_BYTES_MAX {
+                    return Err(DecodeError::NameTooLong(name_bytes));
+                }
+                Operation::ConsumerDelete {
+                    name: reader.name(name_bytes)?,
+                }
+            }
+            OPERATION_CONSUMER_STATE => {
+                let name_bytes = reader.u32()? as usize;
+                let state_bytes = reader.u32()? as usize;
+                if name_bytes > CONSUMER_NAME_BYTES_MAX {
+                    return Err(DecodeError::NameTooLong(name_bytes));
+                }
+                if state_bytes > CONSUMER_STATE_BYTES_MAX {
+                    return Err(DecodeError::StateTooLong(state_bytes));
+                }
+                Operation::ConsumerState {
+                    name: reader.name(name_bytes)?,
+                    state: reader.bytes(state_bytes)?,
                 }
             }
             tag => return Err(DecodeError::UnknownOperation(tag)),
@@ -396,6 +507,16 @@ impl Reader<'_> {
         let range = self.take(count)?;
         Ok(self.data.slice(range))
     }
+
+    /// A consumer name: UTF-8, not empty.
+    fn name(&mut self, count: usize) -> Result<String, DecodeError> {
+        let range = self.take(count)?;
+        match std::str::from_utf8(&self.data[range]) {
+            Ok(name) if !name.is_empty() => Ok(name.to_string()),
+            Ok(_) => Err(DecodeError::NonCanonical("a consumer name is not empty")),
+            Err(_) => Err(DecodeError::NonCanonical("a consumer name is UTF-8")),
+        }
+    }
 }
 
 #[cfg(test)]
@@ -436,6 +557,108 @@ mod tests {
         round_trip(Operation::Config {
             json: Bytes::from_static(br#"{"name":"S"}"#),
         });
+    }
+
+    #[test]
+    fn consumer_operations_round_trip() {
+        round_trip(Operation::ConsumerCreate {
+            name: "orders-worker".into(),
+            created_unix_ns: 1_700_000_000_000_000_001,
+            start_sequence: 42,
+            json: Bytes::from_static(br#"{"durable_name":"orders-worker"}"#),
+        });
+        round_trip(Operation::ConsumerDelete { name: "d".into() });
+        round_trip(Operation::ConsumerState {
+            name: "d".into(),
+            state: Bytes::from_static(&[1, 2, 3]),
+        });
+        round_trip(Operation::ConsumerState {
+            name: "d".into(),
+            state: Bytes::new(),
+        });
+    }
+
+    #[test]
+    fn consumer_layouts_are_pinned() {
+        let create = Operation::ConsumerCreate {
+            name: "d".into(),
+            created_unix_ns: 2,
+            start_sequence: 3,
+            json: Bytes::from_static(b"{}"),
+        }
+        .encode();
+        let expected: Vec<u8> = [
+            &[5u8][..],
+            &2u64.to_le_bytes(),
+            &3u64.to_le_bytes(),
+            &1u32.to_le_bytes(),
+            &2u32.to_le_bytes(),
+            b"d",
+            b"{}",
+        ]
+        .concat();
+        assert_eq!(&create[..], &expected[..]);
+        let delete = Operation::ConsumerDelete { name: "ab".into() }.encode();
+        assert_eq!(&delete[..], &[6u8, 2, 0, 0, 0, b'a', b'b'][..]);
+        let state = Operation::ConsumerState {
+            name: "d".into(),
+            state: Bytes::from_static(&[9, 8]),
+        }
+        .encode();
+        assert_eq!(&state[..], &[7u8, 1, 0, 0, 0, 2, 0, 0, 0, b'd', 9, 8][..]);
+    }
+
+    #[test]
+    fn malformed_consumer_entries_are_named_errors() {
+        let state = Operation::ConsumerState {
+            name: "consumer".into(),
+            state: Bytes::from_static(b"state"),
+        }
+        .encode();
+        for cut in 0..state.len() {
+            assert!(
+                matches!(
+                    Operation::decode(&state.slice(..cut)),
+                    Err(DecodeError::Truncated { .. })
+                ),
+                "cut at {cut}"
+            );
+        }
+        let mut long_name = vec![7u8];
+        long_name.extend_from_slice(&((CONSUMER_NAME_BYTES_MAX as u32) + 1).to_le_bytes());
+        long_name.extend_from_slice(&0u32.to_le_bytes());
+        assert_eq!(
+            Operation::decode(&Bytes::from(long_name)),
+            Err(DecodeError::NameTooLong(CONSUMER_NAME_BYTES_MAX + 1))
+        );
+        let mut long_state = vec![7u8];
+        long_state.extend_from_slice(&1u32.to_le_bytes());
+        long_state.extend_from_slice(&u32::MAX.to_le_bytes());
+        assert_eq!(
+            Operation::decode(&Bytes::from(long_state)),
+            Err(DecodeError::StateTooLong(u32::MAX as usize))
+        );
+        assert_eq!(
+            Operation::decode(&Bytes::from_static(&[6, 0, 0, 0, 0])),
+            Err(DecodeError::NonCanonical("a consumer name is not empty"))
+        );
+        assert_eq!(
+            Operation::decode(&Bytes::from_static(&[6, 1, 0, 0, 0, 0xff])),
+            Err(DecodeError::NonCanonical("a consumer name is UTF-8"))
+        );
+        let mut zero_start = Operation::ConsumerCreate {
+            name: "d".into(),
+            created_unix_ns: 1,
+            start_sequence: 1,
+            json: Bytes::new(),
+        }
+        .encode()
+        .to_vec();
+        zero_start[9..17].fill(0);
+        assert_eq!(
+            Operation::decode(&Bytes::from(zero_start)),
+            Err(DecodeError::ZeroSequence)
+        );
     }
 
     #[test]

@@ -41,6 +41,7 @@ pub mod consumer_config;
 pub mod consumer_error;
 pub mod consumer_requests;
 pub mod consumer_responses;
+pub mod consumer_store;
 pub mod delivery;
 pub mod entry;
 pub mod error;

@@ -52,14 +52,18 @@ pub struct RaftState {
     pub last_unix_ns: u64,
 }
 
-fn corrupt(file: &'static str, reason: impl Into<String>) -> PersistError {
+pub(super) fn corrupt(file: &'static str, reason: impl Into<String>) -> PersistError {
     PersistError::Corrupt {
         file,
         reason: reason.into(),
     }
 }
 
-async fn replace<S: StoreFiles>(files: &S, name: &str, bytes: &[u8]) -> Result<(), DeviceError> {
+pub(super) async fn replace<S: StoreFiles>(
+    files: &S,
+    name: &str,
+    bytes: &[u8],
+) -> Result<(), DeviceError> {
     let temporary = format!("{name}.tmp");
     let file = files.create(&temporary).await?;
     let length = bytes.len().div_ceil(BLOCK_BYTES).max(1) * BLOCK_BYTES;
@@ -73,7 +77,7 @@ async fn replace<S: StoreFiles>(files: &S, name: &str, bytes: &[u8]) -> Result<(
     files.sync_directory().await
 }
 
-async fn read_all<S: StoreFiles>(files: &S, name: &str) -> Result<Vec<u8>, DeviceError> {
+pub(super) async fn read_all<S: StoreFiles>(files: &S, name: &str) -> Result<Vec<u8>, DeviceError> {
     let file = files.open(name).await?;
     let size = file.size() as usize;
     let mut bytes = Vec::with_capacity(size);

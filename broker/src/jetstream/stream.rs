@@ -221,11 +221,28 @@ pub fn memory_message_bytes(subject: usize, headers: usize, payload: usize) -> u
 
 /// A reply owed once an entry is applied.
 enum Owed {
-    PubAck { reply: Bytes },
-    Duplicate { reply: Bytes, sequence: u64 },
-    Purge { origin: usize, reply: Option<Bytes> },
-    Delete { origin: usize, reply: Option<Bytes> },
-    Update { origin: usize, reply: Option<Bytes> },
+    PubAck {
+        reply: Bytes,
+    },
+    Duplicate {
+        reply: Bytes,
+        sequence: u64,
+    },
+    Purge {
+        origin: usize,
+        reply: Option<Bytes>,
+    },
+    Delete {
+        origin: usize,
+        reply: Option<Bytes>,
+    },
+    Update {
+        origin: usize,
+        reply: Option<Bytes>,
+    },
+    /// A durable consumer's create/delete answer or a reply that waited
+    /// for its state snapshot.
+    Consumer(persistence::ConsumerOwed),
 }
 
 /// Proposed, not yet applied: what ingest checks must count.
@@ -304,6 +321,13 @@ pub struct StreamTask {
     /// Interest and work-queue streams: sequences whose removal (no
     /// consumer needs them) is proposed and not yet applied.
     releasing: rustc_hash::FxHashSet<u64>,
+    /// The durable consumers whose state is in the log, by name.
+    durables: persistence::Durables,
+    /// Whether a `consumers` file was written or found (so a checkpoint
+    /// rewrites it also once the last durable is gone).
+    consumers_file_written: bool,
+    /// Replaying the log in `open`: consumer snapshots rebuild state.
+    recovering: bool,
     hard_state: HardState,
     failure: Option<String>,
     /// `{"stream":"<name>","seq":`, and a buffer PubAcks are built in.
@@ -428,6 +452,9 @@ impl StreamTask {
             expiry: None,
             consumers: std::collections::BTreeMap::new(),
             releasing: rustc_hash::FxHashSet::default(),
+            durables: persistence::Durables::new(),
+            consumers_file_written: false,
+            recovering: true,
             hard_state,
             failure: None,
             ack_prefix: String::new(),
@@ -439,12 +466,16 @@ impl StreamTask {
                 .expect("a PubAck ends with the sequence")
                 .to_string()
         };
+        // Durable consumers as of the checkpoint; the log's consumer
+        // entries after it apply on top.
+        task.load_consumers(raft.applied_index).await?;
         // Become leader (the only voter) and apply everything recovered.
         task.node.campaign_now();
         while task.node.applied_index() < task.node.last_index() || task.node.has_ready() {
             task.drive().await?;
             task.wait_journal().await?;
         }
+        task.recovering = false;
         task.after_recovery().await?;
         Ok(task)
     }
@@ -470,6 +501,7 @@ impl StreamTask {
         self.enforce_limits(now_unix_ns())
             .await
             .map_err(|error| error.to_string())?;
+        self.consumers_recovered();
         self.refresh_snapshot();
         Ok(())
     }
@@ -631,6 +663,11 @@ impl StreamTask {
                 self.drive().await?;
             }
         }
+        // Durable consumers' state snapshots (a drive may apply the one in
+        // flight, freeing its consumer for the next).
+        while !self.durables.is_empty() && self.propose_consumer_snapshots()? {
+            self.drive().await?;
+        }
         if self
             .expiry
             .as_ref()
@@ -682,6 +719,7 @@ impl StreamTask {
                 Owed::Update { origin, reply } => {
                     self.answer_error(origin, reply, "stream_update_response", &failure)
                 }
+                Owed::Consumer(owed) => self.fail_consumer_owed(owed, &failure),
             }
         }
         self.handle.stopped.set(true);
@@ -769,7 +807,7 @@ impl StreamTask {
             }
             let applied_any = !ready.committed.is_empty();
             for entry in ready.committed {
-                self.apply(entry).await.map_err(|error| error.to_string())?;
+                self.apply(entry).await?;
             }
             if applied_any {
                 // The only voter: no follower will ever need applied
@@ -816,6 +854,7 @@ impl StreamTask {
         if self.applied_index == self.checkpointed_index {
             return Ok(());
         }
+        self.checkpoint_consumers().await?;
         with_store!(&mut self.store, log => log.sync().await).map_err(|error| error.to_string())?;
         if let Some(files) = &self.files {
             let state = RaftState {
@@ -1102,7 +1141,7 @@ impl StreamTask {
 
     // ----- apply -----------------------------------------------------------------
 
-    async fn apply(&mut self, entry: Entry) -> Result<(), StoreError> {
+    async fn apply(&mut self, entry: Entry) -> Result<(), String> {
         assert!(
             entry.index > self.applied_index,
             "entries apply once, in order"
@@ -1111,7 +1150,17 @@ impl StreamTask {
         let mut stored_sequence = None;
         if let EntryKind::Normal(data) = &entry.kind {
             match Operation::decode(data) {
-                Ok(operation) => stored_sequence = self.apply_operation(index, operation).await?,
+                Ok(
+                    operation @ (Operation::ConsumerCreate { .. }
+                    | Operation::ConsumerDelete { .. }
+                    | Operation::ConsumerState { .. }),
+                ) => self.apply_consumer_operation(index, operation)?,
+                Ok(operation) => {
+                    stored_sequence = self
+                        .apply_operation(index, operation)
+                        .await
+                        .map_err(|error| error.to_string())?
+                }
                 Err(error) => {
                     // A checksummed record that does not decode is a bug
                     // or a format change: stop rather than guess.
@@ -1268,6 +1317,11 @@ impl StreamTask {
                     }
                 }
             }
+            Operation::ConsumerCreate { .. }
+            | Operation::ConsumerDelete { .. }
+            | Operation::ConsumerState { .. } => {
+                unreachable!("consumer operations apply in apply_consumer_operation")
+            }
             Operation::Delete { sequence, .. } => {
                 self.releasing.remove(&sequence);
                 let removed = self.delete_message(sequence);
@@ -1316,6 +1370,7 @@ impl StreamTask {
                     responses::pub_ack(&self.handle.name, sequence, true, None).as_bytes(),
                 );
             }
+            Owed::Consumer(owed) => self.send_consumer_owed(owed),
             Owed::Purge { .. } | Owed::Delete { .. } | Owed::Update { .. } => {}
         }
     }
@@ -2152,4 +2207,6 @@ fn status_headers(status: &str) -> Bytes {
 
 #[path = "stream_consumers.rs"]
 mod consumers;
+#[path = "stream_consumer_persist.rs"]
+mod persistence;
 pub use consumers::ConsumerCommand;

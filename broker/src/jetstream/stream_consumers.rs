@@ -40,6 +40,13 @@ pub enum ConsumerCommand {
     },
 }
 
+/// When a consumer was created and where it starts delivering.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Created {
+    pub unix_ns: u64,
+    pub start_sequence: u64,
+}
+
 /// What an ack body asks for (parsed elsewhere).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum AckRequest {
@@ -146,13 +153,28 @@ impl StreamTask {
         config: consumer_config::ConsumerConfig,
         spec: ConsumerSpec,
     ) {
+        let start_sequence = self.resolve_start(&name, &config, &spec);
+        let created = Created {
+            unix_ns: now_unix_ns(),
+            start_sequence,
+        };
+        self.add_consumer_at(name, config, spec, created);
+    }
+
+    /// The stream sequence a new consumer starts at, from its deliver
+    /// policy (`new` counts messages still in flight: they apply first).
+    pub(super) fn resolve_start(
+        &self,
+        name: &str,
+        config: &consumer_config::ConsumerConfig,
+        spec: &ConsumerSpec,
+    ) -> u64 {
         let state = with_store!(&self.store, log => log.state());
         let last_sequence = with_store!(&self.store, log => log.last_sequence());
-        let probe = Consumer::new(name.clone(), config.clone(), spec.clone(), 0, 1, 0);
-        let mut start_list = std::collections::VecDeque::new();
-        let start_sequence = match spec.start {
+        let probe = Consumer::new(name.to_string(), config.clone(), spec.clone(), 0, 1, 0);
+        match spec.start {
             Start::All => state.first_sequence.max(1),
-            Start::New => last_sequence + 1,
+            Start::New => self.last_sequence.max(last_sequence) + 1,
             Start::Last => {
                 let last_match = with_store!(&self.store, log => log.last_matching(|subject| probe.matches(subject)));
                 last_match.unwrap_or(last_sequence + 1)
@@ -160,45 +182,43 @@ impl StreamTask {
             Start::Sequence(sequence) => sequence.max(1),
             Start::Time(unix_ns) => with_store!(&self.store, log => log.first_at_or_after(unix_ns))
                 .unwrap_or(last_sequence + 1),
-            Start::LastPerSubject => {
-                // nats-server's lastSeqSkipList: the last message of every
-                // matching subject, ascending, then what comes after.
-                let mut lasts: Vec<u64> = with_store!(&self.store, log => log
-                    .subjects()
-                    .filter(|(subject, ..)| probe.matches(subject))
-                    .map(|(_, _, last, _)| last)
-                    .collect());
-                lasts.sort_unstable();
-                start_list.extend(lasts);
-                start_list.front().copied().unwrap_or(last_sequence + 1)
-            }
-        };
-        let num_pending = if spec.start == Start::LastPerSubject {
-            start_list.len() as u64
-        } else {
-            let mut count = 0;
-            let mut from = start_sequence;
-            while let Some(sequence) = with_store!(&self.store, log => log.next_matching(from, |subject| probe.matches(subject)))
-            {
-                count += 1;
-                from = sequence + 1;
-            }
-            count
-        };
-        let now_ns = now_unix_ns();
+            Start::LastPerSubject => self
+                .last_per_subject(&probe)
+                .front()
+                .copied()
+                .unwrap_or(last_sequence + 1),
+        }
+    }
+
+    /// Adds a consumer starting at a resolved sequence; counts what lies
+    /// ahead (recovery counts once at the end instead).
+    pub(super) fn add_consumer_at(
+        &mut self,
+        name: String,
+        config: consumer_config::ConsumerConfig,
+        spec: ConsumerSpec,
+        created: Created,
+    ) {
         let mut consumer = Consumer::new(
             name.clone(),
             config,
             spec,
-            now_ns,
-            start_sequence,
-            num_pending,
+            created.unix_ns,
+            created.start_sequence,
+            0,
         );
-        if consumer.spec.start == Start::LastPerSubject {
-            consumer.start_list = start_list;
-            consumer.resume_after = last_sequence;
+        let last_sequence = with_store!(&self.store, log => log.last_sequence());
+        if !self.recovering {
+            if consumer.spec.start == Start::LastPerSubject {
+                consumer.start_list = self.last_per_subject(&consumer);
+                consumer.resume_after = last_sequence;
+                consumer.num_pending = consumer.start_list.len() as u64;
+            } else {
+                consumer.num_pending = self.count_matching(&consumer, created.start_sequence);
+            }
         }
         consumer.replay_until = last_sequence;
+        let now_ns = now_unix_ns();
         if let (Some(spec), Some(push)) = (&consumer.spec.push, &mut consumer.push) {
             if spec.idle_heartbeat_ns > 0 {
                 push.heartbeat_due_ns = now_ns + spec.idle_heartbeat_ns;
@@ -207,6 +227,30 @@ impl StreamTask {
         let wake = consumer.next_housekeeping_ns(now_ns);
         consumer.wake_at(wake);
         self.consumers.insert(name, consumer);
+    }
+
+    /// Stored messages `consumer` selects at or after `from`.
+    /// nats-server's lastSeqSkipList: the last sequence of every subject
+    /// `consumer` selects, ascending.
+    pub(super) fn last_per_subject(&self, consumer: &Consumer) -> std::collections::VecDeque<u64> {
+        let mut lasts: Vec<u64> = with_store!(&self.store, log => log
+            .subjects()
+            .filter(|(subject, ..)| consumer.matches(subject))
+            .map(|(_, _, last, _)| last)
+            .collect());
+        lasts.sort_unstable();
+        lasts.into()
+    }
+
+    pub(super) fn count_matching(&self, consumer: &Consumer, from: u64) -> u64 {
+        let mut count = 0;
+        let mut from = from;
+        while let Some(sequence) = with_store!(&self.store, log => log.next_matching(from, |subject| consumer.matches(subject)))
+        {
+            count += 1;
+            from = sequence + 1;
+        }
+        count
     }
 
     /// A message was applied: consumers that select it have one more pending.
@@ -338,6 +382,7 @@ impl StreamTask {
             }
         }
         self.publish_events(name, term_reason.as_deref());
+        self.consumer_touched(name);
         let Some(consumer) = self.consumers.get(name) else {
             return;
         };
@@ -345,9 +390,10 @@ impl StreamTask {
             let floor_after = consumer.delivery.ack_floor().1;
             self.release(stream_sequence, Some(floor_before..=floor_after));
         }
-        // Double ack: an empty message once it is processed.
+        // Double ack: an empty message once it is processed (for a
+        // durable, once a snapshot holding it applied).
         if let Some(reply) = reply {
-            self.js.publish_reply(&reply, b"");
+            self.answer_ack(name, reply);
         }
     }
 
@@ -418,7 +464,14 @@ impl StreamTask {
         }
         for name in inactive {
             log::debug!(target: "tern::jetstream", "stream {}: consumer {name} inactive, deleted", self.handle.name);
-            self.remove_consumer(&name);
+            if self.is_logged(&name) {
+                // A durable's deletion goes through the log like an API one.
+                if let Err(error) = self.propose_consumer_delete(0, None, &name) {
+                    log::warn!(target: "tern::jetstream", "stream {}: deleting inactive {name}: {}", self.handle.name, error.description);
+                }
+            } else {
+                self.remove_consumer(&name);
+            }
         }
     }
 
@@ -849,22 +902,30 @@ impl StreamTask {
                 let Some(target) = CreateTarget::from_tokens(tokens) else {
                     return; // nats-server has no subscription there
                 };
-                self.create_consumer(&target, payload)
+                self.create_consumer(origin, &reply, &target, payload)
+            }
+            ["INFO", _, name] if self.is_logged(name) => {
+                Ok(self.durable_info(origin, reply.clone(), name))
             }
             ["INFO", _, name] => match self.consumers.get(*name) {
-                Some(consumer) => Ok(self.consumer_info(consumer, "consumer_info_response")),
+                Some(consumer) => Ok(Some(self.consumer_info(consumer, "consumer_info_response"))),
                 None => Err(ApiError::consumer_not_found()),
             },
+            ["DELETE", _, name] if self.is_logged(name) => self
+                .propose_consumer_delete(origin, reply.clone(), name)
+                .map(|()| None),
             ["DELETE", _, name] => match self.remove_consumer(name) {
-                true => Ok(consumer_responses::consumer_delete_response()),
+                true => Ok(Some(consumer_responses::consumer_delete_response())),
                 false => Err(ApiError::consumer_not_found()),
             },
             ["NAMES", _] | ["LIST", _] => ConsumersRequest::parse(payload)
-                .map(|request| self.consumer_page(tokens[0] == "LIST", request.offset)),
+                .map(|request| Some(self.consumer_page(tokens[0] == "LIST", request.offset))),
             _ => return,
         };
         match result {
-            Ok(body) => {
+            // Owed: answered when its entry applies.
+            Ok(None) => {}
+            Ok(Some(body)) => {
                 if let Some(reply) = reply {
                     self.js.respond(origin, reply, body);
                 }
@@ -899,11 +960,15 @@ impl StreamTask {
         consumer_responses::consumer_list_response(total, offset, &infos)
     }
 
+    /// `Ok(None)`: a durable's create or update was proposed and is
+    /// answered when it applies.
     fn create_consumer(
         &mut self,
+        origin: usize,
+        reply: &Option<Bytes>,
         target: &CreateTarget,
         payload: &[u8],
-    ) -> Result<String, ApiError> {
+    ) -> Result<Option<String>, ApiError> {
         let existing: Vec<(String, consumer_config::ConsumerConfig)> = self
             .consumers
             .iter()
@@ -932,6 +997,16 @@ impl StreamTask {
             },
         )?;
         let spec = ConsumerSpec::from_config(&outcome.config)?;
+        if self.persists(&outcome.config) {
+            self.propose_consumer_create(
+                origin,
+                reply.clone(),
+                outcome.name,
+                &outcome.config,
+                &spec,
+            )?;
+            return Ok(None);
+        }
         match outcome.kind {
             CreateKind::Created => {
                 self.add_consumer(outcome.name.clone(), outcome.config, spec);
@@ -952,7 +1027,9 @@ impl StreamTask {
             }
         }
         let consumer = &self.consumers[&outcome.name];
-        Ok(self.consumer_info(consumer, "consumer_create_response"))
+        Ok(Some(
+            self.consumer_info(consumer, "consumer_create_response"),
+        ))
     }
 
     fn consumer_state(&self, consumer: &Consumer) -> ConsumerInfoState {
@@ -985,7 +1062,7 @@ impl StreamTask {
         }
     }
 
-    fn consumer_info(&self, consumer: &Consumer, kind: &str) -> String {
+    pub(super) fn consumer_info(&self, consumer: &Consumer, kind: &str) -> String {
         consumer_responses::consumer_info_response(
             kind,
             &self.handle.name,

@@ -193,6 +193,37 @@ impl Server {
         Server::start_in(self.flavor, self.options.clone(), dir)
     }
 
+    /// Stops the server with SIGTERM (a clean shutdown), waits (bounded)
+    /// for it to exit, and starts it again on the same data (new ports).
+    pub fn restart_graceful(mut self) -> Server {
+        self.stop_gracefully();
+        let dir = self.dir.take().expect("a server owns its directory");
+        Server::start_in(self.flavor, self.options.clone(), dir)
+    }
+
+    /// SIGTERM, then wait (bounded by [`TIMEOUT`]) for the process to exit;
+    /// panics if it does not.
+    pub fn stop_gracefully(&mut self) {
+        // SAFETY: kill(2) on the pid of a child this harness owns.
+        unsafe { libc::kill(self.child.id() as libc::pid_t, libc::SIGTERM) };
+        let deadline = Instant::now() + TIMEOUT;
+        loop {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return;
+            }
+            if Instant::now() >= deadline {
+                self.kill();
+                panic!(
+                    "{} did not exit within {TIMEOUT:?} of SIGTERM; stderr:\n{}",
+                    self.flavor.name(),
+                    self.log_tail()
+                );
+            }
+            // A bounded poll of the child's exit status.
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
     /// SIGKILL, then wait for the process to be gone.
     pub fn kill(&mut self) {
         let _ = self.child.kill();

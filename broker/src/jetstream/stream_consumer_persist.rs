@@ -1,0 +1,578 @@
+//! Durable consumers through the stream's Raft log, so they resume exactly
+//! after a restart or a SIGKILL. A child of `stream`, beside
+//! `stream_consumers`, so it works on the task's own state.
+//!
+//! - A durable's create, config update and delete are proposed as
+//!   [`Operation::ConsumerCreate`]/[`Operation::ConsumerDelete`] and take
+//!   effect (and are answered) when they apply.
+//! - Its delivery state rides in [`Operation::ConsumerState`] snapshots,
+//!   batched by themselves: after each turn, every durable whose state
+//!   changed and has no snapshot in flight proposes one. At most one
+//!   snapshot per consumer is uncommitted, so under load one snapshot covers
+//!   everything that happened while the previous one was being made durable.
+//! - Barriers: a double ack's reply, and CONSUMER.INFO of a durable, are
+//!   answered only once a snapshot that includes what they report applied,
+//!   so what a client was told survives a SIGKILL.
+//! - The checkpoint writes every durable's config and last APPLIED snapshot
+//!   to the `consumers` file (`consumer_store`) before the journal may drop
+//!   the entries; `open` loads it, then replays the entries after it.
+//!
+//! Ephemeral consumers, and every consumer of a memory stream, stay in
+//! memory only (nats-server's behaviour).
+
+use std::collections::BTreeMap;
+
+use bytes::Bytes;
+
+use super::super::consumer::{Consumer, ConsumerSpec};
+use super::super::consumer_config::ConsumerConfig;
+use super::super::consumer_responses;
+use super::super::consumer_store::{self, StoredConsumer, StoredConsumers};
+use super::super::delivery::DeliveryState;
+use super::super::entry::{Operation, CONSUMER_STATE_BYTES_MAX};
+use super::super::error::ApiError;
+use super::super::responses;
+use super::consumers::Created;
+use super::{now_unix_ns, Owed, StreamTask};
+
+/// The numbers that move whenever a delivery state's pending set does (a
+/// delivery or redelivery moves `delivered`, an ack, term or give-up drops
+/// `num_ack_pending` or moves the floor): compared after each turn instead
+/// of encoding every durable's state.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(super) struct Signature {
+    delivered: (u64, u64),
+    ack_floor: (u64, u64),
+    ack_pending: usize,
+    redelivered: usize,
+}
+
+impl Signature {
+    fn of(state: &DeliveryState) -> Signature {
+        Signature {
+            delivered: state.delivered(),
+            ack_floor: state.ack_floor(),
+            ack_pending: state.num_ack_pending(),
+            redelivered: state.num_redelivered(),
+        }
+    }
+}
+
+/// A reply that waits for the next snapshot of its consumer.
+pub(super) enum Waiter {
+    /// A double ack: an empty reply.
+    Ack { reply: Bytes },
+    /// CONSUMER.INFO, rendered when the snapshot is proposed.
+    Info { origin: usize, reply: Bytes },
+}
+
+/// What the log and the checkpoint hold of one durable consumer.
+pub(super) struct Durable {
+    /// The last snapshot applied (what a checkpoint writes).
+    applied_state: Bytes,
+    /// The last snapshot proposed, and its signature.
+    proposed_state: Bytes,
+    proposed_signature: Signature,
+    /// Changed in ways the signature does not show (ack deadlines moved).
+    touched: bool,
+    /// The index of the snapshot proposed and not yet applied.
+    in_flight: Option<u64>,
+    /// Replies for the next snapshot (bounded by the commands of a turn:
+    /// each snapshot takes all of them).
+    waiting: Vec<Waiter>,
+}
+
+impl Durable {
+    fn new(state: &DeliveryState) -> Durable {
+        let encoded = Bytes::from(state.encode());
+        Durable {
+            applied_state: encoded.clone(),
+            proposed_state: encoded,
+            proposed_signature: Signature::of(state),
+            touched: false,
+            in_flight: None,
+            waiting: Vec::new(),
+        }
+    }
+
+    fn changed(&self, state: &DeliveryState) -> bool {
+        self.touched || self.proposed_signature != Signature::of(state)
+    }
+}
+
+/// The durable consumers of a stream, by name.
+pub(super) type Durables = BTreeMap<String, Durable>;
+
+/// A consumer reply owed once an entry applies.
+pub(super) enum ConsumerOwed {
+    /// Rendered already: a double ack's empty reply (`origin` none: the
+    /// reply is published), or an INFO body.
+    Reply {
+        origin: Option<usize>,
+        reply: Bytes,
+        body: Bytes,
+    },
+    /// CONSUMER.CREATE of a durable: the info once its entry applied.
+    Created {
+        origin: usize,
+        reply: Option<Bytes>,
+        name: String,
+    },
+    /// CONSUMER.DELETE of a durable.
+    Deleted { origin: usize, reply: Option<Bytes> },
+}
+
+impl StreamTask {
+    /// Whether a consumer with this config lives in the log: durables of
+    /// streams whose log is on the journal.
+    pub(super) fn persists(&self, config: &ConsumerConfig) -> bool {
+        self.durable_journal && config.is_durable()
+    }
+
+    /// Proposes a durable's create or config update; answered when it
+    /// applies.
+    pub(super) fn propose_consumer_create(
+        &mut self,
+        origin: usize,
+        reply: Option<Bytes>,
+        name: String,
+        config: &ConsumerConfig,
+        spec: &ConsumerSpec,
+    ) -> Result<(), ApiError> {
+        let (created_unix_ns, start_sequence) = match self.consumers.get(&name) {
+            Some(existing) => (
+                existing.created_unix_ns,
+                existing.delivery.next_stream_sequence(),
+            ),
+            None => (now_unix_ns(), self.resolve_start(&name, config, spec)),
+        };
+        let operation = Operation::ConsumerCreate {
+            name: name.clone(),
+            created_unix_ns,
+            start_sequence,
+            json: Bytes::from(config.to_stored_json()),
+        };
+        let index = self
+            .node
+            .propose(operation.encode())
+            .map_err(|error| ApiError::store_failed(&format!("not the leader: {error:?}")))?;
+        self.owe(
+            index,
+            Owed::Consumer(ConsumerOwed::Created {
+                origin,
+                reply,
+                name,
+            }),
+        );
+        Ok(())
+    }
+
+    /// Proposes a durable's delete; answered when it applies.
+    pub(super) fn propose_consumer_delete(
+        &mut self,
+        origin: usize,
+        reply: Option<Bytes>,
+        name: &str,
+    ) -> Result<(), ApiError> {
+        let operation = Operation::ConsumerDelete {
+            name: name.to_string(),
+        };
+        let index = self
+            .node
+            .propose(operation.encode())
+            .map_err(|error| ApiError::store_failed(&format!("not the leader: {error:?}")))?;
+        self.owe(
+            index,
+            Owed::Consumer(ConsumerOwed::Deleted { origin, reply }),
+        );
+        Ok(())
+    }
+
+    /// Whether `name` is a durable whose state is in the log.
+    pub(super) fn is_logged(&self, name: &str) -> bool {
+        self.durables.contains_key(name)
+    }
+
+    /// Something changed `name`'s delivery state (an ack, nak, progress).
+    pub(super) fn consumer_touched(&mut self, name: &str) {
+        if let Some(durable) = self.durables.get_mut(name) {
+            durable.touched = true;
+        }
+    }
+
+    /// A double ack's reply: at once for a consumer kept in memory, after
+    /// the snapshot holding the ack applied for a durable.
+    pub(super) fn answer_ack(&mut self, name: &str, reply: Bytes) {
+        match self.durables.get_mut(name) {
+            Some(durable) => {
+                durable.touched = true;
+                durable.waiting.push(Waiter::Ack { reply });
+            }
+            None => self.js.publish_reply(&reply, b""),
+        }
+    }
+
+    /// CONSUMER.INFO of a durable: `Some(body)` to answer now (its state is
+    /// in an applied snapshot), `None` when the answer is owed.
+    pub(super) fn durable_info(
+        &mut self,
+        origin: usize,
+        reply: Option<Bytes>,
+        name: &str,
+    ) -> Option<String> {
+        let consumer = self.consumers.get(name)?;
+        let durable = self.durables.get(name)?;
+        if durable.changed(&consumer.delivery) {
+            if let Some(reply) = reply {
+                let durable = self.durables.get_mut(name).expect("looked up above");
+                durable.waiting.push(Waiter::Info { origin, reply });
+            }
+            return None;
+        }
+        let body = self.consumer_info(consumer, "consumer_info_response");
+        if durable.in_flight.is_none() {
+            return Some(body);
+        }
+        // What it reports is in the snapshot in flight: answer once
+        // everything proposed so far applied.
+        if let Some(reply) = reply {
+            let last_index = self.node.last_index();
+            self.owe(
+                last_index,
+                Owed::Consumer(ConsumerOwed::Reply {
+                    origin: Some(origin),
+                    reply,
+                    body: Bytes::from(body),
+                }),
+            );
+        }
+        None
+    }
+
+    /// After a turn: one snapshot for every durable whose state changed
+    /// and has none in flight. Returns whether anything was proposed.
+    pub(super) fn propose_consumer_snapshots(&mut self) -> Result<bool, String> {
+        let due: Vec<String> = self
+            .durables
+            .iter()
+            .filter(|(_, durable)| durable.in_flight.is_none())
+            .filter(|(name, durable)| {
+                !durable.waiting.is_empty()
+                    || self
+                        .consumers
+                        .get(*name)
+                        .is_some_and(|consumer| durable.changed(&consumer.delivery))
+            })
+            .map(|(name, _)| name.clone())
+            .collect();
+        let mut proposed = false;
+        for name in due {
+            proposed |= self.propose_consumer_snapshot(&name)?;
+        }
+        Ok(proposed)
+    }
+
+    fn propose_consumer_snapshot(&mut self, name: &str) -> Result<bool, String> {
+        let Some(consumer) = self.consumers.get(name) else {
+            return Ok(false);
+        };
+        let state = Bytes::from(consumer.delivery.encode());
+        let signature = Signature::of(&consumer.delivery);
+        let durable = self.durables.get_mut(name).expect("due names a durable");
+        durable.touched = false;
+        let waiting = std::mem::take(&mut durable.waiting);
+        let index = if state == durable.proposed_state {
+            // Nothing new (the one proposed before applied): what the
+            // waiting replies report is durable already.
+            None
+        } else {
+            let operation = Operation::ConsumerState {
+                name: name.to_string(),
+                state: state.clone(),
+            };
+            let entry_bytes = operation.encoded_bytes();
+            let record_bytes_max = self
+                .js
+                .journal()
+                .config()
+                .body_bytes_max()
+                .min(CONSUMER_STATE_BYTES_MAX);
+            if entry_bytes > record_bytes_max {
+                return Err(format!(
+                    "consumer {name}: its delivery state snapshot of {entry_bytes} bytes \
+                     ({} pending acks) exceeds the journal record limit of {record_bytes_max} bytes; \
+                     lower its max_ack_pending",
+                    consumer.delivery.num_ack_pending()
+                ));
+            }
+            let index = self
+                .node
+                .propose(operation.encode())
+                .map_err(|error| format!("consumer state refused: {error:?}"))?;
+            let durable = self.durables.get_mut(name).expect("due names a durable");
+            durable.in_flight = Some(index);
+            durable.proposed_state = state;
+            durable.proposed_signature = signature;
+            Some(index)
+        };
+        for waiter in waiting {
+            let owed = match waiter {
+                Waiter::Ack { reply } => ConsumerOwed::Reply {
+                    origin: None,
+                    reply,
+                    body: Bytes::new(),
+                },
+                Waiter::Info { origin, reply } => {
+                    let consumer = &self.consumers[name];
+                    ConsumerOwed::Reply {
+                        origin: Some(origin),
+                        reply,
+                        body: Bytes::from(self.consumer_info(consumer, "consumer_info_response")),
+                    }
+                }
+            };
+            match index {
+                Some(index) => self.owe(index, Owed::Consumer(owed)),
+                None => self.send_consumer_owed(owed),
+            }
+        }
+        Ok(index.is_some())
+    }
+
+    // ----- apply ---------------------------------------------------------------
+
+    /// Applies a consumer operation (the caller answers what is owed).
+    pub(super) fn apply_consumer_operation(
+        &mut self,
+        index: u64,
+        operation: Operation,
+    ) -> Result<(), String> {
+        match operation {
+            Operation::ConsumerCreate {
+                name,
+                created_unix_ns,
+                start_sequence,
+                json,
+            } => {
+                let config = ConsumerConfig::from_stored_json(&json)
+                    .map_err(|error| format!("entry {index}: consumer {name}: {error}"))?;
+                let spec = ConsumerSpec::from_config(&config).map_err(|error| {
+                    format!("entry {index}: consumer {name}: {}", error.description)
+                })?;
+                match self.consumers.get_mut(&name) {
+                    Some(consumer) => {
+                        consumer.delivery.set_config(spec.delivery.clone());
+                        consumer.spec = spec;
+                        consumer.config = config;
+                    }
+                    None => {
+                        let created = Created {
+                            unix_ns: created_unix_ns,
+                            start_sequence,
+                        };
+                        self.add_consumer_at(name.clone(), config, spec, created);
+                    }
+                }
+                let consumer = &self.consumers[&name];
+                self.durables
+                    .entry(name)
+                    .or_insert_with(|| Durable::new(&consumer.delivery));
+            }
+            Operation::ConsumerDelete { name } => {
+                if let Some(durable) = self.durables.remove(&name) {
+                    // Acks processed before the delete: answered.
+                    for waiter in durable.waiting {
+                        if let Waiter::Ack { reply } = waiter {
+                            self.js.publish_reply(&reply, b"");
+                        }
+                    }
+                }
+                self.remove_consumer(&name);
+            }
+            Operation::ConsumerState { name, state } => {
+                let recovering = self.recovering;
+                let (Some(durable), Some(consumer)) =
+                    (self.durables.get_mut(&name), self.consumers.get_mut(&name))
+                else {
+                    return Ok(()); // deleted later in the log
+                };
+                if recovering {
+                    // Replay rebuilds the state; live, memory is ahead of
+                    // the log already.
+                    consumer.delivery =
+                        DeliveryState::decode(consumer.spec.delivery.clone(), &state)
+                            .map_err(|error| format!("entry {index}: consumer {name}: {error}"))?;
+                }
+                durable.applied_state = state;
+                if durable.in_flight == Some(index) {
+                    durable.in_flight = None;
+                }
+            }
+            other => unreachable!("not a consumer operation: {other:?}"),
+        }
+        Ok(())
+    }
+
+    pub(super) fn send_consumer_owed(&self, owed: ConsumerOwed) {
+        match owed {
+            ConsumerOwed::Reply {
+                origin: None,
+                reply,
+                body,
+            } => self.js.publish_reply(&reply, &body),
+            ConsumerOwed::Reply {
+                origin: Some(origin),
+                reply,
+                body,
+            } => self
+                .js
+                .respond(origin, reply, String::from_utf8_lossy(&body).into_owned()),
+            ConsumerOwed::Created {
+                origin,
+                reply,
+                name,
+            } => {
+                let Some(reply) = reply else {
+                    return;
+                };
+                let body = match self.consumers.get(&name) {
+                    Some(consumer) => self.consumer_info(consumer, "consumer_create_response"),
+                    None => responses::error_response(
+                        "consumer_create_response",
+                        &ApiError::consumer_not_found(),
+                    ),
+                };
+                self.js.respond(origin, reply, body);
+            }
+            ConsumerOwed::Deleted { origin, reply } => {
+                if let Some(reply) = reply {
+                    self.js.respond(
+                        origin,
+                        reply,
+                        consumer_responses::consumer_delete_response(),
+                    );
+                }
+            }
+        }
+    }
+
+    /// The stream stopped: owed API answers get `error`.
+    pub(super) fn fail_consumer_owed(&self, owed: ConsumerOwed, error: &ApiError) {
+        match owed {
+            ConsumerOwed::Reply { .. } => {}
+            ConsumerOwed::Created { origin, reply, .. } => {
+                self.answer_error(origin, reply, "consumer_create_response", error)
+            }
+            ConsumerOwed::Deleted { origin, reply } => {
+                self.answer_error(origin, reply, "consumer_delete_response", error)
+            }
+        }
+    }
+
+    // ----- checkpoint and recovery ---------------------------------------------
+
+    /// Writes the `consumers` file (before the `raft` file: the journal
+    /// drops the entries once that one is written).
+    pub(super) async fn checkpoint_consumers(&mut self) -> Result<(), String> {
+        let Some(files) = &self.files else {
+            return Ok(());
+        };
+        if self.durables.is_empty() && !self.consumers_file_written {
+            return Ok(());
+        }
+        let stored = StoredConsumers {
+            applied_index: self.applied_index,
+            consumers: self
+                .durables
+                .iter()
+                .filter_map(|(name, durable)| {
+                    let consumer = self.consumers.get(name)?;
+                    Some(StoredConsumer {
+                        name: name.clone(),
+                        created_unix_ns: consumer.created_unix_ns,
+                        json: consumer.config.to_stored_json().into_bytes(),
+                        state: durable.applied_state.to_vec(),
+                    })
+                })
+                .collect(),
+        };
+        consumer_store::write(files, &stored)
+            .await
+            .map_err(|error| error.to_string())?;
+        self.consumers_file_written = true;
+        Ok(())
+    }
+
+    /// Loads the `consumers` file before the journal's entries replay.
+    pub(super) async fn load_consumers(&mut self, raft_applied_index: u64) -> Result<(), String> {
+        let Some(files) = &self.files else {
+            return Ok(());
+        };
+        let Some(stored) = consumer_store::read(files)
+            .await
+            .map_err(|error| format!("stream {}: {error}", self.handle.name))?
+        else {
+            return Ok(());
+        };
+        if stored.applied_index < raft_applied_index {
+            return Err(format!(
+                "stream {}: the consumers file (index {}) is behind the raft file (index {raft_applied_index})",
+                self.handle.name, stored.applied_index
+            ));
+        }
+        self.consumers_file_written = true;
+        for StoredConsumer {
+            name,
+            created_unix_ns,
+            json,
+            state,
+        } in stored.consumers
+        {
+            let rebuilt = ConsumerConfig::from_stored_json(&json).and_then(|config| {
+                let spec = ConsumerSpec::from_config(&config)
+                    .map_err(|error| error.description.to_string())?;
+                let delivery = DeliveryState::decode(spec.delivery.clone(), &state)
+                    .map_err(|error| error.to_string())?;
+                Ok((config, spec, delivery))
+            });
+            let (config, spec, delivery) = rebuilt.map_err(|error| {
+                format!(
+                    "stream {}: consumers file: consumer {name}: {error}",
+                    self.handle.name
+                )
+            })?;
+            let mut consumer = Consumer::new(name.clone(), config, spec, created_unix_ns, 1, 0);
+            consumer.delivery = delivery;
+            let mut durable = Durable::new(&consumer.delivery);
+            durable.applied_state = Bytes::from(state);
+            self.durables.insert(name.clone(), durable);
+            self.consumers.insert(name, consumer);
+        }
+        Ok(())
+    }
+
+    /// Once recovery applied everything: pending counts from each durable's
+    /// next sequence, its timers armed (pending messages are redelivered
+    /// after their ack wait), and the state taken as proposed.
+    pub(super) fn consumers_recovered(&mut self) {
+        let now_ns = now_unix_ns();
+        let names: Vec<String> = self.durables.keys().cloned().collect();
+        for name in names {
+            let Some(consumer) = self.consumers.get(&name) else {
+                continue;
+            };
+            let from = consumer.delivery.next_stream_sequence();
+            let num_pending = self.count_matching(consumer, from);
+            let consumer = self.consumers.get_mut(&name).expect("looked up above");
+            consumer.num_pending = num_pending;
+            if consumer.delivery.num_ack_pending() > 0 {
+                consumer.wake_at(Some(now_ns));
+            }
+            let durable = self.durables.get_mut(&name).expect("a durable");
+            durable.proposed_state = Bytes::from(consumer.delivery.encode());
+            durable.proposed_signature = Signature::of(&consumer.delivery);
+            durable.touched = false;
+            durable.in_flight = None;
+        }
+    }
+}
