@@ -482,3 +482,148 @@ async fn sigkill_loop_keeps_acks() {
     );
 }
 tern_only!(sigkill_loop_keeps_acks);
+
+/// (delivered consumer/stream, ack floor consumer/stream, ack pending,
+/// pending) from a raw CONSUMER.INFO.
+async fn raw_info_numbers(client: &async_nats::Client, name: &str) -> [u64; 6] {
+    let info = api(
+        client,
+        &format!("$JS.API.CONSUMER.INFO.{STREAM}.{name}"),
+        "",
+    )
+    .await;
+    let number = |path: &str| {
+        info.pointer(path)
+            .and_then(serde_json::Value::as_u64)
+            .unwrap_or_else(|| panic!("{path} in {info}"))
+    };
+    [
+        number("/delivered/consumer_seq"),
+        number("/delivered/stream_seq"),
+        number("/ack_floor/consumer_seq"),
+        number("/ack_floor/stream_seq"),
+        number("/num_ack_pending"),
+        number("/num_pending"),
+    ]
+}
+
+/// Push deliveries (not statuses) until `count` arrived: (stream sequence,
+/// delivery count, ack subject).
+async fn receive_push(
+    subscriber: &mut async_nats::Subscriber,
+    count: usize,
+) -> Vec<(u64, u64, String)> {
+    let mut received = Vec::new();
+    while received.len() < count {
+        let message = tokio::time::timeout(Duration::from_secs(15), subscriber.next())
+            .await
+            .unwrap_or_else(|_| panic!("only {} of {count} pushed: {received:?}", received.len()))
+            .expect("subscription open");
+        if message.status.is_some() {
+            continue;
+        }
+        let reply = message.reply.expect("ack subject").to_string();
+        let tokens: Vec<&str> = reply.split('.').collect();
+        received.push((
+            tokens[5].parse().expect("stream sequence"),
+            tokens[4].parse().expect("delivery count"),
+            reply,
+        ));
+    }
+    received
+}
+
+/// A durable push consumer (max_ack_pending 10) mid-stream: 10 of 20
+/// pushed, 1..5 and 7 double-acked; after the restart INFO is the same and
+/// a new subscriber gets 6, 8, 9, 10 again and then 11..20.
+async fn push_durable_resumes(flavor: Flavor, stop: Stop) {
+    let server = js::start(flavor);
+    let client = server.connect().await;
+    create(&client, json!({"name": STREAM, "subjects": ["work.>"]})).await;
+    let subjects: Vec<String> = (1..=20).map(|n| format!("work.{n}")).collect();
+    let subjects: Vec<&str> = subjects.iter().map(String::as_str).collect();
+    js::publish_all(&client, &subjects).await;
+    let mut subscriber = client.subscribe("push.work").await.expect("subscribe");
+    client.flush().await.expect("flush");
+    let created = api(
+        &client,
+        &format!("$JS.API.CONSUMER.CREATE.{STREAM}.pusher"),
+        &json!({"stream_name": STREAM, "config": {"durable_name": "pusher",
+            "deliver_subject": "push.work", "ack_policy": "explicit",
+            "ack_wait": 1_000_000_000u64, "max_ack_pending": 10}})
+        .to_string(),
+    )
+    .await;
+    assert!(created.get("error").is_none(), "{created}");
+    let received = receive_push(&mut subscriber, 10).await;
+    let sequences: Vec<u64> = received.iter().map(|(sequence, ..)| *sequence).collect();
+    assert_eq!(
+        sequences,
+        (1..=10).collect::<Vec<u64>>(),
+        "{}",
+        flavor.name()
+    );
+    // Unbound first, so acks free no room for more pushes.
+    drop(subscriber);
+    client.flush().await.expect("flush");
+    for (sequence, _, reply) in &received {
+        if *sequence <= 5 || *sequence == 7 {
+            let answer =
+                tokio::time::timeout(TIMEOUT, client.request(reply.clone(), "+ACK".into()))
+                    .await
+                    .expect("double ack in time")
+                    .expect("double ack");
+            assert!(answer.payload.is_empty());
+        }
+    }
+    let before = raw_info_numbers(&client, "pusher").await;
+    assert_eq!(before, [10, 10, 5, 5, 4, 10], "{}", flavor.name());
+
+    let server = restart(server, stop);
+    let client = server.connect().await;
+    assert_eq!(
+        raw_info_numbers(&client, "pusher").await,
+        before,
+        "{} after {stop:?}: {}",
+        flavor.name(),
+        server.log_tail()
+    );
+    let mut subscriber = client.subscribe("push.work").await.expect("subscribe");
+    client.flush().await.expect("flush");
+    let mut delivered = BTreeMap::new();
+    while delivered.len() < 14 {
+        for (sequence, count, reply) in receive_push(&mut subscriber, 1).await {
+            assert!(
+                delivered.insert(sequence, count).is_none() || sequence <= 10,
+                "{}: {sequence} pushed twice",
+                flavor.name()
+            );
+            client
+                .request(reply, "+ACK".into())
+                .await
+                .expect("double ack");
+        }
+    }
+    let expected: BTreeMap<u64, u64> = [6, 8, 9, 10]
+        .into_iter()
+        .map(|sequence| (sequence, 2))
+        .chain((11..=20).map(|sequence| (sequence, 1)))
+        .collect();
+    assert_eq!(delivered, expected, "{}", flavor.name());
+    assert_eq!(
+        raw_info_numbers(&client, "pusher").await,
+        [24, 20, 24, 20, 0, 0],
+        "{}",
+        flavor.name()
+    );
+}
+
+async fn push_durable_resumes_after_graceful_restart(flavor: Flavor) {
+    push_durable_resumes(flavor, Stop::Graceful).await;
+}
+differential!(push_durable_resumes_after_graceful_restart);
+
+async fn push_durable_resumes_after_sigkill() {
+    push_durable_resumes(Flavor::Tern, Stop::Kill).await;
+}
+tern_only!(push_durable_resumes_after_sigkill);
