@@ -488,3 +488,112 @@ async fn several_filter_subjects(flavor: Flavor) {
     );
 }
 differential!(several_filter_subjects);
+
+/// Sends a pull request on a raw connection and returns the status frame
+/// that ends it (from its `HMSG` line through the frame's end), skipping
+/// the messages delivered before it.
+async fn pull_status_frame(
+    raw: &mut common::RawClient,
+    consumer: &str,
+    request: Option<&str>,
+    status: &str,
+) -> String {
+    if let Some(request) = request {
+        raw.send(
+            format!(
+                "PUB $JS.API.CONSUMER.MSG.NEXT.STATUS.{consumer} inbox.status {}\r\n{request}\r\n",
+                request.len()
+            )
+            .as_bytes(),
+        )
+        .await;
+    }
+    let bytes = raw.read_until(status.as_bytes(), TIMEOUT).await;
+    let mut frame = common::text(&bytes);
+    frame.push_str(&common::text(
+        &raw.read_until(b"\r\n\r\n\r\n", TIMEOUT).await,
+    ));
+    let start = frame.rfind("HMSG ").expect("a status frame");
+    frame[start..].to_string()
+}
+
+async fn pull_status_replies_are_byte_exact(flavor: Flavor) {
+    let server = js::start(flavor);
+    let client = server.connect().await;
+    create(&client, json!({"name":"STATUS","subjects":["status.>"]})).await;
+    let context = jetstream::new(client.clone());
+    for _ in 0..2 {
+        context
+            .publish("status.big", bytes::Bytes::from(vec![b'x'; 1024]))
+            .await
+            .expect("publish")
+            .await
+            .expect("ack");
+    }
+    for name in ["A"] {
+        let created = api(
+            &client,
+            &format!("$JS.API.CONSUMER.CREATE.STATUS.{name}"),
+            &json!({"stream_name":"STATUS","config":{"durable_name":name,"ack_policy":"none"}})
+                .to_string(),
+        )
+        .await;
+        assert!(created.get("error").is_none(), "{created}");
+    }
+    let mut raw = server.raw_quiet().await;
+    raw.send(b"SUB inbox.status 1\r\nPING\r\n").await;
+    raw.read_until(b"PONG\r\n", TIMEOUT).await;
+    let mut frames = Vec::new();
+    // 409: the first message does not fit max_bytes.
+    frames.push(
+        pull_status_frame(
+            &mut raw,
+            "A",
+            Some(r#"{"batch":1,"max_bytes":100}"#),
+            "409 ",
+        )
+        .await,
+    );
+    // 408 after both messages: three of the batch left, no bytes limit.
+    frames.push(
+        pull_status_frame(
+            &mut raw,
+            "A",
+            Some(r#"{"batch":5,"expires":300000000}"#),
+            "408 ",
+        )
+        .await,
+    );
+    // 404: nothing left for no_wait.
+    frames.push(
+        pull_status_frame(&mut raw, "A", Some(r#"{"batch":1,"no_wait":true}"#), "404 ").await,
+    );
+    // Idle heartbeats while waiting, then 408 with the bytes left.
+    frames.push(
+        pull_status_frame(
+            &mut raw,
+            "A",
+            Some(r#"{"batch":2,"max_bytes":4096,"expires":450000000,"idle_heartbeat":100000000}"#),
+            "100 ",
+        )
+        .await,
+    );
+    frames.push(pull_status_frame(&mut raw, "A", None, "408 ").await);
+    let frames: Vec<String> = frames
+        .iter()
+        .map(|frame| frame.replace("\r\n", "|"))
+        .collect();
+    assert_eq!(
+        frames,
+        [
+            "HMSG inbox.status 1 97 97|NATS/1.0 409 Message Size Exceeds MaxBytes|Nats-Pending-Messages: 1|Nats-Pending-Bytes: 100|||",
+            "HMSG inbox.status 1 81 81|NATS/1.0 408 Request Timeout|Nats-Pending-Messages: 3|Nats-Pending-Bytes: 0|||",
+            "HMSG inbox.status 1 28 28|NATS/1.0 404 No Messages|||",
+            "HMSG inbox.status 1 75 75|NATS/1.0 100 Idle Heartbeat|Nats-Last-Consumer: 2|Nats-Last-Stream: 2|||",
+            "HMSG inbox.status 1 84 84|NATS/1.0 408 Request Timeout|Nats-Pending-Messages: 2|Nats-Pending-Bytes: 4096|||",
+        ],
+        "{}",
+        flavor.name()
+    );
+}
+differential!(pull_status_replies_are_byte_exact);
