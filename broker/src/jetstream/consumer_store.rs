@@ -23,7 +23,7 @@ use tern_storage::block_store::StoreFiles;
 use tern_storage::format::{checksum, checksum_append};
 
 use super::entry::{CONFIG_BYTES_MAX, CONSUMER_NAME_BYTES_MAX, CONSUMER_STATE_BYTES_MAX};
-use super::persist::{corrupt, read_all, replace, PersistError};
+use super::persist::{corrupt, read_if_present, replace, PersistError};
 
 pub const CONSUMERS_FILE: &str = "consumers";
 const MAGIC: &[u8; 8] = b"TERNCONS";
@@ -182,13 +182,10 @@ pub async fn write<S: StoreFiles>(files: &S, stored: &StoredConsumers) -> Result
 
 /// `Ok(None)`: no file (no durable consumer was ever checkpointed).
 pub async fn read<S: StoreFiles>(files: &S) -> Result<Option<StoredConsumers>, PersistError> {
-    if !files.names().iter().any(|name| name == CONSUMERS_FILE) {
-        return Ok(None);
-    }
-    let bytes = read_all(files, CONSUMERS_FILE)
-        .await
-        .map_err(PersistError::Io)?;
-    decode(&bytes).map(Some)
+    read_if_present(files, CONSUMERS_FILE)
+        .await?
+        .map(|bytes| decode(&bytes))
+        .transpose()
 }
 
 #[cfg(test)]

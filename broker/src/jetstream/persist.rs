@@ -77,6 +77,20 @@ pub(super) async fn replace<S: StoreFiles>(
     files.sync_directory().await
 }
 
+/// The whole of file `name`, `None` if there is no such file.
+pub(super) async fn read_if_present<S: StoreFiles>(
+    files: &S,
+    name: &str,
+) -> Result<Option<Vec<u8>>, PersistError> {
+    if !files.names().iter().any(|present| present == name) {
+        return Ok(None);
+    }
+    read_all(files, name)
+        .await
+        .map(Some)
+        .map_err(PersistError::Io)
+}
+
 pub(super) async fn read_all<S: StoreFiles>(files: &S, name: &str) -> Result<Vec<u8>, DeviceError> {
     let file = files.open(name).await?;
     let size = file.size() as usize;
@@ -185,13 +199,10 @@ pub async fn write_config<S: StoreFiles>(
 
 /// `Ok(None)`: no config file (the directory is not a stream).
 pub async fn read_config<S: StoreFiles>(files: &S) -> Result<Option<(Vec<u8>, u64)>, PersistError> {
-    if !files.names().iter().any(|name| name == CONFIG_FILE) {
-        return Ok(None);
-    }
-    let bytes = read_all(files, CONFIG_FILE)
-        .await
-        .map_err(PersistError::Io)?;
-    decode_config(&bytes).map(Some)
+    read_if_present(files, CONFIG_FILE)
+        .await?
+        .map(|bytes| decode_config(&bytes))
+        .transpose()
 }
 
 pub async fn write_raft<S: StoreFiles>(files: &S, state: &RaftState) -> Result<(), PersistError> {
@@ -202,11 +213,10 @@ pub async fn write_raft<S: StoreFiles>(files: &S, state: &RaftState) -> Result<(
 
 /// `Ok(None)`: never checkpointed.
 pub async fn read_raft<S: StoreFiles>(files: &S) -> Result<Option<RaftState>, PersistError> {
-    if !files.names().iter().any(|name| name == RAFT_FILE) {
-        return Ok(None);
-    }
-    let bytes = read_all(files, RAFT_FILE).await.map_err(PersistError::Io)?;
-    decode_raft(&bytes).map(Some)
+    read_if_present(files, RAFT_FILE)
+        .await?
+        .map(|bytes| decode_raft(&bytes))
+        .transpose()
 }
 
 #[cfg(test)]
