@@ -230,6 +230,39 @@ impl<F: StoreFile> ReadAhead<F> {
     }
 }
 
+/// The run after the read-ahead, requested before a reader gets there (once
+/// it is past the middle of the current run), so a consumer reading in order
+/// does not wait for the disk. Same rules as [`ReadAhead`]: stable bytes
+/// only, at most `read_ahead_bytes`, dropped with it.
+struct Prefetch<F: StoreFile> {
+    file: Rc<F>,
+    start: u64,
+    bytes: u64,
+    read: PrefetchRead<F::ReadBuffer>,
+}
+
+enum PrefetchRead<B> {
+    /// Submitted (polled once); awaited by the get that needs it.
+    InFlight(std::pin::Pin<Box<dyn std::future::Future<Output = Result<B, DeviceError>>>>),
+    /// Completed on its first poll.
+    Done(Result<B, DeviceError>),
+}
+
+impl<F: StoreFile> Prefetch<F> {
+    fn holds(&self, file: &Rc<F>, offset: u64, bytes: usize) -> bool {
+        Rc::ptr_eq(&self.file, file)
+            && offset >= self.start
+            && offset + bytes as u64 <= self.start + self.bytes
+    }
+
+    async fn finish(self) -> Result<F::ReadBuffer, DeviceError> {
+        match self.read {
+            PrefetchRead::InFlight(read) => read.await,
+            PrefetchRead::Done(result) => result,
+        }
+    }
+}
+
 pub struct StreamLog<S: StoreFiles> {
     files: S,
     config: StreamConfig,
@@ -267,6 +300,8 @@ pub struct StreamLog<S: StoreFiles> {
     tail_bytes: usize,
     /// See [`ReadAhead`]; at most one per stream.
     read_ahead: RefCell<Option<ReadAhead<S::File>>>,
+    /// See [`Prefetch`]; at most one per stream.
+    prefetch: RefCell<Option<Prefetch<S::File>>>,
     poisoned: Option<DeviceError>,
 }
 
@@ -339,6 +374,7 @@ impl<S: StoreFiles> StreamLog<S> {
             tail: VecDeque::new(),
             tail_bytes: 0,
             read_ahead: RefCell::new(None),
+            prefetch: RefCell::new(None),
             poisoned: None,
             files,
         };
@@ -691,6 +727,7 @@ impl<S: StoreFiles> StreamLog<S> {
                 })
             })
         };
+        let from_read_ahead = in_memory.is_none();
         let in_memory = in_memory.or_else(|| {
             let read_ahead = self.read_ahead.borrow();
             let bytes = read_ahead.as_ref()?.record(
@@ -715,11 +752,29 @@ impl<S: StoreFiles> StreamLog<S> {
             } else {
                 length
             };
-            let read = segment
-                .file
-                .read(start, read_length)
-                .await
-                .map_err(StoreError::Io)?;
+            // A prefetched run holding the record saves the read; one that
+            // does not hold it is for a reader that went elsewhere.
+            let prefetch = self.prefetch.borrow_mut().take();
+            let prefetch = prefetch.filter(|prefetch| {
+                prefetch.holds(&segment.file, entry.offset as u64, entry.bytes as usize)
+            });
+            let (read_start, read, keep) = match prefetch {
+                Some(prefetch) => (
+                    prefetch.start,
+                    prefetch.finish().await.map_err(StoreError::Io)?,
+                    true,
+                ),
+                None => (
+                    start,
+                    segment
+                        .file
+                        .read(start, read_length)
+                        .await
+                        .map_err(StoreError::Io)?,
+                    keep,
+                ),
+            };
+            let skip = (entry.offset as u64 - read_start) as usize;
             let bytes = read.as_ref();
             if bytes.len() < skip + entry.bytes as usize {
                 return Err(corrupt(
@@ -733,12 +788,16 @@ impl<S: StoreFiles> StreamLog<S> {
             if keep {
                 *self.read_ahead.borrow_mut() = Some(ReadAhead {
                     file: segment.file.clone(),
-                    start,
+                    start: read_start,
                     bytes: read,
                 });
             }
             decoded
         };
+        if from_read_ahead {
+            self.prefetch_after(segment, entry.offset as u64 + entry.bytes as u64)
+                .await;
+        }
         // The record verified itself; it must also be the one the index
         // names (a misdirected write leaves a valid record in the wrong place).
         match decoded {
@@ -777,9 +836,53 @@ impl<S: StoreFiles> StreamLog<S> {
         end
     }
 
-    /// Forgets the read-ahead run (its segment was removed or rewritten).
+    /// Forgets the read-ahead run and the prefetch (their segment was
+    /// removed or rewritten).
     fn drop_read_ahead(&self) {
         self.read_ahead.borrow_mut().take();
+        self.prefetch.borrow_mut().take();
+    }
+
+    /// Once a reader of the read-ahead run is past its middle (`reached`),
+    /// requests the run after it, if those bytes are stable and none is
+    /// requested yet. The request is polled once, which submits it.
+    async fn prefetch_after(&self, segment: &Segment<S::File>, reached: u64) {
+        if self.config.read_ahead_bytes == 0 || self.prefetch.borrow().is_some() {
+            return;
+        }
+        let (file, next_start) = {
+            let read_ahead = self.read_ahead.borrow();
+            let Some(run) = read_ahead.as_ref() else {
+                return;
+            };
+            let held = run.bytes.as_ref().len() as u64;
+            let past_middle = reached >= run.start + held / 2;
+            if !Rc::ptr_eq(&run.file, &segment.file)
+                || !past_middle
+                || held % BLOCK_BYTES as u64 != 0
+            {
+                return;
+            }
+            (run.file.clone(), run.start + held)
+        };
+        let stable_end = self.stable_end(segment);
+        if next_start >= stable_end {
+            return;
+        }
+        let bytes = (self.config.read_ahead_bytes as u64).min(stable_end - next_start);
+        let reader = file.clone();
+        let mut read: std::pin::Pin<Box<dyn std::future::Future<Output = Result<_, DeviceError>>>> =
+            Box::pin(async move { reader.read(next_start, bytes as usize).await });
+        let read = match futures_lite::future::poll_once(read.as_mut()).await {
+            Some(result) => PrefetchRead::Done(result),
+            None => PrefetchRead::InFlight(read),
+        };
+        *self.prefetch.borrow_mut() = Some(Prefetch {
+            file,
+            start: next_start,
+            bytes,
+            read,
+        });
     }
 
     fn cached(&self, sequence: u64) -> Option<StoredMessage> {

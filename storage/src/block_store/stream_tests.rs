@@ -650,9 +650,10 @@ fn sequential_gets_are_served_from_the_read_ahead() {
         disk_reads.push(files.reads() - before);
     }
     // Without read-ahead: one read per message on disk (all but the few
-    // in the write buffer). With 16 KiB runs: one per run over ~30 KiB.
+    // in the write buffer). With 16 KiB runs over ~30 KiB: one per run
+    // (the second prefetched), plus one per record straddling a run's end.
     assert!(disk_reads[0] > 150, "{disk_reads:?}");
-    assert!(disk_reads[1] <= 3, "{disk_reads:?}");
+    assert!(disk_reads[1] <= 4, "{disk_reads:?}");
 }
 
 #[test]
