@@ -769,7 +769,12 @@ async fn drain(
                 "create pull consumer",
                 timeout,
                 stream.create_consumer(consumer::pull::Config {
-                    ack_policy: consumer::AckPolicy::None,
+                    durable_name: workload.ack_explicit.then(|| format!("drain-{run}")),
+                    ack_policy: if workload.ack_explicit {
+                        consumer::AckPolicy::Explicit
+                    } else {
+                        consumer::AckPolicy::None
+                    },
                     ..Default::default()
                 }),
             )
@@ -790,9 +795,12 @@ async fn drain(
                 .await?
                 .map_err(|error| step_error("fetch", error))?;
                 while let Some(message) = bounded("fetch batch", timeout * 2, batch.next()).await? {
-                    if message.is_err() {
+                    let Ok(message) = message else {
                         Counters::add(&target.counters.errors, 1);
                         continue;
+                    };
+                    if workload.ack_explicit && message.ack().await.is_err() {
+                        Counters::add(&target.counters.errors, 1);
                     }
                     got += 1;
                     Counters::add(&target.counters.delivered, 1);

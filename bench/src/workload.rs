@@ -141,6 +141,11 @@ pub struct Workload {
     /// Pull-drain kind: messages per fetch.
     #[serde(default = "default_batch_messages")]
     pub batch_messages: u32,
+    /// Pull-drain kind: a durable consumer with explicit acks, the client
+    /// acking every message (fire-and-forget `+ACK`); off: an ephemeral
+    /// consumer with `ack_policy: none`.
+    #[serde(default)]
+    pub ack_explicit: bool,
 }
 
 fn one() -> u32 {

@@ -356,9 +356,41 @@ pub fn ack_subject(
     timestamp_ns: u64,
     pending: u64,
 ) -> String {
-    format!(
-        "$JS.ACK.{stream}.{consumer}.{delivery_count}.{stream_sequence}.{consumer_sequence}.{timestamp_ns}.{pending}"
-    )
+    // Built by hand: one per delivery, and `format!` of five numbers costs
+    // more than the rest of the subject.
+    const NUMBERS_BYTES_MAX: usize = 5 * (20 + 1);
+    let mut subject = String::with_capacity(
+        "$JS.ACK.".len() + stream.len() + consumer.len() + 1 + NUMBERS_BYTES_MAX,
+    );
+    subject.push_str("$JS.ACK.");
+    subject.push_str(stream);
+    subject.push('.');
+    subject.push_str(consumer);
+    for number in [
+        delivery_count,
+        stream_sequence,
+        consumer_sequence,
+        timestamp_ns,
+        pending,
+    ] {
+        subject.push('.');
+        push_decimal(&mut subject, number);
+    }
+    subject
+}
+
+fn push_decimal(out: &mut String, mut value: u64) {
+    let mut digits = [0u8; 20];
+    let mut at = digits.len();
+    loop {
+        at -= 1;
+        digits[at] = b'0' + (value % 10) as u8;
+        value /= 10;
+        if value == 0 {
+            break;
+        }
+    }
+    out.push_str(std::str::from_utf8(&digits[at..]).expect("ASCII digits"));
 }
 
 /// The header block of a headers-only delivery: the stored headers (or an
@@ -502,5 +534,17 @@ mod tests {
         assert!(!push.delivered(u64::MAX / 2));
         assert!(!push.stalled());
         assert_eq!(push.pending_bytes, 0);
+    }
+
+    #[test]
+    fn ack_subjects_carry_every_number_in_nats_server_order() {
+        assert_eq!(
+            ack_subject("ORDERS", "worker", 1, 42, 7, 1_700_000_000_123_456_789, 0),
+            "$JS.ACK.ORDERS.worker.1.42.7.1700000000123456789.0"
+        );
+        assert_eq!(
+            ack_subject("S", "C", u64::MAX, 10, 100, 9, 1_000),
+            format!("$JS.ACK.S.C.{}.10.100.9.1000", u64::MAX)
+        );
     }
 }

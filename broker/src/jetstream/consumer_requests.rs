@@ -369,8 +369,15 @@ impl AckSubject {
     /// for any other shape or a number field that is not all ASCII digits
     /// (nats-server then matches no pending message).
     pub fn decode(subject: &str) -> Option<AckSubject> {
-        let tokens: Vec<&str> = subject.split('.').collect();
-        let count = tokens.len();
+        // No allocation for the split: every ack of every message comes here.
+        let mut tokens = [""; ACK_TOKENS_V2_MIN];
+        let mut count = 0;
+        for token in subject.split('.') {
+            if let Some(slot) = tokens.get_mut(count) {
+                *slot = token;
+            }
+            count += 1;
+        }
         if (count != ACK_TOKENS_V1 && count < ACK_TOKENS_V2_MIN)
             || tokens.first() != Some(&"$JS")
             || tokens.get(1) != Some(&"ACK")

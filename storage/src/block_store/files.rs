@@ -247,6 +247,7 @@ impl MemoryFileState {
 struct MemoryFilesState {
     files: BTreeMap<String, Rc<RefCell<MemoryFileState>>>,
     writes: u64,
+    reads: u64,
     die_at_write: Option<u64>,
     dead: bool,
 }
@@ -275,6 +276,11 @@ impl MemoryFiles {
     pub fn die_after_writes(&self, writes: u64) {
         let mut state = self.state.borrow_mut();
         state.die_at_write = Some(state.writes + writes);
+    }
+
+    /// Reads served so far (tests count disk requests with it).
+    pub fn reads(&self) -> u64 {
+        self.state.borrow().reads
     }
 
     pub fn is_dead(&self) -> bool {
@@ -387,6 +393,7 @@ impl StoreFile for MemoryStoreFile {
 
     async fn read(&self, offset: u64, bytes: usize) -> Result<HeapBuffer, DeviceError> {
         self.files.check_alive("read", &self.name)?;
+        self.files.state.borrow_mut().reads += 1;
         let image = self.state.borrow().visible();
         let start = (offset as usize).min(image.len());
         let end = (start + bytes).min(image.len());

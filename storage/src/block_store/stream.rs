@@ -32,6 +32,11 @@ pub struct StreamConfig {
     pub sync: bool,
     /// Bytes read per request when replaying or opening.
     pub read_chunk_bytes: usize,
+    /// Bytes [`StreamLog::get`] reads at once when a message is not in
+    /// memory (multiple of 4096; 0 reads just the message's blocks). The
+    /// run is kept, one per stream, so the sequences after it (a consumer
+    /// reading in order) are served without another disk read.
+    pub read_ahead_bytes: usize,
     /// A sealed segment is rewritten when more than this share of it is deleted.
     pub compact_deleted_ratio: f64,
     /// What one message counts toward `StreamState::bytes` and the byte
@@ -56,6 +61,7 @@ impl Default for StreamConfig {
             tail_cache_bytes: 4 << 20,
             sync: true,
             read_chunk_bytes: 4 << 20,
+            read_ahead_bytes: 256 << 10,
             compact_deleted_ratio: 0.5,
             message_bytes: stored_message_bytes,
             deletes_log_bytes_max: 1 << 20,
@@ -196,6 +202,67 @@ struct PendingWrite {
     task: glommio::Task<Result<(), DeviceError>>,
 }
 
+/// A run of one segment's on-disk bytes that [`StreamLog::get`] read in one
+/// request (at most `read_ahead_bytes`), kept for the sequences after it.
+/// It holds only bytes that can no longer change: below the write buffer
+/// and below a write in flight. A record served from it is checked against
+/// its index entry exactly like one read from disk, and liveness comes from
+/// the index first, so a deleted message is never served. The file it came
+/// from is held and compared by identity, so a segment rewritten by
+/// compaction never matches; compaction, purge and `start_at` also drop it.
+struct ReadAhead<F: StoreFile> {
+    file: Rc<F>,
+    start: u64,
+    bytes: F::ReadBuffer,
+}
+
+impl<F: StoreFile> ReadAhead<F> {
+    /// The record at `offset` of `bytes` bytes in `file`, if held whole.
+    fn record(&self, file: &Rc<F>, offset: u64, bytes: usize) -> Option<&[u8]> {
+        let held = self.bytes.as_ref();
+        let inside = Rc::ptr_eq(&self.file, file)
+            && offset >= self.start
+            && offset + bytes as u64 <= self.start + held.len() as u64;
+        inside.then(|| {
+            let at = (offset - self.start) as usize;
+            &held[at..at + bytes]
+        })
+    }
+}
+
+/// The run after the read-ahead, requested before a reader gets there (once
+/// it is past the middle of the current run), so a consumer reading in order
+/// does not wait for the disk. Same rules as [`ReadAhead`]: stable bytes
+/// only, at most `read_ahead_bytes`, dropped with it.
+struct Prefetch<F: StoreFile> {
+    file: Rc<F>,
+    start: u64,
+    bytes: u64,
+    read: PrefetchRead<F::ReadBuffer>,
+}
+
+enum PrefetchRead<B> {
+    /// Submitted (polled once); awaited by the get that needs it.
+    InFlight(std::pin::Pin<Box<dyn std::future::Future<Output = Result<B, DeviceError>>>>),
+    /// Completed on its first poll.
+    Done(Result<B, DeviceError>),
+}
+
+impl<F: StoreFile> Prefetch<F> {
+    fn holds(&self, file: &Rc<F>, offset: u64, bytes: usize) -> bool {
+        Rc::ptr_eq(&self.file, file)
+            && offset >= self.start
+            && offset + bytes as u64 <= self.start + self.bytes
+    }
+
+    async fn finish(self) -> Result<F::ReadBuffer, DeviceError> {
+        match self.read {
+            PrefetchRead::InFlight(read) => read.await,
+            PrefetchRead::Done(result) => result,
+        }
+    }
+}
+
 pub struct StreamLog<S: StoreFiles> {
     files: S,
     config: StreamConfig,
@@ -231,6 +298,10 @@ pub struct StreamLog<S: StoreFiles> {
     bytes: u64,
     tail: VecDeque<(u64, Vec<u8>)>,
     tail_bytes: usize,
+    /// See [`ReadAhead`]; at most one per stream.
+    read_ahead: RefCell<Option<ReadAhead<S::File>>>,
+    /// See [`Prefetch`]; at most one per stream.
+    prefetch: RefCell<Option<Prefetch<S::File>>>,
     poisoned: Option<DeviceError>,
 }
 
@@ -267,6 +338,7 @@ impl<S: StoreFiles> StreamLog<S> {
                 && config.write_buffer_bytes >= BLOCK_BYTES
         );
         assert!(config.read_chunk_bytes % BLOCK_BYTES == 0);
+        assert!(config.read_ahead_bytes % BLOCK_BYTES == 0);
         let mut report = OpenReport::default();
         for name in files.names() {
             if name.ends_with(COMPACT_SUFFIX) || name == META_TEMPORARY {
@@ -301,6 +373,8 @@ impl<S: StoreFiles> StreamLog<S> {
             bytes: 0,
             tail: VecDeque::new(),
             tail_bytes: 0,
+            read_ahead: RefCell::new(None),
+            prefetch: RefCell::new(None),
             poisoned: None,
             files,
         };
@@ -587,8 +661,11 @@ impl<S: StoreFiles> StreamLog<S> {
     }
 
     /// The first live sequence ≥ `from` whose subject satisfies `matches`.
+    /// Verdicts are remembered per subject in a small direct-mapped table
+    /// (no allocation: a consumer calls this once per delivery).
     pub fn next_matching(&self, from: u64, mut matches: impl FnMut(&[u8]) -> bool) -> Option<u64> {
-        let mut verdicts: HashMap<u32, bool> = HashMap::new();
+        const VERDICT_SLOTS: usize = 16;
+        let mut verdicts = [(u32::MAX, false); VERDICT_SLOTS];
         let start = self.segment_index(from).unwrap_or(0);
         for segment in &self.segments[start..] {
             let skip = from.saturating_sub(segment.first_sequence) as usize;
@@ -596,10 +673,14 @@ impl<S: StoreFiles> StreamLog<S> {
                 if !entry.live {
                     continue;
                 }
-                let verdict = *verdicts
-                    .entry(entry.subject)
-                    .or_insert_with(|| matches(&self.subjects.names[entry.subject as usize]));
-                if verdict {
+                let slot = &mut verdicts[entry.subject as usize % VERDICT_SLOTS];
+                if slot.0 != entry.subject {
+                    *slot = (
+                        entry.subject,
+                        matches(&self.subjects.names[entry.subject as usize]),
+                    );
+                }
+                if slot.1 {
                     return Some(segment.first_sequence + index as u64);
                 }
             }
@@ -646,14 +727,54 @@ impl<S: StoreFiles> StreamLog<S> {
                 })
             })
         };
+        let from_read_ahead = in_memory.is_none();
+        let in_memory = in_memory.or_else(|| {
+            let read_ahead = self.read_ahead.borrow();
+            let bytes = read_ahead.as_ref()?.record(
+                &segment.file,
+                entry.offset as u64,
+                entry.bytes as usize,
+            )?;
+            Some(record::decode(bytes).map(|view| (view.checksum, to_owned(&view))))
+        });
         let decoded = if let Some(decoded) = in_memory {
             decoded
         } else {
-            let read = segment
-                .file
-                .read(start, length)
-                .await
-                .map_err(StoreError::Io)?;
+            // Read ahead only over bytes that can no longer change.
+            let stable_end = self.stable_end(segment);
+            let keep = self.config.read_ahead_bytes > 0 && start + length as u64 <= stable_end;
+            let read_length = if keep {
+                length.max(
+                    self.config
+                        .read_ahead_bytes
+                        .min((stable_end - start) as usize),
+                )
+            } else {
+                length
+            };
+            // A prefetched run holding the record saves the read; one that
+            // does not hold it is for a reader that went elsewhere.
+            let prefetch = self.prefetch.borrow_mut().take();
+            let prefetch = prefetch.filter(|prefetch| {
+                prefetch.holds(&segment.file, entry.offset as u64, entry.bytes as usize)
+            });
+            let (read_start, read, keep) = match prefetch {
+                Some(prefetch) => (
+                    prefetch.start,
+                    prefetch.finish().await.map_err(StoreError::Io)?,
+                    true,
+                ),
+                None => (
+                    start,
+                    segment
+                        .file
+                        .read(start, read_length)
+                        .await
+                        .map_err(StoreError::Io)?,
+                    keep,
+                ),
+            };
+            let skip = (entry.offset as u64 - read_start) as usize;
             let bytes = read.as_ref();
             if bytes.len() < skip + entry.bytes as usize {
                 return Err(corrupt(
@@ -662,9 +783,21 @@ impl<S: StoreFiles> StreamLog<S> {
                     "record extends past the end of the file",
                 ));
             }
-            record::decode(&bytes[skip..skip + entry.bytes as usize])
-                .map(|view| (view.checksum, to_owned(&view)))
+            let decoded = record::decode(&bytes[skip..skip + entry.bytes as usize])
+                .map(|view| (view.checksum, to_owned(&view)));
+            if keep {
+                *self.read_ahead.borrow_mut() = Some(ReadAhead {
+                    file: segment.file.clone(),
+                    start: read_start,
+                    bytes: read,
+                });
+            }
+            decoded
         };
+        if from_read_ahead {
+            self.prefetch_after(segment, entry.offset as u64 + entry.bytes as u64)
+                .await;
+        }
         // The record verified itself; it must also be the one the index
         // names (a misdirected write leaves a valid record in the wrong place).
         match decoded {
@@ -685,6 +818,71 @@ impl<S: StoreFiles> StreamLog<S> {
                 format!("record of sequence {sequence} fails its checksum"),
             )),
         }
+    }
+
+    /// Where the bytes of `segment` that can still change begin: the write
+    /// buffer of the last segment, or a write in flight (block-aligned).
+    fn stable_end(&self, segment: &Segment<S::File>) -> u64 {
+        let mut end = align_up(segment.end as usize, BLOCK_BYTES) as u64;
+        let last = self.segments.last().expect("a segment");
+        if self.buffer.is_some() && std::ptr::eq(segment, last) {
+            end = end.min(self.buffer_start);
+        }
+        if let Some(pending) = self.pending_write.borrow().as_ref() {
+            if pending.segment_first_sequence == segment.first_sequence {
+                end = end.min(pending.start);
+            }
+        }
+        end
+    }
+
+    /// Forgets the read-ahead run and the prefetch (their segment was
+    /// removed or rewritten).
+    fn drop_read_ahead(&self) {
+        self.read_ahead.borrow_mut().take();
+        self.prefetch.borrow_mut().take();
+    }
+
+    /// Once a reader of the read-ahead run is past its middle (`reached`),
+    /// requests the run after it, if those bytes are stable and none is
+    /// requested yet. The request is polled once, which submits it.
+    async fn prefetch_after(&self, segment: &Segment<S::File>, reached: u64) {
+        if self.config.read_ahead_bytes == 0 || self.prefetch.borrow().is_some() {
+            return;
+        }
+        let (file, next_start) = {
+            let read_ahead = self.read_ahead.borrow();
+            let Some(run) = read_ahead.as_ref() else {
+                return;
+            };
+            let held = run.bytes.as_ref().len() as u64;
+            let past_middle = reached >= run.start + held / 2;
+            if !Rc::ptr_eq(&run.file, &segment.file)
+                || !past_middle
+                || held % BLOCK_BYTES as u64 != 0
+            {
+                return;
+            }
+            (run.file.clone(), run.start + held)
+        };
+        let stable_end = self.stable_end(segment);
+        if next_start >= stable_end {
+            return;
+        }
+        let bytes = (self.config.read_ahead_bytes as u64).min(stable_end - next_start);
+        let reader = file.clone();
+        let mut read: std::pin::Pin<Box<dyn std::future::Future<Output = Result<_, DeviceError>>>> =
+            Box::pin(async move { reader.read(next_start, bytes as usize).await });
+        let read = match futures_lite::future::poll_once(read.as_mut()).await {
+            Some(result) => PrefetchRead::Done(result),
+            None => PrefetchRead::InFlight(read),
+        };
+        *self.prefetch.borrow_mut() = Some(Prefetch {
+            file,
+            start: next_start,
+            bytes,
+            read,
+        });
     }
 
     fn cached(&self, sequence: u64) -> Option<StoredMessage> {
@@ -1242,6 +1440,7 @@ impl<S: StoreFiles> StreamLog<S> {
             "start_at on a log that holds messages"
         );
         self.floor = sequence;
+        self.drop_read_ahead();
         self.last_sequence = sequence - 1;
         self.durable_sequence = self.last_sequence;
         write_meta(&self.files, self.floor)
@@ -1383,6 +1582,7 @@ impl<S: StoreFiles> StreamLog<S> {
         // Whole segments below the floor go (never the one being written).
         while self.segments.len() > 1 && self.segments[1].first_sequence <= self.floor {
             let segment = self.segments.remove(0);
+            self.drop_read_ahead();
             self.files
                 .remove(&segment.name)
                 .await
@@ -1511,6 +1711,7 @@ impl<S: StoreFiles> StreamLog<S> {
         }
         segment.end = total as u64;
         segment.file = Rc::new(reopened);
+        self.drop_read_ahead();
         Ok(reclaimed)
     }
 }
