@@ -597,3 +597,126 @@ async fn pull_status_replies_are_byte_exact(flavor: Flavor) {
     );
 }
 differential!(pull_status_replies_are_byte_exact);
+
+/// The first stream sequence a new pull consumer with `config` delivers.
+async fn first_delivered(
+    stream: &jetstream::stream::Stream,
+    config: pull::Config,
+) -> (u64, u64, String) {
+    let mut consumer: jetstream::consumer::PullConsumer = stream
+        .create_consumer(config)
+        .await
+        .expect("create consumer");
+    let pending = info_numbers(&mut consumer).await[5];
+    let mut batch = consumer
+        .fetch()
+        .max_messages(1)
+        .expires(TIMEOUT)
+        .messages()
+        .await
+        .expect("fetch");
+    let message = batch.next().await.expect("one").expect("message");
+    let sequence = message.info().expect("info").stream_sequence;
+    (sequence, pending, message.subject.to_string())
+}
+
+async fn deliver_policies_and_ack_all(flavor: Flavor) {
+    let server = js::start(flavor);
+    let client = server.connect().await;
+    create(&client, json!({"name":"POLICY","subjects":["policy.>"]})).await;
+    js::publish_all(&client, &["policy.a", "policy.b", "policy.a"]).await;
+    let context = jetstream::new(client.clone());
+    let stream = context.get_stream("POLICY").await.expect("stream");
+    let info = api(&client, "$JS.API.STREAM.MSG.GET.POLICY", r#"{"seq":3}"#).await;
+    let third_time = info["message"]["time"].as_str().expect("time").to_string();
+    let start = |policy: jetstream::consumer::DeliverPolicy, filter: &str| pull::Config {
+        deliver_policy: policy,
+        filter_subject: filter.into(),
+        ack_policy: AckPolicy::Explicit,
+        ..Default::default()
+    };
+    use jetstream::consumer::DeliverPolicy;
+    assert_eq!(
+        first_delivered(&stream, start(DeliverPolicy::Last, "policy.b")).await,
+        (2, 1, "policy.b".into()),
+        "{}",
+        flavor.name()
+    );
+    assert_eq!(
+        first_delivered(
+            &stream,
+            start(DeliverPolicy::ByStartSequence { start_sequence: 2 }, "")
+        )
+        .await,
+        (2, 2, "policy.b".into()),
+        "{}",
+        flavor.name()
+    );
+    // by_start_time, through the raw API (the time as the stream gave it).
+    let created = api(
+        &client,
+        "$JS.API.CONSUMER.CREATE.POLICY.BYTIME",
+        &json!({"stream_name":"POLICY","config":{"name":"BYTIME","deliver_policy":"by_start_time",
+            "opt_start_time": third_time,"ack_policy":"explicit"}})
+        .to_string(),
+    )
+    .await;
+    assert_eq!(created["num_pending"], 1, "{}: {created}", flavor.name());
+    let by_time: jetstream::consumer::PullConsumer =
+        stream.get_consumer("BYTIME").await.expect("consumer");
+    let mut batch = by_time
+        .fetch()
+        .max_messages(1)
+        .expires(TIMEOUT)
+        .messages()
+        .await
+        .expect("fetch");
+    let message = batch.next().await.expect("one").expect("message");
+    assert_eq!(message.info().expect("info").stream_sequence, 3);
+    // `new`: nothing pending until the next publish.
+    let mut fresh: jetstream::consumer::PullConsumer = stream
+        .create_consumer(start(DeliverPolicy::New, ""))
+        .await
+        .expect("create consumer");
+    assert_eq!(info_numbers(&mut fresh).await[5], 0);
+    js::publish_all(&client, &["policy.c"]).await;
+    let mut batch = fresh
+        .fetch()
+        .max_messages(1)
+        .expires(TIMEOUT)
+        .messages()
+        .await
+        .expect("fetch");
+    let message = batch.next().await.expect("one").expect("message");
+    assert_eq!(message.info().expect("info").stream_sequence, 4);
+
+    // Ack all: acking the third delivery acknowledges the two before it.
+    let mut all: jetstream::consumer::PullConsumer = stream
+        .create_consumer(pull::Config {
+            durable_name: Some("ALL".into()),
+            ack_policy: AckPolicy::All,
+            ..Default::default()
+        })
+        .await
+        .expect("create consumer");
+    let mut batch = all
+        .fetch()
+        .max_messages(3)
+        .expires(TIMEOUT)
+        .messages()
+        .await
+        .expect("fetch");
+    let mut received = Vec::new();
+    while let Some(message) = batch.next().await {
+        received.push(message.expect("message"));
+    }
+    assert_eq!(received.len(), 3);
+    received[2].double_ack().await.expect("ack");
+    assert_eq!(
+        info_numbers(&mut all).await[..6],
+        [3, 3, 3, 3, 0, 1],
+        "{}",
+        flavor.name()
+    );
+}
+differential!(deliver_policies_and_ack_all);
