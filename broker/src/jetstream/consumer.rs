@@ -11,6 +11,8 @@
 
 use std::collections::VecDeque;
 
+use bytes::Bytes;
+
 use super::consumer_config::{AckPolicy, ConsumerConfig, DeliverPolicy, ReplayPolicy};
 use super::delivery::{AckMode, DeliveryConfig, DeliveryState};
 use super::error::ApiError;
@@ -42,7 +44,8 @@ pub const FLOW_CONTROL_WINDOW_MAX_BYTES: u64 = 32 << 20;
 /// A push consumer's delivery: where to, and how it is paced.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PushSpec {
-    pub deliver_subject: String,
+    /// Shared, so each delivery routes to it without a copy.
+    pub deliver_subject: Bytes,
     /// Empty: no queue group.
     pub deliver_group: String,
     pub flow_control: bool,
@@ -94,7 +97,7 @@ impl ConsumerSpec {
             return Err(not_yet("flow control ack policies"));
         }
         let push = (!config.deliver_subject.is_empty()).then(|| PushSpec {
-            deliver_subject: config.deliver_subject.clone(),
+            deliver_subject: Bytes::from(config.deliver_subject.clone()),
             deliver_group: config.deliver_group.clone(),
             flow_control: config.flow_control,
             idle_heartbeat_ns: config.idle_heartbeat_ns.max(0) as u64,

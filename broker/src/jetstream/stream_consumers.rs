@@ -403,7 +403,7 @@ impl StreamTask {
         let first_sequence = with_store!(&self.store, log => log.state()).first_sequence;
         let shard = self.js.shard();
         let mut statuses = Vec::new();
-        let mut heartbeats: Vec<(String, String)> = Vec::new();
+        let mut heartbeats: Vec<(Bytes, String)> = Vec::new();
         let mut inactive = Vec::new();
         for consumer in self.consumers.values_mut() {
             if consumer.wake_at_ns.is_none_or(|at| at > now_ns) {
@@ -416,7 +416,7 @@ impl StreamTask {
             consumer.wake_at(pending);
             consumer.wake_at(pull);
             let active = match &consumer.spec.push {
-                Some(spec) => shard.has_interest(spec.deliver_subject.as_bytes()),
+                Some(spec) => shard.has_interest(&spec.deliver_subject),
                 None => !consumer.pull.is_empty(),
             };
             if active {
@@ -452,8 +452,8 @@ impl StreamTask {
         }
         for (deliver_subject, head) in heartbeats {
             shard.publish_delivery(
-                deliver_subject.as_bytes(),
-                deliver_subject.as_bytes(),
+                &deliver_subject,
+                &deliver_subject,
                 None,
                 head.len(),
                 head.as_bytes(),
@@ -518,10 +518,7 @@ impl StreamTask {
                 (Some(spec), Some(push)) => {
                     if push.interest_generation != generation {
                         push.interest_generation = generation;
-                        push.active = self
-                            .js
-                            .shard()
-                            .has_interest(spec.deliver_subject.as_bytes());
+                        push.active = self.js.shard().has_interest(&spec.deliver_subject);
                     }
                     push.active && !push.stalled()
                 }
@@ -642,7 +639,7 @@ impl StreamTask {
                     if spec.idle_heartbeat_ns > 0 {
                         push.heartbeat_due_ns = now_ns + spec.idle_heartbeat_ns;
                     }
-                    Bytes::copy_from_slice(spec.deliver_subject.as_bytes())
+                    spec.deliver_subject.clone()
                 }
                 _ => {
                     let Some(target) = consumer.pull.take(size_bytes, now_ns, &mut replies) else {
@@ -788,13 +785,7 @@ impl StreamTask {
             return;
         }
         let shard = self.js.shard();
-        let mut seed = now_unix_ns() | 1;
-        let mut random = move || {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            seed
-        };
+        let mut random = xorshift(now_unix_ns() ^ (self.group << 17));
         for event in events {
             let (subject, body) = advisory::consumer_event(
                 &self.handle.name,
@@ -832,14 +823,14 @@ impl StreamTask {
             return;
         };
         // nats-server's fcReply: a random four-character token.
-        let random_bits = (now_unix_ns().wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 32) as u32;
+        let random_bits = (xorshift(now_unix_ns() ^ (self.group << 17))() >> 32) as u32;
         let reply =
             consumer_responses::flow_control_reply(&self.handle.name, &consumer.name, random_bits);
         push.requested(reply.clone());
         let head = consumer_responses::FLOW_CONTROL_REQUEST.as_bytes();
         self.js.shard().publish_delivery(
-            spec.deliver_subject.as_bytes(),
-            spec.deliver_subject.as_bytes(),
+            &spec.deliver_subject,
+            &spec.deliver_subject,
             Some(reply.as_bytes()),
             head.len(),
             head,
@@ -978,14 +969,7 @@ impl StreamTask {
             .iter()
             .map(|(name, config)| (name.as_str(), config))
             .collect();
-        let mut seed = now_unix_ns() ^ (self.group << 17) | 1;
-        let mut random = move || {
-            // xorshift64*: it only names a consumer, nothing secret.
-            seed ^= seed >> 12;
-            seed ^= seed << 25;
-            seed ^= seed >> 27;
-            seed.wrapping_mul(0x2545_F491_4F6C_DD1D)
-        };
+        let mut random = xorshift(now_unix_ns() ^ (self.group << 17));
         let config = self.config.clone();
         let outcome = consumer_config::parse_create(
             target,
@@ -1053,11 +1037,11 @@ impl StreamTask {
             num_redelivered: consumer.delivery.num_redelivered() as u64,
             num_waiting: consumer.pull.len() as u64,
             num_pending: consumer.reported_num_pending(state.messages, last_sequence),
-            push_bound: consumer.spec.push.as_ref().is_some_and(|spec| {
-                self.js
-                    .shard()
-                    .has_interest(spec.deliver_subject.as_bytes())
-            }),
+            push_bound: consumer
+                .spec
+                .push
+                .as_ref()
+                .is_some_and(|spec| self.js.shard().has_interest(&spec.deliver_subject)),
             ..ConsumerInfoState::default()
         }
     }
@@ -1112,5 +1096,17 @@ fn pull_status(status: &Status, delivered: (u64, u64)) -> PullStatus {
             last_stream_sequence: delivered.1,
         },
         Status::ConsumerDeleted => PullStatus::ConsumerDeleted,
+    }
+}
+
+/// xorshift64* seeded by `seed`: names consumers and tags advisories and
+/// flow control requests, nothing secret.
+fn xorshift(seed: u64) -> impl FnMut() -> u64 {
+    let mut state = seed | 1;
+    move || {
+        state ^= state >> 12;
+        state ^= state << 25;
+        state ^= state >> 27;
+        state.wrapping_mul(0x2545_F491_4F6C_DD1D)
     }
 }
