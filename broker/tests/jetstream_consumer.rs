@@ -42,17 +42,7 @@ async fn pull_fetch_ack_and_info(flavor: Flavor) {
         .expect("create consumer");
     assert_eq!(info_numbers(&mut consumer).await, [0, 0, 0, 0, 0, 5, 0, 0]);
 
-    let mut batch = consumer
-        .fetch()
-        .max_messages(3)
-        .expires(TIMEOUT)
-        .messages()
-        .await
-        .expect("fetch");
-    let mut received = Vec::new();
-    while let Some(message) = batch.next().await {
-        received.push(message.expect("message"));
-    }
+    let received = js::fetch(&consumer, 3, TIMEOUT).await;
     let subjects: Vec<&str> = received.iter().map(|m| m.subject.as_str()).collect();
     assert_eq!(
         subjects,
@@ -130,28 +120,14 @@ async fn filtered_consumer_and_nak(flavor: Flavor) {
         .await
         .expect("create consumer");
     assert_eq!(info_numbers(&mut consumer).await[5], 2);
-    let mut batch = consumer
-        .fetch()
-        .max_messages(1)
-        .expires(TIMEOUT)
-        .messages()
-        .await
-        .expect("fetch");
-    let message = batch.next().await.expect("one").expect("message");
+    let message = js::fetch_one(&consumer).await;
     assert_eq!(message.info().expect("info").stream_sequence, 2);
     // A NAK redelivers it at once, counted as the second delivery.
     message
         .double_ack_with(jetstream::AckKind::Nak(None))
         .await
         .expect("nak");
-    let mut batch = consumer
-        .fetch()
-        .max_messages(1)
-        .expires(TIMEOUT)
-        .messages()
-        .await
-        .expect("fetch");
-    let again = batch.next().await.expect("one").expect("message");
+    let again = js::fetch_one(&consumer).await;
     let info = again.info().expect("info");
     assert_eq!(
         (info.stream_sequence, info.consumer_sequence, info.delivered),
@@ -211,16 +187,7 @@ async fn nak_term_and_max_deliver_advisories(flavor: Flavor) {
         })
         .await
         .expect("create consumer");
-    let fetch_one = || async {
-        let mut batch = consumer
-            .fetch()
-            .max_messages(1)
-            .expires(TIMEOUT)
-            .messages()
-            .await
-            .expect("fetch");
-        batch.next().await.expect("one").expect("message")
-    };
+    let fetch_one = || js::fetch_one(&consumer);
     // adv.a: NAKed twice, then it has reached max_deliver.
     let first = fetch_one().await;
     first
@@ -297,14 +264,7 @@ async fn ack_wait_and_backoff_redeliver(flavor: Flavor) {
     assert_eq!(info.config.ack_wait, std::time::Duration::from_millis(300));
     let mut arrivals = Vec::new();
     for expected in 1..=3u64 {
-        let mut batch = consumer
-            .fetch()
-            .max_messages(1)
-            .expires(TIMEOUT)
-            .messages()
-            .await
-            .expect("fetch");
-        let message = batch.next().await.expect("one").expect("message");
+        let message = js::fetch_one(&consumer).await;
         arrivals.push(std::time::Instant::now());
         assert_eq!(
             message.info().expect("info").delivered,
@@ -337,14 +297,7 @@ async fn acks_for_unknown_or_acked_messages(flavor: Flavor) {
         })
         .await
         .expect("create consumer");
-    let mut batch = consumer
-        .fetch()
-        .max_messages(1)
-        .expires(TIMEOUT)
-        .messages()
-        .await
-        .expect("fetch");
-    let message = batch.next().await.expect("one").expect("message");
+    let message = js::fetch_one(&consumer).await;
     message.double_ack().await.expect("ack");
     // Acked again: still answered, nothing changes.
     message.double_ack().await.expect("second ack");
@@ -378,14 +331,7 @@ async fn acks_for_unknown_or_acked_messages(flavor: Flavor) {
         flavor.name()
     );
     // The consumer still delivers.
-    let mut batch = consumer
-        .fetch()
-        .max_messages(1)
-        .expires(TIMEOUT)
-        .messages()
-        .await
-        .expect("fetch");
-    let next = batch.next().await.expect("one").expect("message");
+    let next = js::fetch_one(&consumer).await;
     assert_eq!(next.subject.as_str(), "bad.b");
 }
 differential!(acks_for_unknown_or_acked_messages);
@@ -467,16 +413,8 @@ async fn several_filter_subjects(flavor: Flavor) {
         .await
         .expect("create consumer");
     assert_eq!(info_numbers(&mut consumer).await[5], 4, "{}", flavor.name());
-    let mut batch = consumer
-        .fetch()
-        .max_messages(10)
-        .expires(std::time::Duration::from_millis(500))
-        .messages()
-        .await
-        .expect("fetch");
     let mut subjects = Vec::new();
-    while let Some(message) = batch.next().await {
-        let message = message.expect("message");
+    for message in js::fetch(&consumer, 10, std::time::Duration::from_millis(500)).await {
         subjects.push(message.subject.to_string());
         message.ack().await.expect("ack");
     }
@@ -608,14 +546,7 @@ async fn first_delivered(
         .await
         .expect("create consumer");
     let pending = info_numbers(&mut consumer).await[5];
-    let mut batch = consumer
-        .fetch()
-        .max_messages(1)
-        .expires(TIMEOUT)
-        .messages()
-        .await
-        .expect("fetch");
-    let message = batch.next().await.expect("one").expect("message");
+    let message = js::fetch_one(&consumer).await;
     let sequence = message.info().expect("info").stream_sequence;
     (sequence, pending, message.subject.to_string())
 }
@@ -664,14 +595,7 @@ async fn deliver_policies_and_ack_all(flavor: Flavor) {
     assert_eq!(created["num_pending"], 1, "{}: {created}", flavor.name());
     let by_time: jetstream::consumer::PullConsumer =
         stream.get_consumer("BYTIME").await.expect("consumer");
-    let mut batch = by_time
-        .fetch()
-        .max_messages(1)
-        .expires(TIMEOUT)
-        .messages()
-        .await
-        .expect("fetch");
-    let message = batch.next().await.expect("one").expect("message");
+    let message = js::fetch_one(&by_time).await;
     assert_eq!(message.info().expect("info").stream_sequence, 3);
     // `new`: nothing pending until the next publish.
     let mut fresh: jetstream::consumer::PullConsumer = stream
@@ -680,14 +604,7 @@ async fn deliver_policies_and_ack_all(flavor: Flavor) {
         .expect("create consumer");
     assert_eq!(info_numbers(&mut fresh).await[5], 0);
     js::publish_all(&client, &["policy.c"]).await;
-    let mut batch = fresh
-        .fetch()
-        .max_messages(1)
-        .expires(TIMEOUT)
-        .messages()
-        .await
-        .expect("fetch");
-    let message = batch.next().await.expect("one").expect("message");
+    let message = js::fetch_one(&fresh).await;
     assert_eq!(message.info().expect("info").stream_sequence, 4);
 
     // Ack all: acking the third delivery acknowledges the two before it.
@@ -699,17 +616,7 @@ async fn deliver_policies_and_ack_all(flavor: Flavor) {
         })
         .await
         .expect("create consumer");
-    let mut batch = all
-        .fetch()
-        .max_messages(3)
-        .expires(TIMEOUT)
-        .messages()
-        .await
-        .expect("fetch");
-    let mut received = Vec::new();
-    while let Some(message) = batch.next().await {
-        received.push(message.expect("message"));
-    }
+    let received = js::fetch(&all, 3, TIMEOUT).await;
     assert_eq!(received.len(), 3);
     received[2].double_ack().await.expect("ack");
     assert_eq!(

@@ -122,17 +122,7 @@ async fn durable_resumes(flavor: Flavor, stop: Stop) {
         })
         .await
         .expect("create consumer");
-    let mut batch = consumer
-        .fetch()
-        .max_messages(10)
-        .expires(TIMEOUT)
-        .messages()
-        .await
-        .expect("fetch");
-    let mut received = Vec::new();
-    while let Some(message) = batch.next().await {
-        received.push(message.expect("message"));
-    }
+    let received = js::fetch(&consumer, 10, TIMEOUT).await;
     let sequences: Vec<u64> = received
         .iter()
         .map(|message| message.info().expect("ack subject").stream_sequence)

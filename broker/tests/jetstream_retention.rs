@@ -18,17 +18,7 @@ async fn fetch(
     consumer: &jetstream::consumer::PullConsumer,
     count: usize,
 ) -> Vec<jetstream::Message> {
-    let mut batch = consumer
-        .fetch()
-        .max_messages(count)
-        .expires(TIMEOUT)
-        .messages()
-        .await
-        .expect("fetch");
-    let mut messages = Vec::new();
-    while let Some(message) = batch.next().await {
-        messages.push(message.expect("message"));
-    }
+    let messages = js::fetch(consumer, count, TIMEOUT).await;
     assert_eq!(messages.len(), count, "fetched");
     messages
 }

@@ -445,3 +445,35 @@ pub async fn expect_no_responders(client: &async_nats::Client, subject: &str, bo
         Err(_) => panic!("{subject}: expected no responders, got no reply within {TIMEOUT:?}"),
     }
 }
+
+/// Up to `count` messages from one pull request of `consumer`, waiting at
+/// most `expires` for them.
+pub async fn fetch(
+    consumer: &async_nats::jetstream::consumer::PullConsumer,
+    count: usize,
+    expires: Duration,
+) -> Vec<async_nats::jetstream::Message> {
+    use futures::StreamExt;
+    let mut batch = consumer
+        .fetch()
+        .max_messages(count)
+        .expires(expires)
+        .messages()
+        .await
+        .expect("fetch");
+    let mut messages = Vec::new();
+    while let Some(message) = batch.next().await {
+        messages.push(message.expect("message"));
+    }
+    messages
+}
+
+/// Exactly one message from `consumer` within [`TIMEOUT`].
+pub async fn fetch_one(
+    consumer: &async_nats::jetstream::consumer::PullConsumer,
+) -> async_nats::jetstream::Message {
+    fetch(consumer, 1, TIMEOUT)
+        .await
+        .pop()
+        .expect("one message fetched")
+}
