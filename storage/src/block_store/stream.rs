@@ -17,6 +17,11 @@ const COMPACT_SUFFIX: &str = ".compact";
 const META_MAGIC: &[u8; 8] = b"TERNSTRM";
 /// A delete entry: sequence (8), checksum of it (4), magic (4).
 const DELETE_ENTRY_BYTES: usize = 16;
+/// Sequences one segment may span, counting gaps: a segment's in-memory
+/// index is dense (one entry per sequence), so this bounds it at 64 MiB.
+/// A write past it starts a new segment; a record past it when loading is
+/// corruption. Above what the default 64 MiB of 40-byte records can reach.
+pub const SEGMENT_SEQUENCES_MAX: u64 = 1 << 21;
 const DELETE_MAGIC: u32 = 0x4445_4c31; // "DEL1"
 
 #[derive(Debug, Clone)]
@@ -467,6 +472,16 @@ impl<S: StoreFiles> StreamLog<S> {
                             &name,
                             position as u64,
                             format!("sequence {} after {}", view.sequence, expected - 1),
+                        ));
+                    }
+                    if view.sequence - first_sequence >= SEGMENT_SEQUENCES_MAX {
+                        return Err(corrupt(
+                            &name,
+                            position as u64,
+                            format!(
+                                "sequence {} beyond the segment's {SEGMENT_SEQUENCES_MAX} sequences",
+                                view.sequence
+                            ),
                         ));
                     }
                     while expected < view.sequence {
@@ -1114,7 +1129,10 @@ impl<S: StoreFiles> StreamLog<S> {
         }
         let roll = match self.segments.last() {
             None => true,
-            Some(last) => last.end + size as u64 > self.config.segment_bytes_max && last.end > 0,
+            Some(last) => {
+                (last.end + size as u64 > self.config.segment_bytes_max && last.end > 0)
+                    || message.sequence - last.first_sequence >= SEGMENT_SEQUENCES_MAX
+            }
         };
         if roll {
             self.flush().await?;

@@ -831,3 +831,55 @@ fn without_sync_flushes_write_behind_and_sync_makes_them_durable() {
         }
     });
 }
+
+#[test]
+fn a_sequence_gap_starts_a_segment_instead_of_a_huge_index() {
+    let files = MemoryFiles::new();
+    let mut log = open(files.clone(), small());
+    let first = append(&mut log, 1, "gap.a", 10);
+    let far = 1 << 40;
+    let last = append(&mut log, far, "gap.b", 10);
+    block_on(log.flush()).unwrap();
+    assert_eq!(log.segments.len(), 2, "the far sequence opened a segment");
+    assert!(log
+        .segments
+        .iter()
+        .all(|segment| segment.entries.len() <= 2));
+    let log = open(files.crash(1), small());
+    assert_eq!(block_on(log.get(1)).unwrap(), Some(first));
+    assert_eq!(block_on(log.get(far)).unwrap(), Some(last));
+    assert_eq!(block_on(log.get(far - 1)).unwrap(), None);
+    let state = log.state();
+    assert_eq!(
+        (state.messages, state.first_sequence, state.last_sequence),
+        (2, 1, far)
+    );
+}
+
+#[test]
+fn a_record_beyond_its_segment_span_is_corruption_not_an_allocation() {
+    let files = MemoryFiles::new();
+    let file = block_on(files.create("00000000000000000001.blk")).unwrap();
+    let mut image = vec![0u8; crate::format::BLOCK_BYTES];
+    let (subject, headers, payload) = message(1, "span", 8);
+    let size = record::stored_bytes(subject.len(), headers.len(), payload.len());
+    record::encode(
+        &NewMessage {
+            sequence: 1 + SEGMENT_SEQUENCES_MAX,
+            timestamp_ns: 1,
+            subject: &subject,
+            headers: &headers,
+            payload: &payload,
+        },
+        &mut image[..size],
+    );
+    block_on(file.write(0, crate::device::HeapBuffer(image))).unwrap();
+    block_on(file.sync()).unwrap();
+    match block_on(StreamLog::open(files, small())) {
+        Err(StoreError::Corrupt { reason, .. }) => {
+            assert!(reason.contains("beyond the segment"), "{reason}")
+        }
+        Err(other) => panic!("expected corruption, got {other:?}"),
+        Ok(_) => panic!("expected corruption, the log opened"),
+    }
+}
