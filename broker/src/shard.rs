@@ -317,8 +317,9 @@ impl Shard {
         header_bytes: usize,
         message: &[u8],
     ) {
-        // Server replies go to inboxes used once: no point caching them.
-        let matches = if publisher.is_some() {
+        // Server replies go to inboxes used once, and every ack subject is
+        // unique: no point caching them (they would only churn the cache).
+        let matches = if publisher.is_some() && !routing.starts_with(b"$JS.ACK.") {
             self.router.borrow_mut().matches(routing)
         } else {
             self.router.borrow_mut().matches_transient(routing)

@@ -350,6 +350,7 @@ impl Consumer {
 
 /// The ack subject of a delivery (v1, nine tokens):
 /// `$JS.ACK.<stream>.<consumer>.<delivered>.<stream seq>.<consumer seq>.<ns>.<pending>`.
+#[cfg(test)]
 pub fn ack_subject(
     stream: &str,
     consumer: &str,
@@ -359,27 +360,38 @@ pub fn ack_subject(
     timestamp_ns: u64,
     pending: u64,
 ) -> String {
-    // Built by hand: one per delivery, and `format!` of five numbers costs
-    // more than the rest of the subject.
-    const NUMBERS_BYTES_MAX: usize = 5 * (20 + 1);
-    let mut subject = String::with_capacity(
-        "$JS.ACK.".len() + stream.len() + consumer.len() + 1 + NUMBERS_BYTES_MAX,
+    let mut subject = String::new();
+    write_ack_subject(
+        &mut subject,
+        stream,
+        consumer,
+        [
+            delivery_count,
+            stream_sequence,
+            consumer_sequence,
+            timestamp_ns,
+            pending,
+        ],
     );
+    subject
+}
+
+/// Writes an ack subject into `subject` (cleared first): built by hand into
+/// a reused buffer, one per delivery, as `format!` of five numbers costs
+/// more than the rest of the subject. `numbers` are the delivery count,
+/// stream sequence, consumer sequence, timestamp and pending count.
+pub fn write_ack_subject(subject: &mut String, stream: &str, consumer: &str, numbers: [u64; 5]) {
+    const NUMBERS_BYTES_MAX: usize = 5 * (20 + 1);
+    subject.clear();
+    subject.reserve("$JS.ACK.".len() + stream.len() + consumer.len() + 1 + NUMBERS_BYTES_MAX);
     subject.push_str("$JS.ACK.");
     subject.push_str(stream);
     subject.push('.');
     subject.push_str(consumer);
-    for number in [
-        delivery_count,
-        stream_sequence,
-        consumer_sequence,
-        timestamp_ns,
-        pending,
-    ] {
+    for number in numbers {
         subject.push('.');
-        push_decimal(&mut subject, number);
+        push_decimal(subject, number);
     }
-    subject
 }
 
 fn push_decimal(out: &mut String, mut value: u64) {

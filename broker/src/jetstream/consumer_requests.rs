@@ -327,11 +327,12 @@ fn nak_delay(rest: &[u8]) -> Option<i64> {
 // ---------------------------------------------------------------------------
 // Ack subjects.
 
-/// The reply subject of a delivered message.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct AckSubject {
-    pub stream: String,
-    pub consumer: String,
+/// The reply subject of a delivered message, borrowed from it: every ack
+/// of every message is decoded, so decoding allocates nothing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AckSubject<'a> {
+    pub stream: &'a str,
+    pub consumer: &'a str,
     /// How often this message has been delivered (1 the first time).
     pub delivered_count: u64,
     pub stream_sequence: u64,
@@ -341,8 +342,8 @@ pub struct AckSubject {
     /// `num_pending` after this delivery.
     pub pending: u64,
     /// v2 only: the domain token (`_` when none) and the account hash.
-    pub domain: Option<String>,
-    pub account_hash: Option<String>,
+    pub domain: Option<&'a str>,
+    pub account_hash: Option<&'a str>,
 }
 
 /// Tokens of a v1 ack subject.
@@ -350,7 +351,7 @@ pub const ACK_TOKENS_V1: usize = 9;
 /// Fewest tokens of a v2 ack subject.
 pub const ACK_TOKENS_V2_MIN: usize = 11;
 
-impl AckSubject {
+impl<'a> AckSubject<'a> {
     /// The v1 subject nats-server sends by default.
     pub fn encode(&self) -> String {
         format!(
@@ -366,43 +367,46 @@ impl AckSubject {
     }
 
     /// Reads a v1 (exactly 9 tokens) or v2 (11 or more) ack subject. `None`
-    /// for any other shape or a number field that is not all ASCII digits
-    /// (nats-server then matches no pending message).
-    pub fn decode(subject: &str) -> Option<AckSubject> {
-        // No allocation for the split: every ack of every message comes here.
-        let mut tokens = [""; ACK_TOKENS_V2_MIN];
+    /// for any other shape, a name that is not UTF-8, or a number field
+    /// that is not all ASCII digits or overflows (nats-server then matches
+    /// no pending message).
+    pub fn decode(subject: &'a [u8]) -> Option<AckSubject<'a>> {
+        let mut tokens: [&[u8]; ACK_TOKENS_V2_MIN] = [&[]; ACK_TOKENS_V2_MIN];
         let mut count = 0;
-        for token in subject.split('.') {
+        for token in subject.split(|&byte| byte == b'.') {
             if let Some(slot) = tokens.get_mut(count) {
                 *slot = token;
             }
             count += 1;
         }
         if (count != ACK_TOKENS_V1 && count < ACK_TOKENS_V2_MIN)
-            || tokens.first() != Some(&"$JS")
-            || tokens.get(1) != Some(&"ACK")
+            || tokens[0] != b"$JS"
+            || tokens[1] != b"ACK"
         {
             return None;
         }
         let offset = if count >= ACK_TOKENS_V2_MIN { 4 } else { 2 };
+        let text = |index: usize| std::str::from_utf8(tokens[index]).ok();
         let number = |index: usize| -> Option<u64> {
-            let token = tokens.get(offset + index)?;
-            if token.is_empty() || !token.bytes().all(|byte| byte.is_ascii_digit()) {
+            let token = tokens[offset + index];
+            if token.is_empty() {
                 return None;
             }
-            token.parse().ok()
+            token.iter().try_fold(0u64, |value, &byte| {
+                if !byte.is_ascii_digit() {
+                    return None;
+                }
+                value.checked_mul(10)?.checked_add(u64::from(byte - b'0'))
+            })
         };
         let (domain, account_hash) = if offset == 4 {
-            (
-                Some(tokens.get(2)?.to_string()),
-                Some(tokens.get(3)?.to_string()),
-            )
+            (Some(text(2)?), Some(text(3)?))
         } else {
             (None, None)
         };
         Some(AckSubject {
-            stream: tokens.get(offset)?.to_string(),
-            consumer: tokens.get(offset + 1)?.to_string(),
+            stream: text(offset)?,
+            consumer: text(offset + 1)?,
             delivered_count: number(2)?,
             stream_sequence: number(3)?,
             consumer_sequence: number(4)?,

@@ -185,12 +185,12 @@ fn ack_bodies() {
 #[test]
 fn ack_subjects_round_trip() {
     let subject = "$JS.ACK.ORDERS.P1.1.1.1.1796029674907003966.2";
-    let decoded = AckSubject::decode(subject).unwrap();
+    let decoded = AckSubject::decode(subject.as_bytes()).unwrap();
     assert_eq!(
         decoded,
         AckSubject {
-            stream: "ORDERS".into(),
-            consumer: "P1".into(),
+            stream: "ORDERS",
+            consumer: "P1",
             delivered_count: 1,
             stream_sequence: 1,
             consumer_sequence: 1,
@@ -201,10 +201,10 @@ fn ack_subjects_round_trip() {
         }
     );
     assert_eq!(decoded.encode(), subject);
-    let v2 = AckSubject::decode("$JS.ACK.hub.ACCHASH.S.C.2.10.12.99.0.token").unwrap();
+    let v2 = AckSubject::decode(b"$JS.ACK.hub.ACCHASH.S.C.2.10.12.99.0.token").unwrap();
     assert_eq!(v2.domain.as_deref(), Some("hub"));
     assert_eq!(v2.account_hash.as_deref(), Some("ACCHASH"));
-    assert_eq!((v2.stream.as_str(), v2.consumer.as_str()), ("S", "C"));
+    assert_eq!((v2.stream, v2.consumer), ("S", "C"));
     assert_eq!(
         (
             v2.delivered_count,
@@ -224,7 +224,7 @@ fn ack_subjects_round_trip() {
         "$JS.ACK.S.C.1..1.1.1",
         "$JS.ACK.S.C.1.1.1.99999999999999999999.1",
     ] {
-        assert_eq!(AckSubject::decode(bad), None, "{bad}");
+        assert_eq!(AckSubject::decode(bad.as_bytes()), None, "{bad}");
     }
 }
 

@@ -333,6 +333,17 @@ pub struct StreamTask {
     /// `{"stream":"<name>","seq":`, and a buffer PubAcks are built in.
     ack_prefix: String,
     ack_buffer: String,
+    /// Reused by every delivery: the message read from the store (subject,
+    /// headers, payload back to back) and its ack subject.
+    delivery_scratch: DeliveryScratch,
+}
+
+/// Buffers a delivery is built in, kept between deliveries so the drain
+/// path allocates nothing per message.
+#[derive(Default)]
+pub(super) struct DeliveryScratch {
+    pub(super) message: Vec<u8>,
+    pub(super) ack_subject: String,
 }
 
 impl StreamTask {
@@ -459,6 +470,7 @@ impl StreamTask {
             failure: None,
             ack_prefix: String::new(),
             ack_buffer: String::with_capacity(128),
+            delivery_scratch: DeliveryScratch::default(),
         };
         task.ack_prefix = {
             let full = responses::pub_ack(&task.handle.name, 1, false, None);

@@ -9,7 +9,9 @@ use std::borrow::Cow;
 use bytes::Bytes;
 
 use super::super::advisory;
-use super::super::consumer::{ack_subject, headers_only, Consumer, ConsumerSpec, PushState, Start};
+use super::super::consumer::{
+    headers_only, write_ack_subject, Consumer, ConsumerSpec, PushState, Start,
+};
 use super::super::consumer_config::{self, CreateContext, CreateKind, CreateTarget};
 use super::super::consumer_requests::{self, AckBody, AckSubject, ConsumersRequest};
 use super::super::consumer_responses::{self, ConsumerInfoState, PullStatus, SequencePair};
@@ -21,6 +23,9 @@ use super::{now_unix_ns, Operation, Retention, Store, StoreError, StreamTask};
 /// Deliveries one turn makes across the stream's consumers at most, so
 /// publishes and acks get their turn.
 pub const DELIVERIES_PER_TURN_MAX: usize = 1024;
+/// Bytes of deliveries one consumer builds before it yields so connection
+/// writers run: about one socket send's worth.
+pub const DELIVERY_BYTES_PER_YIELD: u64 = 64 * 1024;
 
 /// A consumer's traffic, queued for the stream task like publishes.
 #[derive(Debug)]
@@ -71,15 +76,12 @@ impl StreamTask {
                 if subject.starts_with(b"$JS.FC.") {
                     return self.flow_control_reply(&subject);
                 }
-                let Some(ack) = std::str::from_utf8(&subject)
-                    .ok()
-                    .and_then(AckSubject::decode)
-                else {
+                let Some(ack) = AckSubject::decode(&subject) else {
                     return;
                 };
                 // nats-server subscribes per consumer: nobody answers for
                 // one that does not exist.
-                if !self.consumers.contains_key(&ack.consumer) {
+                if !self.consumers.contains_key(ack.consumer) {
                     return self.js.no_responders(reply);
                 }
                 let (request, next) = match AckBody::parse(&body) {
@@ -101,7 +103,7 @@ impl StreamTask {
                     Some(next) => {
                         if let Some(request) = request {
                             self.consumer_ack(
-                                &ack.consumer,
+                                ack.consumer,
                                 ack.stream_sequence,
                                 ack.consumer_sequence,
                                 request,
@@ -109,12 +111,12 @@ impl StreamTask {
                             );
                         }
                         if let Some(reply) = reply {
-                            self.pull_request(&ack.consumer, reply, next);
+                            self.pull_request(ack.consumer, reply, next);
                         }
                     }
                     None => match request {
                         Some(request) => self.consumer_ack(
-                            &ack.consumer,
+                            ack.consumer,
                             ack.stream_sequence,
                             ack.consumer_sequence,
                             request,
@@ -562,32 +564,53 @@ impl StreamTask {
         let mut released = Vec::new();
         let mut replies = Vec::new();
         let mut end_of_stream = false;
-        while delivered < budget {
-            let now_ns = now_unix_ns();
+        // One clock read per turn: a turn is at most a batch's worth.
+        let now_ns = now_unix_ns();
+        let mut scratch = std::mem::take(&mut self.delivery_scratch);
+        let mut bytes_since_yield = 0u64;
+        let result = loop {
+            if delivered >= budget {
+                break Ok(());
+            }
             let Some(consumer) = self.consumers.get_mut(name) else {
-                break;
+                break Ok(());
             };
             let can_take = match &consumer.push {
                 Some(push) => push.active && !push.stalled(),
                 None => !consumer.pull.is_empty(),
             };
             if !can_take {
-                break;
+                break Ok(());
             }
             let (sequence, redelivery) = match consumer.delivery.next_to_deliver() {
-                Next::Stalled => break,
+                Next::Stalled => break Ok(()),
                 Next::Redeliver { stream_sequence } => (stream_sequence, true),
                 Next::FromStream { stream_sequence } => {
                     match self.next_new(name, stream_sequence) {
                         Some(sequence) => (sequence, false),
                         None => {
                             end_of_stream = true;
-                            break;
+                            break Ok(());
                         }
                     }
                 }
             };
-            let message = with_store!(&self.store, log => log.get(sequence).await)?;
+            let read = with_store!(&self.store, log => log.read_with(sequence, |view| {
+                scratch.message.clear();
+                scratch.message.extend_from_slice(view.subject);
+                scratch.message.extend_from_slice(view.headers);
+                scratch.message.extend_from_slice(view.payload);
+                StoredParts {
+                    timestamp_ns: view.timestamp_ns,
+                    subject_bytes: view.subject.len(),
+                    header_bytes: view.headers.len(),
+                }
+            })
+            .await);
+            let message = match read {
+                Ok(message) => message,
+                Err(error) => break Err(error),
+            };
             let consumer = self.consumers.get_mut(name).expect("looked up above");
             let Some(message) = message else {
                 if redelivery {
@@ -605,33 +628,34 @@ impl StreamTask {
                         wall_ns.saturating_add(message.timestamp_ns.saturating_sub(stored_ns));
                     if due_ns > now_ns {
                         consumer.wake_at(Some(due_ns));
-                        break;
+                        break Ok(());
                     }
                 }
             }
             let pending_after = consumer.num_pending.saturating_sub(u64::from(!redelivery));
             let upcoming = consumer.delivery.upcoming(sequence);
-            let ack = ack_subject(
+            write_ack_subject(
+                &mut scratch.ack_subject,
                 &self.handle.name,
                 name,
-                upcoming.delivery_count,
-                sequence,
-                upcoming.consumer_sequence,
-                message.timestamp_ns,
-                pending_after,
+                [
+                    upcoming.delivery_count,
+                    sequence,
+                    upcoming.consumer_sequence,
+                    message.timestamp_ns,
+                    pending_after,
+                ],
             );
-            let header_block: Cow<'_, [u8]> = if consumer.spec.headers_only {
-                Cow::Owned(headers_only(&message.headers, message.payload.len()))
+            let (subject, stored_body) = scratch.message.split_at(message.subject_bytes);
+            // Headers and payload lie back to back: the body as stored.
+            let (header_bytes, body): (usize, Cow<'_, [u8]>) = if consumer.spec.headers_only {
+                let (headers, payload) = stored_body.split_at(message.header_bytes);
+                let block = headers_only(headers, payload.len());
+                (block.len(), Cow::Owned(block))
             } else {
-                Cow::Borrowed(&message.headers)
+                (message.header_bytes, Cow::Borrowed(stored_body))
             };
-            let payload: &[u8] = if consumer.spec.headers_only {
-                &[]
-            } else {
-                &message.payload
-            };
-            let size_bytes =
-                (message.subject.len() + ack.len() + header_block.len() + payload.len()) as u64;
+            let size_bytes = (subject.len() + scratch.ack_subject.len() + body.len()) as u64;
             let mut flow_control = false;
             let inbox: Bytes = match (&consumer.spec.push, &mut consumer.push) {
                 (Some(spec), Some(push)) => {
@@ -643,7 +667,7 @@ impl StreamTask {
                 }
                 _ => {
                     let Some(target) = consumer.pull.take(size_bytes, now_ns, &mut replies) else {
-                        break;
+                        break Ok(());
                     };
                     consumer.last_active_unix_ns = now_ns;
                     if let Some(status) = target.then {
@@ -673,21 +697,28 @@ impl StreamTask {
             if consumer.spec.delivery.ack != AckMode::None {
                 consumer.wake_at(Some(now_ns + consumer.spec.delivery.ack_wait_ns.max(1)));
             }
-            let mut body = Vec::with_capacity(header_block.len() + payload.len());
-            body.extend_from_slice(&header_block);
-            body.extend_from_slice(payload);
             self.js.shard().publish_delivery(
                 &inbox,
-                &message.subject,
-                Some(ack.as_bytes()),
-                header_block.len(),
+                subject,
+                Some(scratch.ack_subject.as_bytes()),
+                header_bytes,
                 &body,
             );
             if flow_control {
                 self.send_flow_control(name);
             }
             delivered += 1;
-        }
+            // Let the connections write what is queued (and read the acks
+            // coming back) while the rest of a batch is read: the client
+            // starts on a batch before its end is built.
+            bytes_since_yield += size_bytes;
+            if bytes_since_yield >= DELIVERY_BYTES_PER_YIELD {
+                bytes_since_yield = 0;
+                futures_lite::future::yield_now().await;
+            }
+        };
+        self.delivery_scratch = scratch;
+        result?;
         if end_of_stream {
             if let Some(consumer) = self.consumers.get_mut(name) {
                 if consumer.push.is_none() {
@@ -1109,4 +1140,12 @@ fn xorshift(seed: u64) -> impl FnMut() -> u64 {
         state ^= state >> 27;
         state.wrapping_mul(0x2545_F491_4F6C_DD1D)
     }
+}
+
+/// What a delivery needs of a stored message besides its bytes, which
+/// are read into the delivery scratch buffer: subject, headers, payload.
+struct StoredParts {
+    timestamp_ns: u64,
+    subject_bytes: usize,
+    header_bytes: usize,
 }

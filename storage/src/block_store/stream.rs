@@ -706,133 +706,142 @@ impl<S: StoreFiles> StreamLog<S> {
     /// Reads one message; `None` if it does not exist or was deleted. A
     /// record that does not match its index entry is corruption.
     pub async fn get(&self, sequence: u64) -> Result<Option<StoredMessage>, StoreError> {
+        self.read_with(sequence, |view| view.to_message()).await
+    }
+
+    /// Reads one message and hands it to `visit` borrowed from wherever it
+    /// is (write buffer, write in flight, read-ahead run, tail cache or a
+    /// fresh read): no copy by the log. `visit` runs only on a record that
+    /// verified itself and is the one the index names; `None` if the
+    /// message does not exist or was deleted.
+    pub async fn read_with<R>(
+        &self,
+        sequence: u64,
+        visit: impl FnOnce(&StoredView<'_>) -> R,
+    ) -> Result<Option<R>, StoreError> {
         let Some(entry) = self.entry(sequence).filter(|entry| entry.live).copied() else {
             return Ok(None);
         };
-        if let Some(cached) = self.cached(sequence) {
-            return Ok(Some(cached));
+        let mut visit = Some(visit);
+        let mut apply = |view: &StoredView<'_>| (visit.take().expect("one visit per read"))(view);
+        if let Some(view) = self.cached(sequence) {
+            return Ok(Some(apply(&view)));
         }
         let segment = &self.segments[self.segment_index(sequence).expect("entry exists")];
-        let start = entry.offset as u64 / BLOCK_BYTES as u64 * BLOCK_BYTES as u64;
-        let skip = (entry.offset as u64 - start) as usize;
-        let length = align_up(skip + entry.bytes as usize, BLOCK_BYTES);
-        let in_buffer = self.buffer.is_some()
-            && std::ptr::eq(segment, self.segments.last().expect("a segment"))
-            && entry.offset as u64 >= self.buffer_start;
-        // Bytes still in memory: the buffer being filled, or the copy of
-        // one being written in the background.
-        let in_memory = if in_buffer {
-            let buffer = self.buffer.as_ref().expect("checked");
-            let at = (entry.offset as u64 - self.buffer_start) as usize;
-            Some(
-                record::decode(&buffer.bytes()[at..at + entry.bytes as usize])
-                    .map(|view| (view.checksum, to_owned(&view))),
-            )
-        } else {
-            let pending = self.pending_write.borrow();
-            pending.as_ref().and_then(|pending| {
-                let offset = entry.offset as u64;
-                let inside = pending.segment_first_sequence == segment.first_sequence
-                    && offset >= pending.start
-                    && offset + entry.bytes as u64 <= pending.start + pending.bytes.len() as u64;
-                inside.then(|| {
-                    let at = (offset - pending.start) as usize;
-                    record::decode(&pending.bytes[at..at + entry.bytes as usize])
-                        .map(|view| (view.checksum, to_owned(&view)))
-                })
-            })
-        };
-        let from_read_ahead = in_memory.is_none();
-        let in_memory = in_memory.or_else(|| {
-            let read_ahead = self.read_ahead.borrow();
-            let bytes = read_ahead.as_ref()?.record(
-                &segment.file,
-                entry.offset as u64,
-                entry.bytes as usize,
-            )?;
-            Some(record::decode(bytes).map(|view| (view.checksum, to_owned(&view))))
-        });
-        let decoded = if let Some(decoded) = in_memory {
-            decoded
-        } else {
-            // Read ahead only over bytes that can no longer change.
-            let stable_end = self.stable_end(segment);
-            let keep = self.config.read_ahead_bytes > 0 && start + length as u64 <= stable_end;
-            let read_length = if keep {
-                length.max(
-                    self.config
-                        .read_ahead_bytes
-                        .min((stable_end - start) as usize),
-                )
-            } else {
-                length
-            };
-            // A prefetched run holding the record saves the read; one that
-            // does not hold it is for a reader that went elsewhere.
-            let prefetch = self.prefetch.borrow_mut().take();
-            let prefetch = prefetch.filter(|prefetch| {
-                prefetch.holds(&segment.file, entry.offset as u64, entry.bytes as usize)
-            });
-            let (read_start, read, keep) = match prefetch {
-                Some(prefetch) => (
-                    prefetch.start,
-                    prefetch.finish().await.map_err(StoreError::Io)?,
-                    true,
-                ),
-                None => (
-                    start,
-                    segment
-                        .file
-                        .read(start, read_length)
-                        .await
-                        .map_err(StoreError::Io)?,
-                    keep,
-                ),
-            };
-            let skip = (entry.offset as u64 - read_start) as usize;
-            let bytes = read.as_ref();
-            if bytes.len() < skip + entry.bytes as usize {
-                return Err(corrupt(
-                    &segment.name,
-                    entry.offset as u64,
-                    "record extends past the end of the file",
-                ));
-            }
-            let decoded = record::decode(&bytes[skip..skip + entry.bytes as usize])
-                .map(|view| (view.checksum, to_owned(&view)));
-            if keep {
-                *self.read_ahead.borrow_mut() = Some(ReadAhead {
-                    file: segment.file.clone(),
-                    start: read_start,
-                    bytes: read,
-                });
-            }
-            decoded
-        };
-        if from_read_ahead {
-            self.prefetch_after(segment, entry.offset as u64 + entry.bytes as u64)
-                .await;
-        }
+        let offset = entry.offset as u64;
+        let record_bytes = entry.bytes as usize;
         // The record verified itself; it must also be the one the index
         // names (a misdirected write leaves a valid record in the wrong place).
-        match decoded {
-            Ok((sum, message)) if message.sequence == sequence && sum == entry.checksum => {
-                Ok(Some(message))
+        let mut verified_visit = |bytes: &[u8]| -> Result<R, StoreError> {
+            match record::decode(bytes) {
+                Ok(view) if view.sequence == sequence && view.checksum == entry.checksum => {
+                    Ok(apply(&view))
+                }
+                Ok(view) => Err(corrupt(
+                    &segment.name,
+                    offset,
+                    format!(
+                        "index says sequence {sequence}, found sequence {} (misdirected or lost write)",
+                        view.sequence
+                    ),
+                )),
+                Err(_) => Err(corrupt(
+                    &segment.name,
+                    offset,
+                    format!("record of sequence {sequence} fails its checksum"),
+                )),
             }
-            Ok((_, message)) => Err(corrupt(
-                &segment.name,
-                entry.offset as u64,
-                format!(
-                    "index says sequence {sequence}, found sequence {} (misdirected or lost write)",
-                    message.sequence
-                ),
-            )),
-            Err(_) => Err(corrupt(
-                &segment.name,
-                entry.offset as u64,
-                format!("record of sequence {sequence} fails its checksum"),
-            )),
+        };
+        // Bytes still in memory: the buffer being filled, or the copy of
+        // one being written in the background.
+        let in_buffer = self.buffer.is_some()
+            && std::ptr::eq(segment, self.segments.last().expect("a segment"))
+            && offset >= self.buffer_start;
+        if in_buffer {
+            let buffer = self.buffer.as_ref().expect("checked");
+            let at = (offset - self.buffer_start) as usize;
+            return verified_visit(&buffer.bytes()[at..at + record_bytes]).map(Some);
         }
+        {
+            let pending = self.pending_write.borrow();
+            if let Some(pending) = pending.as_ref().filter(|pending| {
+                pending.segment_first_sequence == segment.first_sequence
+                    && offset >= pending.start
+                    && offset + record_bytes as u64 <= pending.start + pending.bytes.len() as u64
+            }) {
+                let at = (offset - pending.start) as usize;
+                return verified_visit(&pending.bytes[at..at + record_bytes]).map(Some);
+            }
+        }
+        let from_run = {
+            let read_ahead = self.read_ahead.borrow();
+            read_ahead
+                .as_ref()
+                .and_then(|run| run.record(&segment.file, offset, record_bytes))
+                .map(&mut verified_visit)
+        };
+        let visited = match from_run {
+            Some(visited) => visited,
+            None => {
+                let start = offset / BLOCK_BYTES as u64 * BLOCK_BYTES as u64;
+                let skip = (offset - start) as usize;
+                let length = align_up(skip + record_bytes, BLOCK_BYTES);
+                // Read ahead only over bytes that can no longer change.
+                let stable_end = self.stable_end(segment);
+                let keep = self.config.read_ahead_bytes > 0 && start + length as u64 <= stable_end;
+                let read_length = if keep {
+                    length.max(
+                        self.config
+                            .read_ahead_bytes
+                            .min((stable_end - start) as usize),
+                    )
+                } else {
+                    length
+                };
+                // A prefetched run holding the record saves the read; one that
+                // does not hold it is for a reader that went elsewhere.
+                let prefetch = self.prefetch.borrow_mut().take();
+                let prefetch =
+                    prefetch.filter(|prefetch| prefetch.holds(&segment.file, offset, record_bytes));
+                let (read_start, read, keep) = match prefetch {
+                    Some(prefetch) => (
+                        prefetch.start,
+                        prefetch.finish().await.map_err(StoreError::Io)?,
+                        true,
+                    ),
+                    None => (
+                        start,
+                        segment
+                            .file
+                            .read(start, read_length)
+                            .await
+                            .map_err(StoreError::Io)?,
+                        keep,
+                    ),
+                };
+                let skip = (offset - read_start) as usize;
+                let bytes = read.as_ref();
+                if bytes.len() < skip + record_bytes {
+                    return Err(corrupt(
+                        &segment.name,
+                        offset,
+                        "record extends past the end of the file",
+                    ));
+                }
+                let visited = verified_visit(&bytes[skip..skip + record_bytes]);
+                if keep {
+                    *self.read_ahead.borrow_mut() = Some(ReadAhead {
+                        file: segment.file.clone(),
+                        start: read_start,
+                        bytes: read,
+                    });
+                }
+                visited
+            }
+        };
+        self.prefetch_after(segment, offset + record_bytes as u64)
+            .await;
+        visited.map(Some)
     }
 
     /// Where the bytes of `segment` that can still change begin: the write
@@ -900,13 +909,13 @@ impl<S: StoreFiles> StreamLog<S> {
         });
     }
 
-    fn cached(&self, sequence: u64) -> Option<StoredMessage> {
+    fn cached(&self, sequence: u64) -> Option<StoredView<'_>> {
         let first = self.tail.front()?.0;
         let (cached_sequence, bytes) = self.tail.get(sequence.checked_sub(first)? as usize)?;
         if *cached_sequence != sequence {
             return None;
         }
-        record::decode(bytes).ok().map(|view| to_owned(&view))
+        record::decode(bytes).ok()
     }
 
     /// Calls `visit` with every live message from `from` on, in order,
@@ -1745,10 +1754,6 @@ fn delete_entry(sequence: u64) -> [u8; DELETE_ENTRY_BYTES] {
 
 fn state_last_needs_update(state: &SubjectState, removed: u64) -> bool {
     state.count > 0 && state.last == removed
-}
-
-fn to_owned(view: &StoredView<'_>) -> StoredMessage {
-    view.to_message()
 }
 
 impl StoredView<'_> {
