@@ -202,8 +202,8 @@ fn ack_subjects_round_trip() {
     );
     assert_eq!(decoded.encode(), subject);
     let v2 = AckSubject::decode(b"$JS.ACK.hub.ACCHASH.S.C.2.10.12.99.0.token").unwrap();
-    assert_eq!(v2.domain.as_deref(), Some("hub"));
-    assert_eq!(v2.account_hash.as_deref(), Some("ACCHASH"));
+    assert_eq!(v2.domain, Some("hub"));
+    assert_eq!(v2.account_hash, Some("ACCHASH"));
     assert_eq!((v2.stream, v2.consumer), ("S", "C"));
     assert_eq!(
         (
