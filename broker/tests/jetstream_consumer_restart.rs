@@ -617,3 +617,100 @@ async fn push_durable_resumes_after_sigkill() {
     push_durable_resumes(Flavor::Tern, Stop::Kill).await;
 }
 tern_only!(push_durable_resumes_after_sigkill);
+
+/// A durable's whole delivery state rides in one journal record. With
+/// max_ack_pending unlimited, deliveries wait for acks once more pending
+/// acks would not fit one (2 MiB records: about 52k pending acks), and the
+/// stream keeps working: before, the snapshot that did not fit (about 87k
+/// pending) stopped the whole stream. Acks make room; the state survives a
+/// SIGKILL. Ack all keeps the test fast: one ack per batch.
+async fn unlimited_ack_pending_waits_where_the_state_fits_a_record() {
+    const MESSAGES: u64 = 100_000;
+    const CHUNK: u64 = 5_000;
+    let server = js::start(Flavor::Tern);
+    let client = server.connect().await;
+    create(&client, json!({"name": STREAM, "subjects": ["work.>"]})).await;
+    let context = jetstream::new(client.clone());
+    // In chunks: async-nats holds at most 5000 PubAcks outstanding.
+    for chunk in 0..MESSAGES / CHUNK {
+        let mut acks = Vec::with_capacity(CHUNK as usize);
+        for n in 0..CHUNK {
+            let ack = context
+                .publish(format!("work.{}", (chunk * CHUNK + n) % 10), "x".into())
+                .await
+                .expect("publish");
+            acks.push(ack);
+        }
+        for ack in acks {
+            ack.await.expect("puback");
+        }
+    }
+    let stream = context.get_stream(STREAM).await.expect("stream");
+    let mut consumer: jetstream::consumer::PullConsumer = stream
+        .create_consumer(pull::Config {
+            durable_name: Some(CONSUMER.into()),
+            ack_policy: AckPolicy::All,
+            ack_wait: Duration::from_secs(600),
+            max_ack_pending: -1,
+            ..Default::default()
+        })
+        .await
+        .expect("create consumer");
+    // Fetch without acking until nothing more comes.
+    let mut held = 0u64;
+    let mut last = None;
+    loop {
+        let batch = js::fetch(&consumer, 5000, Duration::from_millis(300)).await;
+        let Some(newest) = batch.into_iter().last() else {
+            break;
+        };
+        held = newest.info().expect("ack subject").stream_sequence;
+        last = Some(newest);
+        assert!(held <= MESSAGES);
+    }
+    assert!(
+        (10_000..MESSAGES).contains(&held),
+        "deliveries stop where the state still fits a record: {held}; {}",
+        server.log_tail()
+    );
+    assert_eq!(
+        info_numbers(&mut consumer).await[4],
+        held,
+        "num_ack_pending at the cap"
+    );
+    // The stream still takes messages.
+    let ack = context
+        .publish("work.last", "x".into())
+        .await
+        .expect("publish")
+        .await
+        .expect("the stream still acknowledges publishes");
+    assert_eq!(ack.sequence, MESSAGES + 1);
+    // Acks make room: everything else arrives.
+    last.expect("something was delivered")
+        .double_ack()
+        .await
+        .expect("ack all");
+    let mut received = held;
+    let until = Instant::now() + Duration::from_secs(30);
+    while received < MESSAGES + 1 && Instant::now() < until {
+        let batch = js::fetch(&consumer, 5000, Duration::from_millis(500)).await;
+        received += batch.len() as u64;
+        if let Some(newest) = batch.last() {
+            newest.double_ack().await.expect("ack all");
+        }
+    }
+    let everything = [MESSAGES + 1, MESSAGES + 1, MESSAGES + 1, MESSAGES + 1, 0, 0];
+    assert_eq!(received, MESSAGES + 1, "the rest after acks");
+    assert_eq!(info_numbers(&mut consumer).await, everything);
+    let server = server.restart();
+    let client = server.connect().await;
+    let mut consumer = worker(&client).await;
+    assert_eq!(
+        info_numbers(&mut consumer).await,
+        everything,
+        "after SIGKILL: {}",
+        server.log_tail()
+    );
+}
+tern_only!(unlimited_ack_pending_waits_where_the_state_fits_a_record);

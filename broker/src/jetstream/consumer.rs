@@ -135,6 +135,21 @@ impl ConsumerSpec {
     }
 }
 
+impl ConsumerSpec {
+    /// Caps max_ack_pending at `pending_max` (a durable's whole delivery
+    /// state must fit one journal record): delivery then waits for acks
+    /// there, as at a configured max_ack_pending. Info still reports the
+    /// configured value.
+    pub fn limit_pending(&mut self, pending_max: usize) {
+        assert!(pending_max > 0);
+        let limited = self
+            .delivery
+            .max_ack_pending
+            .map_or(pending_max, |max| max.min(pending_max));
+        self.delivery.max_ack_pending = Some(limited);
+    }
+}
+
 /// One consumer of a stream.
 #[derive(Debug)]
 pub struct Consumer {

@@ -37,6 +37,13 @@ pub const ACK_WAIT_DELAY_NS: u64 = 1_000_000;
 pub const PENDING_MAX: usize = 1 << 24;
 /// Sequences stay below this (nothing overflows adding to them).
 pub const SEQUENCE_MAX: u64 = 1 << 62;
+/// Bytes of an encoded state besides its pending and redelivered entries.
+pub const STATE_FIXED_BYTES: usize = 1 + 4 * 8 + 4 + 4;
+/// Bytes a pending message can take in an encoded state: its pending entry
+/// and, once redelivered, its redelivered entry.
+pub const STATE_BYTES_PER_PENDING: usize = 24 + 16;
+/// Bytes of one redelivered entry.
+pub const STATE_BYTES_PER_REDELIVERED: usize = 16;
 
 /// How deliveries are acknowledged.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -237,6 +244,31 @@ impl DeliveryState {
     /// Advisories to publish, oldest first.
     pub fn take_events(&mut self) -> Vec<Event> {
         std::mem::take(&mut self.events)
+    }
+
+    /// Forgets the redelivery counts of messages no longer pending (given
+    /// up after max_deliver), oldest first, until at most `keep` remain:
+    /// they only count toward `num_redelivered`. Returns how many went.
+    pub fn forget_given_up(&mut self, keep: usize) -> usize {
+        let given_up: Vec<u64> = self
+            .redelivered
+            .keys()
+            .copied()
+            .filter(|sequence| !self.pending.contains_key(sequence))
+            .collect();
+        let excess = given_up.len().saturating_sub(keep);
+        for sequence in &given_up[..excess] {
+            self.redelivered.remove(sequence);
+        }
+        excess
+    }
+
+    /// Redelivery counts kept for messages no longer pending.
+    pub fn given_up(&self) -> usize {
+        self.redelivered
+            .keys()
+            .filter(|sequence| !self.pending.contains_key(sequence))
+            .count()
     }
 
     fn delivery_count(&self, stream_sequence: u64) -> u64 {
@@ -575,11 +607,19 @@ impl DeliveryState {
         Some(now_ns.saturating_add(next_in_ns))
     }
 
+    /// Bytes [`encode`](Self::encode) gives.
+    pub fn encoded_bytes(&self) -> usize {
+        STATE_FIXED_BYTES
+            + self.pending.len() * 24
+            + self.redelivered.len() * STATE_BYTES_PER_REDELIVERED
+    }
+
     /// The canonical encoding of everything that must survive a restart
     /// (see the module docs for the layout).
     pub fn encode(&self) -> Vec<u8> {
-        let mut out =
-            Vec::with_capacity(41 + self.pending.len() * 24 + self.redelivered.len() * 16);
+        let mut out = Vec::with_capacity(
+            STATE_FIXED_BYTES + self.pending.len() * 24 + self.redelivered.len() * 16,
+        );
         out.push(1);
         for value in [
             self.next_consumer_sequence,
@@ -600,6 +640,7 @@ impl DeliveryState {
             out.extend_from_slice(&sequence.to_le_bytes());
             out.extend_from_slice(&count.to_le_bytes());
         }
+        debug_assert_eq!(out.len(), self.encoded_bytes());
         out
     }
 

@@ -367,3 +367,40 @@ fn needs_ack_follows_the_floor_pending_and_what_is_still_to_come() {
     assert!(!none.needs_ack(1), "delivered is done with");
     assert!(none.needs_ack(2));
 }
+
+#[test]
+fn given_up_redelivery_counts_can_be_forgotten_oldest_first() {
+    let mut limited = config(AckMode::Explicit);
+    limited.max_deliver = Some(2);
+    let mut state = DeliveryState::new(limited, 1);
+    for _ in 0..4 {
+        deliver_new(&mut state, 0);
+    }
+    // 1..3 expire twice and are given up; 4 stays pending, redelivered.
+    state.ack(4, 4);
+    state.check_pending(30 * SECOND_NS, 1);
+    for _ in 0..3 {
+        redeliver(&mut state, 30 * SECOND_NS);
+    }
+    state.check_pending(60 * SECOND_NS, 1);
+    deliver_new(&mut state, 60 * SECOND_NS);
+    state.check_pending(90 * SECOND_NS + 1, 1);
+    redeliver(&mut state, 90 * SECOND_NS + 1);
+    assert_eq!(state.num_ack_pending(), 1);
+    assert_eq!((state.num_redelivered(), state.given_up()), (4, 3));
+    let bytes = state.encoded_bytes();
+    assert_eq!(bytes, state.encode().len());
+    assert_eq!(state.forget_given_up(1), 2);
+    assert_eq!((state.num_redelivered(), state.given_up()), (2, 1));
+    assert_eq!(
+        state.encoded_bytes(),
+        bytes - 2 * STATE_BYTES_PER_REDELIVERED
+    );
+    // The oldest went: 3 and the pending 5 keep their counts.
+    let decoded = DeliveryState::decode(config(AckMode::Explicit), &state.encode()).unwrap();
+    assert_eq!(
+        decoded.redelivered.keys().copied().collect::<Vec<_>>(),
+        vec![3, 5]
+    );
+    assert_eq!(state.forget_given_up(5), 0);
+}

@@ -28,7 +28,9 @@ use super::super::consumer::{Consumer, ConsumerSpec};
 use super::super::consumer_config::ConsumerConfig;
 use super::super::consumer_responses;
 use super::super::consumer_store::{self, StoredConsumer, StoredConsumers};
-use super::super::delivery::DeliveryState;
+use super::super::delivery::{
+    DeliveryState, STATE_BYTES_PER_PENDING, STATE_BYTES_PER_REDELIVERED, STATE_FIXED_BYTES,
+};
 use super::super::entry::{Operation, CONSUMER_STATE_BYTES_MAX};
 use super::super::error::ApiError;
 use super::super::responses;
@@ -272,10 +274,60 @@ impl StreamTask {
         Ok(proposed)
     }
 
+    /// The largest state entry for consumer `name` the journal takes.
+    fn consumer_state_bytes_max(&self) -> usize {
+        self.js
+            .journal()
+            .config()
+            .body_bytes_max()
+            .min(CONSUMER_STATE_BYTES_MAX)
+    }
+
+    /// Pending acks durable `name` may have: with every one of them
+    /// redelivered, its delivery state still fits one journal record.
+    pub(super) fn durable_pending_max(&self, name: &str) -> usize {
+        let overhead = Operation::ConsumerState {
+            name: name.to_string(),
+            state: Bytes::new(),
+        }
+        .encoded_bytes()
+            + STATE_FIXED_BYTES;
+        let room = self.consumer_state_bytes_max().saturating_sub(overhead);
+        (room / STATE_BYTES_PER_PENDING).max(1)
+    }
+
     fn propose_consumer_snapshot(&mut self, name: &str) -> Result<bool, String> {
-        let Some(consumer) = self.consumers.get(name) else {
+        let record_bytes_max = self.consumer_state_bytes_max();
+        let Some(consumer) = self.consumers.get_mut(name) else {
             return Ok(false);
         };
+        // Pending acks are capped so that they fit; redelivery counts of
+        // messages given up after max_deliver are not, and the oldest of
+        // them go once they would not (they only count toward
+        // num_redelivered).
+        let encoded_bytes = |delivery: &DeliveryState| {
+            Operation::ConsumerState {
+                name: name.to_string(),
+                state: Bytes::new(),
+            }
+            .encoded_bytes()
+                + delivery.encoded_bytes()
+        };
+        let over = encoded_bytes(&consumer.delivery).saturating_sub(record_bytes_max);
+        if over > 0 {
+            let given_up = consumer.delivery.given_up();
+            let forget = over.div_ceil(STATE_BYTES_PER_REDELIVERED);
+            let forgotten = consumer
+                .delivery
+                .forget_given_up(given_up.saturating_sub(forget));
+            log::warn!(
+                target: "tern::consumer",
+                "stream {}: consumer {name}: forgot {forgotten} redelivery counts of \
+                 messages given up after max_deliver so its state fits a journal record",
+                self.handle.name
+            );
+        }
+        let consumer = &self.consumers[name];
         let state = Bytes::from(consumer.delivery.encode());
         let signature = Signature::of(&consumer.delivery);
         let durable = self.durables.get_mut(name).expect("due names a durable");
@@ -291,12 +343,6 @@ impl StreamTask {
                 state: state.clone(),
             };
             let entry_bytes = operation.encoded_bytes();
-            let record_bytes_max = self
-                .js
-                .journal()
-                .config()
-                .body_bytes_max()
-                .min(CONSUMER_STATE_BYTES_MAX);
             if entry_bytes > record_bytes_max {
                 return Err(format!(
                     "consumer {name}: its delivery state snapshot of {entry_bytes} bytes \
@@ -356,9 +402,10 @@ impl StreamTask {
             } => {
                 let config = ConsumerConfig::from_stored_json(&json)
                     .map_err(|error| format!("entry {index}: consumer {name}: {error}"))?;
-                let spec = ConsumerSpec::from_config(&config).map_err(|error| {
+                let mut spec = ConsumerSpec::from_config(&config).map_err(|error| {
                     format!("entry {index}: consumer {name}: {}", error.description)
                 })?;
+                spec.limit_pending(self.durable_pending_max(&name));
                 match self.consumers.get_mut(&name) {
                     Some(consumer) => {
                         consumer.delivery.set_config(spec.delivery.clone());
@@ -529,8 +576,9 @@ impl StreamTask {
         } in stored.consumers
         {
             let rebuilt = ConsumerConfig::from_stored_json(&json).and_then(|config| {
-                let spec = ConsumerSpec::from_config(&config)
+                let mut spec = ConsumerSpec::from_config(&config)
                     .map_err(|error| error.description.to_string())?;
+                spec.limit_pending(self.durable_pending_max(&name));
                 let delivery = DeliveryState::decode(spec.delivery.clone(), &state)
                     .map_err(|error| error.to_string())?;
                 Ok((config, spec, delivery))
