@@ -627,3 +627,78 @@ async fn deliver_policies_and_ack_all(flavor: Flavor) {
     );
 }
 differential!(deliver_policies_and_ack_all);
+
+/// Waits (bounded) until `consumer` reports `waiting` pull requests.
+async fn wait_num_waiting(consumer: &mut jetstream::consumer::PullConsumer, waiting: usize) {
+    let deadline = std::time::Instant::now() + TIMEOUT;
+    loop {
+        let info = consumer.info().await.expect("consumer info");
+        if info.num_waiting == waiting {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "num_waiting stayed {} (want {waiting})",
+            info.num_waiting
+        );
+    }
+}
+
+/// A pull request whose inbox loses its subscriber (a client gave up on a
+/// fetch) is dropped: the next message goes to a live request instead of
+/// waiting out its ack_wait at a dead inbox, and info stops counting it.
+async fn pull_requests_without_interest_are_dropped(flavor: Flavor) {
+    let server = js::start(flavor);
+    let client = server.connect().await;
+    create(&client, json!({"name": "DEAD", "subjects": ["dead.>"]})).await;
+    let stream = jetstream::new(client.clone())
+        .get_stream("DEAD")
+        .await
+        .expect("stream");
+    let mut consumer: jetstream::consumer::PullConsumer = stream
+        .create_consumer(pull::Config {
+            durable_name: Some("worker".into()),
+            ack_policy: AckPolicy::Explicit,
+            ..Default::default()
+        })
+        .await
+        .expect("create consumer");
+    let dead_request = |inbox: String| {
+        let client = client.clone();
+        async move {
+            let subscriber = client.subscribe(inbox.clone()).await.expect("subscribe");
+            client
+                .publish_with_reply(
+                    "$JS.API.CONSUMER.MSG.NEXT.DEAD.worker",
+                    inbox,
+                    r#"{"batch":1,"expires":60000000000}"#.into(),
+                )
+                .await
+                .expect("pull request");
+            client.flush().await.expect("flush");
+            subscriber
+        }
+    };
+    // Delivery skips a request nobody listens to any more.
+    let subscriber = dead_request(client.new_inbox()).await;
+    wait_num_waiting(&mut consumer, 1).await;
+    drop(subscriber);
+    client.flush().await.expect("flush");
+    js::publish_all(&client, &["dead.1"]).await;
+    let message = js::fetch_one(&consumer).await;
+    let info = message.info().expect("ack subject");
+    assert_eq!(
+        (info.stream_sequence, info.delivered),
+        (1, 1),
+        "{}: the live request got the message, first delivery",
+        flavor.name()
+    );
+    message.double_ack().await.expect("ack");
+    // Info does not count one either.
+    let subscriber = dead_request(client.new_inbox()).await;
+    wait_num_waiting(&mut consumer, 1).await;
+    drop(subscriber);
+    client.flush().await.expect("flush");
+    wait_num_waiting(&mut consumer, 0).await;
+}
+differential!(pull_requests_without_interest_are_dropped);

@@ -183,6 +183,9 @@ pub struct Consumer {
     /// Last time the consumer had interest or a request (Unix ns), for
     /// `inactive_threshold`.
     pub last_active_unix_ns: u64,
+    /// The router's interest generation the waiting pull requests were
+    /// last checked at (requests whose inbox lost its subscriber go).
+    pub pull_interest_generation: u64,
 }
 
 /// A push consumer's pacing: interest, flow control and heartbeats
@@ -295,6 +298,7 @@ impl Consumer {
             replay_clock: None,
             replay_until: 0,
             last_active_unix_ns: created_unix_ns,
+            pull_interest_generation: 0,
         }
     }
 

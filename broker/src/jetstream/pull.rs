@@ -107,6 +107,17 @@ impl PullQueue {
         self.waiting.is_empty()
     }
 
+    /// Drops the requests whose reply subject nobody listens to any more
+    /// (the client unsubscribed its fetch inbox), silently, as nats-server
+    /// does (`nextWaiting`, `processWaiting`): a message delivered there
+    /// would only wait out its ack_wait. Returns how many went.
+    pub fn drop_uninterested(&mut self, mut has_interest: impl FnMut(&[u8]) -> bool) -> usize {
+        let before = self.waiting.len();
+        self.waiting
+            .retain(|waiting| has_interest(&waiting.request.reply));
+        before - self.waiting.len()
+    }
+
     /// Messages the waiting requests still want.
     pub fn batch_pending(&self) -> u64 {
         self.waiting

@@ -189,3 +189,14 @@ fn closing_answers_every_request() {
         .all(|reply| reply.status == Status::ConsumerDeleted));
     assert!(queue.is_empty());
 }
+
+#[test]
+fn requests_whose_inbox_lost_interest_are_dropped_silently() {
+    let mut queue = PullQueue::new(512);
+    queue.add(request("a", 2), 0, 0, &mut Vec::new()).unwrap();
+    queue.add(request("b", 2), 0, 0, &mut Vec::new()).unwrap();
+    assert_eq!(queue.drop_uninterested(|_| true), 0);
+    assert_eq!(queue.drop_uninterested(|reply| reply != b"a"), 1);
+    assert_eq!(queue.len(), 1);
+    assert_eq!(reply_of(target(&mut queue, 10, 0)), "b");
+}

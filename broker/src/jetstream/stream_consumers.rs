@@ -414,6 +414,9 @@ impl StreamTask {
             consumer.wake_at_ns = None;
             let pending = consumer.delivery.check_pending(now_ns, first_sequence);
             let mut replies = Vec::new();
+            consumer
+                .pull
+                .drop_uninterested(|reply| shard.has_interest(reply));
             let pull = consumer.pull.process(now_ns, false, &mut replies);
             consumer.wake_at(pending);
             consumer.wake_at(pull);
@@ -540,6 +543,16 @@ impl StreamTask {
         Ok(())
     }
 
+    /// Drops `name`'s waiting pull requests whose inbox lost its subscriber.
+    fn drop_uninterested_requests(&mut self, name: &str) {
+        let shard = self.js.shard();
+        if let Some(consumer) = self.consumers.get_mut(name) {
+            consumer
+                .pull
+                .drop_uninterested(|reply| shard.has_interest(reply));
+        }
+    }
+
     /// The next new message for `name` at or after `from`: the
     /// `last_per_subject` list first, then the store's next match.
     fn next_new(&mut self, name: &str, from: u64) -> Option<u64> {
@@ -575,6 +588,18 @@ impl StreamTask {
             let Some(consumer) = self.consumers.get_mut(name) else {
                 break Ok(());
             };
+            if consumer.push.is_none() {
+                // Someone unsubscribed somewhere: drop requests whose
+                // inbox lost its subscriber before they take messages.
+                let shard = self.js.shard();
+                let generation = shard.interest_generation();
+                if consumer.pull_interest_generation != generation {
+                    consumer.pull_interest_generation = generation;
+                    consumer
+                        .pull
+                        .drop_uninterested(|reply| shard.has_interest(reply));
+                }
+            }
             let can_take = match &consumer.push {
                 Some(push) => push.active && !push.stalled(),
                 None => !consumer.pull.is_empty(),
@@ -919,6 +944,10 @@ impl StreamTask {
             Some(&"LIST") => "consumer_list_response",
             _ => "consumer_create_response",
         };
+        if let ["INFO", _, name] = tokens {
+            // As nats-server's info: requests nobody listens to don't count.
+            self.drop_uninterested_requests(name);
+        }
         let result = match tokens {
             ["CREATE", ..] | ["DURABLE", "CREATE", ..] => {
                 let Some(target) = CreateTarget::from_tokens(tokens) else {
