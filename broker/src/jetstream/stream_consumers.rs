@@ -26,6 +26,8 @@ pub const DELIVERIES_PER_TURN_MAX: usize = 1024;
 /// Bytes of deliveries one consumer builds before it yields so connection
 /// writers run: about one socket send's worth.
 pub const DELIVERY_BYTES_PER_YIELD: u64 = 64 * 1024;
+/// The first yield of a turn, sooner: the client is waiting for it.
+pub const DELIVERY_BYTES_FIRST_YIELD: u64 = 8 * 1024;
 
 /// A consumer's traffic, queued for the stream task like publishes.
 #[derive(Debug)]
@@ -581,6 +583,7 @@ impl StreamTask {
         let now_ns = now_unix_ns();
         let mut scratch = std::mem::take(&mut self.delivery_scratch);
         let mut bytes_since_yield = 0u64;
+        let mut yielded = false;
         let result = loop {
             if delivered >= budget {
                 break Ok(());
@@ -736,9 +739,17 @@ impl StreamTask {
             // Let the connections write what is queued (and read the acks
             // coming back) while the rest of a batch is read: the client
             // starts on a batch before its end is built.
+            // The first yield comes early: the client waits for the first
+            // bytes of a batch; the rest overlaps with its work.
             bytes_since_yield += size_bytes;
-            if bytes_since_yield >= DELIVERY_BYTES_PER_YIELD {
+            let threshold = if yielded {
+                DELIVERY_BYTES_PER_YIELD
+            } else {
+                DELIVERY_BYTES_FIRST_YIELD
+            };
+            if bytes_since_yield >= threshold {
                 bytes_since_yield = 0;
+                yielded = true;
                 futures_lite::future::yield_now().await;
             }
         };
