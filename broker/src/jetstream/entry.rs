@@ -229,8 +229,15 @@ impl Operation {
                 1 + 8 + 8 + 4 + 4 + name.len() + json.len()
             }
             Operation::ConsumerDelete { name } => 1 + 4 + name.len(),
-            Operation::ConsumerState { name, state } => 1 + 4 + 4 + name.len() + state.len(),
+            Operation::ConsumerState { name, state } => {
+                Operation::consumer_state_bytes(name.len(), state.len())
+            }
         }
+    }
+
+    /// Encoded bytes of a `ConsumerState` entry, from its parts' sizes.
+    pub fn consumer_state_bytes(name_bytes: usize, state_bytes: usize) -> usize {
+        1 + 4 + 4 + name_bytes + state_bytes
     }
 
     /// Decodes an operation; slices of `data` are shared, not copied.

@@ -286,12 +286,7 @@ impl StreamTask {
     /// Pending acks durable `name` may have: with every one of them
     /// redelivered, its delivery state still fits one journal record.
     pub(super) fn durable_pending_max(&self, name: &str) -> usize {
-        let overhead = Operation::ConsumerState {
-            name: name.to_string(),
-            state: Bytes::new(),
-        }
-        .encoded_bytes()
-            + STATE_FIXED_BYTES;
+        let overhead = Operation::consumer_state_bytes(name.len(), STATE_FIXED_BYTES);
         let room = self.consumer_state_bytes_max().saturating_sub(overhead);
         (room / STATE_BYTES_PER_PENDING).max(1)
     }
@@ -305,15 +300,8 @@ impl StreamTask {
         // messages given up after max_deliver are not, and the oldest of
         // them go once they would not (they only count toward
         // num_redelivered).
-        let encoded_bytes = |delivery: &DeliveryState| {
-            Operation::ConsumerState {
-                name: name.to_string(),
-                state: Bytes::new(),
-            }
-            .encoded_bytes()
-                + delivery.encoded_bytes()
-        };
-        let over = encoded_bytes(&consumer.delivery).saturating_sub(record_bytes_max);
+        let over = Operation::consumer_state_bytes(name.len(), consumer.delivery.encoded_bytes())
+            .saturating_sub(record_bytes_max);
         if over > 0 {
             let given_up = consumer.delivery.given_up();
             let forget = over.div_ceil(STATE_BYTES_PER_REDELIVERED);
