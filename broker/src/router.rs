@@ -292,6 +292,16 @@ impl Router {
         self.sublist.matches_transient(subject)
     }
 
+    /// Matches cached by the first `prefix_tokens` tokens (see
+    /// [`crate::sublist::Sublist::matches_by_prefix`]).
+    pub fn matches_by_prefix(
+        &mut self,
+        subject: &[u8],
+        prefix_tokens: usize,
+    ) -> Rc<Matches<Target>> {
+        self.sublist.matches_by_prefix(subject, prefix_tokens)
+    }
+
     /// Last sequence this shard broadcast.
     pub fn sequence(&self) -> u64 {
         self.sequence

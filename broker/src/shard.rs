@@ -48,6 +48,21 @@ pub const STALL_TOTAL_MAX: Duration = Duration::from_millis(10);
 /// Forwarded messages a receive loop delivers before letting other tasks run.
 pub const RECEIVE_BATCH_MESSAGES: usize = 256;
 
+/// Ack subjects (`$JS.ACK.<stream>.<consumer>.…`) are matched by their
+/// first four tokens (see `Sublist::matches_by_prefix`).
+const ACK_SUBJECT_PREFIX: &[u8] = b"$JS.ACK.";
+const ACK_SUBJECT_ROUTING_TOKENS: usize = 4;
+
+/// Whether a subject's match result is worth caching: not for server
+/// replies, which go to inboxes used once and would only churn the cache.
+/// A delivery's inbox is used for a whole pull batch (or for ever, for a
+/// push consumer), so it is cached.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Caching {
+    Cached,
+    Transient,
+}
+
 /// How long shutdown waits for connections to flush and close.
 pub const SHUTDOWN_DRAIN_TIMEOUT: Duration = Duration::from_secs(3);
 
@@ -278,6 +293,7 @@ impl Shard {
     pub fn route_publish(&self, publisher: &Rc<Client>, publish: &Publish<'_>) {
         self.route(
             Some(publisher),
+            Caching::Cached,
             publish.subject,
             publish.subject,
             publish.reply,
@@ -289,7 +305,15 @@ impl Shard {
     /// Publishes a message the server itself produced (JetStream replies):
     /// routed like a client's publish, without a publisher.
     pub fn publish_internal(&self, subject: &[u8], header_bytes: usize, message: &[u8]) {
-        self.route(None, subject, subject, None, header_bytes, message);
+        self.route(
+            None,
+            Caching::Transient,
+            subject,
+            subject,
+            None,
+            header_bytes,
+            message,
+        );
     }
 
     /// A JetStream delivery: routed to `inbox` (a pull request's reply or a
@@ -303,7 +327,15 @@ impl Shard {
         header_bytes: usize,
         message: &[u8],
     ) {
-        self.route(None, inbox, subject, reply, header_bytes, message);
+        self.route(
+            None,
+            Caching::Cached,
+            inbox,
+            subject,
+            reply,
+            header_bytes,
+            message,
+        );
     }
 
     /// Routes by `routing` (interest is matched against it) and delivers as
@@ -311,18 +343,23 @@ impl Shard {
     fn route(
         &self,
         publisher: Option<&Rc<Client>>,
+        caching: Caching,
         routing: &[u8],
         subject: &[u8],
         reply: Option<&[u8]>,
         header_bytes: usize,
         message: &[u8],
     ) {
-        // Server replies go to inboxes used once, and every ack subject is
-        // unique: no point caching them (they would only churn the cache).
-        let matches = if publisher.is_some() && !routing.starts_with(b"$JS.ACK.") {
-            self.router.borrow_mut().matches(routing)
-        } else {
+        let matches = if routing.starts_with(ACK_SUBJECT_PREFIX) {
+            // Every ack subject is unique, but the subscriptions that tell
+            // apart acks of one consumer almost never exist.
+            self.router
+                .borrow_mut()
+                .matches_by_prefix(routing, ACK_SUBJECT_ROUTING_TOKENS)
+        } else if caching == Caching::Transient {
             self.router.borrow_mut().matches_transient(routing)
+        } else {
+            self.router.borrow_mut().matches(routing)
         };
         let delivery = Delivery {
             subject,

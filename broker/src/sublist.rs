@@ -21,6 +21,8 @@ pub const CACHE_ENTRIES_MAX: usize = 1024;
 const CACHE_EVICT_ENTRIES: usize = CACHE_ENTRIES_MAX / 4;
 /// Tokens matched without a heap allocation.
 const TOKENS_INLINE: usize = 32;
+/// Prefix-keyed match results cached at most; past it all are dropped.
+pub const PREFIX_CACHE_ENTRIES_MAX: usize = 256;
 
 /// Identity comparison for entries (pointer equality for `Rc`s).
 pub trait SublistEntry: Clone {
@@ -125,6 +127,9 @@ pub struct SublistStats {
 pub struct Sublist<T> {
     root: Node<T>,
     cache: FxHashMap<Bytes, Rc<Matches<T>>>,
+    /// Results shared by every subject with the key's leading tokens and at
+    /// least one more (see [`Sublist::matches_by_prefix`]).
+    prefix_cache: FxHashMap<Bytes, Rc<Matches<T>>>,
     count: usize,
     stats: SublistStats,
 }
@@ -140,6 +145,7 @@ impl<T: SublistEntry> Sublist<T> {
         Sublist {
             root: Node::new(),
             cache: FxHashMap::default(),
+            prefix_cache: FxHashMap::default(),
             count: 0,
             stats: SublistStats::default(),
         }
@@ -209,6 +215,7 @@ impl<T: SublistEntry> Sublist<T> {
     }
 
     fn invalidate(&mut self, pattern: &[u8]) {
+        self.invalidate_prefixes(pattern);
         if self.cache.is_empty() {
             return;
         }
@@ -253,6 +260,65 @@ impl<T: SublistEntry> Sublist<T> {
             return found.clone();
         }
         Rc::new(self.match_uncached(subject))
+    }
+
+    /// Everything `subject` matches, cached under its first
+    /// `prefix_tokens` tokens when no subscription tells apart the subjects
+    /// that share them: every trie node those tokens reach has neither
+    /// literal nor `*` children, so a longer subject matches exactly the `>`
+    /// entries met on the way. For subjects unique past a shared prefix
+    /// (`$JS.ACK.<stream>.<consumer>.…`), where the whole-subject cache
+    /// would only miss.
+    pub fn matches_by_prefix(&mut self, subject: &[u8], prefix_tokens: usize) -> Rc<Matches<T>> {
+        assert!(prefix_tokens > 0);
+        let Some(prefix_bytes) = subject
+            .iter()
+            .enumerate()
+            .filter(|(_, byte)| **byte == b'.')
+            .nth(prefix_tokens - 1)
+            .map(|(index, _)| index)
+        else {
+            return self.matches_transient(subject);
+        };
+        let (prefix, rest) = (&subject[..prefix_bytes], &subject[prefix_bytes + 1..]);
+        // The trie matches nothing for an empty token; neither may the cache.
+        let rest_is_valid = !rest.is_empty()
+            && !rest.starts_with(b".")
+            && !rest.ends_with(b".")
+            && !rest.windows(2).any(|pair| pair == b"..");
+        if !rest_is_valid || prefix.split(|byte| *byte == b'.').any(<[u8]>::is_empty) {
+            return self.matches_transient(subject);
+        }
+        self.stats.matches += 1;
+        if let Some(found) = self.prefix_cache.get(prefix) {
+            self.stats.cache_hits += 1;
+            return found.clone();
+        }
+        let result = Rc::new(self.match_uncached(subject));
+        let tokens: Vec<&[u8]> = subject::tokens(prefix).collect();
+        if frontier_is_final(&self.root, &tokens) {
+            if self.prefix_cache.len() >= PREFIX_CACHE_ENTRIES_MAX {
+                self.prefix_cache.clear();
+            }
+            self.prefix_cache
+                .insert(Bytes::copy_from_slice(prefix), result.clone());
+        }
+        result
+    }
+
+    /// Drops the prefix-keyed results `pattern` could change: those whose
+    /// first token it can match (its first token is a wildcard or the same).
+    fn invalidate_prefixes(&mut self, pattern: &[u8]) {
+        if self.prefix_cache.is_empty() {
+            return;
+        }
+        let first = subject::tokens(pattern).next().unwrap_or_default();
+        if is_single_wildcard(first) || is_full_wildcard(first) {
+            self.prefix_cache.clear();
+            return;
+        }
+        self.prefix_cache
+            .retain(|prefix, _| subject::tokens(prefix).next().unwrap_or_default() != first);
     }
 
     fn match_uncached(&self, subject: &[u8]) -> Matches<T> {
@@ -318,6 +384,21 @@ fn collect<T: Clone>(node: &Node<T>, tokens: &[&[u8]], out: &mut Matches<T>) {
     if let Some(single) = &node.single {
         collect(single, rest, out);
     }
+}
+
+/// Whether every node `tokens` reach has no literal and no `*` child, so
+/// what follows the tokens can only be matched by `>` entries.
+fn frontier_is_final<T>(node: &Node<T>, tokens: &[&[u8]]) -> bool {
+    let Some((token, rest)) = tokens.split_first() else {
+        return node.literal.is_empty() && node.single.is_none();
+    };
+    node.literal
+        .get(*token)
+        .is_none_or(|child| frontier_is_final(child, rest))
+        && node
+            .single
+            .as_deref()
+            .is_none_or(|child| frontier_is_final(child, rest))
 }
 
 fn remove_from<T: SublistEntry>(
@@ -472,6 +553,99 @@ mod tests {
         assert!(sublist.matches(b"a.b").is_empty());
         assert_eq!(sublist.count(), 0);
         assert!(sublist.stats().cache_hits > 0);
+    }
+
+    fn sorted_plain(matches: &Matches<Id>) -> Vec<u32> {
+        let mut ids: Vec<u32> = matches.plain.iter().map(|id| id.0).collect();
+        ids.sort();
+        ids
+    }
+
+    #[test]
+    fn prefix_cache_serves_subjects_that_share_a_prefix() {
+        let mut sublist = Sublist::new();
+        sublist.insert(b"$JS.ACK.S.C.>", None, Id(1)).unwrap();
+        sublist.insert(b"$JS.ACK.>", None, Id(2)).unwrap();
+        sublist.insert(b"_INBOX.a", None, Id(3)).unwrap();
+        let first = sublist.matches_by_prefix(b"$JS.ACK.S.C.1.1.1.1.0", 4);
+        assert_eq!(sorted_plain(&first), vec![1, 2]);
+        let second = sublist.matches_by_prefix(b"$JS.ACK.S.C.1.2.2.5.7", 4);
+        assert!(Rc::ptr_eq(&first, &second), "the second ack is a cache hit");
+        // A literal inbox elsewhere leaves the cached prefix alone.
+        sublist.insert(b"_INBOX.b", None, Id(4)).unwrap();
+        let third = sublist.matches_by_prefix(b"$JS.ACK.S.C.1.3.3.5.6", 4);
+        assert!(Rc::ptr_eq(&first, &third));
+        // A subscription that tells these acks apart turns caching off.
+        sublist.insert(b"$JS.ACK.S.C.1.4.>", None, Id(5)).unwrap();
+        let fourth = sublist.matches_by_prefix(b"$JS.ACK.S.C.1.4.4.5.6", 4);
+        assert_eq!(sorted_plain(&fourth), vec![1, 2, 5]);
+        let fifth = sublist.matches_by_prefix(b"$JS.ACK.S.C.1.5.5.5.6", 4);
+        assert_eq!(sorted_plain(&fifth), vec![1, 2]);
+        assert!(!Rc::ptr_eq(&fourth, &fifth), "not cached while told apart");
+        assert!(sublist.remove(b"$JS.ACK.S.C.1.4.>", None, &Id(5)));
+        // A root wildcard drops everything cached.
+        let cached = sublist.matches_by_prefix(b"$JS.ACK.S.C.1.6.6.5.6", 4);
+        sublist.insert(b"*.ACK.S.C.>", None, Id(6)).unwrap();
+        let after = sublist.matches_by_prefix(b"$JS.ACK.S.C.1.7.7.5.6", 4);
+        assert_eq!(sorted_plain(&cached), vec![1, 2]);
+        assert_eq!(sorted_plain(&after), vec![1, 2, 6]);
+        // Invalid or short subjects match as the trie does.
+        assert!(sublist.matches_by_prefix(b"$JS.ACK.S.C..1", 4).is_empty());
+        assert!(sublist.matches_by_prefix(b"$JS.ACK.S.C.1.", 4).is_empty());
+        assert_eq!(
+            sorted_plain(&sublist.matches_by_prefix(b"$JS.ACK.S.C", 4)),
+            vec![2]
+        );
+    }
+
+    /// Random subscriptions and subjects over a small alphabet: the prefix
+    /// cache always agrees with a fresh walk of the trie.
+    #[test]
+    fn prefix_cache_agrees_with_the_trie() {
+        let mut state: u64 = 0x9e37_79b9_7f4a_7c15;
+        let mut next = move |bound: u64| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state % bound
+        };
+        let tokens: [&[u8]; 5] = [b"a", b"b", b"c", b"*", b">"];
+        let mut sublist = Sublist::new();
+        let mut live: Vec<(Vec<u8>, u32)> = Vec::new();
+        for step in 0..20_000u32 {
+            if next(16) == 0 {
+                if live.len() >= 4 || (!live.is_empty() && next(2) == 0) {
+                    let (pattern, id) = live.swap_remove(next(live.len() as u64) as usize);
+                    assert!(sublist.remove(&pattern, None, &Id(id)));
+                } else {
+                    let length = 1 + next(3) as usize;
+                    let mut pattern = Vec::new();
+                    for index in 0..length {
+                        let token = tokens[next(5) as usize];
+                        if index > 0 {
+                            pattern.push(b'.');
+                        }
+                        pattern.extend_from_slice(token);
+                        if token == b">" {
+                            break;
+                        }
+                    }
+                    sublist.insert(&pattern, None, Id(step)).unwrap();
+                    live.push((pattern, step));
+                }
+            }
+            let length = 1 + next(6) as usize;
+            let subject: Vec<u8> = (0..length)
+                .map(|_| tokens[next(3) as usize])
+                .collect::<Vec<_>>()
+                .join(&b'.');
+            let prefix_tokens = 1 + next(3) as usize;
+            let cached = sublist.matches_by_prefix(&subject, prefix_tokens);
+            let fresh = sublist.match_uncached(&subject);
+            assert_eq!(sorted_plain(&cached), sorted_plain(&fresh), "step {step}");
+        }
+        let hits = sublist.stats().cache_hits;
+        assert!(hits > 1000, "the cache was used: {hits} hits");
     }
 
     #[test]

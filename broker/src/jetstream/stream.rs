@@ -647,11 +647,17 @@ impl StreamTask {
         if !self.handle.commands.borrow().is_empty() {
             self.handle.wake.wake_all();
         }
+        // One clock read for the turn's acks (an API call may wait: read
+        // again after one).
+        let mut commands_now_ns = now_unix_ns();
         for command in commands {
             match command {
                 Command::Publish(inbound) => self.ingest(inbound),
-                Command::Api(call) => self.api(call).await?,
-                Command::Consumer(command) => self.consumer_command(command),
+                Command::Api(call) => {
+                    self.api(call).await?;
+                    commands_now_ns = now_unix_ns();
+                }
+                Command::Consumer(command) => self.consumer_command(command, commands_now_ns),
             }
             if self.handle.stopped.get() {
                 return Ok(());

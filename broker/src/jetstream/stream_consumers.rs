@@ -68,7 +68,8 @@ pub enum AckRequest {
 }
 
 impl StreamTask {
-    pub(super) fn consumer_command(&mut self, command: ConsumerCommand) {
+    /// One command from a client; `now_ns` is read once per turn.
+    pub(super) fn consumer_command(&mut self, command: ConsumerCommand, now_ns: u64) {
         match command {
             ConsumerCommand::Ack {
                 subject,
@@ -110,6 +111,7 @@ impl StreamTask {
                                 ack.consumer_sequence,
                                 request,
                                 None,
+                                now_ns,
                             );
                         }
                         if let Some(reply) = reply {
@@ -123,6 +125,7 @@ impl StreamTask {
                             ack.consumer_sequence,
                             request,
                             reply,
+                            now_ns,
                         ),
                         None => {
                             if let Some(reply) = reply {
@@ -356,8 +359,8 @@ impl StreamTask {
         consumer_sequence: u64,
         request: AckRequest,
         reply: Option<Bytes>,
+        now_ns: u64,
     ) {
-        let now_ns = now_unix_ns();
         let Some(consumer) = self.consumers.get_mut(name) else {
             return;
         };
