@@ -141,6 +141,9 @@ pub struct JetStreamFile {
     pub journal_segments: Option<u32>,
     pub max_memory_store: Option<SizeValue>,
     pub max_file_store: Option<SizeValue>,
+    /// Free space kept on the store's filesystem; publishes to file streams
+    /// are refused below it (default: 5 % of the filesystem, at most 1 GiB).
+    pub storage_reserve: Option<SizeValue>,
 }
 
 /// The TOML file; same names as the flags (and as nats-server's config).
@@ -212,6 +215,14 @@ pub struct JetStreamConfig {
     /// Account limits reported by `$JS.API.INFO` (-1 = unlimited).
     pub max_memory_bytes: i64,
     pub max_file_bytes: i64,
+    /// Free space kept on the store's filesystem (`None`: the default,
+    /// [`default_storage_reserve_bytes`] of the filesystem's size).
+    pub storage_reserve_bytes: Option<u64>,
+}
+
+/// The default storage reserve: 5 % of the filesystem, at most 1 GiB.
+pub fn default_storage_reserve_bytes(filesystem_bytes: u64) -> u64 {
+    (filesystem_bytes / 20).min(1 << 30)
 }
 
 pub const DEFAULT_JOURNAL_SEGMENT_BYTES: u64 = 64 << 20;
@@ -440,6 +451,10 @@ impl Config {
                     .unwrap_or(DEFAULT_JOURNAL_SEGMENTS),
                 max_memory_bytes: limit("max_memory_store", jetstream_file.max_memory_store)?,
                 max_file_bytes: limit("max_file_store", jetstream_file.max_file_store)?,
+                storage_reserve_bytes: match jetstream_file.storage_reserve {
+                    None => None,
+                    Some(value) => Some(size("storage_reserve", None, Some(value), 0)? as u64),
+                },
             })
         } else {
             None

@@ -113,7 +113,7 @@ impl Monitor {
             .or_insert(0) += 1;
         match path {
             "/" => response(200, "text/plain", INDEX.as_bytes()),
-            "/healthz" => json_response(&serde_json::json!({"status": "ok"})),
+            "/healthz" => self.healthz().await,
             "/varz" => json_response(&self.varz().await),
             "/connz" => json_response(&self.connz(&query).await),
             "/subsz" | "/subscriptionsz" => json_response(&self.subsz().await),
@@ -124,6 +124,32 @@ impl Monitor {
             }
             _ => response(404, "text/plain", b"not found\n"),
         }
+    }
+
+    /// nats-server's single-server health: 503 `unavailable` naming the
+    /// first stream that stopped after a write error, else `ok`.
+    async fn healthz(&self) -> Vec<u8> {
+        if let Some(jetstream) = self.shard.jetstream.get() {
+            let parts = jetstream.gather().await;
+            let mut failed: Vec<(&str, &str)> = parts
+                .iter()
+                .flat_map(|part| &part.streams)
+                .filter_map(|stream| Some((stream.name.as_str(), stream.failure.as_deref()?)))
+                .collect();
+            failed.sort();
+            if let Some((name, failure)) = failed.first() {
+                let body = serde_json::json!({
+                    "status": "unavailable",
+                    "status_code": 503,
+                    "error": format!("JetStream stream '$G > {name}' write error: {failure}"),
+                });
+                let mut bytes =
+                    serde_json::to_vec_pretty(&body).expect("monitoring JSON serialises");
+                bytes.push(b'\n');
+                return response(503, "application/json", &bytes);
+            }
+        }
+        json_response(&serde_json::json!({"status": "ok"}))
     }
 
     /// JetStream totals (nats-server's `/jsz` top-level fields) and, with
@@ -555,6 +581,7 @@ fn response(status: u16, content_type: &str, body: &[u8]) -> Vec<u8> {
         404 => "Not Found",
         405 => "Method Not Allowed",
         431 => "Request Header Fields Too Large",
+        503 => "Service Unavailable",
         _ => "Error",
     };
     let mut out = format!(

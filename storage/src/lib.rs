@@ -7,15 +7,16 @@
 //! - [`journal`]: one per shard; records from every group, group commit,
 //!   `sync = always | never`, FIFO segment recycling by checkpoint.
 //! - [`recovery`]: replay, verification, torn-tail cut, corruption reports.
-//!
-//! Still to come in this crate: the file and raw-device backends on O_DIRECT
-//! glommio files, and the block store (per-stream segments and indexes).
+//! - [`dma`]: the file and raw-device backend on O_DIRECT glommio files.
+//! - [`block_store`]: per-stream segments and indexes.
+//! - [`free_space`]: keeps the block store's filesystem above a reserve.
 
 pub mod background;
 pub mod block_store;
 pub mod device;
 pub mod dma;
 pub mod format;
+pub mod free_space;
 pub mod journal;
 pub mod memory;
 pub mod recovery;

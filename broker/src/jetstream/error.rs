@@ -251,6 +251,12 @@ impl ApiError {
         ApiError::new(400, 10002, "resource limits exceeded for account")
     }
 
+    /// 500 10194 `stream is offline: {reason}` (damaged files, or stopped
+    /// after a storage error).
+    pub fn stream_offline(reason: &str) -> ApiError {
+        ApiError::new(500, 10194, format!("stream is offline: {reason}"))
+    }
+
     /// 503 10023 `insufficient resources`.
     pub fn insufficient_resources() -> ApiError {
         ApiError::new(503, 10023, "insufficient resources")

@@ -59,13 +59,14 @@ use std::cell::{Cell, OnceCell, RefCell};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::rc::{Rc, Weak};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
 use rustc_hash::{FxHashMap, FxHashSet};
 use tern_shard::Waiters;
 use tern_storage::block_store::{DmaFiles, StreamState};
 use tern_storage::dma::{DmaDevice, SyncMethod};
+use tern_storage::free_space::{filesystem_free_bytes, filesystem_space_bytes, FreeSpace};
 use tern_storage::{Journal, JournalConfig};
 
 use crate::config::JetStreamConfig;
@@ -185,6 +186,10 @@ pub struct JetStream {
     api_errors: Cell<u64>,
     stopping: Cell<bool>,
     stop_waiters: Waiters,
+    /// Free space on the store's filesystem, kept above the reserve.
+    free_space: RefCell<FreeSpace>,
+    /// Whether publishes to file streams are being refused (logged on change).
+    storage_refusing: Cell<bool>,
 }
 
 /// `<store_dir>/jetstream/layout`: refuses a restart with a different shard
@@ -216,6 +221,26 @@ pub fn check_layout(store_dir: &Path, shard_count: usize) -> Result<(), String> 
     }
 }
 
+/// The shard's view of free space under `root`: the configured reserve or
+/// the default for the filesystem's size, looked at again after each shard
+/// wrote half the reserve split over the shards (see `free_space`).
+fn storage_reserve(
+    root: &Path,
+    config: &JetStreamConfig,
+    shard_count: usize,
+) -> Result<FreeSpace, String> {
+    let reserve_bytes = match config.storage_reserve_bytes {
+        Some(bytes) => bytes,
+        None => {
+            let (_, filesystem_bytes) = filesystem_space_bytes(root)
+                .map_err(|error| format!("statvfs {}: {error}", root.display()))?;
+            crate::config::default_storage_reserve_bytes(filesystem_bytes)
+        }
+    };
+    let recheck_bytes = (reserve_bytes / (2 * shard_count.max(1) as u64)).max(1);
+    Ok(FreeSpace::new(reserve_bytes, recheck_bytes))
+}
+
 impl JetStream {
     /// Opens this shard's journal and recovers the streams it owns; the meta
     /// shard also loads the catalog. Registers the API subscription and the
@@ -224,6 +249,16 @@ impl JetStream {
         let index = shard.index;
         let shard_count = shard.shard_count;
         let root = shard.config.store_dir.join("jetstream");
+        std::fs::create_dir_all(&root).map_err(|error| format!("{}: {error}", root.display()))?;
+        let free_space = storage_reserve(&root, &config, shard_count)?;
+        if index == META_SHARD {
+            log::info!(
+                target: "tern::jetstream",
+                "JetStream keeps {} MiB free on {} (storage_reserve): publishes to file streams are refused below it",
+                free_space.reserve_bytes() >> 20,
+                root.display()
+            );
+        }
         let js = Rc::new(JetStream {
             index,
             shard_count,
@@ -241,6 +276,8 @@ impl JetStream {
             api_errors: Cell::new(0),
             stopping: Cell::new(false),
             stop_waiters: Waiters::new(),
+            free_space: RefCell::new(free_space),
+            storage_refusing: Cell::new(false),
         });
         if index == META_SHARD {
             let trash = root.join("trash");
@@ -526,7 +563,7 @@ impl JetStream {
     ) -> Result<Rc<StreamHandle>, String> {
         let name = config.name.clone();
         let config = Rc::new(config);
-        let handle = StreamHandle::new(name.clone(), config.clone(), created_unix_ns);
+        let handle = StreamHandle::new(name.clone(), group, config.clone(), created_unix_ns);
         let task = StreamTask::open(
             self.clone(),
             handle.clone(),
@@ -890,21 +927,48 @@ impl JetStream {
     /// A per-stream call on the owner shard.
     fn stream_call(&self, name: &str, request: ApiRequest, kind: StreamApi, response_kind: &str) {
         let handle = self.streams.borrow().get(name).cloned();
-        let Some(handle) = handle.filter(|handle| !handle.is_stopped()) else {
-            let error = match self.damaged.borrow().get(name) {
-                Some(reason) => {
-                    ApiError::stream_create_failed(&format!("stream is offline: {reason}"))
-                }
+        let Some(handle) = handle.clone().filter(|handle| !handle.is_stopped()) else {
+            let stopped = handle.map(|handle| handle.failure_reason());
+            let error = match stopped.or_else(|| self.damaged.borrow().get(name).cloned()) {
+                Some(reason) => ApiError::stream_offline(&reason),
                 None => ApiError::stream_not_found(),
             };
             return self.answer_here(request, response_kind, error);
         };
-        handle.call(ApiCall {
-            origin: request.origin,
-            reply: request.reply,
-            payload: request.payload,
-            kind,
-        });
+        self.call_stream(
+            &handle,
+            ApiCall {
+                origin: request.origin,
+                reply: request.reply,
+                payload: request.payload,
+                kind,
+            },
+            response_kind,
+        );
+    }
+
+    /// Queues `call` for the stream's task, or, when the stream stopped
+    /// after a storage error (its task is gone), answers `stream is
+    /// offline` with the reason.
+    fn call_stream(&self, handle: &StreamHandle, call: ApiCall, response_kind: &str) {
+        if let Err(call) = handle.call(call) {
+            self.answer_error(
+                call.origin,
+                call.reply,
+                response_kind,
+                &ApiError::stream_offline(&handle.failure_reason()),
+            );
+        }
+    }
+
+    /// Deletes a stream whose task stopped after a storage error: releases
+    /// its journal records, forgets it and removes its files (the way out of
+    /// a full disk).
+    async fn delete_stopped_stream(&self, handle: &Rc<StreamHandle>) -> Result<(), String> {
+        assert!(handle.is_stopped());
+        self.journal().checkpoint(handle.group, u64::MAX);
+        self.forget_stream(handle);
+        self.remove_stream_files(&handle.name).await
     }
 
     /// Create, update and delete, checked against the catalog (meta shard).
@@ -945,11 +1009,7 @@ impl JetStream {
         match (create, existing) {
             (_, Some(None)) => {
                 let reason = self.damaged.borrow().get(name).cloned().unwrap_or_default();
-                self.answer_here(
-                    request,
-                    kind,
-                    ApiError::stream_create_failed(&format!("stream is offline: {reason}")),
-                )
+                self.answer_here(request, kind, ApiError::stream_offline(&reason))
             }
             (true, Some(Some(current))) => {
                 if !current.same_as(&config) {
@@ -1038,15 +1098,20 @@ impl JetStream {
                         // Every shard must route the stream's subjects here
                         // before the creator hears it exists.
                         self.shard().wait_interest_applied(INTEREST_TIMEOUT).await;
-                        handle.call(ApiCall {
-                            origin,
-                            reply,
-                            payload: Bytes::new(),
-                            kind: StreamApi::Update {
-                                config: Box::new(handle.snapshot.borrow().config.as_ref().clone()),
-                                create: true,
+                        let config = Box::new(handle.snapshot.borrow().config.as_ref().clone());
+                        self.call_stream(
+                            &handle,
+                            ApiCall {
+                                origin,
+                                reply,
+                                payload: Bytes::new(),
+                                kind: StreamApi::Update {
+                                    config,
+                                    create: true,
+                                },
                             },
-                        });
+                            "stream_create_response",
+                        );
                     }
                     Err(error) => {
                         log::error!(target: "tern::jetstream", "creating stream {name}: {error}");
@@ -1075,12 +1140,20 @@ impl JetStream {
                 let handle = self.streams.borrow().get(&name).cloned();
                 match handle {
                     Some(handle) => {
-                        handle.call(ApiCall {
-                            origin,
-                            reply,
-                            payload: Bytes::new(),
-                            kind: StreamApi::Update { config, create },
-                        });
+                        self.call_stream(
+                            &handle,
+                            ApiCall {
+                                origin,
+                                reply,
+                                payload: Bytes::new(),
+                                kind: StreamApi::Update { config, create },
+                            },
+                            if create {
+                                "stream_create_response"
+                            } else {
+                                "stream_update_response"
+                            },
+                        );
                         if !create {
                             self.shard().wait_interest_applied(INTEREST_TIMEOUT).await;
                         }
@@ -1109,28 +1182,34 @@ impl JetStream {
                 reply,
             } => {
                 let handle = self.streams.borrow().get(&name).cloned();
-                match handle {
-                    Some(handle) => handle.call(ApiCall {
+                if let Some(handle) = handle.as_ref().filter(|handle| !handle.is_stopped()) {
+                    let call = ApiCall {
                         origin,
                         reply,
                         payload: Bytes::new(),
                         kind: StreamApi::Delete,
-                    }),
+                    };
+                    assert!(handle.call(call).is_ok(), "checked: not stopped");
+                    return;
+                }
+                let result = match handle {
+                    // Stopped after a storage error: its task is gone.
+                    Some(handle) => self.delete_stopped_stream(&handle).await,
+                    // A damaged stream: its files go.
                     None => {
-                        // A damaged stream: its files go.
                         self.damaged.borrow_mut().remove(&name);
-                        let result = self.remove_stream_files(&name).await;
-                        if let Some(reply) = reply {
-                            let body = match result {
-                                Ok(()) => responses::delete_response(),
-                                Err(error) => responses::error_response(
-                                    "stream_delete_response",
-                                    &ApiError::stream_delete_failed(&error),
-                                ),
-                            };
-                            self.respond(origin, reply, body);
-                        }
+                        self.remove_stream_files(&name).await
                     }
+                };
+                if let Some(reply) = reply {
+                    let body = match result {
+                        Ok(()) => responses::delete_response(),
+                        Err(error) => responses::error_response(
+                            "stream_delete_response",
+                            &ApiError::stream_delete_failed(&error),
+                        ),
+                    };
+                    self.respond(origin, reply, body);
                 }
             }
         }
@@ -1191,6 +1270,16 @@ impl JetStream {
         header_bytes: usize,
         message: &[u8],
     ) {
+        if handle.is_file_storage() && !self.storage_has_room(subject.len() + message.len()) {
+            if let Some(reply) = reply {
+                let error = ApiError::insufficient_resources();
+                self.publish_reply(
+                    reply,
+                    responses::pub_ack_error(&handle.name, &error).as_bytes(),
+                );
+            }
+            return;
+        }
         let inbound = Inbound {
             message: entry::PendingMessage::new(
                 subject,
@@ -1215,6 +1304,40 @@ impl JetStream {
                 self.publish_reply(&reply, body.as_bytes());
             }
         }
+    }
+
+    /// Whether `bytes` more may go to a file stream: false while the
+    /// filesystem's free space is under the reserve (counts them if so).
+    fn storage_has_room(&self, bytes: usize) -> bool {
+        let mut space = self.free_space.borrow_mut();
+        let now = Instant::now();
+        if space.needs_check(now) {
+            match filesystem_free_bytes(&self.root) {
+                Ok(free_bytes) => space.record_check(free_bytes, now),
+                // Unknown space must not stop publishing; the next look
+                // comes after the interval.
+                Err(error) => {
+                    log::warn!(target: "tern::jetstream", "statvfs {}: {error}", self.root.display());
+                    space.record_check(u64::MAX, now);
+                }
+            }
+        }
+        let low = space.is_low();
+        if low != self.storage_refusing.replace(low) {
+            log::warn!(
+                target: "tern::jetstream",
+                "shard {}: about {} MiB free on {}, reserve {} MiB: publishes to file streams {}",
+                self.index,
+                space.free_bytes_estimate().unwrap_or_default() >> 20,
+                self.root.display(),
+                space.reserve_bytes() >> 20,
+                if low { "refused (insufficient resources)" } else { "accepted again" }
+            );
+        }
+        if !low {
+            space.note_written(bytes as u64);
+        }
+        !low
     }
 
     /// What a requester hears when nothing serves its subject.
@@ -1249,12 +1372,16 @@ impl JetStream {
         let prefix_bytes = b"$JS.API.DIRECT.GET.".len() + handle.name.len();
         let appended = (subject.len() > prefix_bytes + 1)
             .then(|| Bytes::copy_from_slice(&subject[prefix_bytes + 1..]));
-        handle.call(ApiCall {
+        let call = ApiCall {
             origin: self.index,
             reply: Some(Bytes::copy_from_slice(reply)),
             payload: Bytes::copy_from_slice(&message[header_bytes..]),
             kind: StreamApi::DirectGet { subject: appended },
-        });
+        };
+        // A stopped stream serves nothing: as if nobody subscribed.
+        if let Err(call) = handle.call(call) {
+            self.no_responders(call.reply);
+        }
     }
 
     // ----- gathers ----------------------------------------------------------------

@@ -101,6 +101,29 @@ pub enum StreamApi {
     },
 }
 
+impl StreamApi {
+    /// The `type` of its response (`io.nats.jetstream.api.v1.<kind>`).
+    pub fn response_kind(&self) -> &'static str {
+        match self {
+            StreamApi::Info => "stream_info_response",
+            StreamApi::Purge => "stream_purge_response",
+            StreamApi::MessageGet => "stream_msg_get_response",
+            StreamApi::MessageDelete => "stream_msg_delete_response",
+            StreamApi::DirectGet { .. } => "stream_msg_get_response",
+            StreamApi::Update { create: true, .. } => "stream_create_response",
+            StreamApi::Update { create: false, .. } => "stream_update_response",
+            StreamApi::Delete => "stream_delete_response",
+            StreamApi::Consumer { tokens } => match tokens.first().map(String::as_str) {
+                Some("INFO") => "consumer_info_response",
+                Some("DELETE") => "consumer_delete_response",
+                Some("NAMES") => "consumer_names_response",
+                Some("LIST") => "consumer_list_response",
+                _ => "consumer_create_response",
+            },
+        }
+    }
+}
+
 pub enum Command {
     Publish(Inbound),
     Api(ApiCall),
@@ -111,6 +134,8 @@ pub enum Command {
 /// snapshot of its state for listings.
 pub struct StreamHandle {
     pub name: String,
+    /// Its Raft group (the journal's record group).
+    pub group: u64,
     commands: RefCell<VecDeque<Command>>,
     wake: Waiters,
     stopped: Cell<bool>,
@@ -131,9 +156,15 @@ pub struct Snapshot_ {
 }
 
 impl StreamHandle {
-    pub fn new(name: String, config: Rc<StreamConfig>, created_unix_ns: u64) -> Rc<StreamHandle> {
+    pub fn new(
+        name: String,
+        group: u64,
+        config: Rc<StreamConfig>,
+        created_unix_ns: u64,
+    ) -> Rc<StreamHandle> {
         Rc::new(StreamHandle {
             name,
+            group,
             commands: RefCell::new(VecDeque::new()),
             wake: Waiters::new(),
             stopped: Cell::new(false),
@@ -151,12 +182,7 @@ impl StreamHandle {
     /// Gives it back when the stream stopped or its queue is full.
     pub fn publish(&self, inbound: Inbound) -> Result<(), Box<(Inbound, ApiError)>> {
         if self.stopped.get() {
-            let reason = self
-                .snapshot
-                .borrow()
-                .failure
-                .clone()
-                .unwrap_or_else(|| "stream is stopped".into());
+            let reason = self.failure_reason();
             return Err(Box::new((inbound, ApiError::store_failed(&reason))));
         }
         if self.commands.borrow().len() >= QUEUED_COMMANDS_MAX {
@@ -166,8 +192,14 @@ impl StreamHandle {
         Ok(())
     }
 
-    pub fn call(&self, call: ApiCall) {
+    /// Queues an API call; gives it back when the stream stopped (its task
+    /// is gone: the caller answers).
+    pub fn call(&self, call: ApiCall) -> Result<(), ApiCall> {
+        if self.stopped.get() {
+            return Err(call);
+        }
         self.push(Command::Api(call));
+        Ok(())
     }
 
     /// Pull requests and acks for the stream's consumers.
@@ -185,6 +217,20 @@ impl StreamHandle {
 
     pub fn is_stopped(&self) -> bool {
         self.stopped.get()
+    }
+
+    /// Why the stream stopped (the storage error), for the errors it answers.
+    pub fn failure_reason(&self) -> String {
+        self.snapshot
+            .borrow()
+            .failure
+            .clone()
+            .unwrap_or_else(|| "stream is stopped".into())
+    }
+
+    /// Whether its messages go to the block store (not memory).
+    pub fn is_file_storage(&self) -> bool {
+        self.snapshot.borrow().config.storage == StorageType::File
     }
 
     /// Messages queued and not yet taken by the task.
@@ -742,15 +788,28 @@ impl StreamTask {
         }
         self.handle.stopped.set(true);
         let commands: Vec<Command> = self.handle.commands.borrow_mut().drain(..).collect();
+        let offline = ApiError::stream_offline(self.failure.as_deref().unwrap_or("failed"));
         for command in commands {
-            if let Command::Publish(Inbound {
-                reply: Some(reply), ..
-            }) = command
-            {
-                self.js.publish_reply(
-                    &reply,
-                    responses::pub_ack_error(&self.handle.name, &failure).as_bytes(),
-                );
+            match command {
+                Command::Publish(Inbound {
+                    reply: Some(reply), ..
+                }) => {
+                    self.js.publish_reply(
+                        &reply,
+                        responses::pub_ack_error(&self.handle.name, &failure).as_bytes(),
+                    );
+                }
+                Command::Api(ApiCall {
+                    kind: StreamApi::DirectGet { .. },
+                    reply,
+                    ..
+                }) => self.js.no_responders(reply),
+                Command::Api(call) => {
+                    let kind = call.kind.response_kind();
+                    self.js
+                        .answer_error(call.origin, call.reply, kind, &offline);
+                }
+                Command::Publish(_) | Command::Consumer(_) => {}
             }
         }
     }

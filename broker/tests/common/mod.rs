@@ -76,6 +76,9 @@ pub struct Options {
     /// tern only: pass the data directory relative to the working directory
     /// (as the README's command does), not as an absolute path.
     pub relative_store_dir: bool,
+    /// tern only: `storage_reserve` (free space kept on the store's
+    /// filesystem); default 5 % of it.
+    pub storage_reserve_bytes: Option<u64>,
 }
 
 impl Options {
@@ -126,6 +129,9 @@ impl Options {
             lines.push("[jetstream]".into());
             lines.push(format!("journal_segment_size = {}", 8 << 20));
             lines.push("journal_segments = 4".into());
+            if let Some(bytes) = self.storage_reserve_bytes {
+                lines.push(format!("storage_reserve = {bytes}"));
+            }
         }
         if flavor == Flavor::Nats && self.jetstream && self.nats_sync_always {
             // `-js -sd DIR` on the command line still enable JetStream and

@@ -148,7 +148,8 @@ impl StoreFile for DmaStoreFile {
                 "write",
                 &self.name,
                 offset,
-                format!("short write: {written} of {bytes}"),
+                // What a full filesystem does before it says ENOSPC.
+                format!("short write: {written} of {bytes} (is the filesystem full?)"),
             ));
         }
         self.size.set(self.size.get().max(offset + bytes as u64));
