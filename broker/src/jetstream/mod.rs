@@ -943,19 +943,18 @@ impl JetStream {
                 payload: request.payload,
                 kind,
             },
-            response_kind,
         );
     }
 
     /// Queues `call` for the stream's task, or, when the stream stopped
     /// after a storage error (its task is gone), answers `stream is
     /// offline` with the reason.
-    fn call_stream(&self, handle: &StreamHandle, call: ApiCall, response_kind: &str) {
+    fn call_stream(&self, handle: &StreamHandle, call: ApiCall) {
         if let Err(call) = handle.call(call) {
             self.answer_error(
                 call.origin,
                 call.reply,
-                response_kind,
+                call.kind.response_kind(),
                 &ApiError::stream_offline(&handle.failure_reason()),
             );
         }
@@ -1110,7 +1109,6 @@ impl JetStream {
                                     create: true,
                                 },
                             },
-                            "stream_create_response",
                         );
                     }
                     Err(error) => {
@@ -1147,11 +1145,6 @@ impl JetStream {
                                 reply,
                                 payload: Bytes::new(),
                                 kind: StreamApi::Update { config, create },
-                            },
-                            if create {
-                                "stream_create_response"
-                            } else {
-                                "stream_update_response"
                             },
                         );
                         if !create {
@@ -1202,14 +1195,7 @@ impl JetStream {
                     }
                 };
                 if let Some(reply) = reply {
-                    let body = match result {
-                        Ok(()) => responses::delete_response(),
-                        Err(error) => responses::error_response(
-                            "stream_delete_response",
-                            &ApiError::stream_delete_failed(&error),
-                        ),
-                    };
-                    self.respond(origin, reply, body);
+                    self.respond(origin, reply, responses::delete_result(result));
                 }
             }
         }

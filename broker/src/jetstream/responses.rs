@@ -257,6 +257,17 @@ pub fn delete_response() -> String {
     success_response("stream_delete_response")
 }
 
+/// The answer to a stream delete that removed its files, or failed to.
+pub fn delete_result(result: Result<(), String>) -> String {
+    match result {
+        Ok(()) => delete_response(),
+        Err(error) => error_response(
+            "stream_delete_response",
+            &ApiError::stream_delete_failed(&error),
+        ),
+    }
+}
+
 /// `{"type":"…stream_msg_delete_response","success":true}`.
 pub fn message_delete_response() -> String {
     success_response("stream_msg_delete_response")

@@ -1886,14 +1886,8 @@ impl StreamTask {
                 self.js.journal().checkpoint(self.group, u64::MAX);
                 let result = self.js.remove_stream_files(&self.handle.name).await;
                 if let Some(reply) = reply {
-                    let body = match result {
-                        Ok(()) => responses::delete_response(),
-                        Err(error) => responses::error_response(
-                            "stream_delete_response",
-                            &ApiError::stream_delete_failed(&error),
-                        ),
-                    };
-                    self.js.respond(origin, reply, body);
+                    self.js
+                        .respond(origin, reply, responses::delete_result(result));
                 }
                 self.js.forget_stream(&self.handle);
             }
