@@ -194,7 +194,7 @@ async fn shard_main(
         (0, Some(port)) => Some(TcpListener::bind((config.http_host.as_str(), port))),
         _ => None,
     };
-    let mut mesh = context.mesh.connect().await;
+    let mut mesh = context.mesh.connect();
     let shutdown = context.shutdown.clone();
     let listener = match listener {
         Ok(listener) => listener,

@@ -2,13 +2,14 @@
 //!
 //! A node runs one shard per configured CPU. Each shard is a glommio
 //! `LocalExecutor` pinned to its CPU; shard state is `!Send` and never shared.
-//! Shards talk only through the channel [`mesh`]: bounded lock-free SPSC rings,
+//! Shards talk only through the channel [`mesh`]: bounded lock-free rings,
 //! one per ordered pair of shards. This crate owns:
 //!
 //! - [`cpuset`]: parsing `--cores` in taskset syntax (`1`, `0-3`, `0,2`).
 //! - [`memlock`]: the RLIMIT_MEMLOCK check at start-up.
 //! - [`placement`]: jump consistent hash from a stream's key to its shard.
 //! - [`mesh`]: the full channel mesh between shards.
+//! - [`ring`]: one ring of the mesh (a lock-free queue, wake-ups only for a parked side).
 //! - [`timer`]: shard-local timers (sleep, deadlines).
 //! - [`shutdown`]: SIGINT/SIGTERM turned into a per-shard shutdown signal.
 //! - [`runtime`]: spawning the pinned executors and joining them.
@@ -22,6 +23,7 @@ pub mod cpuset;
 pub mod memlock;
 pub mod mesh;
 pub mod placement;
+pub mod ring;
 pub mod runtime;
 pub mod shutdown;
 pub mod spin;

@@ -1,7 +1,7 @@
 //! The full channel mesh between shards.
 //!
-//! One bounded SPSC ring per ordered pair of shards (glommio `shared_channel`,
-//! lock-free, eventfd wake-up when the consumer sleeps). Ring `i -> j` carries
+//! One bounded ring per ordered pair of shards ([`crate::ring`]: lock-free,
+//! a wake-up only for a side that is parked). Ring `i -> j` carries
 //! only what shard `i` sends to shard `j`, in order: per-pair FIFO is the
 //! ordering guarantee the broker builds on (interest before messages).
 //!
@@ -20,9 +20,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::task::{Poll, Waker};
 
-use glommio::channels::shared_channel::{
-    self, ConnectedReceiver, ConnectedSender, SharedReceiver, SharedSender,
-};
+use crate::ring::{ring, RingReceiver, RingSender};
 
 /// Why a send did not happen; the message comes back.
 #[derive(Debug, thiserror::Error)]
@@ -41,11 +39,11 @@ impl<T> MeshError<T> {
     }
 }
 
-/// One shard's unconnected ends of the mesh; `Send`, moved into the shard thread.
+/// One shard's ends of the mesh; `Send`, moved into the shard thread.
 pub struct MeshEnds<T: Send + 'static> {
     index: usize,
-    senders: Vec<Option<(SharedSender<T>, Arc<AtomicU64>)>>,
-    receivers: Vec<Option<(SharedReceiver<T>, Arc<AtomicU64>)>>,
+    senders: Vec<Option<RingSender<T>>>,
+    receivers: Vec<Option<RingReceiver<T>>>,
 }
 
 /// Wires a full mesh for `shard_count` shards, each ring holding `capacity` messages.
@@ -64,97 +62,54 @@ pub fn full_mesh<T: Send + 'static>(shard_count: usize, capacity: usize) -> Vec<
             if from == to {
                 continue;
             }
-            let (sender, receiver) = shared_channel::new_bounded(capacity);
-            let sent = Arc::new(AtomicU64::new(0));
-            ends[from].senders[to] = Some((sender, sent.clone()));
-            ends[to].receivers[from] = Some((receiver, sent));
+            let (sender, receiver) = ring(capacity);
+            ends[from].senders[to] = Some(sender);
+            ends[to].receivers[from] = Some(receiver);
         }
     }
     ends
 }
 
 impl<T: Send + 'static> MeshEnds<T> {
-    /// Connects every ring end on the calling shard. All shards must call this
-    /// concurrently: a sender connects only once its peer's receiver has.
-    pub async fn connect(self) -> Mesh<T> {
-        let senders: Vec<_> = self
-            .senders
-            .into_iter()
-            .map(|sender| {
-                sender.map(|(sender, sent)| (glommio::spawn_local(sender.connect()).detach(), sent))
-            })
-            .collect();
-        let receivers: Vec<_> = self
-            .receivers
-            .into_iter()
-            .map(|receiver| {
-                receiver.map(|(receiver, sent)| {
-                    (glommio::spawn_local(receiver.connect()).detach(), sent)
-                })
-            })
-            .collect();
-        let mut connected_senders = Vec::with_capacity(senders.len());
-        for sender in senders {
-            connected_senders.push(match sender {
-                Some((task, sent)) => Some(Sender {
-                    inner: task.await.expect("mesh sender connect task cancelled"),
-                    sent,
-                }),
-                None => None,
-            });
-        }
-        let mut connected_receivers = Vec::with_capacity(receivers.len());
-        let mut progress = Vec::with_capacity(receivers.len());
-        for receiver in receivers {
+    /// The mesh as the calling shard uses it.
+    pub fn connect(self) -> Mesh<T> {
+        let mut receivers = Vec::with_capacity(self.receivers.len());
+        let mut progress = Vec::with_capacity(self.receivers.len());
+        for receiver in self.receivers {
             match receiver {
-                Some((task, sent)) => {
+                Some(receiver) => {
                     let ring_progress = Rc::new(RingProgress {
-                        sent,
+                        sent: receiver.sent_counter(),
                         handled: Cell::new(0),
                         waiters: RefCell::new(Vec::new()),
                     });
                     progress.push(Some(ring_progress.clone()));
-                    connected_receivers.push(Some(Receiver {
-                        inner: task.await.expect("mesh receiver connect task cancelled"),
+                    receivers.push(Some(Receiver {
+                        inner: receiver,
                         progress: ring_progress,
                     }));
                 }
                 None => {
                     progress.push(None);
-                    connected_receivers.push(None);
+                    receivers.push(None);
                 }
             }
         }
         Mesh {
             index: self.index,
-            senders: connected_senders,
-            receivers: connected_receivers,
+            senders: self.senders,
+            receivers,
             progress,
         }
-    }
-}
-
-fn mesh_error<T>(error: glommio::GlommioError<T>) -> MeshError<T> {
-    use glommio::{GlommioError, ResourceType};
-    match error {
-        GlommioError::WouldBlock(ResourceType::Channel(message)) => MeshError::Full(message),
-        GlommioError::Closed(ResourceType::Channel(message)) => MeshError::Closed(message),
-        other => panic!("unexpected mesh send error: {other}"),
     }
 }
 
 /// The connected mesh as seen from one shard.
 pub struct Mesh<T: Send + 'static> {
     index: usize,
-    senders: Vec<Option<Sender<T>>>,
+    senders: Vec<Option<RingSender<T>>>,
     receivers: Vec<Option<Receiver<T>>>,
     progress: Vec<Option<Rc<RingProgress>>>,
-}
-
-struct Sender<T: Send + 'static> {
-    inner: ConnectedSender<T>,
-    /// Messages pushed into the ring; only this sender writes it.
-    sent: Arc<AtomicU64>,
 }
 
 /// How far this shard has got through one incoming ring.
@@ -200,7 +155,7 @@ impl RingProgress {
 
 /// The receiving end of one ring.
 pub struct Receiver<T: Send + 'static> {
-    inner: ConnectedReceiver<T>,
+    inner: RingReceiver<T>,
     progress: Rc<RingProgress>,
 }
 
@@ -241,7 +196,7 @@ impl<T: Send + 'static> Mesh<T> {
         self.senders.len()
     }
 
-    fn sender(&self, peer: usize) -> &Sender<T> {
+    fn sender(&self, peer: usize) -> &RingSender<T> {
         assert_ne!(
             peer, self.index,
             "a shard never sends to itself through the mesh"
@@ -253,18 +208,12 @@ impl<T: Send + 'static> Mesh<T> {
 
     /// Sends without waiting; a full ring hands the message back.
     pub fn try_send(&self, peer: usize, message: T) -> Result<(), MeshError<T>> {
-        let sender = self.sender(peer);
-        sender.inner.try_send(message).map_err(mesh_error)?;
-        sender.sent.fetch_add(1, Ordering::Release);
-        Ok(())
+        self.sender(peer).try_send(message)
     }
 
     /// Sends, waiting while the ring is full (backpressure).
     pub async fn send(&self, peer: usize, message: T) -> Result<(), MeshError<T>> {
-        let sender = self.sender(peer);
-        sender.inner.send(message).await.map_err(mesh_error)?;
-        sender.sent.fetch_add(1, Ordering::Release);
-        Ok(())
+        self.sender(peer).send(message).await
     }
 
     /// Progress through each incoming ring, `(peer, progress)`.
@@ -288,7 +237,7 @@ impl<T: Send + 'static> Mesh<T> {
     /// Closes every outgoing ring: peers see `None` once they drain.
     pub fn close(&self) {
         for sender in self.senders.iter().flatten() {
-            sender.inner.close();
+            sender.close();
         }
     }
 }

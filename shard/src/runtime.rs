@@ -141,7 +141,7 @@ mod tests {
         let count = cpus.len();
         let results =
             run_shards::<(usize, u32), _, _, _>(&spec(&list), move |context| async move {
-                let mut mesh = context.mesh.connect().await;
+                let mut mesh = context.mesh.connect();
                 let receivers = mesh.take_receivers();
                 let received = Rc::new(Cell::new(0usize));
                 let mut tasks = Vec::new();
@@ -190,7 +190,7 @@ mod tests {
             .collect::<Vec<_>>()
             .join(",");
         let results = run_shards::<(), _, _, _>(&spec(&list), |context| async move {
-            let _mesh = context.mesh.connect().await;
+            let _mesh = context.mesh.connect();
             if context.index == 0 {
                 context.shutdown.trigger();
             }

@@ -39,7 +39,7 @@ pub struct Shutdown {
 
 impl Shutdown {
     pub(crate) async fn connect(ends: MeshEnds<Control>, watch_signals: bool) -> Shutdown {
-        let mut peers = ends.connect().await;
+        let mut peers = ends.connect();
         let receivers = peers.take_receivers();
         let shutdown = Shutdown {
             inner: Rc::new(Inner {
