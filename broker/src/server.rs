@@ -160,6 +160,7 @@ pub fn run(mut config: Config) -> Result<(), ServerError> {
         watch_signals: true,
         spin_before_park: Some(config.spin_before_park),
     };
+    let storage_usage = crate::jetstream::usage::StorageUsage::new(config.cores.len());
     let shared = Arc::new(Shared {
         config,
         server_id,
@@ -167,6 +168,7 @@ pub fn run(mut config: Config) -> Result<(), ServerError> {
         started: SystemTime::now(),
         client_port,
         connections: AtomicUsize::new(0),
+        storage_usage,
     });
     let seed = random_u64();
     let results = run_shards::<ShardMessage, _, _, _>(&spec, move |context| {

@@ -75,6 +75,8 @@ pub struct Shared {
     pub started: SystemTime,
     pub client_port: u16,
     pub connections: AtomicUsize,
+    /// Bytes stored by each shard's streams (`max_file_store`, `max_memory_store`).
+    pub storage_usage: crate::jetstream::usage::StorageUsage,
 }
 
 struct PendingReport {

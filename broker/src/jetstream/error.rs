@@ -262,6 +262,11 @@ impl ApiError {
         ApiError::new(503, 10023, "insufficient resources")
     }
 
+    /// 500 10028 `insufficient memory resources available`.
+    pub fn insufficient_memory() -> ApiError {
+        ApiError::new(500, 10028, "insufficient memory resources available")
+    }
+
     /// 500 10047 `insufficient storage resources available`.
     pub fn insufficient_storage() -> ApiError {
         ApiError::new(500, 10047, "insufficient storage resources available")
@@ -559,6 +564,12 @@ mod tests {
                 503,
                 10023,
                 "insufficient resources",
+            ),
+            (
+                ApiError::insufficient_memory(),
+                500,
+                10028,
+                "insufficient memory resources available",
             ),
             (
                 ApiError::insufficient_storage(),

@@ -54,6 +54,7 @@ pub mod requests;
 pub mod responses;
 pub mod stream;
 pub mod stream_config;
+pub mod usage;
 
 use std::cell::{Cell, OnceCell, RefCell};
 use std::collections::BTreeMap;
@@ -678,6 +679,7 @@ impl JetStream {
 
     /// Forgets a deleted stream (its task has stopped).
     pub fn forget_stream(&self, handle: &Rc<StreamHandle>) {
+        self.count_stored_bytes(handle, 0);
         self.unsubscribe_stream(&handle.name);
         let mut streams = self.streams.borrow_mut();
         if streams
@@ -1026,6 +1028,9 @@ impl JetStream {
             }
             (false, None) => self.answer_here(request, kind, ApiError::stream_not_found()),
             (true, None) => {
+                if let Some(error) = self.reservation_error(&config, None) {
+                    return self.answer_here(request, kind, error);
+                }
                 if let Some(error) = self.overlap_error(name, &config) {
                     return self.answer_here(request, kind, error);
                 }
@@ -1052,6 +1057,9 @@ impl JetStream {
                     Ok(config) => config,
                     Err(error) => return self.answer_here(request, kind, error),
                 };
+                if let Some(error) = self.reservation_error(&config, Some(&current)) {
+                    return self.answer_here(request, kind, error);
+                }
                 if let Some(error) = self.overlap_error(name, &config) {
                     return self.answer_here(request, kind, error);
                 }
@@ -1069,6 +1077,44 @@ impl JetStream {
                 );
             }
         }
+    }
+
+    /// nats-server's server limit check on create and update: the streams'
+    /// `max_bytes` reservations of one storage type (this stream's current
+    /// one included) plus what the request adds may not exceed
+    /// `max_file_store` / `max_memory_store`. A created stream without
+    /// `max_bytes` adds 1 byte (none fits once reservations fill the limit);
+    /// an update adds only the raise of its `max_bytes`.
+    fn reservation_error(
+        &self,
+        config: &StreamConfig,
+        current: Option<&StreamConfig>,
+    ) -> Option<ApiError> {
+        let (limit_bytes, error) = match config.storage {
+            StorageType::File => (self.config.max_file_bytes, ApiError::insufficient_storage()),
+            StorageType::Memory => (
+                self.config.max_memory_bytes,
+                ApiError::insufficient_memory(),
+            ),
+        };
+        if limit_bytes < 0 {
+            return None;
+        }
+        let reserved_bytes = self
+            .catalog
+            .borrow()
+            .values()
+            .filter_map(|entry| entry.config.as_ref())
+            .filter(|other| other.storage == config.storage)
+            .map(|other| other.max_bytes.max(0))
+            .fold(0i64, i64::saturating_add);
+        let added_bytes = match current {
+            None if config.max_bytes < 0 => 1,
+            None => config.max_bytes,
+            Some(current) => (config.max_bytes.max(0) - current.max_bytes.max(0)).max(0),
+        };
+        let over = reserved_bytes > limit_bytes || added_bytes > limit_bytes - reserved_bytes;
+        over.then_some(error)
     }
 
     fn overlap_error(&self, name: &str, config: &StreamConfig) -> Option<ApiError> {
@@ -1256,7 +1302,11 @@ impl JetStream {
         header_bytes: usize,
         message: &[u8],
     ) {
-        if handle.is_file_storage() && !self.storage_has_room(subject.len() + message.len()) {
+        let storage = handle.snapshot.borrow().config.storage;
+        let refused = self.over_store_limit(storage)
+            || (storage == StorageType::File
+                && !self.storage_has_room(subject.len() + message.len()));
+        if refused {
             if let Some(reply) = reply {
                 let error = ApiError::insufficient_resources();
                 self.publish_reply(
@@ -1290,6 +1340,34 @@ impl JetStream {
                 self.publish_reply(&reply, body.as_bytes());
             }
         }
+    }
+
+    /// Counts a stream's stored bytes in the server-wide usage (after each
+    /// turn of its task; 0 once it is gone).
+    pub fn count_stored_bytes(&self, handle: &StreamHandle, bytes: u64) {
+        let before = handle.counted_bytes.replace(bytes);
+        if before != bytes {
+            let storage = handle.snapshot.borrow().config.storage;
+            self.shard()
+                .shared
+                .storage_usage
+                .record(self.index, storage, before, bytes);
+        }
+    }
+
+    /// Whether the server stores more of `storage` than its `max_file_store`
+    /// or `max_memory_store` (nats-server then refuses publishes, 503 10023).
+    fn over_store_limit(&self, storage: StorageType) -> bool {
+        let limit_bytes = match storage {
+            StorageType::File => self.config.max_file_bytes,
+            StorageType::Memory => self.config.max_memory_bytes,
+        };
+        limit_bytes >= 0
+            && self
+                .shard()
+                .shared
+                .storage_usage
+                .exceeds(storage, limit_bytes)
     }
 
     /// Whether `bytes` more may go to a file stream: false while the
@@ -1453,8 +1531,9 @@ impl JetStream {
         }
         // nats-server counts a request once it is answered: not this one.
         info.api_total = info.api_total.saturating_sub(1);
-        info.max_memory = self.config.max_memory_bytes;
-        info.max_storage = self.config.max_file_bytes;
+        // The account's limits stay -1 (nats-server's dynamic account limits
+        // without accounts configured): max_file_store and max_memory_store
+        // are the server's, enforced on create, update and publish.
         self.respond(
             request.origin,
             reply,

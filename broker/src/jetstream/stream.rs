@@ -139,6 +139,8 @@ pub struct StreamHandle {
     commands: RefCell<VecDeque<Command>>,
     wake: Waiters,
     stopped: Cell<bool>,
+    /// Stored bytes last counted in the shard's storage usage.
+    pub(crate) counted_bytes: Cell<u64>,
     /// Updated by the task after every turn (LIST, account info).
     pub snapshot: RefCell<Snapshot_>,
 }
@@ -168,6 +170,7 @@ impl StreamHandle {
             commands: RefCell::new(VecDeque::new()),
             wake: Waiters::new(),
             stopped: Cell::new(false),
+            counted_bytes: Cell::new(0),
             snapshot: RefCell::new(Snapshot_ {
                 config,
                 created_unix_ns,
@@ -820,6 +823,13 @@ impl StreamTask {
         snapshot.state = with_store!(&self.store, log => log.state());
         snapshot.last_unix_ns = self.stored_last_unix_ns;
         snapshot.failure = self.failure.clone();
+        let bytes = snapshot.state.bytes;
+        drop(snapshot);
+        // A stopped stream keeps its last count until it is deleted
+        // (`forget_stream`), a deleted one is not counted again.
+        if !self.handle.stopped.get() {
+            self.js.count_stored_bytes(&self.handle, bytes);
+        }
     }
 
     // ----- Raft and the journal ----------------------------------------------

@@ -79,6 +79,10 @@ pub struct Options {
     /// tern only: `storage_reserve` (free space kept on the store's
     /// filesystem); default 5 % of it.
     pub storage_reserve_bytes: Option<u64>,
+    /// JetStream `max_file_store` (both servers).
+    pub max_file_store_bytes: Option<u64>,
+    /// JetStream `max_memory_store` (both servers).
+    pub max_memory_store_bytes: Option<u64>,
 }
 
 impl Options {
@@ -133,11 +137,31 @@ impl Options {
                 lines.push(format!("storage_reserve = {bytes}"));
             }
         }
-        if flavor == Flavor::Nats && self.jetstream && self.nats_sync_always {
+        let store_limits = [
+            ("max_file_store", self.max_file_store_bytes),
+            ("max_memory_store", self.max_memory_store_bytes),
+        ];
+        if flavor == Flavor::Tern && self.jetstream {
+            for (key, bytes) in store_limits {
+                if let Some(bytes) = bytes {
+                    lines.push(format!("{key} = {bytes}"));
+                }
+            }
+        }
+        let nats_store_limits = store_limits.iter().any(|(_, bytes)| bytes.is_some());
+        if flavor == Flavor::Nats && self.jetstream && (self.nats_sync_always || nats_store_limits)
+        {
             // `-js -sd DIR` on the command line still enable JetStream and
-            // set the store; this block only adds the sync policy.
+            // set the store; this block only adds the sync policy and limits.
             lines.push("jetstream {".into());
-            lines.push("  sync_interval: always".into());
+            if self.nats_sync_always {
+                lines.push("  sync_interval: always".into());
+            }
+            for (key, bytes) in store_limits {
+                if let Some(bytes) = bytes {
+                    lines.push(format!("  {key}: {bytes}"));
+                }
+            }
             lines.push("}".into());
         }
         lines.push(String::new());
