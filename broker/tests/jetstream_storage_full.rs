@@ -15,14 +15,12 @@
 #[macro_use]
 mod common;
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
-use std::time::{Duration, Instant};
-
 use bytes::Bytes;
 use common::js::{self, api, api_ok, create, parse_json};
 use common::{Flavor, Options, Server, TIMEOUT};
 use serde_json::json;
+use std::path::{Path, PathBuf};
+use std::process::Command;
 
 const MIB: u64 = 1 << 20;
 /// The tmpfs: tern's test journal takes 32 MiB of it, preallocated.
@@ -144,23 +142,14 @@ async fn full_store_refuses_publishes_with_insufficient_resources(flavor: Flavor
     // Deleting the stream makes room again (tern looks again within 100 ms).
     api_ok(&client, "$JS.API.STREAM.DELETE.FULL", "").await;
     create(&client, json!({"name": "AGAIN", "subjects": ["again.>"]})).await;
-    let deadline = Instant::now() + TIMEOUT;
-    loop {
-        let reply = client
-            .request("again.a", Bytes::from(vec![b'y'; PAYLOAD_BYTES]))
-            .await
-            .expect("request");
-        let ack = parse_json("PubAck", &reply.payload);
-        if ack.get("error").is_none() {
-            assert_eq!(ack["seq"], json!(1), "{ack}");
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "still refused after the delete: {ack}"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    let ack = js::publish_until_accepted(
+        &client,
+        "again.a",
+        Bytes::from(vec![b'y'; PAYLOAD_BYTES]),
+        "after the delete",
+    )
+    .await;
+    assert_eq!(ack["seq"], json!(1), "{ack}");
 }
 differential!(full_store_refuses_publishes_with_insufficient_resources);
 

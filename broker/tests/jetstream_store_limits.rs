@@ -12,8 +12,6 @@
 #[macro_use]
 mod common;
 
-use std::time::{Duration, Instant};
-
 use bytes::Bytes;
 use common::js::{self, api, api_ok, create, parse_json};
 use common::{Flavor, Options, Server, TIMEOUT};
@@ -224,18 +222,13 @@ async fn publishes_past_the_store_limits_are_refused_until_a_purge(flavor: Flavo
     let state = js::state(&client, "FILL").await;
     assert_eq!(state["messages"], json!(acked), "{state}");
     api_ok(&client, "$JS.API.STREAM.PURGE.FILL", "").await;
-    let deadline = Instant::now() + TIMEOUT;
-    loop {
-        let ack = publish_once(&client, "other1.x").await;
-        if ack.get("error").is_none() {
-            assert_eq!(ack["seq"], json!(1), "{ack}");
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "still refused after the purge: {ack}"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    let ack = js::publish_until_accepted(
+        &client,
+        "other1.x",
+        Bytes::from_static(b"small"),
+        "after the purge",
+    )
+    .await;
+    assert_eq!(ack["seq"], json!(1), "{ack}");
 }
 differential!(publishes_past_the_store_limits_are_refused_until_a_purge);

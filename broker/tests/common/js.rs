@@ -477,3 +477,30 @@ pub async fn fetch_one(
         .pop()
         .expect("one message fetched")
 }
+
+/// Publishes `payload` to `subject` until a PubAck comes back without an
+/// error (a limit or a full disk cleared: the server looks again within its
+/// recheck interval), polling every 20 ms up to [`TIMEOUT`]; returns it.
+pub async fn publish_until_accepted(
+    client: &async_nats::Client,
+    subject: &str,
+    payload: bytes::Bytes,
+    what: &str,
+) -> Value {
+    let deadline = Instant::now() + TIMEOUT;
+    loop {
+        let reply = tokio::time::timeout(
+            TIMEOUT,
+            client.request(subject.to_string(), payload.clone()),
+        )
+        .await
+        .unwrap_or_else(|_| panic!("{what}: no PubAck within {TIMEOUT:?}"))
+        .expect("request");
+        let ack = parse_json("PubAck", &reply.payload);
+        if ack.get("error").is_none() {
+            return ack;
+        }
+        assert!(Instant::now() < deadline, "{what}: still refused: {ack}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
