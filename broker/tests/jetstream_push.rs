@@ -2,7 +2,8 @@
 //! 2.15.1: delivery to a deliver subject (and a deliver group), acks and
 //! info, push_bound, idle heartbeats and flow control byte for byte,
 //! last_per_subject, headers_only, replay original, ordered consumers as
-//! async-nats drives them, and ephemerals removed by inactive_threshold.
+//! async-nats drives them, ephemerals removed by inactive_threshold, and
+//! rate_limit_bps pacing.
 
 #[macro_use]
 mod common;
@@ -367,6 +368,66 @@ async fn headers_only_and_replay_original(flavor: Flavor) {
     }
 }
 differential!(headers_only_and_replay_original);
+
+/// `rate_limit_bps` paces a push consumer: a bucket of the stream's
+/// `max_msg_size` (4 KiB), refilled at 20 000 bytes per second. Ten
+/// deliveries of about 2 KiB (payload, subject and ack subject) take at
+/// least (10 × 2 KiB − 4 KiB) / 20 000 B/s ≈ 0.8 s; unpaced they take
+/// milliseconds. The lower bound cannot be met early by a fast machine.
+async fn rate_limit_paces_push_deliveries(flavor: Flavor) {
+    let server = js::start(flavor);
+    let client = server.connect().await;
+    create(
+        &client,
+        json!({"name":"PACED","subjects":["paced.>"],"max_msg_size":4096}),
+    )
+    .await;
+    let payload = vec![b'p'; 2_000];
+    for _ in 0..10 {
+        js::publish_request(
+            &client,
+            "paced.a",
+            &[],
+            std::str::from_utf8(&payload).unwrap(),
+        )
+        .await;
+    }
+    let mut deliveries = client.subscribe("deliver.paced").await.expect("subscribe");
+    client.flush().await.expect("flush");
+    let created = create_consumer(
+        &client,
+        "PACED",
+        json!({"deliver_subject":"deliver.paced","ack_policy":"none",
+               "rate_limit_bps":160_000}),
+    )
+    .await;
+    assert_eq!(
+        created["config"]["rate_limit_bps"],
+        json!(160_000),
+        "{created}"
+    );
+    let started = Instant::now();
+    let mut arrived = Vec::new();
+    for index in 0..10 {
+        let message = next_data(&mut deliveries, &format!("paced message {index}")).await;
+        assert_eq!(message.payload.len(), 2_000);
+        arrived.push(started.elapsed());
+    }
+    let total = arrived[9];
+    assert!(
+        total >= Duration::from_millis(700),
+        "{}: ten paced deliveries took only {total:?}: {arrived:?}",
+        flavor.name()
+    );
+    // After the first bucket, about 100 ms apart.
+    let tail = arrived[9] - arrived[4];
+    assert!(
+        tail >= Duration::from_millis(400),
+        "{}: the last five came {tail:?} apart: {arrived:?}",
+        flavor.name()
+    );
+}
+differential!(rate_limit_paces_push_deliveries);
 
 async fn ordered_consumer_reads_everything(flavor: Flavor) {
     let server = js::start(flavor);

@@ -51,6 +51,8 @@ pub struct PushSpec {
     pub flow_control: bool,
     /// `0`: no heartbeats.
     pub idle_heartbeat_ns: u64,
+    /// `rate_limit_bps`; `0`: unpaced.
+    pub rate_limit_bps: u64,
 }
 
 /// What the delivery loop needs from a consumer's config.
@@ -101,6 +103,7 @@ impl ConsumerSpec {
             deliver_group: config.deliver_group.clone(),
             flow_control: config.flow_control,
             idle_heartbeat_ns: config.idle_heartbeat_ns.max(0) as u64,
+            rate_limit_bps: config.rate_limit_bps,
         });
         let ack = match config.ack_policy {
             AckPolicy::None => AckMode::None,
@@ -207,6 +210,8 @@ pub struct PushState {
     pub flow_control_bytes: u64,
     /// When the next idle heartbeat is due (Unix ns; 0: none).
     pub heartbeat_due_ns: u64,
+    /// The `rate_limit_bps` bucket, made at the first paced delivery.
+    pub rate_limit: Option<super::rate_limit::RateLimit>,
 }
 
 impl PushState {
@@ -223,6 +228,7 @@ impl PushState {
             flow_control_reply: None,
             flow_control_bytes: 0,
             heartbeat_due_ns: 0,
+            rate_limit: None,
         }
     }
 
@@ -526,6 +532,7 @@ mod tests {
             deliver_group: String::new(),
             flow_control,
             idle_heartbeat_ns: 0,
+            rate_limit_bps: 0,
         }
     }
 

@@ -50,6 +50,7 @@ pub mod headers;
 pub mod json;
 pub mod persist;
 pub mod pull;
+pub mod rate_limit;
 pub mod requests;
 pub mod responses;
 pub mod stream;

@@ -18,6 +18,7 @@ use super::super::consumer_responses::{self, ConsumerInfoState, PullStatus, Sequ
 use super::super::delivery::{AckMode, Next};
 use super::super::error::ApiError;
 use super::super::pull::{PullRequest, Reply, Status};
+use super::super::rate_limit::RateLimit;
 use super::{now_unix_ns, Operation, Retention, Store, StoreError, StreamTask};
 
 /// Deliveries one turn makes across the stream's consumers at most, so
@@ -589,6 +590,12 @@ impl StreamTask {
         let mut scratch = std::mem::take(&mut self.delivery_scratch);
         let mut bytes_since_yield = 0u64;
         let mut yielded = false;
+        // A paced push consumer's bucket holds one message at most, as
+        // nats-server's: the stream's max_msg_size, else max_payload.
+        let rate_burst_bytes = match self.config.max_msg_size {
+            size if size > 0 => size as u64,
+            _ => self.js.shard().config.limits.max_payload_bytes as u64,
+        };
         let result = loop {
             if delivered >= budget {
                 break Ok(());
@@ -689,6 +696,20 @@ impl StreamTask {
                 (message.header_bytes, Cow::Borrowed(stored_body))
             };
             let size_bytes = (subject.len() + scratch.ack_subject.len() + body.len()) as u64;
+            if let (Some(spec), Some(push)) = (&consumer.spec.push, &mut consumer.push) {
+                if spec.rate_limit_bps > 0 {
+                    let limit = push.rate_limit.get_or_insert_with(|| {
+                        RateLimit::new(spec.rate_limit_bps, rate_burst_bytes, now_ns)
+                    });
+                    if limit.rate_limit_bps() != spec.rate_limit_bps {
+                        *limit = RateLimit::new(spec.rate_limit_bps, rate_burst_bytes, now_ns);
+                    }
+                    if let Err(due_ns) = limit.take(size_bytes, now_ns) {
+                        consumer.wake_at(Some(due_ns));
+                        break Ok(());
+                    }
+                }
+            }
             let mut flow_control = false;
             let inbox: Bytes = match (&consumer.spec.push, &mut consumer.push) {
                 (Some(spec), Some(push)) => {
