@@ -16,8 +16,8 @@
 mod common;
 
 use bytes::Bytes;
-use common::js::{self, api, api_ok, create, parse_json};
-use common::{Flavor, Options, Server, TIMEOUT};
+use common::js::{self, api, api_ok, create};
+use common::{Flavor, Options, Server};
 use serde_json::json;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -72,22 +72,7 @@ fn start_on_tmpfs(flavor: Flavor, options: Options) -> (Server, Tmpfs) {
 /// returns how many were acked and the refusal's bytes.
 async fn publish_until_refused(client: &async_nats::Client, subject: &str) -> (u64, String) {
     let payload = Bytes::from(vec![b'x'; PAYLOAD_BYTES]);
-    for attempt in 0..PUBLISHES_MAX {
-        let reply = tokio::time::timeout(
-            TIMEOUT,
-            client.request(subject.to_string(), payload.clone()),
-        )
-        .await
-        .unwrap_or_else(|_| panic!("publish {attempt} had no answer within {TIMEOUT:?}"))
-        .expect("request");
-        let body = String::from_utf8(reply.payload.to_vec()).unwrap();
-        let ack = parse_json("PubAck", &reply.payload);
-        if ack.get("error").is_some() {
-            return (attempt as u64, body);
-        }
-        assert_eq!(ack["seq"], json!(attempt + 1), "{body}");
-    }
-    panic!("{PUBLISHES_MAX} publishes of {PAYLOAD_BYTES} bytes fit a {FILESYSTEM_BYTES}-byte filesystem");
+    js::publish_until_refused(client, subject, payload, PUBLISHES_MAX as u64).await
 }
 
 fn error_ack(code: u16, err_code: u32, description: &str, stream: &str) -> String {

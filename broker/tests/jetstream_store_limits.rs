@@ -126,20 +126,8 @@ differential!(reservations_must_fit_max_file_store_and_max_memory_store);
 /// returns how many were acked and the refusal.
 async fn publish_until_refused(client: &async_nats::Client, subject: &str) -> (u64, Value) {
     let payload = Bytes::from(vec![b'x'; PAYLOAD_BYTES]);
-    for attempt in 0..10_000u64 {
-        let reply = tokio::time::timeout(
-            TIMEOUT,
-            client.request(subject.to_string(), payload.clone()),
-        )
-        .await
-        .unwrap_or_else(|_| panic!("publish {attempt} had no answer within {TIMEOUT:?}"))
-        .expect("request");
-        let ack = parse_json("PubAck", &reply.payload);
-        if ack.get("error").is_some() {
-            return (attempt, ack);
-        }
-    }
-    panic!("10 000 publishes fit under the limit");
+    let (acked, refusal) = js::publish_until_refused(client, subject, payload, 10_000).await;
+    (acked, parse_json("PubAck", refusal.as_bytes()))
 }
 
 async fn publish_once(client: &async_nats::Client, subject: &str) -> Value {

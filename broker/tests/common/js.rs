@@ -504,3 +504,31 @@ pub async fn publish_until_accepted(
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
+
+/// Publishes `payload` to `subject` one message at a time until a PubAck
+/// carries an error, at most `attempts_max` times; returns how many were
+/// acked and the refusal's bytes (for exact comparison).
+pub async fn publish_until_refused(
+    client: &async_nats::Client,
+    subject: &str,
+    payload: bytes::Bytes,
+    attempts_max: u64,
+) -> (u64, String) {
+    for attempt in 0..attempts_max {
+        let reply = tokio::time::timeout(
+            TIMEOUT,
+            client.request(subject.to_string(), payload.clone()),
+        )
+        .await
+        .unwrap_or_else(|_| panic!("publish {attempt} had no answer within {TIMEOUT:?}"))
+        .expect("request");
+        let ack = parse_json("PubAck", &reply.payload);
+        if ack.get("error").is_some() {
+            return (
+                attempt,
+                String::from_utf8(reply.payload.to_vec()).expect("UTF-8"),
+            );
+        }
+    }
+    panic!("{attempts_max} publishes to {subject} were all accepted");
+}
