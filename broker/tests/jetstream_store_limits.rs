@@ -14,7 +14,7 @@ mod common;
 
 use bytes::Bytes;
 use common::js::{self, api, api_ok, create, parse_json};
-use common::{Flavor, Options, Server, TIMEOUT};
+use common::{Flavor, Options, Server};
 use serde_json::{json, Value};
 
 const MIB: i64 = 1 << 20;
@@ -131,14 +131,9 @@ async fn publish_until_refused(client: &async_nats::Client, subject: &str) -> (u
 }
 
 async fn publish_once(client: &async_nats::Client, subject: &str) -> Value {
-    let reply = tokio::time::timeout(
-        TIMEOUT,
-        client.request(subject.to_string(), Bytes::from_static(b"small")),
-    )
-    .await
-    .expect("an answer")
-    .expect("request");
-    parse_json("PubAck", &reply.payload)
+    js::pub_ack(client, subject, Bytes::from_static(b"small"))
+        .await
+        .0
 }
 
 fn expect_insufficient_resources(ack: &Value, stream: &str) {

@@ -1091,13 +1091,7 @@ impl JetStream {
         config: &StreamConfig,
         current: Option<&StreamConfig>,
     ) -> Option<ApiError> {
-        let (limit_bytes, error) = match config.storage {
-            StorageType::File => (self.config.max_file_bytes, ApiError::insufficient_storage()),
-            StorageType::Memory => (
-                self.config.max_memory_bytes,
-                ApiError::insufficient_memory(),
-            ),
-        };
+        let limit_bytes = self.store_limit_bytes(config.storage);
         if limit_bytes < 0 {
             return None;
         }
@@ -1115,7 +1109,18 @@ impl JetStream {
             Some(current) => (config.max_bytes.max(0) - current.max_bytes.max(0)).max(0),
         };
         let over = reserved_bytes > limit_bytes || added_bytes > limit_bytes - reserved_bytes;
-        over.then_some(error)
+        over.then(|| match config.storage {
+            StorageType::File => ApiError::insufficient_storage(),
+            StorageType::Memory => ApiError::insufficient_memory(),
+        })
+    }
+
+    /// `max_file_store` or `max_memory_store` (negative: none).
+    fn store_limit_bytes(&self, storage: StorageType) -> i64 {
+        match storage {
+            StorageType::File => self.config.max_file_bytes,
+            StorageType::Memory => self.config.max_memory_bytes,
+        }
     }
 
     fn overlap_error(&self, name: &str, config: &StreamConfig) -> Option<ApiError> {
@@ -1303,7 +1308,7 @@ impl JetStream {
         header_bytes: usize,
         message: &[u8],
     ) {
-        let storage = handle.snapshot.borrow().config.storage;
+        let storage = handle.storage();
         let refused = self.over_store_limit(storage)
             || (storage == StorageType::File
                 && !self.storage_has_room(subject.len() + message.len()));
@@ -1348,21 +1353,18 @@ impl JetStream {
     pub fn count_stored_bytes(&self, handle: &StreamHandle, bytes: u64) {
         let before = handle.counted_bytes.replace(bytes);
         if before != bytes {
-            let storage = handle.snapshot.borrow().config.storage;
             self.shard()
                 .shared
                 .storage_usage
-                .record(self.index, storage, before, bytes);
+                .record(self.index, handle.storage(), before, bytes);
         }
     }
 
     /// Whether the server stores more of `storage` than its `max_file_store`
     /// or `max_memory_store` (nats-server then refuses publishes, 503 10023).
     fn over_store_limit(&self, storage: StorageType) -> bool {
-        let limit_bytes = match storage {
-            StorageType::File => self.config.max_file_bytes,
-            StorageType::Memory => self.config.max_memory_bytes,
-        };
+        let limit_bytes = self.store_limit_bytes(storage);
+        // No limit: no look at the other shards' slots.
         limit_bytes >= 0
             && self
                 .shard()

@@ -231,9 +231,9 @@ impl StreamHandle {
             .unwrap_or_else(|| "stream is stopped".into())
     }
 
-    /// Whether its messages go to the block store (not memory).
-    pub fn is_file_storage(&self) -> bool {
-        self.snapshot.borrow().config.storage == StorageType::File
+    /// Where its messages go (block store or memory).
+    pub fn storage(&self) -> StorageType {
+        self.snapshot.borrow().config.storage
     }
 
     /// Messages queued and not yet taken by the task.

@@ -19,6 +19,8 @@ use super::super::delivery::{AckMode, Next};
 use super::super::error::ApiError;
 use super::super::pull::{PullRequest, Reply, Status};
 use super::super::rate_limit::RateLimit;
+use super::super::stream_config::StreamConfig;
+use super::super::JetStream;
 use super::{now_unix_ns, Operation, Retention, Store, StoreError, StreamTask};
 
 /// Deliveries one turn makes across the stream's consumers at most, so
@@ -590,12 +592,6 @@ impl StreamTask {
         let mut scratch = std::mem::take(&mut self.delivery_scratch);
         let mut bytes_since_yield = 0u64;
         let mut yielded = false;
-        // A paced push consumer's bucket holds one message at most, as
-        // nats-server's: the stream's max_msg_size, else max_payload.
-        let rate_burst_bytes = match self.config.max_msg_size {
-            size if size > 0 => size as u64,
-            _ => self.js.shard().config.limits.max_payload_bytes as u64,
-        };
         let result = loop {
             if delivered >= budget {
                 break Ok(());
@@ -698,12 +694,18 @@ impl StreamTask {
             let size_bytes = (subject.len() + scratch.ack_subject.len() + body.len()) as u64;
             if let (Some(spec), Some(push)) = (&consumer.spec.push, &mut consumer.push) {
                 if spec.rate_limit_bps > 0 {
-                    let limit = push.rate_limit.get_or_insert_with(|| {
-                        RateLimit::new(spec.rate_limit_bps, rate_burst_bytes, now_ns)
-                    });
-                    if limit.rate_limit_bps() != spec.rate_limit_bps {
-                        *limit = RateLimit::new(spec.rate_limit_bps, rate_burst_bytes, now_ns);
+                    // A new bucket at the first paced delivery and after an
+                    // update changed the rate.
+                    let stale = push
+                        .rate_limit
+                        .as_ref()
+                        .is_none_or(|limit| limit.rate_limit_bps() != spec.rate_limit_bps);
+                    if stale {
+                        let burst_bytes = rate_burst_bytes(&self.config, &self.js);
+                        push.rate_limit =
+                            Some(RateLimit::new(spec.rate_limit_bps, burst_bytes, now_ns));
                     }
+                    let limit = push.rate_limit.as_mut().expect("made above");
                     if let Err(due_ns) = limit.take(size_bytes, now_ns) {
                         consumer.wake_at(Some(due_ns));
                         break Ok(());
@@ -1214,4 +1216,13 @@ struct StoredParts {
     timestamp_ns: u64,
     subject_bytes: usize,
     header_bytes: usize,
+}
+
+/// A paced push consumer's bucket holds one message at most, as
+/// nats-server's: the stream's `max_msg_size`, else the server's `max_payload`.
+fn rate_burst_bytes(config: &StreamConfig, js: &JetStream) -> u64 {
+    match config.max_msg_size {
+        size if size > 0 => size as u64,
+        _ => js.shard().config.limits.max_payload_bytes as u64,
+    }
 }

@@ -478,6 +478,21 @@ pub async fn fetch_one(
         .expect("one message fetched")
 }
 
+/// One publish as a request, bounded by [`TIMEOUT`]: the PubAck as JSON and
+/// as the bytes received (for exact comparison).
+pub async fn pub_ack(
+    client: &async_nats::Client,
+    subject: &str,
+    payload: bytes::Bytes,
+) -> (Value, String) {
+    let reply = tokio::time::timeout(TIMEOUT, client.request(subject.to_string(), payload))
+        .await
+        .unwrap_or_else(|_| panic!("publish to {subject}: no PubAck within {TIMEOUT:?}"))
+        .expect("request");
+    let text = String::from_utf8(reply.payload.to_vec()).expect("UTF-8 PubAck");
+    (parse_json("PubAck", &reply.payload), text)
+}
+
 /// Publishes `payload` to `subject` until a PubAck comes back without an
 /// error (a limit or a full disk cleared: the server looks again within its
 /// recheck interval), polling every 20 ms up to [`TIMEOUT`]; returns it.
@@ -489,14 +504,7 @@ pub async fn publish_until_accepted(
 ) -> Value {
     let deadline = Instant::now() + TIMEOUT;
     loop {
-        let reply = tokio::time::timeout(
-            TIMEOUT,
-            client.request(subject.to_string(), payload.clone()),
-        )
-        .await
-        .unwrap_or_else(|_| panic!("{what}: no PubAck within {TIMEOUT:?}"))
-        .expect("request");
-        let ack = parse_json("PubAck", &reply.payload);
+        let (ack, _) = pub_ack(client, subject, payload.clone()).await;
         if ack.get("error").is_none() {
             return ack;
         }
@@ -515,19 +523,9 @@ pub async fn publish_until_refused(
     attempts_max: u64,
 ) -> (u64, String) {
     for attempt in 0..attempts_max {
-        let reply = tokio::time::timeout(
-            TIMEOUT,
-            client.request(subject.to_string(), payload.clone()),
-        )
-        .await
-        .unwrap_or_else(|_| panic!("publish {attempt} had no answer within {TIMEOUT:?}"))
-        .expect("request");
-        let ack = parse_json("PubAck", &reply.payload);
+        let (ack, text) = pub_ack(client, subject, payload.clone()).await;
         if ack.get("error").is_some() {
-            return (
-                attempt,
-                String::from_utf8(reply.payload.to_vec()).expect("UTF-8"),
-            );
+            return (attempt, text);
         }
     }
     panic!("{attempts_max} publishes to {subject} were all accepted");
