@@ -115,6 +115,11 @@ pub fn run(mut config: Config) -> Result<(), ServerError> {
     if let Some(jetstream) = config.jetstream.as_mut() {
         jetstream.journal_dir = absolute(&jetstream.journal_dir);
     }
+    // Before any shard allocates: see `tern_shard::heap`.
+    let heap = tern_shard::heap::keep_large_buffers_resident();
+    if heap != tern_shard::heap::HeapPolicy::Applied {
+        log::warn!(target: "tern::server", "heap policy not applied ({heap:?}): large buffers are mapped and unmapped on every use");
+    }
     let outcome = tern_shard::memlock::check(config.cores.len(), config.io_memory_bytes as u64)?;
     // Nothing is persisted yet (storage arrives with JetStream), but the data
     // directory is the operator's promise of where it will be: fail now if

@@ -6,6 +6,7 @@
 //! one per ordered pair of shards. This crate owns:
 //!
 //! - [`cpuset`]: parsing `--cores` in taskset syntax (`1`, `0-3`, `0,2`).
+//! - [`heap`]: the process heap policy (large buffers stay resident).
 //! - [`memlock`]: the RLIMIT_MEMLOCK check at start-up.
 //! - [`placement`]: jump consistent hash from a stream's key to its shard.
 //! - [`mesh`]: the full channel mesh between shards.
@@ -20,6 +21,7 @@
 //! io_uring runtime touches this crate (and `storage`) only.
 
 pub mod cpuset;
+pub mod heap;
 pub mod memlock;
 pub mod mesh;
 pub mod placement;
