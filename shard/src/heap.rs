@@ -19,7 +19,7 @@
 //! arena, and raises the trim threshold, so freed memory stays mapped and
 //! faulted in for the next buffer. The price is resident memory: freed
 //! buffers stay with their arena for the next use instead of returning to
-//! the kernel (peak RSS of that drain rose from 14 MiB to 19–23 MiB;
+//! the kernel (peak RSS of that drain rose from 14 MiB to 16–23 MiB;
 //! nats-server's was 58 MiB).
 //!
 //! Tested end to end by `durable_publishes_and_reads_reuse_resident_buffers`
