@@ -249,6 +249,8 @@ struct MemoryFilesState {
     files: BTreeMap<String, Rc<RefCell<MemoryFileState>>>,
     writes: u64,
     reads: u64,
+    /// `(offset, bytes)` of every read, in the order requested.
+    read_log: Vec<(u64, usize)>,
     die_at_write: Option<u64>,
     dead: bool,
 }
@@ -282,6 +284,11 @@ impl MemoryFiles {
     /// Reads served so far (tests count disk requests with it).
     pub fn reads(&self) -> u64 {
         self.state.borrow().reads
+    }
+
+    /// `(offset, bytes)` of every read so far, in the order requested.
+    pub fn read_log(&self) -> Vec<(u64, usize)> {
+        self.state.borrow().read_log.clone()
     }
 
     pub fn is_dead(&self) -> bool {
@@ -394,7 +401,11 @@ impl StoreFile for MemoryStoreFile {
 
     async fn read(&self, offset: u64, bytes: usize) -> Result<HeapBuffer, DeviceError> {
         self.files.check_alive("read", &self.name)?;
-        self.files.state.borrow_mut().reads += 1;
+        {
+            let mut files = self.files.state.borrow_mut();
+            files.reads += 1;
+            files.read_log.push((offset, bytes));
+        }
         let image = self.state.borrow().visible();
         let start = (offset as usize).min(image.len());
         let end = (start + bytes).min(image.len());

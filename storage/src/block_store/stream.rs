@@ -22,6 +22,9 @@ const DELETE_ENTRY_BYTES: usize = 16;
 /// A write past it starts a new segment; a record past it when loading is
 /// corruption. Above what the default 64 MiB of 40-byte records can reach.
 pub const SEGMENT_SEQUENCES_MAX: u64 = 1 << 21;
+/// Bound on [`StreamConfig::prefetch_runs`] (memory per reading stream is
+/// `read_ahead_bytes` times one more than this).
+pub const PREFETCH_RUNS_MAX: usize = 8;
 const DELETE_MAGIC: u32 = 0x4445_4c31; // "DEL1"
 
 #[derive(Debug, Clone)]
@@ -42,6 +45,10 @@ pub struct StreamConfig {
     /// run is kept, one per stream, so the sequences after it (a consumer
     /// reading in order) are served without another disk read.
     pub read_ahead_bytes: usize,
+    /// Runs after the read-ahead kept in flight for a reader going in
+    /// order (requested once it is past the middle of a run), so the disk
+    /// works while a consumer waits for acks or its next pull.
+    pub prefetch_runs: usize,
     /// A sealed segment is rewritten when more than this share of it is deleted.
     pub compact_deleted_ratio: f64,
     /// What one message counts toward `StreamState::bytes` and the byte
@@ -67,6 +74,7 @@ impl Default for StreamConfig {
             sync: true,
             read_chunk_bytes: 4 << 20,
             read_ahead_bytes: 256 << 10,
+            prefetch_runs: 2,
             compact_deleted_ratio: 0.5,
             message_bytes: stored_message_bytes,
             deletes_log_bytes_max: 1 << 20,
@@ -235,10 +243,11 @@ impl<F: StoreFile> ReadAhead<F> {
     }
 }
 
-/// The run after the read-ahead, requested before a reader gets there (once
-/// it is past the middle of the current run), so a consumer reading in order
-/// does not wait for the disk. Same rules as [`ReadAhead`]: stable bytes
-/// only, at most `read_ahead_bytes`, dropped with it.
+/// A run after the read-ahead, requested before a reader gets there (once
+/// it is past the middle of the current run, up to `prefetch_runs` of them
+/// back to back), so a consumer reading in order does not wait for the disk.
+/// Same rules as [`ReadAhead`]: stable bytes only, at most
+/// `read_ahead_bytes`, dropped with it.
 struct Prefetch<F: StoreFile> {
     file: Rc<F>,
     start: u64,
@@ -305,8 +314,9 @@ pub struct StreamLog<S: StoreFiles> {
     tail_bytes: usize,
     /// See [`ReadAhead`]; at most one per stream.
     read_ahead: RefCell<Option<ReadAhead<S::File>>>,
-    /// See [`Prefetch`]; at most one per stream.
-    prefetch: RefCell<Option<Prefetch<S::File>>>,
+    /// See [`Prefetch`]: at most `prefetch_runs` per stream, in file
+    /// order, the first starting where the read-ahead run ends.
+    prefetch: RefCell<VecDeque<Prefetch<S::File>>>,
     poisoned: Option<DeviceError>,
 }
 
@@ -344,6 +354,7 @@ impl<S: StoreFiles> StreamLog<S> {
         );
         assert!(config.read_chunk_bytes % BLOCK_BYTES == 0);
         assert!(config.read_ahead_bytes % BLOCK_BYTES == 0);
+        assert!(config.prefetch_runs <= PREFETCH_RUNS_MAX);
         let mut report = OpenReport::default();
         for name in files.names() {
             if name.ends_with(COMPACT_SUFFIX) || name == META_TEMPORARY {
@@ -379,7 +390,7 @@ impl<S: StoreFiles> StreamLog<S> {
             tail: VecDeque::new(),
             tail_bytes: 0,
             read_ahead: RefCell::new(None),
-            prefetch: RefCell::new(None),
+            prefetch: RefCell::new(VecDeque::new()),
             poisoned: None,
             files,
         };
@@ -782,62 +793,31 @@ impl<S: StoreFiles> StreamLog<S> {
         };
         let visited = match from_run {
             Some(visited) => visited,
-            None => {
-                let start = offset / BLOCK_BYTES as u64 * BLOCK_BYTES as u64;
-                let skip = (offset - start) as usize;
-                let length = align_up(skip + record_bytes, BLOCK_BYTES);
-                // Read ahead only over bytes that can no longer change.
-                let stable_end = self.stable_end(segment);
-                let keep = self.config.read_ahead_bytes > 0 && start + length as u64 <= stable_end;
-                let read_length = if keep {
-                    length.max(
-                        self.config
-                            .read_ahead_bytes
-                            .min((stable_end - start) as usize),
-                    )
-                } else {
-                    length
-                };
-                // A prefetched run holding the record saves the read; one that
-                // does not hold it is for a reader that went elsewhere.
-                let prefetch = self.prefetch.borrow_mut().take();
-                let prefetch =
-                    prefetch.filter(|prefetch| prefetch.holds(&segment.file, offset, record_bytes));
-                let (read_start, read, keep) = match prefetch {
-                    Some(prefetch) => (
-                        prefetch.start,
-                        prefetch.finish().await.map_err(StoreError::Io)?,
-                        true,
-                    ),
-                    None => (
-                        start,
-                        segment
-                            .file
-                            .read(start, read_length)
-                            .await
-                            .map_err(StoreError::Io)?,
-                        keep,
-                    ),
-                };
-                let skip = (offset - read_start) as usize;
-                let bytes = read.as_ref();
-                if bytes.len() < skip + record_bytes {
-                    return Err(corrupt(
-                        &segment.name,
-                        offset,
-                        "record extends past the end of the file",
-                    ));
+            None => match self.read_across_runs(segment, offset, record_bytes).await? {
+                Some(bytes) => verified_visit(&bytes),
+                None => {
+                    let (read_start, read, keep) =
+                        self.read_run(segment, offset, record_bytes).await?;
+                    let skip = (offset - read_start) as usize;
+                    let bytes = read.as_ref();
+                    if bytes.len() < skip + record_bytes {
+                        return Err(corrupt(
+                            &segment.name,
+                            offset,
+                            "record extends past the end of the file",
+                        ));
+                    }
+                    let visited = verified_visit(&bytes[skip..skip + record_bytes]);
+                    if keep {
+                        *self.read_ahead.borrow_mut() = Some(ReadAhead {
+                            file: segment.file.clone(),
+                            start: read_start,
+                            bytes: read,
+                        });
+                    }
+                    visited
                 }
-                let visited = verified_visit(&bytes[skip..skip + record_bytes]);
-                if keep {
-                    *self.read_ahead.borrow_mut() = Some(ReadAhead {
-                        file: segment.file.clone(),
-                        start: read_start,
-                        bytes: read,
-                    });
-                }
-                visited
-            }
+            },
         };
         self.prefetch_after(segment, offset + record_bytes as u64)
             .await;
@@ -860,53 +840,171 @@ impl<S: StoreFiles> StreamLog<S> {
         end
     }
 
-    /// Forgets the read-ahead run and the prefetch (their segment was
+    /// A record that starts in the read-ahead run and ends in the prefetched
+    /// run right after it (a run's end rarely falls between two records):
+    /// its bytes copied from both, and the prefetched run becomes the
+    /// read-ahead. `None` if the two runs do not hold it between them.
+    async fn read_across_runs(
+        &self,
+        segment: &Segment<S::File>,
+        offset: u64,
+        record_bytes: usize,
+    ) -> Result<Option<Vec<u8>>, StoreError> {
+        let head = {
+            let read_ahead = self.read_ahead.borrow();
+            let Some(run) = read_ahead.as_ref() else {
+                return Ok(None);
+            };
+            let held = run.bytes.as_ref();
+            let run_end = run.start + held.len() as u64;
+            let starts_inside = Rc::ptr_eq(&run.file, &segment.file)
+                && offset >= run.start
+                && offset < run_end
+                && offset + record_bytes as u64 > run_end;
+            let continues_in_next = starts_inside
+                && self.prefetch.borrow().front().is_some_and(|next| {
+                    Rc::ptr_eq(&next.file, &segment.file)
+                        && next.start == run_end
+                        && offset + record_bytes as u64 <= next.start + next.bytes
+                });
+            if !continues_in_next {
+                return Ok(None);
+            }
+            held[(offset - run.start) as usize..].to_vec()
+        };
+        let next = self.prefetch.borrow_mut().pop_front().expect("checked");
+        let next_start = next.start;
+        let read = next.finish().await.map_err(StoreError::Io)?;
+        let rest = record_bytes - head.len();
+        if read.as_ref().len() < rest {
+            return Err(corrupt(
+                &segment.name,
+                offset,
+                "record extends past the end of the file",
+            ));
+        }
+        let mut bytes = head;
+        bytes.extend_from_slice(&read.as_ref()[..rest]);
+        *self.read_ahead.borrow_mut() = Some(ReadAhead {
+            file: segment.file.clone(),
+            start: next_start,
+            bytes: read,
+        });
+        Ok(Some(bytes))
+    }
+
+    /// The run holding the record at `offset`: a prefetched one if one holds
+    /// it (those before it are dropped: the reader skipped them), otherwise
+    /// a fresh read from the record's first block, of `read_ahead_bytes`
+    /// when those bytes are stable. Returns where the run starts, its bytes,
+    /// and whether to keep it as the read-ahead.
+    async fn read_run(
+        &self,
+        segment: &Segment<S::File>,
+        offset: u64,
+        record_bytes: usize,
+    ) -> Result<(u64, <S::File as StoreFile>::ReadBuffer, bool), StoreError> {
+        let holder = {
+            let mut prefetch = self.prefetch.borrow_mut();
+            match prefetch
+                .iter()
+                .position(|run| run.holds(&segment.file, offset, record_bytes))
+            {
+                Some(position) => {
+                    prefetch.drain(..position);
+                    prefetch.pop_front()
+                }
+                None => {
+                    // The reader went elsewhere: what is in flight is for
+                    // bytes it will not read next.
+                    prefetch.clear();
+                    None
+                }
+            }
+        };
+        if let Some(run) = holder {
+            let start = run.start;
+            let read = run.finish().await.map_err(StoreError::Io)?;
+            return Ok((start, read, true));
+        }
+        let start = offset / BLOCK_BYTES as u64 * BLOCK_BYTES as u64;
+        let skip = (offset - start) as usize;
+        let length = align_up(skip + record_bytes, BLOCK_BYTES);
+        // Read ahead only over bytes that can no longer change.
+        let stable_end = self.stable_end(segment);
+        let keep = self.config.read_ahead_bytes > 0 && start + length as u64 <= stable_end;
+        let read_length = if keep {
+            length.max(
+                self.config
+                    .read_ahead_bytes
+                    .min((stable_end - start) as usize),
+            )
+        } else {
+            length
+        };
+        let read = segment
+            .file
+            .read(start, read_length)
+            .await
+            .map_err(StoreError::Io)?;
+        Ok((start, read, keep))
+    }
+
+    /// Forgets the read-ahead run and the prefetched runs (their segment was
     /// removed or rewritten).
     fn drop_read_ahead(&self) {
         self.read_ahead.borrow_mut().take();
-        self.prefetch.borrow_mut().take();
+        self.prefetch.borrow_mut().clear();
     }
 
     /// Once a reader of the read-ahead run is past its middle (`reached`),
-    /// requests the run after it, if those bytes are stable and none is
-    /// requested yet. The request is polled once, which submits it.
+    /// requests the runs after it that are stable and not requested yet, up
+    /// to `prefetch_runs` in flight. Each request is polled once, which
+    /// submits it.
     async fn prefetch_after(&self, segment: &Segment<S::File>, reached: u64) {
-        if self.config.read_ahead_bytes == 0 || self.prefetch.borrow().is_some() {
+        if self.config.read_ahead_bytes == 0 || self.config.prefetch_runs == 0 {
             return;
         }
-        let (file, next_start) = {
-            let read_ahead = self.read_ahead.borrow();
-            let Some(run) = read_ahead.as_ref() else {
-                return;
+        let stable_end = self.stable_end(segment);
+        while self.prefetch.borrow().len() < self.config.prefetch_runs {
+            let (file, next_start) = {
+                let read_ahead = self.read_ahead.borrow();
+                let Some(run) = read_ahead.as_ref() else {
+                    return;
+                };
+                let held = run.bytes.as_ref().len() as u64;
+                let past_middle = reached >= run.start + held / 2;
+                if !Rc::ptr_eq(&run.file, &segment.file)
+                    || !past_middle
+                    || held % BLOCK_BYTES as u64 != 0
+                {
+                    return;
+                }
+                let next_start = match self.prefetch.borrow().back() {
+                    Some(last) => last.start + last.bytes,
+                    None => run.start + held,
+                };
+                (run.file.clone(), next_start)
             };
-            let held = run.bytes.as_ref().len() as u64;
-            let past_middle = reached >= run.start + held / 2;
-            if !Rc::ptr_eq(&run.file, &segment.file)
-                || !past_middle
-                || held % BLOCK_BYTES as u64 != 0
-            {
+            if next_start >= stable_end {
                 return;
             }
-            (run.file.clone(), run.start + held)
-        };
-        let stable_end = self.stable_end(segment);
-        if next_start >= stable_end {
-            return;
+            let bytes = (self.config.read_ahead_bytes as u64).min(stable_end - next_start);
+            let reader = file.clone();
+            let mut read: std::pin::Pin<
+                Box<dyn std::future::Future<Output = Result<_, DeviceError>>>,
+            > = Box::pin(async move { reader.read(next_start, bytes as usize).await });
+            let read = match futures_lite::future::poll_once(read.as_mut()).await {
+                Some(result) => PrefetchRead::Done(result),
+                None => PrefetchRead::InFlight(read),
+            };
+            self.prefetch.borrow_mut().push_back(Prefetch {
+                file,
+                start: next_start,
+                bytes,
+                read,
+            });
         }
-        let bytes = (self.config.read_ahead_bytes as u64).min(stable_end - next_start);
-        let reader = file.clone();
-        let mut read: std::pin::Pin<Box<dyn std::future::Future<Output = Result<_, DeviceError>>>> =
-            Box::pin(async move { reader.read(next_start, bytes as usize).await });
-        let read = match futures_lite::future::poll_once(read.as_mut()).await {
-            Some(result) => PrefetchRead::Done(result),
-            None => PrefetchRead::InFlight(read),
-        };
-        *self.prefetch.borrow_mut() = Some(Prefetch {
-            file,
-            start: next_start,
-            bytes,
-            read,
-        });
     }
 
     fn cached(&self, sequence: u64) -> Option<StoredView<'_>> {

@@ -656,6 +656,92 @@ fn sequential_gets_are_served_from_the_read_ahead() {
     assert!(disk_reads[1] <= 4, "{disk_reads:?}");
 }
 
+/// 600 messages of about 1.1 KiB in one segment (about 40 runs of 16 KiB),
+/// flushed every 10: record boundaries fall anywhere in a run.
+fn appended_across_runs(log: &mut StreamLog<MemoryFiles>) -> BTreeMap<u64, StoredMessage> {
+    let mut written = BTreeMap::new();
+    for sequence in 1..=600 {
+        written.insert(sequence, append(log, sequence, "orders.new", 1100));
+        if sequence % 10 == 0 {
+            block_on(log.flush()).unwrap();
+        }
+    }
+    block_on(log.flush()).unwrap();
+    written
+}
+
+#[test]
+fn a_reader_in_order_reads_every_run_once_and_ahead_of_itself() {
+    for prefetch_runs in [1, 2, 4] {
+        let files = MemoryFiles::new();
+        let config = StreamConfig {
+            segment_bytes_max: 64 << 20,
+            prefetch_runs,
+            ..read_ahead_config(16 * 1024)
+        };
+        let mut log = open(files.clone(), config);
+        let written = appended_across_runs(&mut log);
+        let before = files.read_log().len();
+        let mut ahead_max = 0;
+        for (&sequence, expected) in &written {
+            assert_eq!(
+                block_on(log.get(sequence)).unwrap().as_ref(),
+                Some(expected),
+                "{sequence}"
+            );
+            ahead_max = ahead_max.max(log.prefetch.borrow().len());
+        }
+        let reads = files.read_log()[before..].to_vec();
+        // Each run starts where the one before it ended: no record (not
+        // even one straddling two runs) made the log read its bytes again,
+        // and no prefetched run was thrown away. The last read is the
+        // exception: the final partial block is still the write buffer's,
+        // so a record reaching into it is read on its own.
+        let (last, runs) = reads.split_last().expect("reads");
+        for pair in runs.windows(2) {
+            assert_eq!(
+                pair[1].0,
+                pair[0].0 + pair[0].1 as u64,
+                "prefetch_runs {prefetch_runs}: {reads:?}"
+            );
+        }
+        let (end, _) = runs
+            .last()
+            .map(|&(start, bytes)| (start + bytes as u64, ()))
+            .expect("runs");
+        assert!(last.0 < end && last.0 + last.1 as u64 > end, "{reads:?}");
+        assert_eq!(runs[0].0, 0);
+        assert!(end > 600 * 1100, "{reads:?}");
+        assert_eq!(ahead_max, prefetch_runs);
+    }
+}
+
+#[test]
+fn a_reader_that_skips_ahead_or_goes_back_gets_every_message() {
+    let files = MemoryFiles::new();
+    let config = StreamConfig {
+        segment_bytes_max: 64 << 20,
+        prefetch_runs: 3,
+        ..read_ahead_config(16 * 1024)
+    };
+    let mut log = open(files.clone(), config);
+    let written = appended_across_runs(&mut log);
+    // In order for a while (runs in flight), then past the first prefetched
+    // run into the second, then far ahead, then back to the start.
+    let order = (1..=40)
+        .chain(60..=80)
+        .chain(300..=330)
+        .chain(2..=20)
+        .chain(590..=600);
+    for sequence in order {
+        assert_eq!(
+            block_on(log.get(sequence)).unwrap().as_ref(),
+            written.get(&sequence),
+            "{sequence}"
+        );
+    }
+}
+
 #[test]
 fn a_deleted_or_purged_message_is_never_served_from_the_read_ahead() {
     let files = MemoryFiles::new();
