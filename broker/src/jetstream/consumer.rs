@@ -419,18 +419,8 @@ pub fn write_ack_subject(subject: &mut String, stream: &str, consumer: &str, num
     }
 }
 
-fn push_decimal(out: &mut String, mut value: u64) {
-    let mut digits = [0u8; 20];
-    let mut at = digits.len();
-    loop {
-        at -= 1;
-        digits[at] = b'0' + (value % 10) as u8;
-        value /= 10;
-        if value == 0 {
-            break;
-        }
-    }
-    out.push_str(std::str::from_utf8(&digits[at..]).expect("ASCII digits"));
+fn push_decimal(out: &mut String, value: u64) {
+    out.push_str(itoa::Buffer::new().format(value));
 }
 
 /// The header block of a headers-only delivery: the stored headers (or an

@@ -13,20 +13,11 @@ pub fn push_err(out: &mut Vec<u8>, text: &str) {
     out.extend_from_slice(b"'\r\n");
 }
 
-/// Appends the decimal digits of `value`.
+/// Appends the decimal digits of `value` (two digits per step, no checks
+/// on the way: `itoa`).
 #[inline]
-pub fn push_decimal(out: &mut Vec<u8>, mut value: u64) {
-    let mut digits = [0u8; 20];
-    let mut index = digits.len();
-    loop {
-        index -= 1;
-        digits[index] = b'0' + (value % 10) as u8;
-        value /= 10;
-        if value == 0 {
-            break;
-        }
-    }
-    out.extend_from_slice(&digits[index..]);
+pub fn push_decimal(out: &mut Vec<u8>, value: u64) {
+    out.extend_from_slice(itoa::Buffer::new().format(value).as_bytes());
 }
 
 /// One delivery of a message to one subscription.
