@@ -235,14 +235,14 @@ impl Report {
             workload.pacing,
         );
         out.push_str(
-            "| server | p50 | p90 | p99 | p99.9 | p99.99 | max | msgs/s | sent | lost | errors | client CPU % | server CPU % | server RSS MiB |\n",
+            "| server | p50 | p90 | p99 | p99.9 | p99.99 | max | msgs/s | sent | lost | errors | client CPU % | server CPU % | server RSS MiB | steal % |\n",
         );
-        out.push_str("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+        out.push_str("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
         for run in &self.runs {
             if run.status != RunStatus::Ok {
                 let _ = writeln!(
                     out,
-                    "| {} | {:?}: {} |||||||||||||",
+                    "| {} | {:?}: {} ||||||||||||||",
                     run.label,
                     run.status,
                     run.message.as_deref().unwrap_or("").replace('|', "/")
@@ -255,7 +255,7 @@ impl Report {
             }
             let _ = writeln!(
                 out,
-                " {} | {} | {} | {} | {:.0} | {} | {} |",
+                " {} | {} | {} | {} | {:.0} | {} | {} | {} |",
                 grouped(run.throughput_msgs_per_second),
                 run.sent,
                 run.lost,
@@ -267,13 +267,16 @@ impl Report {
                 run.usage
                     .server_rss_bytes
                     .map_or("–".into(), |rss| format!("{:.1}", rss as f64 / 1048576.0)),
+                run.usage
+                    .server_steal_percent
+                    .map_or("–".into(), |steal| format!("{steal:.0}")),
             );
         }
         if let Some(ratios) = &self.ratios {
             let show = |value: Option<f64>| value.map_or("–".into(), |v| format!("{v:.2}"));
             let _ = writeln!(
                 out,
-                "| **{}** | {} | {} | {} | {} | {} | {} | {} | | | | | {} | {} |",
+                "| **{}** | {} | {} | {} | {} | {} | {} | {} | | | | | {} | {} | |",
                 ratios.label,
                 show(ratios.p50),
                 show(ratios.p90),
@@ -284,6 +287,16 @@ impl Report {
                 show(ratios.throughput),
                 show(ratios.server_cpu),
                 show(ratios.server_rss),
+            );
+        }
+        if self
+            .runs
+            .iter()
+            .any(|run| run.usage.server_steal_percent.is_some())
+        {
+            out.push_str(
+                "\nsteal %: share of the server's CPUs' time the hypervisor gave to something else \
+during the window (`/proc/stat`); a run with much of it measured the host, not the server.\n",
             );
         }
         for run in self.runs.iter().filter(|run| run.status == RunStatus::Ok) {

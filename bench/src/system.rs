@@ -5,6 +5,11 @@
 //!
 //! Client CPU tells a reader whether the client was the limit: at 100 % per
 //! client core the numbers describe the client, not the server.
+//!
+//! Steal tells a reader whether the host was: on a virtual machine the
+//! hypervisor may run something else on a vCPU the server is pinned to, and
+//! that time shows up nowhere else (not as the server's CPU, not as idle).
+//! It is read from `/proc/stat` for the CPUs the server process may run on.
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -36,6 +41,8 @@ pub struct SystemSample {
     pub server_cpu_percent: Option<f64>,
     pub server_rss_bytes: Option<u64>,
     pub server_peak_rss_bytes: Option<u64>,
+    /// Steal ticks summed over the server's CPUs, and how many CPUs.
+    pub server_steal: Option<(u64, usize)>,
 }
 
 /// CPU as a percentage of one core (200 % = two cores busy).
@@ -45,6 +52,9 @@ pub struct SystemUsage {
     pub server_cpu_percent: Option<f64>,
     pub server_rss_bytes: Option<u64>,
     pub server_peak_rss_bytes: Option<u64>,
+    /// Share of the server's CPUs' time the hypervisor gave to something
+    /// else (100 % = all of it), when the server runs on this host.
+    pub server_steal_percent: Option<f64>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -72,6 +82,7 @@ pub fn sample(source: &ServerSource) -> SystemSample {
         server_cpu_percent: None,
         server_rss_bytes: None,
         server_peak_rss_bytes: None,
+        server_steal: None,
     };
     match source {
         ServerSource::None => {}
@@ -79,6 +90,10 @@ pub fn sample(source: &ServerSource) -> SystemSample {
             sample.server_cpu_nanos = process_cpu_nanos(*pid);
             sample.server_rss_bytes = status_kib(*pid, "VmRSS:").map(|kib| kib * 1024);
             sample.server_peak_rss_bytes = status_kib(*pid, "VmHWM:").map(|kib| kib * 1024);
+            sample.server_steal = allowed_cpus(*pid).and_then(|cpus| {
+                let ticks = steal_ticks(&std::fs::read_to_string("/proc/stat").ok()?, &cpus)?;
+                Some((ticks, cpus.len()))
+            });
         }
         ServerSource::Monitor(address) => {
             if let Ok(varz) = varz(address) {
@@ -101,12 +116,71 @@ pub fn usage(start: &SystemSample, end: &SystemSample) -> SystemUsage {
         // /varz reports its own recent average; take the later reading.
         _ => end.server_cpu_percent,
     };
+    let server_steal_percent = match (start.server_steal, end.server_steal) {
+        (Some((first, cpus)), Some((last, same))) if cpus == same && cpus > 0 => ticks_per_second()
+            .map(|ticks| {
+                let tick_nanos = 1_000_000_000 / ticks;
+                percent(first * tick_nanos, last * tick_nanos) / cpus as f64
+            }),
+        _ => None,
+    };
     SystemUsage {
         client_cpu_percent: percent(start.client_cpu_nanos, end.client_cpu_nanos),
         server_cpu_percent,
         server_rss_bytes: end.server_rss_bytes,
         server_peak_rss_bytes: end.server_peak_rss_bytes,
+        server_steal_percent,
     }
+}
+
+fn ticks_per_second() -> Option<u64> {
+    // SAFETY: sysconf has no memory effects.
+    let ticks = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    (ticks > 0).then_some(ticks as u64)
+}
+
+/// The CPUs a process may run on (`Cpus_allowed_list:` of
+/// `/proc/<pid>/status`, e.g. `1` or `0-3,8`).
+pub fn allowed_cpus(pid: u32) -> Option<Vec<usize>> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let list = status
+        .lines()
+        .find_map(|line| line.strip_prefix("Cpus_allowed_list:"))?;
+    parse_cpu_list(list.trim())
+}
+
+fn parse_cpu_list(list: &str) -> Option<Vec<usize>> {
+    const CPUS_MAX: usize = 1 << 16;
+    let mut cpus = Vec::new();
+    for part in list.split(',').filter(|part| !part.is_empty()) {
+        let (first, last): (usize, usize) = match part.split_once('-') {
+            Some((first, last)) => (first.parse().ok()?, last.parse().ok()?),
+            None => {
+                let cpu = part.parse().ok()?;
+                (cpu, cpu)
+            }
+        };
+        if first > last || last >= CPUS_MAX {
+            return None;
+        }
+        cpus.extend(first..=last);
+    }
+    (!cpus.is_empty()).then_some(cpus)
+}
+
+/// Steal ticks (the 8th number of a `cpuN` line of `/proc/stat`) summed
+/// over `cpus`; `None` if one of them is missing.
+fn steal_ticks(proc_stat: &str, cpus: &[usize]) -> Option<u64> {
+    let mut total = 0;
+    for cpu in cpus {
+        let name = format!("cpu{cpu}");
+        let line = proc_stat
+            .lines()
+            .find(|line| line.split_whitespace().next() == Some(name.as_str()))?;
+        let steal: u64 = line.split_whitespace().nth(8)?.parse().ok()?;
+        total += steal;
+    }
+    Some(total)
 }
 
 /// User plus system CPU of this process so far.
@@ -135,12 +209,7 @@ pub fn process_cpu_nanos(pid: u32) -> Option<u64> {
     // After ')': state is field 3 of stat(5), utime 14, stime 15.
     let utime: u64 = fields.get(11)?.parse().ok()?;
     let stime: u64 = fields.get(12)?.parse().ok()?;
-    // SAFETY: sysconf has no memory effects.
-    let ticks_per_second = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
-    if ticks_per_second <= 0 {
-        return None;
-    }
-    Some((utime + stime) * 1_000_000_000 / ticks_per_second as u64)
+    Some((utime + stime) * 1_000_000_000 / ticks_per_second()?)
 }
 
 /// A `kB` line of `/proc/<pid>/status` (`VmRSS:`, `VmHWM:`).
@@ -233,6 +302,30 @@ mod tests {
         assert!(usage.server_cpu_percent.is_some());
         assert!(usage.server_rss_bytes.unwrap() > 0);
         assert!(usage.server_peak_rss_bytes.unwrap() >= usage.server_rss_bytes.unwrap());
+        let steal = usage
+            .server_steal_percent
+            .expect("steal of this host's CPUs");
+        assert!((0.0..=100.0).contains(&steal), "{steal}");
+    }
+
+    #[test]
+    fn cpu_lists_and_steal_ticks_parse() {
+        assert_eq!(parse_cpu_list("1"), Some(vec![1]));
+        assert_eq!(parse_cpu_list("0-2,5"), Some(vec![0, 1, 2, 5]));
+        assert_eq!(parse_cpu_list(""), None);
+        assert_eq!(parse_cpu_list("3-1"), None);
+        assert_eq!(parse_cpu_list("x"), None);
+        let proc_stat = "cpu  10 0 10 100 5 0 1 30 0 0\n\
+cpu0 5 0 5 50 2 0 1 10 0 0\n\
+cpu1 5 0 5 50 3 0 0 20 0 0\n\
+intr 1 2 3\n";
+        assert_eq!(steal_ticks(proc_stat, &[1]), Some(20));
+        assert_eq!(steal_ticks(proc_stat, &[0, 1]), Some(30));
+        assert_eq!(steal_ticks(proc_stat, &[2]), None);
+        // This process may run somewhere, and /proc/stat names those CPUs.
+        let cpus = allowed_cpus(std::process::id()).expect("Cpus_allowed_list");
+        let real = std::fs::read_to_string("/proc/stat").unwrap();
+        assert!(steal_ticks(&real, &cpus).is_some());
     }
 
     #[test]
