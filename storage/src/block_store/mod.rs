@@ -4,9 +4,9 @@
 //! checksum, subject, time) rebuilt by a sequential scan at open and checked
 //! on every read, so a misdirected write or a flipped bit is reported, never
 //! returned; a subject table (first, last, count per subject); a tail cache;
-//! a bounded read-ahead (one run per stream, the next `prefetch_runs` in
-//! flight, a record straddling two runs served from both) for consumers
-//! reading in order;
+//! a bounded read-ahead (a run per reader in order, up to four readers per
+//! stream, the next `prefetch_runs` runs in flight, a record straddling two
+//! runs served from both) for consumers reading in order;
 //! deletes, purge from the head, retention by count, bytes and age; and
 //! compaction of mostly-deleted segments. Byte tables in
 //! `docs/storage-format.md`.

@@ -25,6 +25,10 @@ pub const SEGMENT_SEQUENCES_MAX: u64 = 1 << 21;
 /// Bound on [`StreamConfig::prefetch_runs`] (memory per reading stream is
 /// `read_ahead_bytes` times one more than this).
 pub const PREFETCH_RUNS_MAX: usize = 8;
+/// Readers going in order through one stream at different places (two
+/// consumers behind, a replay beside a worker) each keep their read-ahead
+/// and prefetched runs: the current one plus up to this many parked.
+const PARKED_READERS_MAX: usize = 3;
 const DELETE_MAGIC: u32 = 0x4445_4c31; // "DEL1"
 
 #[derive(Debug, Clone)]
@@ -42,8 +46,9 @@ pub struct StreamConfig {
     pub read_chunk_bytes: usize,
     /// Bytes [`StreamLog::get`] reads at once when a message is not in
     /// memory (multiple of 4096; 0 reads just the message's blocks). The
-    /// run is kept, one per stream, so the sequences after it (a consumer
-    /// reading in order) are served without another disk read.
+    /// run is kept (one per reader in order, at most four per stream), so
+    /// the sequences after it (a consumer reading in order) are served
+    /// without another disk read.
     pub read_ahead_bytes: usize,
     /// Runs after the read-ahead kept in flight for a reader going in
     /// order (requested once it is past the middle of a run), so the disk
@@ -255,6 +260,37 @@ struct Prefetch<F: StoreFile> {
     read: PrefetchRead<F::ReadBuffer>,
 }
 
+/// The read-ahead and prefetched runs of a reader in order that another
+/// reader interrupted, resumed when a read lands in them.
+struct ParkedReader<F: StoreFile> {
+    run: ReadAhead<F>,
+    prefetch: VecDeque<Prefetch<F>>,
+}
+
+/// Whether a reader whose run is `run` and whose prefetched runs are
+/// `prefetch` holds the record at `offset` (whole in one run, across its
+/// run and the first prefetched one, or in a prefetched run).
+fn reader_holds<F: StoreFile>(
+    run: &ReadAhead<F>,
+    prefetch: &VecDeque<Prefetch<F>>,
+    file: &Rc<F>,
+    offset: u64,
+    bytes: usize,
+) -> bool {
+    let run_end = run.start + run.bytes.as_ref().len() as u64;
+    let across = Rc::ptr_eq(&run.file, file)
+        && offset >= run.start
+        && offset < run_end
+        && prefetch.front().is_some_and(|next| {
+            Rc::ptr_eq(&next.file, file)
+                && next.start == run_end
+                && offset + bytes as u64 <= next.start + next.bytes
+        });
+    run.record(file, offset, bytes).is_some()
+        || across
+        || prefetch.iter().any(|next| next.holds(file, offset, bytes))
+}
+
 enum PrefetchRead<B> {
     /// Submitted (polled once); awaited by the get that needs it.
     InFlight(std::pin::Pin<Box<dyn std::future::Future<Output = Result<B, DeviceError>>>>),
@@ -312,11 +348,13 @@ pub struct StreamLog<S: StoreFiles> {
     bytes: u64,
     tail: VecDeque<(u64, Vec<u8>)>,
     tail_bytes: usize,
-    /// See [`ReadAhead`]; at most one per stream.
+    /// See [`ReadAhead`]: the current reader's run (others are parked).
     read_ahead: RefCell<Option<ReadAhead<S::File>>>,
     /// See [`Prefetch`]: at most `prefetch_runs` per stream, in file
     /// order, the first starting where the read-ahead run ends.
     prefetch: RefCell<VecDeque<Prefetch<S::File>>>,
+    /// Other readers in order, oldest first; see [`ParkedReader`].
+    parked_readers: RefCell<Vec<ParkedReader<S::File>>>,
     poisoned: Option<DeviceError>,
 }
 
@@ -391,6 +429,7 @@ impl<S: StoreFiles> StreamLog<S> {
             tail_bytes: 0,
             read_ahead: RefCell::new(None),
             prefetch: RefCell::new(VecDeque::new()),
+            parked_readers: RefCell::new(Vec::new()),
             poisoned: None,
             files,
         };
@@ -784,6 +823,7 @@ impl<S: StoreFiles> StreamLog<S> {
                 return verified_visit(&pending.bytes[at..at + record_bytes]).map(Some);
             }
         }
+        self.resume_reader(&segment.file, offset, record_bytes);
         let from_run = {
             let read_ahead = self.read_ahead.borrow();
             read_ahead
@@ -915,9 +955,10 @@ impl<S: StoreFiles> StreamLog<S> {
                     prefetch.pop_front()
                 }
                 None => {
-                    // The reader went elsewhere: what is in flight is for
-                    // bytes it will not read next.
-                    prefetch.clear();
+                    // Another reader, or this one went elsewhere: what is in
+                    // flight is for bytes not read next.
+                    drop(prefetch);
+                    self.park_reader();
                     None
                 }
             }
@@ -955,6 +996,47 @@ impl<S: StoreFiles> StreamLog<S> {
     fn drop_read_ahead(&self) {
         self.read_ahead.borrow_mut().take();
         self.prefetch.borrow_mut().clear();
+        self.parked_readers.borrow_mut().clear();
+    }
+
+    /// Makes current the parked reader holding the record at `offset`, if
+    /// the current one does not; the current one is parked in its place.
+    fn resume_reader(&self, file: &Rc<S::File>, offset: u64, bytes: usize) {
+        let current_holds = self
+            .read_ahead
+            .borrow()
+            .as_ref()
+            .is_some_and(|run| reader_holds(run, &self.prefetch.borrow(), file, offset, bytes));
+        if current_holds {
+            return;
+        }
+        let found =
+            self.parked_readers.borrow().iter().position(|parked| {
+                reader_holds(&parked.run, &parked.prefetch, file, offset, bytes)
+            });
+        let Some(position) = found else {
+            return;
+        };
+        let resumed = self.parked_readers.borrow_mut().remove(position);
+        self.park_reader();
+        *self.read_ahead.borrow_mut() = Some(resumed.run);
+        *self.prefetch.borrow_mut() = resumed.prefetch;
+    }
+
+    /// Parks the current reader's run and prefetched runs, dropping the
+    /// oldest parked reader past the bound. No run is in flight for the
+    /// current reader afterwards.
+    fn park_reader(&self) {
+        let prefetch = std::mem::take(&mut *self.prefetch.borrow_mut());
+        let Some(run) = self.read_ahead.borrow_mut().take() else {
+            return;
+        };
+        let mut parked = self.parked_readers.borrow_mut();
+        if parked.len() == PARKED_READERS_MAX {
+            parked.remove(0);
+        }
+        parked.push(ParkedReader { run, prefetch });
+        assert!(parked.len() <= PARKED_READERS_MAX);
     }
 
     /// Once a reader of the read-ahead run is past its middle (`reached`),
