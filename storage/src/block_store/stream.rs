@@ -235,6 +235,27 @@ struct ReadAhead<F: StoreFile> {
 }
 
 impl<F: StoreFile> ReadAhead<F> {
+    /// Whether the record at `offset` starts in this run, ends past it, and
+    /// ends within `next`, the prefetched run right after it.
+    fn straddles_into(
+        &self,
+        next: Option<&Prefetch<F>>,
+        file: &Rc<F>,
+        offset: u64,
+        bytes: usize,
+    ) -> bool {
+        let end = self.start + self.bytes.as_ref().len() as u64;
+        Rc::ptr_eq(&self.file, file)
+            && offset >= self.start
+            && offset < end
+            && offset + bytes as u64 > end
+            && next.is_some_and(|next| {
+                Rc::ptr_eq(&next.file, file)
+                    && next.start == end
+                    && offset + bytes as u64 <= next.start + next.bytes
+            })
+    }
+
     /// The record at `offset` of `bytes` bytes in `file`, if held whole.
     fn record(&self, file: &Rc<F>, offset: u64, bytes: usize) -> Option<&[u8]> {
         let held = self.bytes.as_ref();
@@ -277,17 +298,8 @@ fn reader_holds<F: StoreFile>(
     offset: u64,
     bytes: usize,
 ) -> bool {
-    let run_end = run.start + run.bytes.as_ref().len() as u64;
-    let across = Rc::ptr_eq(&run.file, file)
-        && offset >= run.start
-        && offset < run_end
-        && prefetch.front().is_some_and(|next| {
-            Rc::ptr_eq(&next.file, file)
-                && next.start == run_end
-                && offset + bytes as u64 <= next.start + next.bytes
-        });
     run.record(file, offset, bytes).is_some()
-        || across
+        || run.straddles_into(prefetch.front(), file, offset, bytes)
         || prefetch.iter().any(|next| next.holds(file, offset, bytes))
 }
 
@@ -895,21 +907,15 @@ impl<S: StoreFiles> StreamLog<S> {
             let Some(run) = read_ahead.as_ref() else {
                 return Ok(None);
             };
-            let held = run.bytes.as_ref();
-            let run_end = run.start + held.len() as u64;
-            let starts_inside = Rc::ptr_eq(&run.file, &segment.file)
-                && offset >= run.start
-                && offset < run_end
-                && offset + record_bytes as u64 > run_end;
-            let continues_in_next = starts_inside
-                && self.prefetch.borrow().front().is_some_and(|next| {
-                    Rc::ptr_eq(&next.file, &segment.file)
-                        && next.start == run_end
-                        && offset + record_bytes as u64 <= next.start + next.bytes
-                });
-            if !continues_in_next {
+            if !run.straddles_into(
+                self.prefetch.borrow().front(),
+                &segment.file,
+                offset,
+                record_bytes,
+            ) {
                 return Ok(None);
             }
+            let held = run.bytes.as_ref();
             held[(offset - run.start) as usize..].to_vec()
         };
         let next = self.prefetch.borrow_mut().pop_front().expect("checked");

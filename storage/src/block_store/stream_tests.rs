@@ -656,6 +656,15 @@ fn sequential_gets_are_served_from_the_read_ahead() {
     assert!(disk_reads[1] <= 4, "{disk_reads:?}");
 }
 
+/// 16 KiB runs over one segment that holds everything appended.
+fn one_segment_of_runs(prefetch_runs: usize) -> StreamConfig {
+    StreamConfig {
+        segment_bytes_max: 64 << 20,
+        prefetch_runs,
+        ..read_ahead_config(16 * 1024)
+    }
+}
+
 /// 600 messages of about 1.1 KiB in one segment (about 40 runs of 16 KiB),
 /// flushed every 10: record boundaries fall anywhere in a run.
 fn appended_across_runs(log: &mut StreamLog<MemoryFiles>) -> BTreeMap<u64, StoredMessage> {
@@ -674,11 +683,7 @@ fn appended_across_runs(log: &mut StreamLog<MemoryFiles>) -> BTreeMap<u64, Store
 fn a_reader_in_order_reads_every_run_once_and_ahead_of_itself() {
     for prefetch_runs in [1, 2, 4] {
         let files = MemoryFiles::new();
-        let config = StreamConfig {
-            segment_bytes_max: 64 << 20,
-            prefetch_runs,
-            ..read_ahead_config(16 * 1024)
-        };
+        let config = one_segment_of_runs(prefetch_runs);
         let mut log = open(files.clone(), config);
         let written = appended_across_runs(&mut log);
         let before = files.read_log().len();
@@ -719,11 +724,7 @@ fn a_reader_in_order_reads_every_run_once_and_ahead_of_itself() {
 #[test]
 fn a_reader_that_skips_ahead_or_goes_back_gets_every_message() {
     let files = MemoryFiles::new();
-    let config = StreamConfig {
-        segment_bytes_max: 64 << 20,
-        prefetch_runs: 3,
-        ..read_ahead_config(16 * 1024)
-    };
+    let config = one_segment_of_runs(3);
     let mut log = open(files.clone(), config);
     let written = appended_across_runs(&mut log);
     // In order for a while (runs in flight), then past the first prefetched
@@ -749,10 +750,7 @@ fn readers_in_order_at_different_places_keep_their_own_runs() {
     // Five: still every message right, the runs just are not kept.
     for readers in [2u64, 4, 5] {
         let files = MemoryFiles::new();
-        let config = StreamConfig {
-            segment_bytes_max: 64 << 20,
-            ..read_ahead_config(16 * 1024)
-        };
+        let config = one_segment_of_runs(StreamConfig::default().prefetch_runs);
         let mut log = open(files.clone(), config);
         let written = appended_across_runs(&mut log);
         let before = files.reads();
