@@ -218,6 +218,9 @@ pub struct JetStreamConfig {
     /// Free space kept on the store's filesystem (`None`: the default,
     /// [`default_storage_reserve_bytes`] of the filesystem's size).
     pub storage_reserve_bytes: Option<u64>,
+    /// Each shard's journal id, from the store's layout (filled in at
+    /// start-up, before the shards open their journals).
+    pub journal_ids: Vec<u64>,
 }
 
 /// The default storage reserve: 5 % of the filesystem, at most 1 GiB.
@@ -451,6 +454,7 @@ impl Config {
                     .unwrap_or(DEFAULT_JOURNAL_SEGMENTS),
                 max_memory_bytes: limit("max_memory_store", jetstream_file.max_memory_store)?,
                 max_file_bytes: limit("max_file_store", jetstream_file.max_file_store)?,
+                journal_ids: Vec::new(),
                 storage_reserve_bytes: match jetstream_file.storage_reserve {
                     None => None,
                     Some(value) => Some(size("storage_reserve", None, Some(value), 0)? as u64),

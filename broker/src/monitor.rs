@@ -127,21 +127,46 @@ impl Monitor {
     }
 
     /// nats-server's single-server health: 503 `unavailable` naming the
-    /// first stream that stopped after a write error, else `ok`.
+    /// first stream that is offline (damaged files, a damaged journal, or
+    /// stopped after a write error), else `ok`.
     async fn healthz(&self) -> Vec<u8> {
         if let Some(jetstream) = self.shard.jetstream.get() {
             let parts = jetstream.gather().await;
-            let mut failed: Vec<(&str, &str)> = parts
+            let mut failed: Vec<(&str, String)> = parts
                 .iter()
                 .flat_map(|part| &part.streams)
-                .filter_map(|stream| Some((stream.name.as_str(), stream.failure.as_deref()?)))
+                .filter_map(|stream| {
+                    let failure = stream.failure.as_deref()?;
+                    Some((stream.name.as_str(), format!("write error: {failure}")))
+                })
+                .chain(parts.iter().flat_map(|part| &part.offline).map(|stream| {
+                    (
+                        stream.name.as_str(),
+                        format!("is offline: {}", stream.reason),
+                    )
+                }))
                 .collect();
             failed.sort();
             if let Some((name, failure)) = failed.first() {
+                // nats-server's `errors` (its `?details=true` form): every
+                // stream that is down, so one damaged stream does not hide
+                // another.
+                let errors: Vec<serde_json::Value> = failed
+                    .iter()
+                    .map(|(stream, error)| {
+                        serde_json::json!({
+                            "type": "STREAM",
+                            "account": "$G",
+                            "stream": stream,
+                            "error": format!("JetStream stream '$G > {stream}' {error}"),
+                        })
+                    })
+                    .collect();
                 let body = serde_json::json!({
                     "status": "unavailable",
                     "status_code": 503,
-                    "error": format!("JetStream stream '$G > {name}' write error: {failure}"),
+                    "error": format!("JetStream stream '$G > {name}' {failure}"),
+                    "errors": errors,
                 });
                 let mut bytes =
                     serde_json::to_vec_pretty(&body).expect("monitoring JSON serialises");
@@ -188,6 +213,14 @@ impl Monitor {
                     "failure": stream.failure,
                 }));
             }
+            for stream in &part.offline {
+                count += 1;
+                streams.push(serde_json::json!({
+                    "name": stream.name,
+                    "shard": stream.shard,
+                    "failure": format!("offline: {}", stream.reason),
+                }));
+            }
         }
         streams.sort_by(|a, b| a["name"].as_str().cmp(&b["name"].as_str()));
         let mut body = serde_json::json!({
@@ -198,7 +231,10 @@ impl Monitor {
             "consumers": 0,
             "messages": messages,
             "bytes": bytes,
-            "journal": format!("{:?}", jetstream.journal().stats()),
+            "journal": match jetstream.journal_if_open() {
+                Some(journal) => format!("{:?}", journal.stats()),
+                None => format!("damaged: {}", jetstream.journal_damage().unwrap_or_default()),
+            },
         });
         if query
             .get("streams")

@@ -129,9 +129,16 @@ pub fn run(mut config: Config) -> Result<(), ServerError> {
         source,
     })?;
     log::debug!(target: "tern::server", "memlock: {outcome:?}");
-    if config.jetstream.is_some() {
-        crate::jetstream::check_layout(&config.store_dir, config.cores.len())
-            .map_err(ServerError::JetStream)?;
+    if let Some(jetstream) = config.jetstream.as_mut() {
+        let layout = crate::jetstream::layout::open(
+            &config.store_dir,
+            &jetstream.journal_dir,
+            jetstream.journal_segments,
+            config.cores.len(),
+            random_u64,
+        )
+        .map_err(|error| ServerError::JetStream(error.to_string()))?;
+        jetstream.journal_ids = layout.journal_ids;
     }
     let mut random = [0u8; 32];
     for chunk in random.chunks_mut(8) {

@@ -24,7 +24,7 @@ fn main() {
         let device = MemoryDevice::new(2, 4 * BLOCK_BYTES as u64, records);
         let config = JournalConfig {
             shard: 0,
-            batch_bytes_max: BLOCK_BYTES,
+            batch_bytes_max: 2 * BLOCK_BYTES,
             sync: SyncPolicy::Always,
             journal_id: 1,
         };

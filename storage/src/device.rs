@@ -32,6 +32,10 @@ pub trait Device {
     fn allocate(&self, bytes: usize) -> Self::Buffer;
     fn segment_count(&self) -> u32;
     fn segment_bytes(&self) -> u64;
+    /// How errors name a segment (a file name, or a region of a device).
+    fn segment_name(&self, segment: u32) -> String {
+        format!("segment {segment}")
+    }
 
     /// Writes the whole buffer at `offset` of `segment`. With `durable`, the
     /// data is on stable storage when this completes (fdatasync or O_DSYNC).

@@ -162,8 +162,11 @@ async fn open_direct(path: &Path, create: bool, sync: SyncMethod) -> Result<DmaF
 }
 
 impl DmaDevice {
-    /// A directory of `segment_count` segment files of `segment_bytes` each,
-    /// created (zero-filled) if missing.
+    /// A directory of `segment_count` segment files of `segment_bytes` each.
+    /// A journal with no segment file yet is created (zero-filled); one
+    /// with only some of them, or a file of another size, is refused with
+    /// [`DeviceError`] naming the file: a missing or shortened segment may
+    /// have held acknowledged records, so it is never recreated silently.
     pub async fn open_directory(
         directory: &Path,
         segment_count: u32,
@@ -179,27 +182,22 @@ impl DmaDevice {
                 format!("{}: {e}", directory.display()),
             )
         })?;
+        if let Some(damage) = Self::segment_files_damage(directory, segment_count, segment_bytes) {
+            return Err(error("open", 0, 0, damage));
+        }
+        let fresh = !Self::directory_has_segments(directory, segment_count)
+            || (0..segment_count).any(|segment| new_segment_path(directory, segment).exists());
         probe_direct_io(directory).await?;
+        if fresh {
+            format_directory(directory, segment_count, segment_bytes).await?;
+        }
         let mut files = Vec::with_capacity(segment_count as usize);
         for segment in 0..segment_count {
             let path = segment_path(directory, segment);
-            let existing = std::fs::metadata(&path).map(|meta| meta.len()).ok();
-            let file = open_direct(&path, true, sync)
+            let file = open_direct(&path, false, sync)
                 .await
                 .map_err(|e| DeviceError { segment, ..e })?;
             check_alignment(&file, segment)?;
-            match existing {
-                Some(length) if length == segment_bytes => {}
-                Some(length) if length != 0 => {
-                    return Err(error(
-                        "open",
-                        segment,
-                        0,
-                        format!("{} is {length} bytes, expected {segment_bytes}: refusing to resize a journal segment", path.display()),
-                    ));
-                }
-                _ => zero_fill(&file, segment, segment_bytes).await?,
-            }
             files.push(file);
         }
         Ok(DmaDevice {
@@ -208,6 +206,42 @@ impl DmaDevice {
             segment_bytes,
             sync,
             description: directory.display().to_string(),
+        })
+    }
+
+    /// Whether `directory` holds any journal segment file (a journal that
+    /// was ever created there).
+    pub fn directory_has_segments(directory: &Path, segment_count: u32) -> bool {
+        (0..segment_count).any(|segment| segment_path(directory, segment).exists())
+    }
+
+    /// What is wrong with a journal directory's segment files, if anything:
+    /// some missing while others exist, or one of another size. `None` for
+    /// a complete set, for no set at all (a journal to create), and for an
+    /// interrupted format (`.new` files: nothing was ever written).
+    pub fn segment_files_damage(
+        directory: &Path,
+        segment_count: u32,
+        segment_bytes: u64,
+    ) -> Option<String> {
+        let formatting =
+            (0..segment_count).any(|segment| new_segment_path(directory, segment).exists());
+        if formatting || !Self::directory_has_segments(directory, segment_count) {
+            return None;
+        }
+        (0..segment_count).find_map(|segment| {
+            let path = segment_path(directory, segment);
+            match std::fs::metadata(&path).map(|meta| meta.len()) {
+                Err(_) => Some(format!(
+                    "{} is missing while the journal's other segments exist: it may have held acknowledged records",
+                    path.display()
+                )),
+                Ok(length) if length != segment_bytes => Some(format!(
+                    "{} is {length} bytes, expected {segment_bytes}: truncated or resized, refusing to use it",
+                    path.display()
+                )),
+                Ok(_) => None,
+            }
         })
     }
 
@@ -297,7 +331,45 @@ pub async fn probe_direct_io(directory: &Path) -> Result<(), DeviceError> {
 }
 
 pub fn segment_path(directory: &Path, segment: u32) -> PathBuf {
-    directory.join(format!("journal-{segment:06}.seg"))
+    directory.join(segment_file_name(segment))
+}
+
+/// The file name of segment `segment` of a journal directory.
+pub fn segment_file_name(segment: u32) -> String {
+    format!("journal-{segment:06}.seg")
+}
+
+fn new_segment_path(directory: &Path, segment: u32) -> PathBuf {
+    directory.join(format!("journal-{segment:06}.seg.new"))
+}
+
+/// Creates every segment zero-filled as `.new` files, then renames them
+/// into place (and syncs the directory), so an interrupted format leaves
+/// either no segment file or `.new` files, never a partial journal that
+/// would read as a damaged one.
+async fn format_directory(
+    directory: &Path,
+    segment_count: u32,
+    segment_bytes: u64,
+) -> Result<(), DeviceError> {
+    for segment in 0..segment_count {
+        let path = new_segment_path(directory, segment);
+        let file = open_direct(&path, true, SyncMethod::Fdatasync)
+            .await
+            .map_err(|e| DeviceError { segment, ..e })?;
+        zero_fill(&file, segment, segment_bytes).await?;
+        let _ = file.close().await;
+    }
+    for segment in 0..segment_count {
+        std::fs::rename(
+            new_segment_path(directory, segment),
+            segment_path(directory, segment),
+        )
+        .map_err(|e| error("rename", segment, 0, e))?;
+    }
+    std::fs::File::open(directory)
+        .and_then(|directory| directory.sync_all())
+        .map_err(|e| error("sync directory", 0, 0, e))
 }
 
 fn check_alignment(file: &DmaFile, segment: u32) -> Result<(), DeviceError> {
@@ -378,6 +450,13 @@ impl Device for DmaDevice {
 
     fn segment_bytes(&self) -> u64 {
         self.segment_bytes
+    }
+
+    fn segment_name(&self, segment: u32) -> String {
+        match &self.layout {
+            Layout::Files(_) => segment_file_name(segment),
+            Layout::Region(_) => format!("segment {segment} of {}", self.description),
+        }
     }
 
     async fn write(

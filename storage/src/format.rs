@@ -4,7 +4,8 @@
 
 /// Every write is whole blocks of this size at aligned offsets.
 pub const BLOCK_BYTES: usize = 4096;
-pub const FORMAT_VERSION: u16 = 1;
+/// Version 2 added the batch footer and the parity block.
+pub const FORMAT_VERSION: u16 = 2;
 
 pub const SEGMENT_MAGIC: &[u8; 8] = b"TERNJSEG";
 pub const SEGMENT_HEADER_BYTES: usize = BLOCK_BYTES;
@@ -13,6 +14,11 @@ const SEGMENT_HEADER_CHECKED_BYTES: usize = 64;
 
 pub const BATCH_MAGIC: &[u8; 4] = b"TJB1";
 pub const BATCH_HEADER_BYTES: usize = 64;
+/// A copy of the batch header (flag [`BATCH_FLAG_FOOTER`] set) in the last
+/// bytes of the batch's last data block: when the block holding the header
+/// is damaged, the footer still says where the batch is and how long.
+pub const BATCH_FOOTER_BYTES: usize = BATCH_HEADER_BYTES;
+pub const BATCH_FLAG_FOOTER: u16 = 1;
 
 pub const RECORD_HEADER_BYTES: usize = 48;
 pub const RECORD_ALIGN_BYTES: usize = 8;
@@ -88,6 +94,17 @@ impl SegmentHeader {
         put_u32(block, SEGMENT_HEADER_CHECKED_BYTES, sum);
     }
 
+    /// The format version of a header whose magic and checksum verify
+    /// (whatever the version): recovery refuses other versions by name
+    /// instead of taking their segments for unused ones.
+    pub fn version_of(block: &[u8]) -> Option<u16> {
+        let verified = block.len() >= SEGMENT_HEADER_CHECKED_BYTES + 4
+            && &block[0..8] == SEGMENT_MAGIC
+            && u32_at(block, SEGMENT_HEADER_CHECKED_BYTES)
+                == checksum(&block[..SEGMENT_HEADER_CHECKED_BYTES]);
+        verified.then(|| u16_at(block, 8))
+    }
+
     /// Decodes and verifies; `None` for anything that is not a valid header.
     pub fn decode(block: &[u8]) -> Option<SegmentHeader> {
         if block.len() < SEGMENT_HEADER_CHECKED_BYTES + 4 || &block[0..8] != SEGMENT_MAGIC {
@@ -123,7 +140,10 @@ impl SegmentHeader {
 /// The header at the start of every batch.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct BatchHeader {
-    /// Header, records and padding: a multiple of [`BLOCK_BYTES`].
+    /// The copy at the end of the data blocks, not the header at the start.
+    pub footer: bool,
+    /// Data blocks (header, records, padding, footer) and the parity block:
+    /// a multiple of [`BLOCK_BYTES`], at least two blocks.
     pub batch_bytes: u32,
     pub record_count: u32,
     pub generation: u64,
@@ -142,6 +162,7 @@ impl BatchHeader {
         header.fill(0);
         header[0..4].copy_from_slice(BATCH_MAGIC);
         put_u16(header, 4, FORMAT_VERSION);
+        put_u16(header, 6, if self.footer { BATCH_FLAG_FOOTER } else { 0 });
         put_u32(header, 8, self.batch_bytes);
         put_u32(header, 12, self.record_count);
         put_u64(header, 16, self.generation);
@@ -154,6 +175,15 @@ impl BatchHeader {
         put_u32(header, 60, sum);
     }
 
+    /// The format version of a batch header whose magic and checksum
+    /// verify, whatever the version.
+    pub fn version_of(bytes: &[u8]) -> Option<u16> {
+        let verified = bytes.len() >= BATCH_HEADER_BYTES
+            && &bytes[0..4] == BATCH_MAGIC
+            && u32_at(bytes, 60) == checksum(&bytes[..60]);
+        verified.then(|| u16_at(bytes, 4))
+    }
+
     /// Decodes and verifies the header's own checksum and shape.
     pub fn decode(bytes: &[u8]) -> Option<BatchHeader> {
         if bytes.len() < BATCH_HEADER_BYTES || &bytes[0..4] != BATCH_MAGIC {
@@ -162,7 +192,12 @@ impl BatchHeader {
         if u32_at(bytes, 60) != checksum(&bytes[..60]) || u16_at(bytes, 4) != FORMAT_VERSION {
             return None;
         }
+        let flags = u16_at(bytes, 6);
+        if flags & !BATCH_FLAG_FOOTER != 0 || u32_at(bytes, 56) != 0 {
+            return None;
+        }
         let header = BatchHeader {
+            footer: flags == BATCH_FLAG_FOOTER,
             batch_bytes: u32_at(bytes, 8),
             record_count: u32_at(bytes, 12),
             generation: u64_at(bytes, 16),
@@ -173,12 +208,88 @@ impl BatchHeader {
             journal_id: u64_at(bytes, 48),
         };
         let shaped = header.batch_bytes as usize % BLOCK_BYTES == 0
-            && header.batch_bytes as usize >= BLOCK_BYTES
+            && header.batch_bytes as usize >= 2 * BLOCK_BYTES
             && header.record_count > 0
-            && BATCH_HEADER_BYTES + header.records_bytes as usize <= header.batch_bytes as usize
+            && batch_bytes(header.records_bytes as usize) == header.batch_bytes as usize
+            && header.offset % BLOCK_BYTES as u64 == 0
             && header.first_sequence > 0;
         shaped.then_some(header)
     }
+
+    /// Whether `other` describes the same batch (header and footer agree).
+    pub fn same_batch(&self, other: &BatchHeader) -> bool {
+        BatchHeader {
+            footer: other.footer,
+            ..*self
+        } == *other
+    }
+
+    /// Blocks of header, records, padding and footer (the parity block follows).
+    pub fn data_blocks(&self) -> usize {
+        self.batch_bytes as usize / BLOCK_BYTES - 1
+    }
+
+    /// Where, from the batch's start, its footer is: the last bytes of the
+    /// last data block.
+    pub fn footer_offset(&self) -> usize {
+        self.data_blocks() * BLOCK_BYTES - BATCH_FOOTER_BYTES
+    }
+}
+
+/// Bytes of the data blocks of a batch holding `records_bytes` of records:
+/// header, records, zero padding, footer, whole blocks.
+pub fn batch_data_bytes(records_bytes: usize) -> usize {
+    align_up(
+        BATCH_HEADER_BYTES + records_bytes + BATCH_FOOTER_BYTES,
+        BLOCK_BYTES,
+    )
+}
+
+/// Bytes a batch holding `records_bytes` of records occupies on disk: its
+/// data blocks and one parity block.
+pub fn batch_bytes(records_bytes: usize) -> usize {
+    batch_data_bytes(records_bytes) + BLOCK_BYTES
+}
+
+/// XORs every whole block of `data` into `parity` (one block), which the
+/// caller zeroed or filled with another block: the parity of a batch is the
+/// XOR of its data blocks, so any one block can be rebuilt from the others.
+pub fn xor_blocks(data: &[u8], parity: &mut [u8]) {
+    assert_eq!(parity.len(), BLOCK_BYTES);
+    assert_eq!(data.len() % BLOCK_BYTES, 0);
+    for block in data.chunks_exact(BLOCK_BYTES) {
+        // Word at a time: the compiler vectorises this loop.
+        for (out, word) in parity.chunks_exact_mut(8).zip(block.chunks_exact(8)) {
+            let value = u64::from_ne_bytes(out[..].try_into().expect("8 bytes"))
+                ^ u64::from_ne_bytes(word.try_into().expect("8 bytes"));
+            out.copy_from_slice(&value.to_ne_bytes());
+        }
+    }
+}
+
+/// Completes a batch in `bytes` (exactly [`batch_bytes`] long) whose records
+/// are already at `BATCH_HEADER_BYTES..BATCH_HEADER_BYTES + header.records_bytes`:
+/// zero padding, header, footer and parity block.
+pub fn seal_batch(header: &BatchHeader, bytes: &mut [u8]) {
+    assert!(!header.footer);
+    assert_eq!(bytes.len(), header.batch_bytes as usize);
+    assert_eq!(
+        batch_bytes(header.records_bytes as usize),
+        header.batch_bytes as usize
+    );
+    let records_end = BATCH_HEADER_BYTES + header.records_bytes as usize;
+    let footer_at = header.footer_offset();
+    bytes[records_end..footer_at].fill(0);
+    header.encode(&mut bytes[..BATCH_HEADER_BYTES]);
+    BatchHeader {
+        footer: true,
+        ..*header
+    }
+    .encode(&mut bytes[footer_at..footer_at + BATCH_FOOTER_BYTES]);
+    let data_end = header.data_blocks() * BLOCK_BYTES;
+    let (data, parity) = bytes.split_at_mut(data_end);
+    parity.fill(0);
+    xor_blocks(data, parity);
 }
 
 /// The fixed part of a record.
@@ -293,6 +404,7 @@ mod tests {
     #[test]
     fn batch_header_round_trips_and_rejects_damage() {
         let header = BatchHeader {
+            footer: false,
             batch_bytes: 8192,
             record_count: 3,
             generation: 2,
@@ -310,6 +422,66 @@ mod tests {
             damaged[position] ^= 1;
             assert_eq!(BatchHeader::decode(&damaged), None, "flip at {position}");
         }
+    }
+
+    #[test]
+    fn a_sealed_batch_has_a_footer_and_parity_of_its_data_blocks() {
+        for records_bytes in [48usize, 4096 - 128, 4096 - 127, 10_000] {
+            let total = batch_bytes(records_bytes);
+            assert_eq!(total % BLOCK_BYTES, 0);
+            assert!(
+                total >= 2 * BLOCK_BYTES,
+                "header and footer never share the only block"
+            );
+            let header = BatchHeader {
+                footer: false,
+                batch_bytes: total as u32,
+                record_count: 1,
+                generation: 3,
+                offset: 8192,
+                first_sequence: 5,
+                records_bytes: records_bytes as u32,
+                records_checksum: 7,
+                journal_id: 9,
+            };
+            let mut bytes: Vec<u8> = (0..total).map(|i| (i * 7 + 1) as u8).collect();
+            seal_batch(&header, &mut bytes);
+            assert_eq!(BatchHeader::decode(&bytes), Some(header));
+            let footer_at = header.footer_offset();
+            let footer = BatchHeader::decode(&bytes[footer_at..]).expect("footer verifies");
+            assert!(footer.footer && footer.same_batch(&header));
+            let mut parity = vec![0u8; BLOCK_BYTES];
+            xor_blocks(&bytes, &mut parity);
+            assert!(
+                parity.iter().all(|&b| b == 0),
+                "data blocks XOR parity is zero"
+            );
+            assert!(bytes[BATCH_HEADER_BYTES + records_bytes..footer_at]
+                .iter()
+                .all(|&b| b == 0));
+        }
+    }
+
+    #[test]
+    fn versions_of_verified_headers_are_readable() {
+        let header = SegmentHeader {
+            segment_bytes: 1 << 20,
+            generation: 1,
+            first_sequence: 1,
+            chain: 0,
+            shard: 0,
+            journal_id: 1,
+            floor_generation: 1,
+        };
+        let mut block = vec![0u8; BLOCK_BYTES];
+        header.encode(&mut block);
+        assert_eq!(SegmentHeader::version_of(&block), Some(FORMAT_VERSION));
+        put_u16(&mut block, 8, 1);
+        let sum = checksum(&block[..SEGMENT_HEADER_CHECKED_BYTES]);
+        put_u32(&mut block, SEGMENT_HEADER_CHECKED_BYTES, sum);
+        assert_eq!(SegmentHeader::decode(&block), None);
+        assert_eq!(SegmentHeader::version_of(&block), Some(1));
+        assert_eq!(SegmentHeader::version_of(&vec![0u8; BLOCK_BYTES]), None);
     }
 
     #[test]

@@ -18,8 +18,9 @@ use tern_shard::Waiters;
 
 use crate::device::{Device, DeviceError, IoBuffer};
 use crate::format::{
-    align_up, checksum, record_bytes, BatchHeader, RecordHeader, RecordView, SegmentHeader,
-    BATCH_HEADER_BYTES, BLOCK_BYTES, SEGMENT_HEADER_BYTES,
+    batch_bytes, checksum, record_bytes, seal_batch, BatchHeader, RecordHeader, RecordView,
+    SegmentHeader, BATCH_FOOTER_BYTES, BATCH_HEADER_BYTES, BLOCK_BYTES, RECORD_HEADER_BYTES,
+    SEGMENT_HEADER_BYTES,
 };
 use crate::recovery::{self, Recovered, RecoveryReport};
 
@@ -36,17 +37,25 @@ pub enum SyncPolicy {
 pub struct JournalConfig {
     /// The shard owning this journal (stored in segment headers).
     pub shard: u32,
-    /// Largest batch one flush writes (header, records, padding).
+    /// Largest batch one flush writes (header, records, padding, footer and
+    /// the parity block): at least two blocks.
     pub batch_bytes_max: usize,
     pub sync: SyncPolicy,
-    /// Identity written into a freshly formatted journal.
+    /// The journal's identity: written into a freshly formatted journal, and
+    /// required of every segment of an existing one (a journal of another
+    /// id is refused, never reformatted).
     pub journal_id: u64,
 }
 
 impl JournalConfig {
     /// Largest record body that fits in a batch.
     pub fn body_bytes_max(&self) -> usize {
-        self.batch_bytes_max - BATCH_HEADER_BYTES - record_bytes(0) - 8
+        // batch_bytes(record_bytes(body)) <= batch_bytes_max, solved for body.
+        self.batch_bytes_max
+            - BLOCK_BYTES
+            - BATCH_HEADER_BYTES
+            - BATCH_FOOTER_BYTES
+            - RECORD_HEADER_BYTES
     }
 }
 
@@ -58,11 +67,25 @@ pub enum JournalError {
     Poisoned(DeviceError),
     #[error("record body of {body_bytes} bytes is larger than the maximum of {max} bytes")]
     TooLarge { body_bytes: usize, max: usize },
-    #[error("journal corrupt in segment {segment} at offset {offset}: {reason}")]
+    #[error("journal damaged: {file} at offset {offset}: {reason}")]
     Corrupt {
+        /// The segment's file (or device region) name.
+        file: String,
         segment: u32,
         offset: u64,
         reason: String,
+    },
+    #[error("{file} belongs to journal {found:#x}, not this store's journal {expected:#x}: is the journal directory another server's?")]
+    Foreign {
+        file: String,
+        found: u64,
+        expected: u64,
+    },
+    #[error("{file} was written in journal format {version}; this tern reads format {supported}")]
+    Version {
+        file: String,
+        version: u16,
+        supported: u16,
     },
     #[error("reading the journal failed: {0}")]
     Read(DeviceError),
@@ -159,11 +182,11 @@ impl<D: Device> Journal<D> {
     ) -> Result<(Journal<D>, RecoveryReport), JournalError> {
         let segment_bytes = device.segment_bytes() as usize;
         if config.batch_bytes_max % BLOCK_BYTES != 0
-            || config.batch_bytes_max < BLOCK_BYTES
+            || config.batch_bytes_max < 2 * BLOCK_BYTES
             || config.batch_bytes_max > segment_bytes - SEGMENT_HEADER_BYTES
         {
             return Err(JournalError::Config(format!(
-                "batch_bytes_max {} must be a multiple of {BLOCK_BYTES} and fit a segment of {segment_bytes} bytes after its header",
+                "batch_bytes_max {} must be a multiple of {BLOCK_BYTES}, at least two blocks, and fit a segment of {segment_bytes} bytes after its header",
                 config.batch_bytes_max
             )));
         }
@@ -183,7 +206,19 @@ impl<D: Device> Journal<D> {
             chain,
             generation,
             journal_id,
+            rewrites,
         } = recovered;
+        // What recovery rebuilt from redundancy goes back to disk before
+        // anything new is written, so a second damage later finds the
+        // redundancy whole again.
+        for (segment, offset, block) in rewrites {
+            let mut buffer = device.allocate(BLOCK_BYTES);
+            buffer.bytes_mut().copy_from_slice(&block);
+            device
+                .write(segment, offset, buffer, true)
+                .await
+                .map_err(JournalError::Poisoned)?;
+        }
         let free: VecDeque<u32> = (0..device.segment_count())
             .filter(|segment| !live.contains(segment))
             .collect();
@@ -263,7 +298,7 @@ impl<D: Device> Journal<D> {
         }
         let size = record_bytes(record.body.len());
         let start = BATCH_HEADER_BYTES + state.open.records_bytes;
-        if start + size > self.config.batch_bytes_max {
+        if batch_bytes(state.open.records_bytes + size) > self.config.batch_bytes_max {
             return Err(AppendError::Busy);
         }
         let sequence = state.next_sequence;
@@ -394,8 +429,7 @@ impl<D: Device> Journal<D> {
     }
 
     fn has_space(&self, state: &State<D::Buffer>) -> bool {
-        let batch_bytes =
-            align_up(BATCH_HEADER_BYTES + state.open.records_bytes, BLOCK_BYTES) as u64;
+        let batch_bytes = batch_bytes(state.open.records_bytes) as u64;
         let fits = !state.live.is_empty()
             && state.write_offset + batch_bytes <= self.device.segment_bytes();
         fits || !state.free.is_empty()
@@ -412,7 +446,7 @@ impl<D: Device> Journal<D> {
             if state.flushing || state.open.record_count == 0 {
                 return Ok(None);
             }
-            let batch_bytes = align_up(BATCH_HEADER_BYTES + state.open.records_bytes, BLOCK_BYTES);
+            let batch_bytes = batch_bytes(state.open.records_bytes);
             let fits = !state.live.is_empty()
                 && state.write_offset + batch_bytes as u64 <= self.device.segment_bytes();
             let mut header_block = None;
@@ -463,8 +497,8 @@ impl<D: Device> Journal<D> {
             let records_end = BATCH_HEADER_BYTES + batch.records_bytes;
             let bytes = batch.buffer.bytes_mut();
             let records_checksum = checksum(&bytes[BATCH_HEADER_BYTES..records_end]);
-            bytes[records_end..batch_bytes].fill(0);
-            BatchHeader {
+            let header = BatchHeader {
+                footer: false,
                 batch_bytes: batch_bytes as u32,
                 record_count: batch.record_count,
                 generation,
@@ -473,8 +507,8 @@ impl<D: Device> Journal<D> {
                 records_bytes: batch.records_bytes as u32,
                 records_checksum,
                 journal_id: state.journal_id,
-            }
-            .encode(bytes);
+            };
+            seal_batch(&header, &mut bytes[..batch_bytes]);
             batch.buffer.truncate(batch_bytes);
             state.flushing = true;
             let last_sequence = batch.first_sequence + u64::from(batch.record_count) - 1;

@@ -22,6 +22,13 @@ fn config(batch_bytes_max: usize) -> JournalConfig {
     }
 }
 
+/// What reopening gives a test: the journal, the report, the records replayed.
+type Reopened = (
+    Journal<MemoryDevice>,
+    RecoveryReport,
+    BTreeMap<u64, Remembered>,
+);
+
 /// A record as the test remembers it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Remembered {
@@ -144,7 +151,7 @@ fn waits_complete_when_their_batch_is_durable() {
 #[test]
 fn a_full_batch_makes_appends_wait() {
     let device = MemoryDevice::new(4, 64 * KIB, 4);
-    let (journal, _, _) = open(device, config(BLOCK_BYTES));
+    let (journal, _, _) = open(device, config(2 * BLOCK_BYTES));
     let mut appended = 0;
     loop {
         match journal.try_append(NewRecord {
@@ -171,6 +178,7 @@ fn a_full_batch_makes_appends_wait() {
         })
         .is_ok());
     let too_big = vec![0u8; BLOCK_BYTES];
+    assert!(BLOCK_BYTES > journal.config().body_bytes_max());
     assert!(matches!(
         journal.try_append(NewRecord {
             kind: 0,
@@ -185,33 +193,34 @@ fn a_full_batch_makes_appends_wait() {
 
 #[test]
 fn segments_rotate_and_recycle_fifo_on_checkpoints() {
-    // 4 segments of 16 KiB: 3 batch blocks each after the header.
-    let device = MemoryDevice::new(4, 16 * KIB, 5);
-    let (journal, _, _) = open(device, config(BLOCK_BYTES));
+    // 4 segments of 20 KiB: 4 blocks after the header, two batches of two
+    // blocks (data and parity) each.
+    let device = MemoryDevice::new(4, 20 * KIB, 5);
+    let (journal, _, _) = open(device, config(2 * BLOCK_BYTES));
     let mut index = 0;
     let mut flush_one = |journal: &Journal<MemoryDevice>| {
         index += 1;
         append(journal, &record(1, index, 2000));
         block_on(journal.flush()).unwrap()
     };
-    for _ in 0..12 {
+    for _ in 0..8 {
         assert!(flush_one(&journal).is_some());
     }
     assert_eq!(journal.live_segments().len(), 4);
     // Full: the next flush cannot place its batch.
     assert_eq!(flush_one(&journal), None);
     // Checkpointing the first segment's records frees it (only it: FIFO).
-    journal.checkpoint(1, 3);
+    journal.checkpoint(1, 2);
     assert_eq!(journal.live_segments().len(), 3);
     assert!(block_on(journal.flush()).unwrap().is_some());
     assert_eq!(journal.live_segments().len(), 4);
     assert_eq!(journal.stats().segments_recycled, 1);
     // Reopen: everything since the oldest live segment is replayed.
     let device = journal.device().crash(1);
-    let (_journal, report, replayed) = open(device, config(BLOCK_BYTES));
+    let (_journal, report, replayed) = open(device, config(2 * BLOCK_BYTES));
     assert_eq!(report.live_segments.len(), 4);
-    assert_eq!(replayed.keys().next(), Some(&4));
-    assert_eq!(replayed.keys().last(), Some(&13));
+    assert_eq!(replayed.keys().next(), Some(&3));
+    assert_eq!(replayed.keys().last(), Some(&9));
 }
 
 #[test]
@@ -248,31 +257,308 @@ fn an_io_error_poisons_the_journal() {
     ));
 }
 
-#[test]
-fn a_bit_flip_before_the_tail_is_reported_not_dropped() {
-    let device = MemoryDevice::new(4, 64 * KIB, 7);
-    let (journal, _, _) = open(device, config(4 * KIB as usize));
-    for index in 1..=6 {
-        append(&journal, &record(1, index, 1500));
+/// A journal with batches of several shapes in segment 0, crashed (so the
+/// image is durable): `(device, written records, batch offsets and sizes)`.
+fn journal_with_batches() -> (MemoryDevice, BTreeMap<u64, Remembered>, Vec<(u64, u64)>) {
+    let device = MemoryDevice::new(4, 128 * KIB, 7);
+    let (journal, _, _) = open(device, config(32 * KIB as usize));
+    let mut written = BTreeMap::new();
+    let mut batches = Vec::new();
+    let mut offset = BLOCK_BYTES as u64;
+    let mut index = 0;
+    // One-block, two-block and five-block batches, twice over.
+    for body_bytes in [300usize, 6000, 18_000, 100, 5000, 17_000] {
+        index += 1;
+        let record = record(1, index, body_bytes);
+        written.insert(append(&journal, &record), record);
         block_on(journal.flush()).unwrap();
+        let bytes = crate::format::batch_bytes(crate::format::record_bytes(body_bytes)) as u64;
+        batches.push((offset, bytes));
+        offset += bytes;
     }
-    // Six one-block batches in segment 0 at 4096..28672; damage the second.
-    let offset = journal.device().flip_bit(0, 8192 + 64, 8192 + 1500);
-    let device = journal.device().crash(3);
-    let error = block_on(Journal::open(device, config(4 * KIB as usize), |_| {}))
-        .err()
-        .expect("corruption is an error");
-    match error {
+    (journal.device().crash(1), written, batches)
+}
+
+fn reopen(device: MemoryDevice) -> Result<Reopened, JournalError> {
+    let mut replayed = BTreeMap::new();
+    block_on(Journal::open(device, config(32 * KIB as usize), |view| {
+        replayed.insert(
+            view.header.sequence,
+            Remembered {
+                kind: view.header.kind,
+                group: view.header.group,
+                term: view.header.term,
+                index: view.header.index,
+                body: view.body.to_vec(),
+            },
+        );
+    }))
+    .map(|(journal, report)| (journal, report, replayed))
+}
+
+/// Rule 4: any one damaged block of any batch, the last one included
+/// (header block, a middle block, the footer's block, the parity block),
+/// is rebuilt: every record comes back identical, the repair is reported
+/// and written back (a second open finds nothing to repair).
+#[test]
+fn one_damaged_block_of_any_batch_is_rebuilt_from_parity() {
+    let (device, written, batches) = journal_with_batches();
+    let image = device.contents(0);
+    for &(offset, bytes) in &batches {
+        for block in (offset..offset + bytes).step_by(BLOCK_BYTES) {
+            for damage in ["flip", "zero"] {
+                let damaged = MemoryDevice::new(4, 128 * KIB, 1);
+                block_on(damaged.write(0, 0, crate::device::HeapBuffer(image.clone()), true))
+                    .unwrap();
+                match damage {
+                    "flip" => {
+                        damaged.flip_bit(0, block, block + BLOCK_BYTES as u64);
+                    }
+                    _ => damaged.overwrite(0, block, &[0u8; BLOCK_BYTES]),
+                }
+                let (journal, report, replayed) = reopen(damaged).unwrap_or_else(|error| {
+                    panic!("{damage} block {block} of batch {offset}: {error}")
+                });
+                assert_eq!(
+                    replayed, written,
+                    "{damage} block {block} of batch {offset}"
+                );
+                assert_eq!(report.tail_cut, None, "{damage} block {block}");
+                let repaired = report.repairs.iter().any(|repair| repair.offset == block);
+                // A flip in the zero padding of a data block still changes
+                // the records checksum only if it hits records; padding and
+                // parity flips are found by the parity check.
+                assert!(
+                    repaired,
+                    "{damage} block {block} of batch {offset}: {:?}",
+                    report.repairs
+                );
+                let (_, again, replayed) = reopen(journal.device().crash(2)).unwrap();
+                assert!(
+                    again.repairs.is_empty(),
+                    "written back: {:?}",
+                    again.repairs
+                );
+                assert_eq!(replayed, written);
+            }
+        }
+    }
+}
+
+/// Rules 4 and 5: two damaged blocks cannot be rebuilt. Before the tail
+/// that is corruption named by segment and offset, never a silent cut.
+#[test]
+fn two_damaged_blocks_before_the_tail_are_corruption() {
+    let (device, _, batches) = journal_with_batches();
+    let (offset, _) = batches[2];
+    device.overwrite(0, offset, &[0u8; BLOCK_BYTES]);
+    device.overwrite(0, offset + 2 * BLOCK_BYTES as u64, &[0u8; BLOCK_BYTES]);
+    match reopen(device).err().expect("corruption is an error") {
         JournalError::Corrupt {
+            file,
             segment,
             offset: at,
             reason,
         } => {
-            assert_eq!(segment, 0);
-            assert_eq!(at, 8192, "names the damaged batch (flip at {offset})");
+            assert_eq!((segment, at), (0, offset), "{reason}");
+            assert_eq!(file, "segment 0");
             assert!(reason.contains("not a torn tail"), "{reason}");
         }
         other => panic!("expected corruption, got {other:?}"),
+    }
+}
+
+/// Rule 5: the last batch with two or more unreadable blocks and nothing
+/// after it is a torn write (never acknowledged): cut, everything before
+/// it intact, and the journal writes on from there.
+#[test]
+fn a_torn_last_batch_is_cut_and_writing_goes_on() {
+    let (device, mut written, batches) = journal_with_batches();
+    let (offset, bytes) = *batches.last().unwrap();
+    // The write landed its first block only.
+    for block in (offset + BLOCK_BYTES as u64..offset + bytes).step_by(BLOCK_BYTES) {
+        device.overwrite(0, block, &[0u8; BLOCK_BYTES]);
+    }
+    let last = *written.keys().last().unwrap();
+    written.remove(&last);
+    let (journal, report, replayed) = reopen(device).expect("a torn tail is not corruption");
+    assert_eq!(replayed, written);
+    let cut = report.tail_cut.expect("the cut is reported");
+    assert_eq!((cut.segment, cut.offset), (0, offset));
+    let record = record(2, 1, 50);
+    let sequence = append(&journal, &record);
+    assert_eq!(sequence, last);
+    block_on(journal.flush()).unwrap();
+    written.insert(sequence, record);
+    let (_, report, replayed) = reopen(journal.device().crash(3)).unwrap();
+    assert_eq!(replayed, written);
+    assert_eq!(
+        report.tail_cut, None,
+        "the stale remains of the torn batch are ignored"
+    );
+}
+
+/// Rule 5: a zeroed one-block batch at the tail is not a clean end: its
+/// parity block is a copy and still names it.
+#[test]
+fn a_zeroed_last_one_block_batch_is_rebuilt_not_lost() {
+    let device = MemoryDevice::new(4, 64 * KIB, 7);
+    let (journal, _, _) = open(device, config(16 * KIB as usize));
+    let mut written = BTreeMap::new();
+    for index in 1..=3 {
+        let record = record(1, index, 200);
+        written.insert(append(&journal, &record), record);
+        block_on(journal.flush()).unwrap();
+    }
+    let device = journal.device().crash(1);
+    // Batches at 4096, 12288, 20480 (a data block and its parity each).
+    device.overwrite(0, 20480, &[0u8; BLOCK_BYTES]);
+    let (_, report, replayed) = reopen_with(device, config(16 * KIB as usize)).unwrap();
+    assert_eq!(replayed, written);
+    assert_eq!(report.repairs.len(), 1, "{:?}", report.repairs);
+}
+
+fn reopen_with(device: MemoryDevice, config: JournalConfig) -> Result<Reopened, JournalError> {
+    let mut replayed = BTreeMap::new();
+    block_on(Journal::open(device, config, |view| {
+        replayed.insert(
+            view.header.sequence,
+            Remembered {
+                kind: view.header.kind,
+                group: view.header.group,
+                term: view.header.term,
+                index: view.header.index,
+                body: view.body.to_vec(),
+            },
+        );
+    }))
+    .map(|(journal, report)| (journal, report, replayed))
+}
+
+/// Rule 2: a segment header that fails its checksum (a flipped bit in any
+/// field or the checksum, or the block zeroed) is rebuilt from the
+/// segment's first batch, for the newest segment and an older live one;
+/// nothing is lost and the journal is not formatted afresh.
+#[test]
+fn a_damaged_segment_header_is_rebuilt_from_its_first_batch() {
+    let device = MemoryDevice::new(3, 16 * KIB, 8);
+    let (journal, _, _) = open(device, config(2 * BLOCK_BYTES));
+    let mut written = BTreeMap::new();
+    // One batch of two blocks per segment fits (3 blocks after the header):
+    // segments 0, 1 and 2 get one and then one more each... up to full.
+    for index in 1..=3 {
+        let record = record(1, index, 1000);
+        written.insert(append(&journal, &record), record);
+        assert!(block_on(journal.flush()).unwrap().is_some());
+    }
+    assert_eq!(journal.live_segments(), vec![0, 1, 2]);
+    let image = journal.device().crash(1);
+    for segment in 0..3 {
+        for damage in [
+            (8usize, 0x01u8),
+            (32, 0x10),
+            (40, 0x80),
+            (56, 0x02),
+            (64, 0x01),
+            (0, 0xff),
+        ] {
+            let damaged = MemoryDevice::new(3, 16 * KIB, 1);
+            for copy in 0..3 {
+                block_on(damaged.write(
+                    copy,
+                    0,
+                    crate::device::HeapBuffer(image.contents(copy)),
+                    true,
+                ))
+                .unwrap();
+            }
+            let mut header = image.contents(segment)[..BLOCK_BYTES].to_vec();
+            if damage.1 == 0xff {
+                header.fill(0);
+            } else {
+                header[damage.0] ^= damage.1;
+            }
+            damaged.overwrite(segment, 0, &header);
+            let (journal, report, replayed) = reopen_with(damaged, config(2 * BLOCK_BYTES))
+                .unwrap_or_else(|error| panic!("segment {segment} damage {damage:?}: {error}"));
+            assert_eq!(replayed, written, "segment {segment} damage {damage:?}");
+            assert!(
+                report.repairs.iter().any(|repair| repair.segment == segment
+                    && repair.kind == crate::recovery::RepairKind::SegmentHeader),
+                "{:?}",
+                report.repairs
+            );
+            assert_eq!(report.journal_id, 0xabc);
+            let (_, again, _) =
+                reopen_with(journal.device().crash(2), config(2 * BLOCK_BYTES)).unwrap();
+            assert!(again.repairs.is_empty(), "{:?}", again.repairs);
+        }
+    }
+}
+
+/// Rule 2: a journal is fresh only when no segment holds anything of it;
+/// segments whose only content is an unwritten header are unused.
+#[test]
+fn only_an_empty_journal_is_fresh() {
+    let device = MemoryDevice::new(3, 16 * KIB, 9);
+    let (journal, report, _) = open(device, config(2 * BLOCK_BYTES));
+    assert_eq!((report.records, report.live_segments.len()), (0, 0));
+    let record = record(1, 1, 10);
+    append(&journal, &record);
+    block_on(journal.flush()).unwrap();
+    // Zeroing the only segment's header leaves its batch: not fresh.
+    let device = journal.device().crash(1);
+    device.overwrite(0, 0, &[0u8; BLOCK_BYTES]);
+    let (_, report, replayed) = reopen_with(device, config(2 * BLOCK_BYTES)).unwrap();
+    assert_eq!(replayed.len(), 1);
+    assert_eq!(report.live_segments, vec![(0, 1)]);
+}
+
+/// Rule 1: segments of another journal (another server's, or a journal
+/// directory reused) are refused by name, never reformatted.
+#[test]
+fn another_journals_segments_are_refused() {
+    let device = MemoryDevice::new(3, 16 * KIB, 10);
+    let (journal, _, _) = open(device, config(2 * BLOCK_BYTES));
+    append(&journal, &record(1, 1, 10));
+    block_on(journal.flush()).unwrap();
+    let mut other = config(2 * BLOCK_BYTES);
+    other.journal_id = 0xdef;
+    let device = journal.device().crash(1);
+    match block_on(Journal::open(device, other.clone(), |_| {})).err() {
+        Some(JournalError::Foreign {
+            found, expected, ..
+        }) => {
+            assert_eq!((found, expected), (0xabc, 0xdef))
+        }
+        other => panic!("{other:?}"),
+    }
+    // The same with the header damaged: its first batch names the journal.
+    let device = journal.device().crash(1);
+    device.overwrite(0, 0, &[0u8; BLOCK_BYTES]);
+    assert!(matches!(
+        block_on(Journal::open(device, other, |_| {})).err(),
+        Some(JournalError::Foreign { .. })
+    ));
+}
+
+/// Rule 1: a journal written in another format version is refused by name
+/// (taking its segments for unused ones would format over its records).
+#[test]
+fn another_format_version_is_refused() {
+    let device = MemoryDevice::new(3, 16 * KIB, 11);
+    let (journal, _, _) = open(device, config(2 * BLOCK_BYTES));
+    append(&journal, &record(1, 1, 10));
+    block_on(journal.flush()).unwrap();
+    let device = journal.device().crash(1);
+    let mut header = device.contents(0)[..BLOCK_BYTES].to_vec();
+    header[8] = 1;
+    let sum = crate::format::checksum(&header[..64]);
+    header[64..68].copy_from_slice(&sum.to_le_bytes());
+    device.overwrite(0, 0, &header);
+    match block_on(Journal::open(device, config(2 * BLOCK_BYTES), |_| {})).err() {
+        Some(JournalError::Version { version, .. }) => assert_eq!(version, 1),
+        other => panic!("{other:?}"),
     }
 }
 
@@ -284,13 +570,13 @@ fn a_misdirected_write_is_caught() {
         misdirect_write: Some(3),
         ..Faults::default()
     });
-    let (journal, _, _) = open(device, config(4 * KIB as usize));
+    let (journal, _, _) = open(device, config(2 * BLOCK_BYTES));
     for index in 1..=3 {
         append(&journal, &record(1, index, 100));
         block_on(journal.flush()).unwrap();
     }
     let device = journal.device().crash(4);
-    let result = block_on(Journal::open(device, config(4 * KIB as usize), |_| {}));
+    let result = block_on(Journal::open(device, config(2 * BLOCK_BYTES), |_| {}));
     assert!(
         matches!(result, Err(JournalError::Corrupt { .. })),
         "{:?}",
@@ -301,7 +587,7 @@ fn a_misdirected_write_is_caught() {
 #[test]
 fn sync_never_cuts_a_tail_with_lost_writes() {
     let device = MemoryDevice::new(2, 64 * KIB, 9);
-    let mut never = config(4 * KIB as usize);
+    let mut never = config(2 * BLOCK_BYTES);
     never.sync = SyncPolicy::Never;
     let (journal, _, _) = open(device, never.clone());
     for index in 1..=5 {
@@ -343,7 +629,7 @@ fn crash_property(seed: u64, coverage: &mut Coverage, lying_disk: bool) {
     let segment_count = 3 + random.below(3) as u32;
     let segment_bytes = (4 + random.below(12)) * 4 * KIB;
     let batch_bytes_max =
-        ((1 + random.below(3)) as usize * BLOCK_BYTES).min(segment_bytes as usize - BLOCK_BYTES);
+        ((2 + random.below(3)) as usize * BLOCK_BYTES).min(segment_bytes as usize - BLOCK_BYTES);
     let config = config(batch_bytes_max);
     let mut device = MemoryDevice::new(segment_count, segment_bytes, seed);
     device.set_faults(Faults {
@@ -414,7 +700,7 @@ fn crash_property(seed: u64, coverage: &mut Coverage, lying_disk: bool) {
                     let index = next_index.entry(group).or_insert(0);
                     *index += 1;
                     let body_bytes =
-                        random.below((batch_bytes_max as u64 - 200).min(3000)) as usize;
+                        random.below((config.body_bytes_max() as u64).min(3000)) as usize;
                     let record = Remembered {
                         kind: random.below(4) as u8,
                         group,

@@ -172,6 +172,19 @@ impl MemoryDevice {
         offset
     }
 
+    /// Overwrites stored data of `segment` at `offset` (damage a test
+    /// chooses: a zeroed block, a misplaced copy).
+    pub fn overwrite(&self, segment: u32, offset: u64, bytes: &[u8]) {
+        assert!(offset + bytes.len() as u64 <= self.segment_bytes);
+        let start = offset as usize;
+        self.durable.borrow_mut()[segment as usize][start..start + bytes.len()]
+            .copy_from_slice(bytes);
+        assert!(
+            self.volatile.borrow().is_empty(),
+            "overwrite only a crashed (fully durable) image"
+        );
+    }
+
     /// Stored bytes (durable plus volatile, as reads see them).
     pub fn contents(&self, segment: u32) -> Vec<u8> {
         let mut image = self.durable.borrow()[segment as usize].clone();

@@ -1,15 +1,38 @@
 //! Journal recovery: find the live segments, replay their batches in order,
-//! verify every checksum, sequence and chain link, and decide what the first
-//! bad batch means (see `docs/storage-format.md`, "Recovery"): the normal end
-//! of a segment, a torn tail to cut, or corruption to report with its segment
-//! and offset. Nothing is dropped silently.
+//! verify every checksum, sequence and chain link, repair what a single
+//! damaged block destroyed, and decide what a batch that cannot be read
+//! means. The rules (docs/storage-format.md, "Recovery"), each one a
+//! function here:
+//!
+//! 1. **Identity.** Every segment header that verifies must carry the
+//!    configured journal id and shard, and this format version; anything
+//!    else is refused (another server's journal is never reformatted).
+//! 2. **Headers.** A segment whose header does not verify is unused only if
+//!    its first batch position (block 1) holds no batch of this journal;
+//!    otherwise the header is rebuilt from that batch (generation, first
+//!    sequence, chain) and written back. A journal is fresh only when no
+//!    segment holds anything of it.
+//! 3. **Live segments** are the generations floor..=newest, each exactly
+//!    once, each continuing the previous one's sequence and chain.
+//! 4. **Batches** verify whole: header, footer, records checksum, every
+//!    record's checksum, sequence and chain. One that does not is rebuilt
+//!    when exactly one of its blocks is damaged (the parity block holds the
+//!    XOR of its data blocks), and the block is written back.
+//! 5. **The end.** Where no batch can be read, a segment ends cleanly only
+//!    if nothing of its generation follows. In the newest segment a batch
+//!    with two or more unreadable blocks and nothing after it is a torn
+//!    write: it was never acknowledged (an acknowledged batch was written
+//!    whole, and one damaged block is rebuilt), so it is cut. Anything else
+//!    (a valid batch after an unreadable one, a batch naming another
+//!    offset, a gap between segments) is corruption, reported with the
+//!    segment file and offset; nothing is dropped silently.
 
 use std::collections::{BTreeMap, VecDeque};
 
 use crate::device::Device;
 use crate::format::{
-    BatchHeader, RecordHeader, RecordView, SegmentHeader, BATCH_HEADER_BYTES, BLOCK_BYTES,
-    SEGMENT_HEADER_BYTES,
+    checksum, xor_blocks, BatchHeader, RecordHeader, RecordView, SegmentHeader, BATCH_FOOTER_BYTES,
+    BATCH_HEADER_BYTES, BLOCK_BYTES, FORMAT_VERSION, SEGMENT_HEADER_BYTES,
 };
 use crate::journal::{JournalConfig, JournalError, SegmentState};
 
@@ -22,6 +45,26 @@ pub struct TailCut {
     /// Valid batches found after the cut and dropped (only with `sync = never`,
     /// where unsynced writes may land out of order).
     pub batches_dropped: u64,
+}
+
+/// What recovery rebuilt from redundant data (and wrote back).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RepairKind {
+    /// One block of the batch at `batch_offset`, from its parity block.
+    BlockFromParity { batch_offset: u64 },
+    /// The parity block of the batch at `batch_offset` (its data was intact).
+    Parity { batch_offset: u64 },
+    /// The segment header, from the segment's first batch.
+    SegmentHeader,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Repair {
+    pub segment: u32,
+    pub file: String,
+    /// Offset of the rewritten block in its segment.
+    pub offset: u64,
+    pub kind: RepairKind,
 }
 
 /// What recovery found.
@@ -37,6 +80,8 @@ pub struct RecoveryReport {
     pub last_sequence: u64,
     /// A torn (or, with `sync = never`, lost) tail that was cut.
     pub tail_cut: Option<TailCut>,
+    /// Damaged blocks rebuilt from redundant data.
+    pub repairs: Vec<Repair>,
 }
 
 pub(crate) struct Recovered {
@@ -48,22 +93,77 @@ pub(crate) struct Recovered {
     pub chain: u32,
     pub generation: u64,
     pub journal_id: u64,
+    /// Rebuilt blocks to write back: (segment, offset, one block).
+    pub rewrites: Vec<(u32, u64, Vec<u8>)>,
 }
 
-fn corrupt(segment: u32, offset: u64, reason: impl Into<String>) -> JournalError {
-    JournalError::Corrupt {
-        segment,
-        offset,
-        reason: reason.into(),
+struct Context<'a, D: Device> {
+    device: &'a D,
+    config: &'a JournalConfig,
+}
+
+impl<D: Device> Context<'_, D> {
+    fn corrupt(&self, segment: u32, offset: u64, reason: impl Into<String>) -> JournalError {
+        JournalError::Corrupt {
+            file: self.device.segment_name(segment),
+            segment,
+            offset,
+            reason: reason.into(),
+        }
     }
 }
 
-/// How a segment's scan ended.
-struct SegmentEnd {
-    /// Offset of the first block that is not an accepted batch.
+/// A segment's header as recovery uses it: read, or rebuilt from its first batch.
+#[derive(Debug, Clone, Copy)]
+struct LiveHeader {
+    header: SegmentHeader,
+    /// Rebuilt: its floor generation is not known (and not used).
+    rebuilt: bool,
+}
+
+/// What a batch position holds, as far as its own bytes tell.
+enum Slot {
+    /// A batch of this generation verified (possibly after a repair).
+    Batch {
+        header: BatchHeader,
+        repair: Option<BatchRepair>,
+    },
+    /// Nothing of this generation starts here (old data, zeros, garbage)
+    /// and no footer names this offset.
+    Empty,
+    /// A batch of this generation is here (its header or footer says so)
+    /// but two or more of its blocks are unreadable: a torn write.
+    Torn { reason: String, batch_bytes: u64 },
+}
+
+#[derive(Debug, Clone)]
+struct BatchRepair {
+    /// Offset of the rebuilt block in the segment.
     offset: u64,
-    /// A batch header was valid there but its contents were not (torn or damaged).
-    damaged_batch: Option<String>,
+    block: Vec<u8>,
+    kind: RepairKind,
+}
+
+/// What a verified batch must continue.
+#[derive(Debug, Clone, Copy)]
+struct Expect {
+    generation: u64,
+    journal_id: u64,
+    offset: u64,
+    /// `None` when rebuilding a segment header: taken from the batch.
+    continues: Option<(u64, u32)>,
+}
+
+/// Why a batch's bytes were refused.
+#[derive(Debug)]
+enum BatchFault {
+    /// The bytes are not a whole, self-consistent batch (torn or damaged).
+    Unreadable(String),
+    /// A self-consistent batch that does not continue the log: corruption.
+    Discontinuous {
+        relative_offset: u64,
+        reason: String,
+    },
 }
 
 pub(crate) async fn recover<D: Device>(
@@ -72,29 +172,100 @@ pub(crate) async fn recover<D: Device>(
     lenient_tail: bool,
     mut on_record: impl FnMut(RecordView<'_>),
 ) -> Result<Recovered, JournalError> {
+    let context = Context { device, config };
     let segment_count = device.segment_count();
     let segment_bytes = device.segment_bytes();
-    let mut headers: Vec<Option<SegmentHeader>> = Vec::with_capacity(segment_count as usize);
+    let mut headers: Vec<Option<LiveHeader>> = Vec::with_capacity(segment_count as usize);
+    let mut rewrites = Vec::new();
+    // Segments with neither a header nor a readable first batch.
+    let mut unreadable: Vec<(u32, u64, String)> = Vec::new();
+    let mut report = RecoveryReport {
+        journal_id: config.journal_id,
+        ..RecoveryReport::default()
+    };
+    // Rules 1 and 2: every header verified or rebuilt.
     for segment in 0..segment_count {
         let block = device
             .read(segment, 0, BLOCK_BYTES)
             .await
             .map_err(JournalError::Read)?;
-        headers.push(SegmentHeader::decode(block.as_ref()));
+        let header = match SegmentHeader::decode(block.as_ref()) {
+            Some(header) => {
+                check_identity(&context, segment, &header)?;
+                Some(LiveHeader {
+                    header,
+                    rebuilt: false,
+                })
+            }
+            None => {
+                if let Some(version) = SegmentHeader::version_of(block.as_ref()) {
+                    return Err(JournalError::Version {
+                        file: device.segment_name(segment),
+                        version,
+                        supported: FORMAT_VERSION,
+                    });
+                }
+                match rebuild_header(&context, segment).await? {
+                    Rebuild::Header(header, block) => {
+                        report.repairs.push(Repair {
+                            segment,
+                            file: device.segment_name(segment),
+                            offset: 0,
+                            kind: RepairKind::SegmentHeader,
+                        });
+                        rewrites.push((segment, 0, block));
+                        Some(LiveHeader {
+                            header,
+                            rebuilt: true,
+                        })
+                    }
+                    Rebuild::Unreadable { generation, reason } => {
+                        unreadable.push((segment, generation, reason));
+                        None
+                    }
+                    Rebuild::Unused => None,
+                }
+            }
+        };
+        headers.push(header);
     }
     let mut segments = vec![SegmentState::default(); segment_count as usize];
-    let newest = headers
+    let newest_generation = headers
+        .iter()
+        .flatten()
+        .map(|header| header.header.generation)
+        .max();
+    let live_floor = newest_generation.map(|newest| {
+        let newest = headers
+            .iter()
+            .flatten()
+            .find(|header| header.header.generation == newest)
+            .expect("the newest exists");
+        floor_generation(&headers, newest)
+    });
+    for (segment, generation, reason) in &unreadable {
+        // Left from an older use of the segment, or (sync = never) a first
+        // batch whose writes were lost with the header's: nothing of the log.
+        if lenient_tail || live_floor.is_some_and(|floor| *generation < floor) {
+            continue;
+        }
+        return Err(context.corrupt(
+            *segment,
+            0,
+            format!(
+                "segment header fails its checksum and its first batch (generation {generation}) cannot be read: {reason}"
+            ),
+        ));
+    }
+    let Some((newest_segment, newest)) = headers
         .iter()
         .enumerate()
         .filter_map(|(segment, header)| header.map(|header| (segment as u32, header)))
-        .max_by_key(|(_, header)| header.generation);
-    let Some((newest_segment, newest_header)) = newest else {
-        // Nothing written yet: a fresh journal.
+        .max_by_key(|(_, header)| header.header.generation)
+    else {
+        // Nothing of this journal anywhere: a fresh journal.
         return Ok(Recovered {
-            report: RecoveryReport {
-                journal_id: config.journal_id,
-                ..RecoveryReport::default()
-            },
+            report,
             segments,
             live: VecDeque::new(),
             write_offset: 0,
@@ -102,83 +273,53 @@ pub(crate) async fn recover<D: Device>(
             chain: 0,
             generation: 0,
             journal_id: config.journal_id,
+            rewrites,
         });
     };
-    let journal_id = newest_header.journal_id;
-    for (segment, header) in headers.iter().enumerate() {
-        let Some(header) = header else { continue };
-        if header.journal_id != journal_id {
-            return Err(corrupt(
-                segment as u32,
-                0,
-                format!(
-                    "segment belongs to journal {:#x}, not {journal_id:#x}",
-                    header.journal_id
-                ),
-            ));
-        }
-        if header.shard != config.shard {
-            return Err(corrupt(
-                segment as u32,
-                0,
-                format!(
-                    "journal of shard {} opened by shard {}",
-                    header.shard, config.shard
-                ),
-            ));
-        }
-        if header.segment_bytes != segment_bytes {
-            return Err(corrupt(
-                segment as u32,
-                0,
-                format!(
-                    "segment size {} but the device has {segment_bytes}",
-                    header.segment_bytes
-                ),
-            ));
-        }
-    }
-    // The live segments are generations floor..=newest, one segment each.
-    let floor = newest_header.floor_generation;
+    // Rule 3: the live segments.
+    let floor = floor_generation(&headers, &newest);
     let mut by_generation: BTreeMap<u64, u32> = BTreeMap::new();
     for (segment, header) in headers.iter().enumerate() {
-        if let Some(header) = header {
-            if header.generation >= floor {
-                if let Some(other) = by_generation.insert(header.generation, segment as u32) {
-                    return Err(corrupt(
-                        segment as u32,
-                        0,
-                        format!(
-                            "segments {other} and {segment} both claim generation {}",
-                            header.generation
-                        ),
-                    ));
-                }
-            }
+        let Some(header) = header else { continue };
+        if header.header.generation < floor {
+            continue;
+        }
+        if let Some(other) = by_generation.insert(header.header.generation, segment as u32) {
+            return Err(context.corrupt(
+                segment as u32,
+                0,
+                format!(
+                    "segments {other} and {segment} both claim generation {}",
+                    header.header.generation
+                ),
+            ));
         }
     }
-    for generation in floor..=newest_header.generation {
+    for generation in floor..=newest.header.generation {
         if !by_generation.contains_key(&generation) {
-            return Err(corrupt(
+            return Err(context.corrupt(
                 newest_segment,
                 0,
-                format!("live segment of generation {generation} (floor {floor}) is missing"),
+                format!(
+                    "live segment of generation {generation} (floor {floor}, newest {}) is missing",
+                    newest.header.generation
+                ),
             ));
         }
     }
     let live: VecDeque<u32> = by_generation.values().copied().collect();
-    let mut report = RecoveryReport {
-        journal_id,
-        ..RecoveryReport::default()
-    };
-    let first_header = headers[live[0] as usize].expect("live segments have headers");
+    let first_header = headers[live[0] as usize]
+        .expect("live segments have headers")
+        .header;
     let mut next_sequence = first_header.first_sequence;
     let mut chain = first_header.chain;
     let mut write_offset = SEGMENT_HEADER_BYTES as u64;
     for (position, &segment) in live.iter().enumerate() {
-        let header = headers[segment as usize].expect("live segments have headers");
+        let header = headers[segment as usize]
+            .expect("live segments have headers")
+            .header;
         if header.first_sequence != next_sequence || header.chain != chain {
-            return Err(corrupt(
+            return Err(context.corrupt(
                 segment,
                 0,
                 format!(
@@ -192,80 +333,73 @@ pub(crate) async fn recover<D: Device>(
             .read(segment, 0, segment_bytes as usize)
             .await
             .map_err(JournalError::Read)?;
-        let bytes = contents.as_ref();
         let state = &mut segments[segment as usize];
         state.generation = header.generation;
         state.first_sequence = header.first_sequence;
         state.last_sequence = header.first_sequence - 1;
+        let newest_live = position + 1 == live.len();
         let end = scan_segment(
-            bytes,
+            &context,
+            contents.as_ref(),
             segment,
             &header,
-            &mut next_sequence,
-            &mut chain,
+            ScanPosition {
+                next_sequence: &mut next_sequence,
+                chain: &mut chain,
+            },
             state,
             &mut report,
+            &mut rewrites,
             &mut on_record,
         )?;
-        let newest = position + 1 == live.len();
-        let later_batch = find_batch_after(bytes, end.offset, &header);
-        if newest {
-            write_offset = end.offset;
-            match (later_batch, &end.damaged_batch) {
-                (Some((offset, dropped)), reason) if lenient_tail => {
-                    let _ = offset;
+        // Rule 5: what the end of the segment means.
+        let traces = traces_after(contents.as_ref(), end.offset, &header);
+        match end.torn {
+            None if traces == 0 => {}
+            torn if newest_live && lenient_tail => {
+                report.tail_cut = Some(TailCut {
+                    segment,
+                    offset: end.offset,
+                    reason: torn
+                        .map(|(reason, _)| reason)
+                        .unwrap_or_else(|| "unsynced writes lost".into()),
+                    batches_dropped: traces,
+                });
+            }
+            Some((reason, _)) if traces == 0 => {
+                if newest_live {
                     report.tail_cut = Some(TailCut {
                         segment,
                         offset: end.offset,
-                        reason: reason
-                            .clone()
-                            .unwrap_or_else(|| "unsynced writes lost".into()),
-                        batches_dropped: dropped,
-                    });
-                }
-                (Some((offset, _)), _) => {
-                    return Err(corrupt(
-                        segment,
-                        end.offset,
-                        format!(
-                            "bad batch at offset {} followed by a valid batch at offset {offset}: not a torn tail{}",
-                            end.offset,
-                            end.damaged_batch.as_ref().map(|reason| format!(" ({reason})")).unwrap_or_default()
-                        ),
-                    ));
-                }
-                (None, Some(reason)) => {
-                    report.tail_cut = Some(TailCut {
-                        segment,
-                        offset: end.offset,
-                        reason: reason.clone(),
+                        reason: format!("torn write: {reason}"),
                         batches_dropped: 0,
                     });
                 }
-                (None, None) => {}
+                // In an older segment: a tail torn, cut and rotated past;
+                // the next segment must continue exactly (checked above).
             }
-        } else if let Some((offset, _)) = later_batch {
-            return Err(corrupt(
-                segment,
-                end.offset,
-                format!(
-                    "segment ends at offset {} but a valid batch follows at offset {offset}",
-                    end.offset
-                ),
-            ));
+            torn => {
+                return Err(context.corrupt(
+                    segment,
+                    end.offset,
+                    format!(
+                        "the log ends at offset {} but {traces} batch(es) of generation {} follow: not a torn tail{}",
+                        end.offset,
+                        header.generation,
+                        torn.map(|(reason, _)| format!(" ({reason})")).unwrap_or_default()
+                    ),
+                ));
+            }
         }
-        // A damaged batch at the end of an older segment is allowed only if the
-        // next segment continues the log exactly (checked at the loop's top):
-        // it is a tail that was torn, recovered and then rotated past.
+        if newest_live {
+            write_offset = end.offset;
+        }
     }
-    report.first_sequence = if report.records > 0 {
-        first_header.first_sequence
-    } else {
-        0
-    };
     report.last_sequence = next_sequence - 1;
     if report.records == 0 {
         report.last_sequence = 0;
+    } else {
+        report.first_sequence = first_header.first_sequence;
     }
     Ok(Recovered {
         report,
@@ -274,147 +408,519 @@ pub(crate) async fn recover<D: Device>(
         write_offset,
         next_sequence,
         chain,
-        generation: newest_header.generation,
-        journal_id,
+        generation: newest.header.generation,
+        journal_id: config.journal_id,
+        rewrites,
     })
 }
 
-/// Replays the accepted batches of one segment; returns where they end.
+/// Rule 1: a verified header must be this journal's, this shard's, sized
+/// for this device.
+fn check_identity<D: Device>(
+    context: &Context<'_, D>,
+    segment: u32,
+    header: &SegmentHeader,
+) -> Result<(), JournalError> {
+    if header.journal_id != context.config.journal_id {
+        return Err(JournalError::Foreign {
+            file: context.device.segment_name(segment),
+            found: header.journal_id,
+            expected: context.config.journal_id,
+        });
+    }
+    if header.shard != context.config.shard {
+        return Err(context.corrupt(
+            segment,
+            0,
+            format!(
+                "journal of shard {} opened by shard {}",
+                header.shard, context.config.shard
+            ),
+        ));
+    }
+    if header.segment_bytes != context.device.segment_bytes() {
+        return Err(context.corrupt(
+            segment,
+            0,
+            format!(
+                "segment size {} but the device has {}",
+                header.segment_bytes,
+                context.device.segment_bytes()
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// What a segment whose header does not verify holds.
+enum Rebuild {
+    /// Nothing of this journal's (zeros, garbage).
+    Unused,
+    /// The header rebuilt from the first batch, and its block to write back.
+    Header(SegmentHeader, Vec<u8>),
+    /// A batch header of this journal at block 1 whose batch cannot be
+    /// read: harmless if its generation is below the floor (left from an
+    /// older use of the segment), corruption otherwise.
+    Unreadable { generation: u64, reason: String },
+}
+
+/// Rule 2: a segment whose header does not verify. If its block 1 holds a
+/// batch header of this journal, the segment was in use: the header is
+/// rebuilt from that batch.
+async fn rebuild_header<D: Device>(
+    context: &Context<'_, D>,
+    segment: u32,
+) -> Result<Rebuild, JournalError> {
+    let device = context.device;
+    let journal_id = context.config.journal_id;
+    let first = device
+        .read(segment, SEGMENT_HEADER_BYTES as u64, BLOCK_BYTES)
+        .await
+        .map_err(JournalError::Read)?;
+    let first = first.as_ref();
+    if let Some(version) =
+        BatchHeader::version_of(first).filter(|&version| version != FORMAT_VERSION)
+    {
+        return Err(JournalError::Version {
+            file: device.segment_name(segment),
+            version,
+            supported: FORMAT_VERSION,
+        });
+    }
+    // With one damaged block (the header), the first batch is intact: a
+    // segment ever used holds a verified batch header at block 1. None, or
+    // one left from an older use of the segment (below the floor, sorted
+    // out by the caller), and nothing of the segment's current use exists.
+    let Some(found) = BatchHeader::decode(first).filter(|header| !header.footer) else {
+        return Ok(Rebuild::Unused);
+    };
+    if found.journal_id != journal_id {
+        return Err(JournalError::Foreign {
+            file: device.segment_name(segment),
+            found: found.journal_id,
+            expected: journal_id,
+        });
+    }
+    if found.offset != SEGMENT_HEADER_BYTES as u64
+        || SEGMENT_HEADER_BYTES as u64 + u64::from(found.batch_bytes) > device.segment_bytes()
+    {
+        return Ok(Rebuild::Unused);
+    }
+    let batch = device
+        .read(
+            segment,
+            SEGMENT_HEADER_BYTES as u64,
+            found.batch_bytes as usize,
+        )
+        .await
+        .map_err(JournalError::Read)?;
+    let expect = Expect {
+        generation: found.generation,
+        journal_id,
+        offset: SEGMENT_HEADER_BYTES as u64,
+        continues: None,
+    };
+    let (header, chain) = match verify_batch(batch.as_ref(), &expect) {
+        Ok(verified) => verified,
+        Err(BatchFault::Unreadable(reason) | BatchFault::Discontinuous { reason, .. }) => {
+            return Ok(Rebuild::Unreadable {
+                generation: found.generation,
+                reason,
+            })
+        }
+    };
+    let rebuilt = SegmentHeader {
+        segment_bytes: device.segment_bytes(),
+        generation: header.generation,
+        first_sequence: header.first_sequence,
+        chain,
+        shard: context.config.shard,
+        journal_id,
+        // Unknown; `floor_generation` works it out from the other headers.
+        floor_generation: header.generation,
+    };
+    let mut block = vec![0u8; BLOCK_BYTES];
+    rebuilt.encode(&mut block);
+    Ok(Rebuild::Header(rebuilt, block))
+}
+
+/// The oldest live generation. From the newest header when it verified;
+/// when it was rebuilt, the oldest generation from which every generation
+/// up to the newest is present, but never below a floor some verified
+/// header recorded (floors only rise).
+fn floor_generation(headers: &[Option<LiveHeader>], newest: &LiveHeader) -> u64 {
+    if !newest.rebuilt {
+        return newest.header.floor_generation;
+    }
+    let generations: std::collections::BTreeSet<u64> = headers
+        .iter()
+        .flatten()
+        .map(|header| header.header.generation)
+        .collect();
+    let mut contiguous = newest.header.generation;
+    while contiguous > 1 && generations.contains(&(contiguous - 1)) {
+        contiguous -= 1;
+    }
+    let recorded = headers
+        .iter()
+        .flatten()
+        .filter(|header| !header.rebuilt)
+        .map(|header| header.header.floor_generation)
+        .max()
+        .unwrap_or(0);
+    contiguous.max(recorded).min(newest.header.generation)
+}
+
+/// How a segment's scan ended.
+struct SegmentEnd {
+    /// Offset of the first position holding no readable batch.
+    offset: u64,
+    /// A torn batch there: why, and its length.
+    torn: Option<(String, u64)>,
+}
+
+struct ScanPosition<'a> {
+    next_sequence: &'a mut u64,
+    chain: &'a mut u32,
+}
+
+/// Replays the batches of one segment (rule 4); returns where they end.
 #[allow(clippy::too_many_arguments)]
-fn scan_segment(
+fn scan_segment<D: Device>(
+    context: &Context<'_, D>,
     bytes: &[u8],
     segment: u32,
     header: &SegmentHeader,
-    next_sequence: &mut u64,
-    chain: &mut u32,
+    position: ScanPosition<'_>,
     state: &mut SegmentState,
     report: &mut RecoveryReport,
+    rewrites: &mut Vec<(u32, u64, Vec<u8>)>,
     on_record: &mut impl FnMut(RecordView<'_>),
 ) -> Result<SegmentEnd, JournalError> {
+    let ScanPosition {
+        next_sequence,
+        chain,
+    } = position;
     let mut offset = SEGMENT_HEADER_BYTES;
     while offset + BLOCK_BYTES <= bytes.len() {
-        let Some(batch) = BatchHeader::decode(&bytes[offset..offset + BATCH_HEADER_BYTES]) else {
-            return Ok(SegmentEnd {
-                offset: offset as u64,
-                damaged_batch: None,
-            });
+        let expect = Expect {
+            generation: header.generation,
+            journal_id: header.journal_id,
+            offset: offset as u64,
+            continues: Some((*next_sequence, *chain)),
         };
-        if batch.generation != header.generation || batch.journal_id != header.journal_id {
-            // Left from an earlier use of this segment.
-            return Ok(SegmentEnd {
-                offset: offset as u64,
-                damaged_batch: None,
-            });
-        }
-        if batch.offset != offset as u64 {
-            return Err(corrupt(
-                segment,
-                offset as u64,
-                format!(
-                    "batch written for offset {} found at offset {offset} (misdirected write)",
-                    batch.offset
-                ),
-            ));
-        }
-        let batch_end = offset + batch.batch_bytes as usize;
-        if batch_end > bytes.len() {
-            return Ok(SegmentEnd {
-                offset: offset as u64,
-                damaged_batch: Some(format!(
-                    "batch of {} bytes runs past the segment end",
-                    batch.batch_bytes
-                )),
-            });
-        }
-        let records = &bytes[offset + BATCH_HEADER_BYTES
-            ..offset + BATCH_HEADER_BYTES + batch.records_bytes as usize];
-        if crate::format::checksum(records) != batch.records_checksum {
-            return Ok(SegmentEnd {
-                offset: offset as u64,
-                damaged_batch: Some("records checksum mismatch".into()),
-            });
-        }
-        if batch.first_sequence != *next_sequence {
-            return Err(corrupt(
-                segment,
-                offset as u64,
-                format!(
-                    "batch starts at sequence {} but the log continues at {}",
-                    batch.first_sequence, next_sequence
-                ),
-            ));
-        }
-        // Verify every record before handing any out: a batch is all or nothing.
-        let mut position = 0;
-        let mut expected_sequence = *next_sequence;
-        let mut expected_chain = *chain;
-        for _ in 0..batch.record_count {
-            let Some((view, used)) = RecordHeader::decode(&records[position..]) else {
-                return Err(corrupt(
-                    segment,
-                    (offset + BATCH_HEADER_BYTES + position) as u64,
-                    "record fails its checksum inside a valid batch",
-                ));
-            };
-            if view.header.sequence != expected_sequence || view.header.chain != expected_chain {
-                return Err(corrupt(
-                    segment,
-                    (offset + BATCH_HEADER_BYTES + position) as u64,
-                    format!(
-                        "record {} breaks the chain (expected sequence {expected_sequence})",
-                        view.header.sequence
-                    ),
-                ));
+        let slot = read_slot(context, bytes, segment, &expect)?;
+        let (batch_header, repaired) = match slot {
+            Slot::Empty => {
+                return Ok(SegmentEnd {
+                    offset: offset as u64,
+                    torn: None,
+                })
             }
-            expected_sequence += 1;
-            expected_chain = view.checksum;
-            position += used;
-        }
-        if position != records.len() {
-            return Err(corrupt(
+            Slot::Torn {
+                reason,
+                batch_bytes,
+            } => {
+                return Ok(SegmentEnd {
+                    offset: offset as u64,
+                    torn: Some((reason, batch_bytes)),
+                })
+            }
+            Slot::Batch { header, repair } => (header, repair),
+        };
+        let batch_end = offset + batch_header.batch_bytes as usize;
+        let repaired_batch;
+        let batch: &[u8] = match &repaired {
+            Some(repair) => {
+                let mut copy = bytes[offset..batch_end].to_vec();
+                let at = repair.offset as usize - offset;
+                copy[at..at + BLOCK_BYTES].copy_from_slice(&repair.block);
+                repaired_batch = copy;
+                &repaired_batch
+            }
+            None => &bytes[offset..batch_end],
+        };
+        if let Some(repair) = repaired {
+            report.repairs.push(Repair {
                 segment,
-                offset as u64,
-                "batch record count and size disagree",
-            ));
+                file: context.device.segment_name(segment),
+                offset: repair.offset,
+                kind: repair.kind,
+            });
+            rewrites.push((segment, repair.offset, repair.block));
         }
-        let mut position = 0;
-        for _ in 0..batch.record_count {
-            let (view, used) = RecordHeader::decode(&records[position..]).expect("verified above");
+        let records =
+            &batch[BATCH_HEADER_BYTES..BATCH_HEADER_BYTES + batch_header.records_bytes as usize];
+        let mut at = 0;
+        for _ in 0..batch_header.record_count {
+            let (view, used) = RecordHeader::decode(&records[at..]).expect("verified");
             let highest = state
                 .groups
                 .entry(view.header.group)
                 .or_insert(view.header.index);
             *highest = (*highest).max(view.header.index);
+            *chain = view.checksum;
             on_record(view);
-            position += used;
+            at += used;
         }
-        *next_sequence = expected_sequence;
-        *chain = expected_chain;
-        state.last_sequence = expected_sequence - 1;
+        *next_sequence += u64::from(batch_header.record_count);
+        state.last_sequence = *next_sequence - 1;
         report.batches += 1;
-        report.records += u64::from(batch.record_count);
+        report.records += u64::from(batch_header.record_count);
         offset = batch_end;
     }
     Ok(SegmentEnd {
         offset: offset as u64,
-        damaged_batch: None,
+        torn: None,
     })
 }
 
-/// The first valid batch header of this segment's generation after `from`,
-/// and how many there are: any means the bad batch at `from` was not the tail.
-fn find_batch_after(bytes: &[u8], from: u64, header: &SegmentHeader) -> Option<(u64, u64)> {
-    let mut found = None;
-    let mut count = 0;
-    let mut offset = from as usize + BLOCK_BYTES;
-    while offset + BLOCK_BYTES <= bytes.len() {
-        if let Some(batch) = BatchHeader::decode(&bytes[offset..offset + BATCH_HEADER_BYTES]) {
-            if batch.generation == header.generation && batch.journal_id == header.journal_id {
-                found.get_or_insert(offset as u64);
-                count += 1;
+/// What the position `expect.offset` of a segment holds (rules 4 and 5).
+fn read_slot<D: Device>(
+    context: &Context<'_, D>,
+    bytes: &[u8],
+    segment: u32,
+    expect: &Expect,
+) -> Result<Slot, JournalError> {
+    let offset = expect.offset as usize;
+    // Where the batch is and how long: its header, or a footer naming it.
+    let at_header = BatchHeader::decode(&bytes[offset..offset + BATCH_HEADER_BYTES])
+        .filter(|header| !header.footer)
+        .filter(|header| {
+            header.generation == expect.generation && header.journal_id == expect.journal_id
+        });
+    if let Some(header) = at_header {
+        if header.offset != expect.offset {
+            return Err(context.corrupt(
+                segment,
+                expect.offset,
+                format!(
+                    "batch written for offset {} found at offset {offset} (misdirected write)",
+                    header.offset
+                ),
+            ));
+        }
+    }
+    let geometry = at_header.or_else(|| find_footer(bytes, expect.offset, expect));
+    let Some(geometry) = geometry else {
+        return Ok(Slot::Empty);
+    };
+    let batch_end = offset + geometry.batch_bytes as usize;
+    if batch_end > bytes.len() {
+        return Ok(Slot::Torn {
+            reason: format!(
+                "batch of {} bytes runs past the segment end",
+                geometry.batch_bytes
+            ),
+            batch_bytes: geometry.batch_bytes as u64,
+        });
+    }
+    let batch = &bytes[offset..batch_end];
+    let fault = match verify_batch(batch, expect) {
+        Ok((header, _)) => {
+            // Data intact; a damaged parity block is rewritten so that a
+            // later damage to the data can still be repaired.
+            let repair = (!parity_holds(batch, &header)).then(|| BatchRepair {
+                offset: expect.offset + header.data_blocks() as u64 * BLOCK_BYTES as u64,
+                block: parity_of(batch, &header),
+                kind: RepairKind::Parity {
+                    batch_offset: expect.offset,
+                },
+            });
+            return Ok(Slot::Batch { header, repair });
+        }
+        Err(fault) => fault,
+    };
+    let reason = match fault {
+        BatchFault::Discontinuous {
+            relative_offset,
+            reason,
+        } => {
+            return Err(context.corrupt(segment, expect.offset + relative_offset, reason));
+        }
+        BatchFault::Unreadable(reason) => reason,
+    };
+    match rebuild_from_parity(batch, expect) {
+        Some((block_index, repaired)) => {
+            // A repaired batch may still not continue the log.
+            let (header, _) = verify_batch(&repaired, expect).map_err(|fault| match fault {
+                BatchFault::Discontinuous {
+                    relative_offset,
+                    reason,
+                } => context.corrupt(segment, expect.offset + relative_offset, reason),
+                BatchFault::Unreadable(reason) => context.corrupt(segment, expect.offset, reason),
+            })?;
+            let block_start = block_index * BLOCK_BYTES;
+            Ok(Slot::Batch {
+                header,
+                repair: Some(BatchRepair {
+                    offset: expect.offset + block_start as u64,
+                    block: repaired[block_start..block_start + BLOCK_BYTES].to_vec(),
+                    kind: RepairKind::BlockFromParity {
+                        batch_offset: expect.offset,
+                    },
+                }),
+            })
+        }
+        None => Ok(Slot::Torn {
+            reason,
+            batch_bytes: geometry.batch_bytes as u64,
+        }),
+    }
+}
+
+/// Verifies a whole batch (`batch` is exactly its bytes): header, footer,
+/// records checksum, and every record's checksum, sequence and chain
+/// continuing `expect`. Returns the header and the chain value before its
+/// first record.
+fn verify_batch(batch: &[u8], expect: &Expect) -> Result<(BatchHeader, u32), BatchFault> {
+    let unreadable = |reason: &str| Err(BatchFault::Unreadable(reason.to_string()));
+    let Some(header) = BatchHeader::decode(&batch[..BATCH_HEADER_BYTES]) else {
+        return unreadable("batch header fails its checksum");
+    };
+    if header.footer
+        || header.generation != expect.generation
+        || header.journal_id != expect.journal_id
+        || header.offset != expect.offset
+        || header.batch_bytes as usize != batch.len()
+    {
+        return unreadable("batch header does not describe this batch");
+    }
+    let footer_at = header.footer_offset();
+    match BatchHeader::decode(&batch[footer_at..footer_at + BATCH_FOOTER_BYTES]) {
+        Some(footer) if footer.footer && footer.same_batch(&header) => {}
+        _ => return unreadable("batch footer missing or different"),
+    }
+    let records_end = BATCH_HEADER_BYTES + header.records_bytes as usize;
+    let records = &batch[BATCH_HEADER_BYTES..records_end];
+    if checksum(records) != header.records_checksum {
+        return unreadable("records checksum mismatch");
+    }
+    // The padding is covered by no checksum but is zeros by construction:
+    // a damaged byte there is found here (and rebuilt), not left behind.
+    if batch[records_end..footer_at].iter().any(|&byte| byte != 0) {
+        return unreadable("batch padding is not zero");
+    }
+    let Some((first, _)) = RecordHeader::decode(records) else {
+        return unreadable("first record fails its checksum");
+    };
+    let (first_sequence, chain_before) = expect
+        .continues
+        .unwrap_or((first.header.sequence, first.header.chain));
+    if header.first_sequence != first_sequence {
+        return Err(BatchFault::Discontinuous {
+            relative_offset: 0,
+            reason: format!(
+                "batch starts at sequence {} but the log continues at {first_sequence}",
+                header.first_sequence
+            ),
+        });
+    }
+    let mut position = 0;
+    let mut expected_chain = chain_before;
+    for expected_sequence in (first_sequence..).take(header.record_count as usize) {
+        let Some((view, used)) = RecordHeader::decode(&records[position..]) else {
+            return unreadable("a record fails its checksum inside a verified batch");
+        };
+        if view.header.sequence != expected_sequence || view.header.chain != expected_chain {
+            return Err(BatchFault::Discontinuous {
+                relative_offset: (BATCH_HEADER_BYTES + position) as u64,
+                reason: format!(
+                    "record {} breaks the chain (expected sequence {expected_sequence})",
+                    view.header.sequence
+                ),
+            });
+        }
+        expected_chain = view.checksum;
+        position += used;
+    }
+    if position != records.len() {
+        return unreadable("batch record count and size disagree");
+    }
+    Ok((header, chain_before))
+}
+
+/// The parity block a batch should have.
+fn parity_of(batch: &[u8], header: &BatchHeader) -> Vec<u8> {
+    let mut parity = vec![0u8; BLOCK_BYTES];
+    xor_blocks(&batch[..header.data_blocks() * BLOCK_BYTES], &mut parity);
+    parity
+}
+
+fn parity_holds(batch: &[u8], header: &BatchHeader) -> bool {
+    let data_end = header.data_blocks() * BLOCK_BYTES;
+    parity_of(batch, header) == batch[data_end..data_end + BLOCK_BYTES]
+}
+
+/// Rule 4: if exactly one data block of `batch` is damaged, the XOR of all
+/// its blocks (parity included) is that block's error; patching each block
+/// in turn with it and re-verifying finds the one. Returns the block index
+/// and the repaired batch; `None` when no single block explains the damage.
+fn rebuild_from_parity(batch: &[u8], expect: &Expect) -> Option<(usize, Vec<u8>)> {
+    assert_eq!(batch.len() % BLOCK_BYTES, 0);
+    let mut syndrome = vec![0u8; BLOCK_BYTES];
+    xor_blocks(batch, &mut syndrome);
+    if syndrome.iter().all(|&byte| byte == 0) {
+        return None;
+    }
+    let data_blocks = batch.len() / BLOCK_BYTES - 1;
+    let mut candidate = batch.to_vec();
+    for block in 0..data_blocks {
+        let range = block * BLOCK_BYTES..(block + 1) * BLOCK_BYTES;
+        for (byte, error) in candidate[range.clone()].iter_mut().zip(&syndrome) {
+            *byte ^= error;
+        }
+        if verify_batch(&candidate, expect).is_ok() {
+            return Some((block, candidate));
+        }
+        candidate[range.clone()].copy_from_slice(&batch[range]);
+    }
+    None
+}
+
+/// A footer (in the last bytes of some block after `offset`) of a batch at
+/// `offset` of `expect`'s generation and journal. A one-block batch's
+/// parity block is a copy of its data block, so its footer is also found
+/// one block later.
+fn find_footer(bytes: &[u8], offset: u64, expect: &Expect) -> Option<BatchHeader> {
+    let mut block_end = offset as usize + BLOCK_BYTES;
+    while block_end <= bytes.len() {
+        let at = block_end - BATCH_FOOTER_BYTES;
+        if let Some(footer) = BatchHeader::decode(&bytes[at..block_end]) {
+            let ours =
+                footer.generation == expect.generation && footer.journal_id == expect.journal_id;
+            let placed = footer.offset == offset
+                && (footer.footer_offset() + offset as usize == at
+                    || (footer.data_blocks() == 1
+                        && offset as usize + 2 * BLOCK_BYTES - BATCH_FOOTER_BYTES == at));
+            if footer.footer && ours && placed {
+                return Some(footer);
             }
         }
-        offset += BLOCK_BYTES;
+        block_end += BLOCK_BYTES;
     }
-    found.map(|offset| (offset, count))
+    None
+}
+
+/// Rule 5: batches of `header`'s generation after `from` — a header at its
+/// own offset, or a footer naming an offset past `from` (footers of batches
+/// before `from` are left from writes that a later batch overwrote). Any
+/// means the log did not end at `from`.
+fn traces_after(bytes: &[u8], from: u64, header: &SegmentHeader) -> u64 {
+    let ours = |batch: &BatchHeader| {
+        batch.generation == header.generation && batch.journal_id == header.journal_id
+    };
+    let mut traces = 0;
+    let mut block = from as usize + BLOCK_BYTES;
+    while block + BLOCK_BYTES <= bytes.len() {
+        let start = BatchHeader::decode(&bytes[block..block + BATCH_HEADER_BYTES])
+            .filter(|batch| !batch.footer && ours(batch) && batch.offset == block as u64);
+        let end = BatchHeader::decode(
+            &bytes[block + BLOCK_BYTES - BATCH_FOOTER_BYTES..block + BLOCK_BYTES],
+        )
+        .filter(|batch| batch.footer && ours(batch) && batch.offset > from);
+        traces += u64::from(start.is_some() || end.is_some());
+        block += BLOCK_BYTES;
+    }
+    traces
 }

@@ -178,5 +178,61 @@ fn a_resized_segment_file_is_refused() {
             Ok(_) => String::new(),
         }
     });
-    assert!(refused.contains("refusing to resize"), "{refused}");
+    assert!(refused.contains("truncated or resized"), "{refused}");
+}
+
+/// A segment file deleted while the others exist may have held
+/// acknowledged records: refused by name, never recreated (zero-filled).
+#[test]
+fn a_missing_segment_file_is_refused_not_recreated() {
+    let directory = tempfile::tempdir().unwrap();
+    let path = directory.path().to_path_buf();
+    run({
+        let path = path.clone();
+        async move {
+            DmaDevice::open_directory(&path, 3, 64 * KIB, SyncMethod::Fdatasync)
+                .await
+                .unwrap();
+        }
+    });
+    std::fs::remove_file(segment_path(&path, 1)).unwrap();
+    let refused = run({
+        let path = path.clone();
+        async move {
+            match DmaDevice::open_directory(&path, 3, 64 * KIB, SyncMethod::Fdatasync).await {
+                Err(error) => error.to_string(),
+                Ok(_) => String::new(),
+            }
+        }
+    });
+    assert!(
+        refused.contains("journal-000001.seg is missing"),
+        "{refused}"
+    );
+    assert!(!segment_path(&path, 1).exists(), "nothing recreated");
+}
+
+/// An interrupted format (some `.new` files, no segment used) is finished.
+#[test]
+fn an_interrupted_format_is_finished() {
+    let directory = tempfile::tempdir().unwrap();
+    let path = directory.path().to_path_buf();
+    std::fs::write(path.join("journal-000000.seg.new"), vec![0u8; 4096]).unwrap();
+    run({
+        let path = path.clone();
+        async move {
+            DmaDevice::open_directory(&path, 2, 64 * KIB, SyncMethod::Fdatasync)
+                .await
+                .unwrap();
+        }
+    });
+    for segment in 0..2 {
+        assert_eq!(
+            std::fs::metadata(segment_path(&path, segment))
+                .unwrap()
+                .len(),
+            64 * KIB
+        );
+    }
+    assert!(!path.join("journal-000000.seg.new").exists());
 }

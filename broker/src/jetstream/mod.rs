@@ -48,6 +48,7 @@ pub mod error;
 pub mod expiry;
 pub mod headers;
 pub mod json;
+pub mod layout;
 pub mod persist;
 pub mod pull;
 pub mod rate_limit;
@@ -69,7 +70,7 @@ use tern_shard::Waiters;
 use tern_storage::block_store::{DmaFiles, StreamState};
 use tern_storage::dma::{DmaDevice, SyncMethod};
 use tern_storage::free_space::{filesystem_free_bytes, filesystem_space_bytes, FreeSpace};
-use tern_storage::{Journal, JournalConfig};
+use tern_storage::{Journal, JournalConfig, JournalError};
 
 use crate::config::JetStreamConfig;
 use crate::message::ShardMessage;
@@ -81,6 +82,10 @@ use stream_config::{StorageType, StreamConfig};
 
 /// The shard that owns the stream catalog.
 pub const META_SHARD: usize = 0;
+/// A stream directory is built under this prefix and renamed into place
+/// once its config and Raft state are written (leftovers are removed at
+/// start: their creation was never answered).
+const CREATING_PREFIX: &str = ".creating-";
 /// Subject prefix of the API.
 pub const API_PREFIX: &[u8] = b"$JS.API.";
 /// How long start-up and stream creation wait for every shard to apply a
@@ -150,10 +155,24 @@ pub struct StreamSummary {
     pub failure: Option<String>,
 }
 
+/// A stream of this shard that could not be opened: damaged files, or a
+/// damaged journal. It answers 500 10194 `stream is offline: <reason>`.
+#[derive(Debug, Clone)]
+pub struct OfflineStream {
+    pub name: String,
+    pub reason: String,
+    /// Its config, when that was readable (filters listings by subject).
+    pub config: Option<Box<StreamConfig>>,
+    pub shard: usize,
+}
+
 /// What a shard reports to a gather.
 #[derive(Debug, Default)]
 pub struct Gathered {
     pub streams: Vec<StreamSummary>,
+    /// Streams that could not be opened (listed by nats-server's
+    /// `offline` and `missing` fields).
+    pub offline: Vec<OfflineStream>,
     pub api_total: u64,
     pub api_errors: u64,
 }
@@ -176,10 +195,14 @@ pub struct JetStream {
     root: PathBuf,
     shard: Weak<Shard>,
     journal: OnceCell<Rc<Journal<DmaDevice>>>,
+    /// Why the journal could not be opened (then `journal` stays empty).
+    journal_damage: RefCell<Option<String>>,
     streams: RefCell<BTreeMap<String, Rc<StreamHandle>>>,
     subscriptions: RefCell<FxHashMap<String, Vec<Rc<InternalSubscription>>>>,
     /// Streams whose files are damaged (name -> reason); they answer errors.
     damaged: RefCell<BTreeMap<String, String>>,
+    /// The readable configs of damaged streams (journal damage).
+    damaged_configs: RefCell<BTreeMap<String, Box<StreamConfig>>>,
     /// The catalog, on the meta shard only.
     catalog: RefCell<BTreeMap<String, CatalogEntry>>,
     gathers: RefCell<FxHashMap<u64, Rc<PendingGather>>>,
@@ -192,35 +215,6 @@ pub struct JetStream {
     free_space: RefCell<FreeSpace>,
     /// Whether publishes to file streams are being refused (logged on change).
     storage_refusing: Cell<bool>,
-}
-
-/// `<store_dir>/jetstream/layout`: refuses a restart with a different shard
-/// count, whose journals would no longer match the streams' owners.
-pub fn check_layout(store_dir: &Path, shard_count: usize) -> Result<(), String> {
-    let root = store_dir.join("jetstream");
-    std::fs::create_dir_all(&root).map_err(|error| format!("{}: {error}", root.display()))?;
-    let path = root.join("layout");
-    let wanted = format!("shards {shard_count}\n");
-    match std::fs::read_to_string(&path) {
-        Ok(found) if found == wanted => Ok(()),
-        Ok(found) => Err(format!(
-            "JetStream data in {} was written by a server with {:?}; this one runs {} shard(s). \
-             Start it on the same number of cores (--cores); changing the shard count of \
-             existing JetStream data is not supported yet",
-            root.display(),
-            found.trim(),
-            shard_count
-        )),
-        Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
-            let temporary = root.join("layout.tmp");
-            std::fs::write(&temporary, &wanted)
-                .and_then(|()| std::fs::File::open(&temporary)?.sync_all())
-                .and_then(|()| std::fs::rename(&temporary, &path))
-                .and_then(|()| std::fs::File::open(&root)?.sync_all())
-                .map_err(|error| format!("{}: {error}", path.display()))
-        }
-        Err(error) => Err(format!("{}: {error}", path.display())),
-    }
 }
 
 /// The shard's view of free space under `root`: the configured reserve or
@@ -268,9 +262,11 @@ impl JetStream {
             root: root.clone(),
             shard: Rc::downgrade(shard),
             journal: OnceCell::new(),
+            journal_damage: RefCell::new(None),
             streams: RefCell::new(BTreeMap::new()),
             subscriptions: RefCell::new(FxHashMap::default()),
             damaged: RefCell::new(BTreeMap::new()),
+            damaged_configs: RefCell::new(BTreeMap::new()),
             catalog: RefCell::new(BTreeMap::new()),
             gathers: RefCell::new(FxHashMap::default()),
             next_gather: Cell::new(0),
@@ -308,6 +304,19 @@ impl JetStream {
             .filter_map(|entry| entry.file_name().into_string().ok())
             .collect();
         names.sort();
+        // Creations that never completed (never answered): a stream is
+        // created under a hidden name and renamed into place when whole.
+        for name in names
+            .iter()
+            .filter_map(|name| name.strip_prefix(CREATING_PREFIX))
+        {
+            if owner_of(name, shard_count) == index {
+                let path = streams_directory.join(format!("{CREATING_PREFIX}{name}"));
+                std::fs::remove_dir_all(&path)
+                    .map_err(|error| format!("{}: {error}", path.display()))?;
+            }
+        }
+        names.retain(|name| !name.starts_with('.'));
         for name in names {
             let owner = owner_of(&name, shard_count);
             if owner != index && index != META_SHARD {
@@ -318,11 +327,24 @@ impl JetStream {
                 .await
                 .map_err(|error| format!("{}: {error}", directory.display()))?;
             let loaded = match persist::read_config(&files).await {
-                Ok(Some((json, created))) => {
-                    decode_stored_config(&json).map(|(group, config)| (group, config, created))
-                }
-                Ok(None) => continue,
-                Err(error) => Err(error.to_string()),
+                Ok(Some((json, created))) => decode_stored_config(&json)
+                    .map(|(group, config)| (group, config, created))
+                    .map_err(|reason| {
+                        format!(
+                            "{}: {reason}",
+                            directory.join(persist::CONFIG_FILE).display()
+                        )
+                    }),
+                // A stream directory is renamed into place with its config:
+                // without one, the config was lost, not never written.
+                Ok(None) => Err(format!(
+                    "{} is missing (the stream's other files are kept)",
+                    directory.join(persist::CONFIG_FILE).display()
+                )),
+                Err(error) => Err(format!(
+                    "{}: {error}",
+                    directory.join(persist::CONFIG_FILE).display()
+                )),
             };
             let (group, config, created_unix_ns) = match loaded {
                 Ok(loaded) => loaded,
@@ -385,83 +407,87 @@ impl JetStream {
             .collect();
         let mut orphans = FxHashSet::default();
         let mut decode_failure = None;
-        let directory = config.journal_dir.join(format!("shard-{index}"));
-        let device = DmaDevice::open_directory(
-            &directory,
-            config.journal_segments,
-            config.journal_segment_bytes,
-            SyncMethod::for_policy(config.sync),
-        )
-        .await
-        .map_err(|error| format!("journal {}: {error}", directory.display()))?;
-        let batch_bytes_max = (shard.config.limits.max_payload_bytes + (128 << 10))
-            .max(JOURNAL_BATCH_BYTES_MIN)
-            .next_multiple_of(4096)
-            .min(config.journal_segment_bytes as usize / 2);
-        let journal_config = JournalConfig {
-            shard: index as u32,
-            batch_bytes_max,
-            sync: config.sync,
-            journal_id: crate::server::random_u64(),
-        };
-        let (journal, report) = Journal::open(device, journal_config, |record| {
-            let header = record.header;
-            let Some((applied, recovered)) = wanted.get_mut(&header.group) else {
-                orphans.insert(header.group);
-                return;
-            };
-            match header.kind {
-                entry::RECORD_HARD_STATE => match entry::decode_hard_state(record.body) {
-                    Ok(hard_state) => recovered.hard_state = Some(hard_state),
-                    Err(error) => decode_failure = Some(error.to_string()),
-                },
-                entry::RECORD_ENTRY_NORMAL | entry::RECORD_ENTRY_NOOP
-                    if header.index > *applied =>
-                {
-                    match entry::entry_kind(header.kind, record.body) {
-                        Ok(kind) => {
-                            // A later record for an index replaces it and
-                            // everything after it (a rewritten suffix).
-                            while recovered
-                                .entries
-                                .last()
-                                .is_some_and(|entry| entry.index >= header.index)
-                            {
-                                recovered.entries.pop();
-                            }
-                            recovered.entries.push(tern_raft::Entry {
-                                term: header.term,
-                                index: header.index,
-                                kind,
-                            });
-                        }
+        let directory = layout::journal_directory(&config.journal_dir, index);
+        let file_streams = owned
+            .iter()
+            .filter(|found| found.config.storage == StorageType::File)
+            .count();
+        let opened = js
+            .open_journal(&directory, file_streams, shard, |record| {
+                let header = record.header;
+                let Some((applied, recovered)) = wanted.get_mut(&header.group) else {
+                    orphans.insert(header.group);
+                    return;
+                };
+                match header.kind {
+                    entry::RECORD_HARD_STATE => match entry::decode_hard_state(record.body) {
+                        Ok(hard_state) => recovered.hard_state = Some(hard_state),
                         Err(error) => decode_failure = Some(error.to_string()),
+                    },
+                    entry::RECORD_ENTRY_NORMAL | entry::RECORD_ENTRY_NOOP
+                        if header.index > *applied =>
+                    {
+                        match entry::entry_kind(header.kind, record.body) {
+                            Ok(kind) => {
+                                // A later record for an index replaces it and
+                                // everything after it (a rewritten suffix).
+                                while recovered
+                                    .entries
+                                    .last()
+                                    .is_some_and(|entry| entry.index >= header.index)
+                                {
+                                    recovered.entries.pop();
+                                }
+                                recovered.entries.push(tern_raft::Entry {
+                                    term: header.term,
+                                    index: header.index,
+                                    kind,
+                                });
+                            }
+                            Err(error) => decode_failure = Some(error.to_string()),
+                        }
                     }
+                    _ => {}
                 }
-                _ => {}
+            })
+            .await?;
+        let journal_damage = match (opened, decode_failure) {
+            (Ok(journal), None) => {
+                for group in orphans {
+                    journal.checkpoint(group, u64::MAX);
+                }
+                glommio::spawn_local({
+                    let journal = journal.clone();
+                    async move { journal.run().await }
+                })
+                .detach();
+                let _ = js.journal.set(journal);
+                None
             }
-        })
-        .await
-        .map_err(|error| format!("journal {}: {error}", directory.display()))?;
-        if let Some(error) = decode_failure {
-            return Err(format!(
-                "journal {}: a checksummed record does not decode: {error}",
+            (Ok(_), Some(error)) => Some(format!(
+                "journal {} holds a checksummed record that does not decode: {error}",
                 directory.display()
-            ));
+            )),
+            (Err(damage), _) => Some(damage),
+        };
+        if let Some(damage) = &journal_damage {
+            log::error!(target: "tern::jetstream", "shard {index}: {damage}; the file streams of this shard stay offline and new ones cannot be created on it until the journal is repaired (nothing was deleted; see `tern storage check`)");
+            *js.journal_damage.borrow_mut() = Some(damage.clone());
         }
-        log::info!(target: "tern::jetstream", "shard {index}: journal {} recovered: {report:?}", directory.display());
-        let journal = Rc::new(journal);
-        for group in orphans {
-            journal.checkpoint(group, u64::MAX);
-        }
-        glommio::spawn_local({
-            let journal = journal.clone();
-            async move { journal.run().await }
-        })
-        .detach();
-        let _ = js.journal.set(journal);
         // 3. Streams.
         for found in owned {
+            if let Some(damage) = journal_damage
+                .as_ref()
+                .filter(|_| found.config.storage == StorageType::File)
+            {
+                js.damaged
+                    .borrow_mut()
+                    .insert(found.name.clone(), damage.clone());
+                js.damaged_configs
+                    .borrow_mut()
+                    .insert(found.name.clone(), Box::new(found.config.clone()));
+                continue;
+            }
             let (_, mut recovered) = wanted.remove(&found.group).expect("collected above");
             // Only a contiguous run after the checkpoint is usable.
             let first = found.raft.map_or(0, |raft| raft.applied_index) + 1;
@@ -501,8 +527,97 @@ impl JetStream {
         Ok(js)
     }
 
+    /// The shard's journal. Only file streams use it, and none runs on a
+    /// shard whose journal is damaged (see [`JetStream::journal_damage`]).
     pub fn journal(&self) -> &Rc<Journal<DmaDevice>> {
-        self.journal.get().expect("opened")
+        self.journal
+            .get()
+            .expect("file streams run only with a journal")
+    }
+
+    /// The journal, unless it was found damaged at start-up.
+    pub fn journal_if_open(&self) -> Option<&Rc<Journal<DmaDevice>>> {
+        self.journal.get()
+    }
+
+    /// Why this shard's journal cannot be used, if it is damaged.
+    pub fn journal_damage(&self) -> Option<String> {
+        self.journal_damage.borrow().clone()
+    }
+
+    /// Opens this shard's journal, replaying its records into `on_record`.
+    /// `Ok(Err(reason))`: the journal is damaged (a segment file missing or
+    /// shortened, a batch that cannot be read): the shard's file streams
+    /// stay offline, everything else runs. `Err`: the server must not start
+    /// (another server's journal, another format, a broken device).
+    async fn open_journal(
+        &self,
+        directory: &Path,
+        file_streams: usize,
+        shard: &Rc<Shard>,
+        on_record: impl FnMut(tern_storage::format::RecordView<'_>),
+    ) -> Result<Result<Rc<Journal<DmaDevice>>, String>, String> {
+        let config = &self.config;
+        let name = |file: &str| directory.join(file).display().to_string();
+        if file_streams > 0
+            && !DmaDevice::directory_has_segments(directory, config.journal_segments)
+        {
+            return Ok(Err(format!(
+                "journal {} is missing ({file_streams} file stream(s) of this shard keep their newest messages there)",
+                directory.display()
+            )));
+        }
+        if let Some(damage) = DmaDevice::segment_files_damage(
+            directory,
+            config.journal_segments,
+            config.journal_segment_bytes,
+        ) {
+            return Ok(Err(format!("journal damaged: {damage}")));
+        }
+        let device = DmaDevice::open_directory(
+            directory,
+            config.journal_segments,
+            config.journal_segment_bytes,
+            SyncMethod::for_policy(config.sync),
+        )
+        .await
+        .map_err(|error| format!("journal {}: {error}", directory.display()))?;
+        let batch_bytes_max = (shard.config.limits.max_payload_bytes + (128 << 10))
+            .max(JOURNAL_BATCH_BYTES_MIN)
+            .next_multiple_of(4096)
+            .min(config.journal_segment_bytes as usize / 2);
+        let journal_config = JournalConfig {
+            shard: self.index as u32,
+            batch_bytes_max,
+            sync: config.sync,
+            journal_id: config.journal_ids[self.index],
+        };
+        match Journal::open(device, journal_config, on_record).await {
+            Ok((journal, report)) => {
+                for repair in &report.repairs {
+                    log::warn!(target: "tern::jetstream", "shard {}: journal {} damaged at offset {}: rebuilt ({:?}) from its redundant copy and written back", self.index, name(&repair.file), repair.offset, repair.kind);
+                }
+                if let Some(cut) = &report.tail_cut {
+                    log::warn!(target: "tern::jetstream", "shard {}: journal {}: cut a torn write at offset {} ({}; a write that was never acknowledged)", self.index, name(&tern_storage::dma::segment_file_name(cut.segment)), cut.offset, cut.reason);
+                }
+                log::info!(target: "tern::jetstream", "shard {}: journal {} recovered: {} records in {} batches, sequences {}..={}", self.index, directory.display(), report.records, report.batches, report.first_sequence, report.last_sequence);
+                Ok(Ok(Rc::new(journal)))
+            }
+            Err(JournalError::Corrupt {
+                file,
+                offset,
+                reason,
+                ..
+            }) => Ok(Err(format!(
+                "journal damaged: {} at offset {offset}: {reason}",
+                name(&file)
+            ))),
+            Err(JournalError::Read(error)) => Ok(Err(format!(
+                "journal {} cannot be read: {error}",
+                directory.display()
+            ))),
+            Err(error) => Err(format!("journal {}: {error}", directory.display())),
+        }
     }
 
     fn shard(&self) -> Rc<Shard> {
@@ -1471,8 +1586,22 @@ impl JetStream {
                 }
             })
             .collect();
+        let offline = self
+            .damaged
+            .borrow()
+            .iter()
+            // The meta shard also holds damaged configs of other owners.
+            .filter(|(name, _)| owner_of(name, self.shard_count) == self.index)
+            .map(|(name, reason)| OfflineStream {
+                name: name.clone(),
+                reason: reason.clone(),
+                config: self.damaged_configs.borrow().get(name).cloned(),
+                shard: self.index,
+            })
+            .collect();
         Gathered {
             streams,
+            offline,
             api_total: self.api_total.get(),
             api_errors: self.api_errors.get(),
         }
@@ -1563,39 +1692,53 @@ impl JetStream {
         let Some(reply) = request.reply else {
             return;
         };
-        let mut streams: Vec<StreamSummary> = parts
-            .into_iter()
-            .flat_map(|part| part.streams)
-            .filter(|stream| match &parsed.subject {
-                None => true,
-                Some(subject) => stream
-                    .config
-                    .subjects
-                    .iter()
-                    .any(|candidate| stream_config::subjects_overlap(candidate, subject)),
-            })
-            .collect();
-        streams.sort_by(|a, b| a.name.cmp(&b.name));
-        let total = streams.len();
+        let selects = |config: Option<&StreamConfig>| match (&parsed.subject, config) {
+            (None, _) => true,
+            (Some(subject), Some(config)) => config
+                .subjects
+                .iter()
+                .any(|candidate| stream_config::subjects_overlap(candidate, subject)),
+            (Some(_), None) => false,
+        };
+        let mut entries: Vec<(String, Result<StreamSummary, String>)> = Vec::new();
+        for part in parts {
+            for stream in part.streams {
+                if selects(Some(&stream.config)) {
+                    entries.push((stream.name.clone(), Ok(stream)));
+                }
+            }
+            for offline in part.offline {
+                if selects(offline.config.as_deref()) {
+                    entries.push((offline.name, Err(offline.reason)));
+                }
+            }
+        }
+        entries.sort_by(|a, b| a.0.cmp(&b.0));
+        let total = entries.len();
         let limit = if list { LIST_LIMIT } else { NAMES_LIMIT };
-        let page = streams.into_iter().skip(parsed.offset).take(limit);
+        let page = entries.into_iter().skip(parsed.offset).take(limit);
         let body = if list {
             let now = now_unix_ns();
-            let infos: Vec<String> = page
-                .map(|stream| {
-                    let state = stream::info_state(&stream.state, stream.last_unix_ns);
-                    responses::stream_info_object(
-                        &stream.config,
-                        stream.created_unix_ns,
-                        &state,
-                        now,
-                        false,
-                    )
-                })
-                .collect();
-            responses::list_response(total, parsed.offset, limit, &infos)
+            let mut infos = Vec::new();
+            let mut offline = Vec::new();
+            for (name, entry) in page {
+                match entry {
+                    Ok(stream) => {
+                        let state = stream::info_state(&stream.state, stream.last_unix_ns);
+                        infos.push(responses::stream_info_object(
+                            &stream.config,
+                            stream.created_unix_ns,
+                            &state,
+                            now,
+                            false,
+                        ));
+                    }
+                    Err(reason) => offline.push((name, reason)),
+                }
+            }
+            responses::list_response(total, parsed.offset, limit, &infos, &offline)
         } else {
-            let names: Vec<String> = page.map(|stream| stream.name).collect();
+            let names: Vec<String> = page.map(|(name, _)| name).collect();
             responses::names_response(total, parsed.offset, limit, &names)
         };
         self.respond(request.origin, reply, body);

@@ -91,15 +91,16 @@ pub(super) async fn read_if_present<S: StoreFiles>(
         .map_err(PersistError::Io)
 }
 
+/// The whole of file `name`, whatever its size (reads are whole blocks: a
+/// file cut to an odd size is read up to its end, and its checks fail).
 pub(super) async fn read_all<S: StoreFiles>(files: &S, name: &str) -> Result<Vec<u8>, DeviceError> {
     let file = files.open(name).await?;
     let size = file.size() as usize;
     let mut bytes = Vec::with_capacity(size);
     let mut offset = 0;
     while offset < size {
-        let chunk = file
-            .read(offset as u64, (size - offset).min(1 << 20))
-            .await?;
+        let want = (size - offset).min(1 << 20).next_multiple_of(BLOCK_BYTES);
+        let chunk = file.read(offset as u64, want).await?;
         let chunk = chunk.as_ref();
         if chunk.is_empty() {
             break;
@@ -107,6 +108,7 @@ pub(super) async fn read_all<S: StoreFiles>(files: &S, name: &str) -> Result<Vec
         bytes.extend_from_slice(chunk);
         offset += chunk.len();
     }
+    bytes.truncate(size);
     Ok(bytes)
 }
 

@@ -317,8 +317,17 @@ pub fn names_response(total: usize, offset: usize, limit: usize, names: &[String
 
 /// STREAM.LIST: `infos` are [`stream_info_object`]s (`[]` when none).
 /// `offset` is clamped to `total` as nats-server reports it.
-pub fn list_response(total: usize, offset: usize, limit: usize, infos: &[String]) -> String {
-    assert!(infos.len() <= limit, "a page holds at most `limit` streams");
+pub fn list_response(
+    total: usize,
+    offset: usize,
+    limit: usize,
+    infos: &[String],
+    offline: &[(String, String)],
+) -> String {
+    assert!(
+        infos.len() + offline.len() <= limit,
+        "a page holds at most `limit` streams"
+    );
     let capacity = 96 + infos.iter().map(|info| info.len() + 1).sum::<usize>();
     let mut out = String::with_capacity(capacity);
     push_type(&mut out, "stream_list_response");
@@ -333,7 +342,29 @@ pub fn list_response(total: usize, offset: usize, limit: usize, infos: &[String]
         }
         out.push_str(info);
     }
-    out.push_str("]}");
+    out.push(']');
+    // nats-server: streams that could not be loaded, by name (`missing`)
+    // and with the reason (`offline`), both omitted when empty.
+    if !offline.is_empty() {
+        out.push_str(",\"missing\":[");
+        for (index, (name, _)) in offline.iter().enumerate() {
+            if index > 0 {
+                out.push(',');
+            }
+            json::write_string(&mut out, name);
+        }
+        out.push_str("],\"offline\":{");
+        for (index, (name, reason)) in offline.iter().enumerate() {
+            if index > 0 {
+                out.push(',');
+            }
+            json::write_string(&mut out, name);
+            out.push(':');
+            json::write_string(&mut out, reason);
+        }
+        out.push('}');
+    }
+    out.push('}');
     out
 }
 

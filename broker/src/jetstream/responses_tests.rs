@@ -159,7 +159,7 @@ fn list_and_names_responses() {
     ];
     // nats-server 2.15.1 STREAM.LIST {}
     let expected = r#"{"type":"io.nats.jetstream.api.v1.stream_list_response","total":2,"offset":0,"limit":256,"streams":[{"config":{"name":"G","subjects":["g.\u003e"],"retention":"limits","max_consumers":-1,"max_msgs":-1,"max_bytes":-1,"max_age":0,"max_msgs_per_subject":-1,"max_msg_size":-1,"discard":"old","storage":"file","num_replicas":1,"duplicate_window":120000000000,"compression":"none","allow_direct":true,"mirror_direct":false,"sealed":false,"deny_delete":false,"deny_purge":false,"allow_rollup_hdrs":false,"consumer_limits":{},"allow_msg_ttl":false,"metadata":{"_nats.req.level":"0"}},"created":"2026-11-30T14:21:19.764507645Z","state":{"messages":3,"bytes":141,"first_seq":1,"first_ts":"2026-11-30T14:21:19.808375341Z","last_seq":3,"last_ts":"2026-11-30T14:21:19.896355557Z","num_subjects":2,"consumer_count":0},"ts":"2026-11-30T14:22:13.624482462Z"},{"config":{"name":"P","subjects":["p.\u003e"],"retention":"limits","max_consumers":-1,"max_msgs":-1,"max_bytes":-1,"max_age":0,"max_msgs_per_subject":-1,"max_msg_size":-1,"discard":"old","storage":"file","num_replicas":1,"duplicate_window":120000000000,"compression":"none","allow_direct":false,"mirror_direct":false,"sealed":false,"deny_delete":false,"deny_purge":false,"allow_rollup_hdrs":false,"consumer_limits":{},"allow_msg_ttl":false,"metadata":{"_nats.req.level":"0"}},"created":"2026-11-30T14:22:12.144506144Z","state":{"messages":5,"bytes":209,"first_seq":1,"first_ts":"2026-11-30T14:22:12.364333004Z","last_seq":7,"last_ts":"2026-11-30T14:22:12.636334452Z","num_subjects":3,"num_deleted":2,"consumer_count":0},"ts":"2026-11-30T14:22:13.624485628Z"}]}"#;
-    assert_eq!(list_response(2, 0, 256, &infos), expected);
+    assert_eq!(list_response(2, 0, 256, &infos, &[]), expected);
     let mut element = String::new();
     write_stream_info_object(
         &mut element,
@@ -171,7 +171,7 @@ fn list_and_names_responses() {
     );
     assert_eq!(element, infos[1]);
     assert_eq!(
-        list_response(0, 0, 256, &[]),
+        list_response(0, 0, 256, &[], &[]),
         r#"{"type":"io.nats.jetstream.api.v1.stream_list_response","total":0,"offset":0,"limit":256,"streams":[]}"#
     );
     assert_eq!(

@@ -836,6 +836,11 @@ impl StreamTask {
 
     /// Marks readies whose journal records are durable.
     fn collect_durable(&mut self) {
+        if self.outstanding.is_empty() {
+            // Nothing waits for the journal (always so for memory streams,
+            // which also run on a shard whose journal is damaged).
+            return;
+        }
         let durable = self.js.journal().durable_sequence();
         while let Some(&(number, sequence)) = self.outstanding.front() {
             if sequence > durable {

@@ -277,9 +277,10 @@ impl StreamTask {
     /// The largest state entry for consumer `name` the journal takes.
     fn consumer_state_bytes_max(&self) -> usize {
         self.js
-            .journal()
-            .config()
-            .body_bytes_max()
+            .journal_if_open()
+            .map_or(CONSUMER_STATE_BYTES_MAX, |journal| {
+                journal.config().body_bytes_max()
+            })
             .min(CONSUMER_STATE_BYTES_MAX)
     }
 
