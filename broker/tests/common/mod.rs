@@ -83,6 +83,12 @@ pub struct Options {
     pub max_file_store_bytes: Option<u64>,
     /// JetStream `max_memory_store` (both servers).
     pub max_memory_store_bytes: Option<u64>,
+    /// tern only: `journal_segment_size` (default here 8 MiB).
+    pub journal_segment_bytes: Option<u64>,
+    /// tern only: `journal_segments` per shard (default here 4).
+    pub journal_segments: Option<u32>,
+    /// More command-line arguments, appended last (e.g. `--journal_dir`).
+    pub extra_args: Vec<String>,
 }
 
 impl Options {
@@ -131,8 +137,10 @@ impl Options {
         if flavor == Flavor::Tern && self.jetstream {
             // A small journal: every test server formats its own (zero-filled).
             lines.push("[jetstream]".into());
-            lines.push(format!("journal_segment_size = {}", 8 << 20));
-            lines.push("journal_segments = 4".into());
+            let segment_bytes = self.journal_segment_bytes.unwrap_or(8 << 20);
+            lines.push(format!("journal_segment_size = {segment_bytes}"));
+            let segments = self.journal_segments.unwrap_or(4);
+            lines.push(format!("journal_segments = {segments}"));
             if let Some(bytes) = self.storage_reserve_bytes {
                 lines.push(format!("storage_reserve = {bytes}"));
             }
@@ -173,6 +181,43 @@ enum LogEvent {
     HttpPort(u16),
     ClientPort(u16),
     Exited,
+}
+
+/// A stopped server's directory (config and data), to be inspected or
+/// changed and started again.
+pub struct Stopped {
+    pub flavor: Flavor,
+    pub options: Options,
+    pub dir: tempfile::TempDir,
+}
+
+/// Why [`Stopped::try_start`] got no running server.
+pub struct StartFailure {
+    /// The exit status (a signal when the harness killed it after a timeout).
+    pub status: Option<std::process::ExitStatus>,
+    /// True when it neither exited nor reported its ports in time.
+    pub timed_out: bool,
+    /// Every stderr line kept.
+    pub stderr: String,
+    /// The directory, unchanged by the harness.
+    pub dir: tempfile::TempDir,
+}
+
+impl Stopped {
+    /// The data directory (`--store_dir`).
+    pub fn store_dir(&self) -> PathBuf {
+        self.dir.path().join("data")
+    }
+
+    /// Starts the server again on these files; panics if it does not come up.
+    pub fn start(self) -> Server {
+        Server::start_in(self.flavor, self.options, self.dir)
+    }
+
+    /// Starts the server again on these files, or says why it did not come up.
+    pub fn try_start(self) -> Result<Server, StartFailure> {
+        Server::try_start_in(self.flavor, self.options, self.dir)
+    }
 }
 
 /// A running server process; dropping it SIGKILLs the process and waits.
@@ -254,6 +299,21 @@ impl Server {
         }
     }
 
+    /// Stops the server (SIGTERM and a bounded wait if `graceful`, else
+    /// SIGKILL) and hands back its files.
+    pub fn into_stopped(mut self, graceful: bool) -> Stopped {
+        if graceful {
+            self.stop_gracefully();
+        } else {
+            self.kill();
+        }
+        Stopped {
+            flavor: self.flavor,
+            options: self.options.clone(),
+            dir: self.dir.take().expect("a server owns its directory"),
+        }
+    }
+
     /// SIGKILL, then wait for the process to be gone.
     pub fn kill(&mut self) {
         let _ = self.child.kill();
@@ -271,6 +331,24 @@ impl Server {
 
     /// Starts a server whose files (config, data) live in `dir`.
     pub fn start_in(flavor: Flavor, options: Options, dir: tempfile::TempDir) -> Server {
+        match Server::try_start_in(flavor, options, dir) {
+            Ok(server) => server,
+            Err(failure) => panic!(
+                "{} did not report its ports within {START_TIMEOUT:?} (exit: {:?}); stderr:\n{}",
+                flavor.name(),
+                failure.status,
+                failure.stderr
+            ),
+        }
+    }
+
+    /// Like [`Server::start_in`], but a server that exits or does not report
+    /// its ports within [`START_TIMEOUT`] is an `Err` (killed, directory kept).
+    pub fn try_start_in(
+        flavor: Flavor,
+        options: Options,
+        dir: tempfile::TempDir,
+    ) -> Result<Server, StartFailure> {
         let mut command = match flavor {
             Flavor::Tern => {
                 let shards = options.shards.unwrap_or(2);
@@ -323,6 +401,7 @@ impl Server {
                 command
             }
         };
+        command.args(&options.extra_args);
         command
             .current_dir(dir.path())
             .stdin(Stdio::null())
@@ -373,19 +452,21 @@ impl Server {
             match received.recv_timeout(remaining) {
                 Ok(LogEvent::ClientPort(port)) => client_port = Some(port),
                 Ok(LogEvent::HttpPort(port)) => http_port = Some(port),
-                Ok(LogEvent::Exited) | Err(_) => {
+                outcome @ (Ok(LogEvent::Exited) | Err(_)) => {
+                    let timed_out = outcome.is_err() && matches!(child.try_wait(), Ok(None));
                     let _ = child.kill();
-                    let status = child.wait();
+                    let status = child.wait().ok();
                     let lines: Vec<String> = log.lock().unwrap().iter().cloned().collect();
-                    panic!(
-                        "{} did not report its ports within {START_TIMEOUT:?} (exit: {status:?}); stderr:\n{}",
-                        flavor.name(),
-                        lines.join("\n")
-                    );
+                    return Err(StartFailure {
+                        status,
+                        timed_out,
+                        stderr: lines.join("\n"),
+                        dir,
+                    });
                 }
             }
         }
-        Server {
+        Ok(Server {
             flavor,
             child,
             client_port: client_port.unwrap(),
@@ -393,7 +474,7 @@ impl Server {
             log,
             options,
             dir: Some(dir),
-        }
+        })
     }
 
     /// A server with default limits.
