@@ -8,7 +8,7 @@
 use std::path::PathBuf;
 use std::time::Instant;
 
-use tern_storage::block_store::{DmaFiles, NewMessage, StreamConfig, StreamLog};
+use tern_storage::block_store::{DmaFiles, Manifest, NewMessage, StreamConfig, StreamLog};
 
 fn main() {
     let megabytes: u64 = std::env::var("TERN_BENCH_STORE_MB")
@@ -29,7 +29,7 @@ fn main() {
     executor.run(async move {
         let config = StreamConfig { write_buffer_bytes: 4 << 20, tail_cache_bytes: 0, ..StreamConfig::default() };
         let files = DmaFiles::open(&path).await.unwrap();
-        let (mut log, _) = StreamLog::open(files, config.clone()).await.unwrap();
+        let (mut log, _) = StreamLog::open(files, config.clone(), &Manifest::new(1)).await.unwrap();
         let payload = vec![0x42u8; 1024];
         let messages = megabytes * 1_000_000 / 1100;
         let started = Instant::now();
@@ -38,7 +38,7 @@ fn main() {
                 .await
                 .unwrap();
         }
-        log.flush().await.unwrap();
+        let manifest = log.sync().await.unwrap();
         let elapsed = started.elapsed().as_secs_f64();
         let bytes = log.state().bytes;
         println!(
@@ -47,10 +47,11 @@ fn main() {
             bytes as f64 / elapsed / 1e9
         );
         drop(log);
-        // Cold: reopen (which itself scans and verifies everything), then replay.
+        // Cold: reopen from the manifest (which itself scans and verifies
+        // everything it names), then replay.
         let files = DmaFiles::open(&path).await.unwrap();
         let started = Instant::now();
-        let (log, report) = StreamLog::open(files, config).await.unwrap();
+        let (log, report) = StreamLog::open(files, config, &manifest).await.unwrap();
         let open_seconds = started.elapsed().as_secs_f64();
         println!(
             "bench=block_store_open records={} seconds={open_seconds:.2} gb_per_s={:.2}",

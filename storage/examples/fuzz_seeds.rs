@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 
 use futures_lite::future::block_on;
-use tern_storage::block_store::{MemoryFiles, NewMessage, StreamConfig, StreamLog};
+use tern_storage::block_store::{Manifest, MemoryFiles, NewMessage, StreamConfig, StreamLog};
 use tern_storage::format::BLOCK_BYTES;
 use tern_storage::memory::MemoryDevice;
 use tern_storage::{Journal, JournalConfig, NewRecord, SyncPolicy};
@@ -57,7 +57,8 @@ fn main() {
             read_chunk_bytes: 2 * BLOCK_BYTES,
             ..StreamConfig::default()
         };
-        let (mut log, _) = block_on(StreamLog::open(files.clone(), config)).unwrap();
+        let (mut log, _) =
+            block_on(StreamLog::open(files.clone(), config, &Manifest::new(1))).unwrap();
         for sequence in 1..=messages {
             let payload = vec![sequence as u8; 40 + sequence as usize * 3];
             block_on(log.append(NewMessage {
@@ -70,16 +71,18 @@ fn main() {
             .unwrap();
         }
         log.delete(1);
-        block_on(log.flush()).unwrap();
-        // The fuzz target lays its input over the first segment, then
-        // deletes.log and meta, 8 KiB each.
-        let mut image = files.contents("00000000000000000001.blk");
-        image.resize(2 * BLOCK_BYTES, 0);
-        image.truncate(2 * BLOCK_BYTES);
-        let mut deletes = files.contents("deletes.log");
-        deletes.resize(2 * BLOCK_BYTES, 0);
-        image.extend(vec![0u8; 2 * BLOCK_BYTES]);
-        image.extend(deletes);
+        let manifest = block_on(log.sync()).unwrap().encode();
+        // The fuzz target reads a 2-byte length, that many bytes of
+        // manifest, then 8 KiB per file: the segments the manifest names
+        // (at most two) and its deletes log, then a file it does not name.
+        let mut image = (manifest.len() as u16).to_le_bytes().to_vec();
+        image.extend_from_slice(&manifest);
+        for name in ["00000000000000000001.blk", "deletes.log"] {
+            let mut contents = files.contents(name);
+            contents.resize(2 * BLOCK_BYTES, 0);
+            image.extend(contents);
+        }
+        image.extend(vec![0x5au8; BLOCK_BYTES]);
         std::fs::write(store_dir.join(format!("stream-{messages}")), image).unwrap();
     }
 }

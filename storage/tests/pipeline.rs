@@ -3,12 +3,17 @@
 //! store in large writes and checkpoints the journal, which recycles its
 //! segments. A journal far smaller than the data never fills, and after a
 //! restart the journal's live records bring the block store back up to date.
+//!
+//! The checkpoint is in the order the block store's manifest requires: sync
+//! the store, store the manifest it returns durably (here a file beside the
+//! store's directory), only then let the journal recycle, then tell the
+//! store (`checkpointed`) so it removes what the new manifest dropped.
 
 use std::cell::Cell;
 use std::rc::Rc;
 
 use tern_storage::background::{background_queue, spawn_in};
-use tern_storage::block_store::{DmaFiles, NewMessage, StreamConfig, StreamLog};
+use tern_storage::block_store::{DmaFiles, Manifest, NewMessage, StreamConfig, StreamLog};
 use tern_storage::dma::{DmaDevice, SyncMethod};
 use tern_storage::{Journal, JournalConfig, NewRecord, SyncPolicy};
 
@@ -27,6 +32,21 @@ fn decode(body: &[u8]) -> (&[u8], &[u8]) {
     (&body[4..4 + length], &body[4 + length..])
 }
 
+/// Replaces `path` atomically and durably with `bytes` (what a broker does
+/// with its checkpoint file).
+fn store_manifest(path: &std::path::Path, bytes: &[u8]) {
+    use std::io::Write;
+    let temporary = path.with_extension("tmp");
+    let mut file = std::fs::File::create(&temporary).unwrap();
+    file.write_all(bytes).unwrap();
+    file.sync_all().unwrap();
+    std::fs::rename(&temporary, path).unwrap();
+    std::fs::File::open(path.parent().unwrap())
+        .unwrap()
+        .sync_all()
+        .unwrap();
+}
+
 fn payload(index: u64) -> Vec<u8> {
     vec![(index % 251) as u8; 700 + (index as usize * 13) % 600]
 }
@@ -36,12 +56,17 @@ fn journal_feeds_the_block_store_and_recycles() {
     let directory = tempfile::tempdir().unwrap();
     let journal_path = directory.path().join("journal");
     let store_path = directory.path().join("stream");
+    let manifest_path = directory.path().join("stream.manifest");
     let total: u64 = 6000;
     let executor = glommio::LocalExecutorBuilder::default()
         .io_memory(8 << 20)
         .make()
         .unwrap();
-    let (journal_path2, store_path2) = (journal_path.clone(), store_path.clone());
+    let (journal_path2, store_path2, manifest_path2) = (
+        journal_path.clone(),
+        store_path.clone(),
+        manifest_path.clone(),
+    );
     executor.run(async move {
         // 3 segments of 256 KiB: ~600 KiB of room for ~6 MB of messages.
         let device = DmaDevice::open_directory(&journal_path2, 3, 256 * KIB, SyncMethod::Dsync)
@@ -66,7 +91,9 @@ fn journal_feeds_the_block_store_and_recycles() {
             write_buffer_bytes: 256 * 1024,
             ..StreamConfig::default()
         };
-        let (store, _) = StreamLog::open(files, store_config).await.unwrap();
+        let (store, _) = StreamLog::open(files, store_config, &Manifest::new(1))
+            .await
+            .unwrap();
         let durable_index = Rc::new(Cell::new(0u64));
         let advanced = Rc::new(tern_shard::Waiters::new());
         // The applier: background queue, takes what is durable in the journal.
@@ -100,8 +127,10 @@ fn journal_feeds_the_block_store_and_recycles() {
                             .await
                             .unwrap();
                     }
-                    store.flush().await.unwrap();
-                    journal.checkpoint(STREAM_GROUP, store.durable_sequence());
+                    let manifest = store.sync().await.unwrap();
+                    store_manifest(&manifest_path2, &manifest.encode());
+                    journal.checkpoint(STREAM_GROUP, manifest.last_sequence);
+                    store.checkpointed().await.unwrap();
                 }
                 store
             }
@@ -138,7 +167,8 @@ fn journal_feeds_the_block_store_and_recycles() {
         .unwrap();
     executor.run(async move {
         let files = DmaFiles::open(&store_path).await.unwrap();
-        let (mut store, _) = StreamLog::open(files, StreamConfig::default())
+        let manifest = Manifest::decode(&std::fs::read(&manifest_path).unwrap()).unwrap();
+        let (mut store, _) = StreamLog::open(files, StreamConfig::default(), &manifest)
             .await
             .unwrap();
         let have = store.last_sequence();

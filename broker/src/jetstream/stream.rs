@@ -32,7 +32,8 @@ use rustc_hash::FxHashMap;
 use tern_raft::{Entry, EntryKind, HardState, Membership, Node, Restore, Snapshot};
 use tern_shard::Waiters;
 use tern_storage::block_store::{
-    DmaFiles, MemoryFiles, NewMessage, StoreError, StoredMessage, StreamLog, StreamState,
+    DmaFiles, Manifest, MemoryFiles, NewMessage, StoreError, StoreFiles, StoredMessage, StreamLog,
+    StreamState,
 };
 use tern_storage::{AppendError, NewRecord};
 
@@ -427,11 +428,23 @@ impl StreamTask {
                     write_buffer_bytes: STORE_WRITE_BYTES,
                     ..tern_storage::block_store::StreamConfig::default()
                 };
-                let (log, report) = StreamLog::open(files, store_config)
+                // TODO(integrity): manifest. Open from the manifest the last
+                // checkpoint stored in the raft file. Until that is wired, a
+                // file store can only start empty: opening one that holds
+                // segments with `Manifest::new(1)` would remove them, so it
+                // is refused instead (fail closed, nothing deleted).
+                if files.names().iter().any(|name| name.ends_with(".blk")) {
+                    return Err(format!(
+                        "stream {}: {} holds messages but no checkpoint manifest is stored yet (TODO(integrity))",
+                        handle.name,
+                        directory.display()
+                    ));
+                }
+                let (log, report) = StreamLog::open(files, store_config, &Manifest::new(1))
                     .await
                     .map_err(|error| error.to_string())?;
-                if let Some((file, offset)) = &report.tail_cut {
-                    log::warn!(target: "tern::jetstream", "stream {}: torn tail of {file} cut at {offset}", handle.name);
+                if !report.files_removed.is_empty() {
+                    log::info!(target: "tern::jetstream", "stream {}: removed {:?} (not in the checkpoint)", handle.name, report.files_removed);
                 }
                 Store::File(log)
             }
@@ -443,7 +456,9 @@ impl StreamTask {
                     tail_cache_bytes: 0,
                     ..tern_storage::block_store::StreamConfig::default()
                 };
-                let (log, _) = StreamLog::open(MemoryFiles::new(), store_config)
+                // TODO(integrity): manifest. A memory store is new at every
+                // start: the manifest of an empty log.
+                let (log, _) = StreamLog::open(MemoryFiles::new(), store_config, &Manifest::new(1))
                     .await
                     .map_err(|error| error.to_string())?;
                 Store::Memory(log)
@@ -947,7 +962,13 @@ impl StreamTask {
             return Ok(());
         }
         self.checkpoint_consumers().await?;
-        with_store!(&mut self.store, log => log.sync().await).map_err(|error| error.to_string())?;
+        // TODO(integrity): manifest. Store the manifest `sync` returns in
+        // the raft file (with the applied index) before the journal may
+        // recycle, then call `checkpointed`. Until then it is dropped, and
+        // retired files are removed after the raft write below so disk and
+        // memory use stay bounded (a file store cannot reopen yet anyway).
+        let _manifest = with_store!(&mut self.store, log => log.sync().await)
+            .map_err(|error| error.to_string())?;
         if let Some(files) = &self.files {
             let state = RaftState {
                 term: self.hard_state.term,
@@ -961,6 +982,8 @@ impl StreamTask {
                 .map_err(|error| error.to_string())?;
             self.js.journal().checkpoint(self.group, self.applied_index);
         }
+        with_store!(&mut self.store, log => log.checkpointed().await)
+            .map_err(|error| error.to_string())?;
         self.checkpointed_index = self.applied_index;
         self.applied_bytes_since_checkpoint = 0;
         self.last_checkpoint = Instant::now();

@@ -32,14 +32,17 @@ pub trait StoreFile {
     fn name(&self) -> &str;
     /// A buffer of `bytes` (a multiple of the block size), contents unspecified.
     fn allocate(&self, bytes: usize) -> Self::Buffer;
-    /// Bytes in the file (a multiple of the block size).
+    /// Bytes in the file: a multiple of the block size, unless something
+    /// outside the store truncated it (readers must not assume it).
     fn size(&self) -> u64;
     fn write(
         &self,
         offset: u64,
         buffer: Self::Buffer,
     ) -> impl Future<Output = Result<(), DeviceError>>;
-    /// Reads up to `bytes` at `offset`; fewer at the end of the file.
+    /// Reads up to `bytes` at `offset` (both multiples of the block size);
+    /// fewer at the end of the file, not necessarily a multiple of the
+    /// block size then.
     fn read(
         &self,
         offset: u64,
@@ -346,6 +349,17 @@ impl MemoryFiles {
         file.durable[offset as usize..offset as usize + bytes.len()].copy_from_slice(bytes);
     }
 
+    /// Cuts a file to `bytes` (any size: damage from outside the store),
+    /// as if every write to it had been synced first.
+    pub fn truncate(&self, name: &str, bytes: u64) {
+        let state = self.state.borrow();
+        let mut file = state.files.get(name).expect("file exists").borrow_mut();
+        let mut image = file.visible();
+        image.truncate(bytes as usize);
+        file.durable = image;
+        file.volatile.clear();
+    }
+
     /// A file's stored bytes.
     pub fn contents(&self, name: &str) -> Vec<u8> {
         self.state
@@ -400,6 +414,9 @@ impl StoreFile for MemoryStoreFile {
     }
 
     async fn read(&self, offset: u64, bytes: usize) -> Result<HeapBuffer, DeviceError> {
+        // What O_DIRECT requires of the real files: tests catch an
+        // unaligned read here rather than on a disk.
+        assert!(offset as usize % BLOCK_BYTES == 0 && bytes % BLOCK_BYTES == 0);
         self.files.check_alive("read", &self.name)?;
         {
             let mut files = self.files.state.borrow_mut();

@@ -8,15 +8,21 @@
 //! stream, the next `prefetch_runs` runs in flight, a record straddling two
 //! runs served from both) for consumers reading in order;
 //! deletes, purge from the head, retention by count, bytes and age; and
-//! compaction of mostly-deleted segments. Byte tables in
-//! `docs/storage-format.md`.
+//! compaction of mostly-deleted segments. What a reopen may trust is the
+//! [`Manifest`] the last checkpoint's `sync` returned: the log opens
+//! exactly that extent, verified record by record and by a digest per
+//! segment, and never removes a file a stored manifest may still name.
+//! Byte tables in `docs/storage-format.md`.
 
 pub mod files;
+pub mod manifest;
 pub mod record;
 pub mod stream;
 
 pub use files::{DmaFiles, MemoryFiles, StoreFile, StoreFiles};
+pub use manifest::{DeletesExtent, Manifest, ManifestError, SegmentExtent, SEGMENTS_MAX};
 pub use record::{NewMessage, StoredView};
 pub use stream::{
-    stored_message_bytes, Limits, StoreError, StoredMessage, StreamConfig, StreamLog, StreamState,
+    stored_message_bytes, Limits, OpenReport, StoreError, StoredMessage, StreamConfig, StreamLog,
+    StreamState,
 };

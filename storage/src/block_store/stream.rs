@@ -1,22 +1,31 @@
 //! One stream's log. See the module documentation of `block_store`.
+//!
+//! What is on disk, and what a reopen may trust, is described by a
+//! [`Manifest`] that [`StreamLog::sync`] returns and the caller stores:
+//! `open` requires exactly the manifest's extent to be there and verify,
+//! and ignores (then removes) everything else. Files the latest stored
+//! manifest may still name are never removed before the caller says a
+//! newer one is stored ([`StreamLog::checkpointed`]).
 
 use std::cell::RefCell;
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::rc::Rc;
 
 use crate::block_store::files::{StoreFile, StoreFiles};
+use crate::block_store::manifest::{
+    deletes_file_name, digest_append, parse_deletes_file_name, parse_segment_file_name,
+    segment_file_name, DeletesExtent, Manifest, ManifestError, SegmentExtent, DELETE_ENTRY_BYTES,
+    DIGEST_EMPTY, SEGMENTS_MAX,
+};
 use crate::block_store::record::{self, DecodeError, NewMessage, StoredView};
 use crate::device::{DeviceError, IoBuffer};
 use crate::format::{align_up, checksum, BLOCK_BYTES};
 
-const SEGMENT_SUFFIX: &str = ".blk";
-const DELETES_FILE: &str = "deletes.log";
-const META_FILE: &str = "meta";
-const META_TEMPORARY: &str = "meta.tmp";
-const COMPACT_SUFFIX: &str = ".compact";
-const META_MAGIC: &[u8; 8] = b"TERNSTRM";
-/// A delete entry: sequence (8), checksum of it (4), magic (4).
-const DELETE_ENTRY_BYTES: usize = 16;
+/// Leftovers of the format before manifests (`meta`, `meta.tmp`) and of
+/// interrupted rewrites: removed at open like any file the manifest does
+/// not name.
+const LEGACY_META_FILE: &str = "meta";
+const LEFTOVER_SUFFIXES: [&str; 2] = [".compact", ".tmp"];
 /// Sequences one segment may span, counting gaps: a segment's in-memory
 /// index is dense (one entry per sequence), so this bounds it at 64 MiB.
 /// A write past it starts a new segment; a record past it when loading is
@@ -111,6 +120,10 @@ pub enum StoreError {
     TooLarge { bytes: usize, max: u64 },
     #[error("sequence {sequence} does not follow the last stored sequence {last}")]
     OutOfOrder { sequence: u64, last: u64 },
+    #[error("block store: {0}")]
+    Manifest(#[from] ManifestError),
+    #[error("a stream log holds at most {max} segments")]
+    TooManySegments { max: usize },
 }
 
 /// A message read back.
@@ -164,6 +177,8 @@ const ABSENT: Entry = Entry {
 
 struct Segment<F> {
     first_sequence: u64,
+    /// Bumped by each compaction (the file name carries it).
+    version: u32,
     name: String,
     /// Shared with a write in flight (write-behind).
     file: Rc<F>,
@@ -172,6 +187,48 @@ struct Segment<F> {
     /// Bytes of the file in use (records).
     end: u64,
     live_bytes: u64,
+    /// Records in `[0, end)` (deleted and purged ones included), the last
+    /// one's sequence (0: none) and their digest: what the manifest
+    /// records, kept up to date on append and compaction.
+    records: u64,
+    last_record_sequence: u64,
+    digest: u32,
+}
+
+impl<F> Segment<F> {
+    fn new(first_sequence: u64, version: u32, file: Rc<F>) -> Segment<F> {
+        Segment {
+            first_sequence,
+            version,
+            name: segment_file_name(first_sequence, version),
+            file,
+            entries: Vec::new(),
+            end: 0,
+            live_bytes: 0,
+            records: 0,
+            last_record_sequence: 0,
+            digest: DIGEST_EMPTY,
+        }
+    }
+
+    /// Counts one more record at the end.
+    fn add_record(&mut self, sequence: u64, record_checksum: u32) {
+        assert!(self.records == 0 || sequence > self.last_record_sequence);
+        self.records += 1;
+        self.last_record_sequence = sequence;
+        self.digest = digest_append(self.digest, record_checksum);
+    }
+
+    fn extent(&self) -> SegmentExtent {
+        SegmentExtent {
+            first_sequence: self.first_sequence,
+            version: self.version,
+            bytes: self.end,
+            records: self.records,
+            last_record_sequence: self.last_record_sequence,
+            digest: self.digest,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, Default)]
@@ -227,7 +284,8 @@ struct PendingWrite {
 /// its index entry exactly like one read from disk, and liveness comes from
 /// the index first, so a deleted message is never served. The file it came
 /// from is held and compared by identity, so a segment rewritten by
-/// compaction never matches; compaction, purge and `start_at` also drop it.
+/// compaction never matches; compaction and purge also drop it (a retired
+/// file's bytes are never read again).
 struct ReadAhead<F: StoreFile> {
     file: Rc<F>,
     start: u64,
@@ -334,12 +392,12 @@ pub struct StreamLog<S: StoreFiles> {
     buffer: Option<<S::File as StoreFile>::Buffer>,
     buffer_start: u64,
     deletes: Option<S::File>,
+    /// Version of the deletes log in use (its file name carries it).
+    deletes_version: u32,
     /// Delete entries not yet written, and the partial last block already written.
     deletes_pending: Vec<u8>,
     deletes_end: u64,
-    /// Highest sequence named in `deletes.log` (or pending for it).
-    deletes_max_sequence: u64,
-    /// `deletes.log` is rewritten when it grows past this: the configured
+    /// The deletes log is rewritten when it grows past this: the configured
     /// maximum, or twice what the last rewrite kept (so a log of many
     /// interior deletes is not rewritten on every flush).
     deletes_rewrite_bytes: u64,
@@ -347,10 +405,23 @@ pub struct StreamLog<S: StoreFiles> {
     floor: u64,
     last_sequence: u64,
     durable_sequence: u64,
-    /// With `sync` off: first sequences of segments written since the last
-    /// [`StreamLog::sync`], and whether deletes were.
+    /// First sequences of segments written or rewritten since the last
+    /// [`StreamLog::sync`] and not synced yet (with `sync` off every
+    /// flush; compaction in both modes), and whether deletes were.
     unsynced_segments: Vec<u64>,
     deletes_unsynced: bool,
+    /// Files were created since the last sync: their directory entries
+    /// are not durable yet.
+    directory_unsynced: bool,
+    /// Files no longer part of the log (purged or replaced segments,
+    /// replaced deletes logs) retired since the last sync: the manifest the
+    /// caller stored last may still name them, so they stay on disk. At
+    /// most the segments and deletes logs retired between two checkpoints
+    /// (the caller checkpoints by applied bytes and time).
+    retired_since_sync: Vec<String>,
+    /// Files retired before the last sync: the manifest it returned names
+    /// none of them, so [`StreamLog::checkpointed`] removes them.
+    removable_at_checkpoint: Vec<String>,
     /// With `sync` off, a flushed buffer is written in the background while
     /// appends go on (one write in flight); its bytes stay readable here.
     pending_write: RefCell<Option<PendingWrite>>,
@@ -370,10 +441,6 @@ pub struct StreamLog<S: StoreFiles> {
     poisoned: Option<DeviceError>,
 }
 
-fn segment_name(first_sequence: u64) -> String {
-    format!("{first_sequence:020}{SEGMENT_SUFFIX}")
-}
-
 fn corrupt(file: &str, offset: u64, reason: impl Into<String>) -> StoreError {
     StoreError::Corrupt {
         file: file.to_string(),
@@ -382,57 +449,107 @@ fn corrupt(file: &str, offset: u64, reason: impl Into<String>) -> StoreError {
     }
 }
 
+/// Whether `name` is a file this log writes (or wrote in an older format):
+/// only those are removed at open when the manifest does not name them. A
+/// foreign file in the directory is left alone.
+fn is_store_file(name: &str) -> bool {
+    parse_segment_file_name(name).is_some()
+        || parse_deletes_file_name(name).is_some()
+        || name == LEGACY_META_FILE
+        || LEFTOVER_SUFFIXES
+            .iter()
+            .any(|suffix| name.ends_with(suffix))
+}
+
+/// Reads `[0, bytes)` of `file` (`bytes` a multiple of the block size) in
+/// requests of at most `chunk_bytes`; a file that ends first is truncated,
+/// reported against `recorded`, the extent the checkpoint recorded.
+async fn read_extent<F: StoreFile>(
+    file: &F,
+    bytes: u64,
+    chunk_bytes: usize,
+    recorded: u64,
+) -> Result<Vec<u8>, StoreError> {
+    assert!(bytes % BLOCK_BYTES as u64 == 0 && chunk_bytes % BLOCK_BYTES == 0);
+    let mut data: Vec<u8> = Vec::with_capacity(bytes as usize);
+    while (data.len() as u64) < bytes {
+        let offset = data.len() as u64;
+        let request = (chunk_bytes as u64).min(bytes - offset) as usize;
+        let read = file.read(offset, request).await.map_err(StoreError::Io)?;
+        let got = read.as_ref();
+        data.extend_from_slice(&got[..got.len().min(request)]);
+        if got.len() < request {
+            let size = data.len() as u64;
+            return Err(corrupt(
+                file.name(),
+                size,
+                format!("truncated to {size} bytes, the checkpoint recorded {recorded}"),
+            ));
+        }
+    }
+    assert_eq!(data.len() as u64, bytes);
+    Ok(data)
+}
+
 /// What opening found.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct OpenReport {
     pub segments: u64,
+    /// Records verified in the manifest's extent.
     pub records: u64,
-    /// A torn tail was cut at `(file, offset)`.
-    pub tail_cut: Option<(String, u64)>,
     pub deletes_applied: u64,
+    /// Files the manifest does not name, removed: written after the
+    /// checkpoint (the journal still holds what they held) or superseded
+    /// before it.
+    pub files_removed: Vec<String>,
 }
 
 impl<S: StoreFiles> StreamLog<S> {
-    /// Opens (or creates) the log in `files`, verifying every record.
+    /// Opens the log in `files` as `manifest` (what the last checkpoint's
+    /// [`StreamLog::sync`] returned, or [`Manifest::new`] for a new log)
+    /// describes it. Every segment it names must be there with exactly the
+    /// records it recorded, and the deletes log with its entries: anything
+    /// missing, short or not verifying is [`StoreError::Corrupt`] and
+    /// nothing is removed. Bytes past the manifest's extent were written
+    /// after the checkpoint and are ignored (the caller replays its journal
+    /// from the checkpoint); then the store's files the manifest does not
+    /// name are removed.
     pub async fn open(
         files: S,
         config: StreamConfig,
+        manifest: &Manifest,
     ) -> Result<(StreamLog<S>, OpenReport), StoreError> {
         assert!(
             config.write_buffer_bytes % BLOCK_BYTES == 0
                 && config.write_buffer_bytes >= BLOCK_BYTES
         );
-        assert!(config.read_chunk_bytes % BLOCK_BYTES == 0);
+        assert!(config.read_chunk_bytes % BLOCK_BYTES == 0 && config.read_chunk_bytes > 0);
         assert!(config.read_ahead_bytes % BLOCK_BYTES == 0);
         assert!(config.prefetch_runs <= PREFETCH_RUNS_MAX);
-        let mut report = OpenReport::default();
-        for name in files.names() {
-            if name.ends_with(COMPACT_SUFFIX) || name == META_TEMPORARY {
-                files.remove(&name).await.map_err(StoreError::Io)?;
-            }
-        }
+        // Record offsets in the index are 32-bit.
+        assert!(config.segment_bytes_max <= u64::from(u32::MAX));
+        manifest.check()?;
         let names = files.names();
-        let floor = if names.iter().any(|name| name == META_FILE) {
-            read_meta(&files).await?
-        } else {
-            1
-        };
+        let present: HashSet<&str> = names.iter().map(String::as_str).collect();
         let mut log = StreamLog {
             config,
-            segments: Vec::new(),
+            segments: Vec::with_capacity(manifest.segments.len()),
             subjects: Subjects::default(),
             buffer: None,
             buffer_start: 0,
             deletes: None,
+            deletes_version: manifest.deletes.version,
             deletes_pending: Vec::new(),
             deletes_end: 0,
-            deletes_max_sequence: 0,
             deletes_rewrite_bytes: 0,
-            floor,
-            last_sequence: floor - 1,
-            durable_sequence: 0,
+            floor: manifest.floor,
+            last_sequence: manifest.last_sequence,
+            durable_sequence: manifest.last_sequence,
             unsynced_segments: Vec::new(),
             deletes_unsynced: false,
+            directory_unsynced: false,
+            retired_since_sync: Vec::new(),
+            removable_at_checkpoint: Vec::new(),
             pending_write: RefCell::new(None),
             deferred_error: RefCell::new(None),
             messages: 0,
@@ -445,215 +562,273 @@ impl<S: StoreFiles> StreamLog<S> {
             poisoned: None,
             files,
         };
-        let segment_names: Vec<String> = names
-            .iter()
-            .filter(|name| name.ends_with(SEGMENT_SUFFIX))
-            .cloned()
-            .collect();
-        let count = segment_names.len();
-        for (position, name) in segment_names.into_iter().enumerate() {
-            let first_sequence: u64 = name[..name.len() - SEGMENT_SUFFIX.len()]
-                .parse()
-                .map_err(|_| corrupt(&name, 0, "segment file name is not a sequence"))?;
-            let file = log.files.open(&name).await.map_err(StoreError::Io)?;
-            let newest = position + 1 == count;
-            let cut = log
-                .load_segment(name.clone(), first_sequence, file, newest)
-                .await?;
-            if let Some(offset) = cut {
-                report.tail_cut = Some((name, offset));
-            }
+        let mut report = OpenReport::default();
+        let mut carried = Vec::new();
+        for extent in &manifest.segments {
+            carried = log.load_segment(extent, &present).await?;
             report.segments += 1;
+            report.records += extent.records;
         }
-        report.records = log.messages;
-        report.deletes_applied = log.load_deletes().await?;
-        log.durable_sequence = log.last_sequence;
+        report.deletes_applied = log.load_deletes(&manifest.deletes, &present).await?;
+        // Everything the manifest names verified: the rest of the store's
+        // files hold nothing the journal cannot replay.
+        let named: HashSet<String> = manifest
+            .segments
+            .iter()
+            .map(SegmentExtent::file_name)
+            .chain([manifest.deletes.file_name()])
+            .collect();
+        for name in names.iter().filter(|name| is_store_file(name)) {
+            if !named.contains(name) {
+                log.files.remove(name).await.map_err(StoreError::Io)?;
+                report.files_removed.push(name.clone());
+            }
+        }
+        let deletes_missing = log.deletes.is_none();
+        if deletes_missing {
+            let file = log
+                .files
+                .create(&manifest.deletes.file_name())
+                .await
+                .map_err(StoreError::Io)?;
+            log.deletes = Some(file);
+        }
+        if deletes_missing || !report.files_removed.is_empty() {
+            log.files.sync_directory().await.map_err(StoreError::Io)?;
+        }
         if let Some(last) = log.segments.last() {
-            // Carry the partial last block into the write buffer.
+            // Carry the partial last block of the extent into the write
+            // buffer: the next flush rewrites that block with the same
+            // leading bytes, and whatever followed them (written after the
+            // checkpoint) is overwritten.
             let start = last.end / BLOCK_BYTES as u64 * BLOCK_BYTES as u64;
             let mut buffer = last.file.allocate(log.config.write_buffer_bytes);
             buffer.bytes_mut().fill(0);
-            let partial = (last.end - start) as usize;
-            if partial > 0 {
-                let read = last
-                    .file
-                    .read(start, BLOCK_BYTES)
-                    .await
-                    .map_err(StoreError::Io)?;
-                buffer.bytes_mut()[..partial].copy_from_slice(&read.as_ref()[..partial]);
-            }
+            assert_eq!(carried.len() as u64, last.end - start);
+            buffer.bytes_mut()[..carried.len()].copy_from_slice(&carried);
             log.buffer = Some(buffer);
             log.buffer_start = start;
         }
         Ok((log, report))
     }
 
-    /// Scans one segment; returns the offset of a cut torn tail, if any.
+    /// Verifies one segment of the manifest against its file and indexes
+    /// it; returns the bytes of its partial last block (below `bytes`).
     async fn load_segment(
         &mut self,
-        name: String,
-        first_sequence: u64,
-        file: S::File,
-        newest: bool,
-    ) -> Result<Option<u64>, StoreError> {
+        extent: &SegmentExtent,
+        present: &HashSet<&str>,
+    ) -> Result<Vec<u8>, StoreError> {
+        let name = extent.file_name();
+        if !present.contains(name.as_str()) {
+            return Err(corrupt(
+                &name,
+                0,
+                format!(
+                    "missing: the checkpoint recorded {} records in it, sequences {}..={} ({} bytes)",
+                    extent.records, extent.first_sequence, extent.last_record_sequence, extent.bytes
+                ),
+            ));
+        }
+        let file = self.files.open(&name).await.map_err(StoreError::Io)?;
         let size = file.size();
-        let mut segment = Segment {
-            first_sequence,
-            name: name.clone(),
-            file: Rc::new(file),
-            entries: Vec::new(),
-            end: 0,
-            live_bytes: 0,
-        };
-        let mut data: Vec<u8> = Vec::with_capacity(size as usize);
-        let mut offset = 0u64;
-        while offset < size {
-            let chunk = self
-                .config
-                .read_chunk_bytes
-                .min(align_up((size - offset) as usize, BLOCK_BYTES));
-            let read = segment
-                .file
-                .read(offset, chunk)
-                .await
-                .map_err(StoreError::Io)?;
-            if read.as_ref().is_empty() {
-                break;
-            }
-            data.extend_from_slice(read.as_ref());
-            offset += read.as_ref().len() as u64;
+        let covered = align_up(extent.bytes as usize, BLOCK_BYTES) as u64;
+        if size < covered {
+            return Err(corrupt(
+                &name,
+                size,
+                format!(
+                    "truncated to {size} bytes, the checkpoint recorded {}",
+                    extent.bytes
+                ),
+            ));
         }
+        let data = read_extent(&file, covered, self.config.read_chunk_bytes, extent.bytes).await?;
+        let mut segment = Segment::new(extent.first_sequence, extent.version, Rc::new(file));
+        let end = extent.bytes as usize;
         let mut position = 0usize;
-        let mut expected = first_sequence;
-        let mut cut = None;
-        while position < data.len() {
-            match record::decode(&data[position..]) {
-                Ok(view) => {
-                    if view.sequence < expected {
-                        return Err(corrupt(
-                            &name,
-                            position as u64,
-                            format!("sequence {} after {}", view.sequence, expected - 1),
-                        ));
-                    }
-                    if view.sequence - first_sequence >= SEGMENT_SEQUENCES_MAX {
-                        return Err(corrupt(
-                            &name,
-                            position as u64,
-                            format!(
-                                "sequence {} beyond the segment's {SEGMENT_SEQUENCES_MAX} sequences",
-                                view.sequence
-                            ),
-                        ));
-                    }
-                    while expected < view.sequence {
-                        segment.entries.push(ABSENT);
-                        expected += 1;
-                    }
-                    let subject = self.subjects.id(view.subject);
-                    let live = view.sequence >= self.floor;
-                    let accounted_bytes = (self.config.message_bytes)(
-                        view.subject.len(),
-                        view.headers.len(),
-                        view.payload.len(),
-                    );
-                    segment.entries.push(Entry {
-                        offset: position as u32,
-                        bytes: view.stored_bytes as u32,
-                        checksum: view.checksum,
-                        subject,
-                        timestamp_ns: view.timestamp_ns,
-                        accounted_bytes: accounted_bytes as u32,
-                        live,
-                    });
-                    if live {
-                        self.subjects.add(subject, view.sequence);
-                        self.messages += 1;
-                        self.bytes += accounted_bytes;
-                        segment.live_bytes += view.stored_bytes as u64;
-                    }
-                    expected += 1;
-                    self.last_sequence = self.last_sequence.max(view.sequence);
-                    position += view.stored_bytes;
-                }
-                Err(failure) => {
-                    // The rest must hold no valid record: then it is a torn tail
-                    // (newest segment) or unused space; otherwise corruption.
-                    let later = (position + 8..data.len()).step_by(8).find(|&at| {
-                        record::decode(&data[at..]).is_ok_and(|view| view.sequence >= expected)
-                    });
-                    if let Some(at) = later {
-                        return Err(corrupt(
-                            &name,
-                            position as u64,
-                            format!("damaged record followed by a valid one at offset {at}"),
-                        ));
-                    }
-                    if failure == DecodeError::Invalid {
-                        if !newest && self.config.sync {
-                            return Err(corrupt(
-                                &name,
-                                position as u64,
-                                "damaged record at the end of a sealed segment",
-                            ));
+        while position < end {
+            let offset = position as u64;
+            let view = record::decode(&data[position..end]).map_err(|failure| {
+                corrupt(
+                    &name,
+                    offset,
+                    match failure {
+                        DecodeError::Empty => {
+                            "no record where the checkpoint recorded one (zeroed or lost write)"
                         }
-                        cut = Some(position as u64);
-                    }
-                    break;
-                }
-            }
+                        DecodeError::Invalid => "record fails its checksum",
+                    },
+                )
+            })?;
+            self.index_record(&mut segment, &view, extent, offset)?;
+            position += view.stored_bytes;
         }
-        segment.end = position as u64;
+        assert_eq!(position, end);
+        if segment.records != extent.records {
+            return Err(corrupt(
+                &name,
+                extent.bytes,
+                format!(
+                    "{} records where the checkpoint recorded {}",
+                    segment.records, extent.records
+                ),
+            ));
+        }
+        if segment.last_record_sequence != extent.last_record_sequence {
+            return Err(corrupt(
+                &name,
+                segment
+                    .entries
+                    .last()
+                    .map_or(0, |entry| u64::from(entry.offset)),
+                format!(
+                    "last record is sequence {}, the checkpoint recorded {}",
+                    segment.last_record_sequence, extent.last_record_sequence
+                ),
+            ));
+        }
+        if segment.digest != extent.digest {
+            return Err(corrupt(
+                &name,
+                0,
+                format!(
+                    "records verify but are not the ones checkpointed (digest {:#010x}, recorded {:#010x})",
+                    segment.digest, extent.digest
+                ),
+            ));
+        }
+        segment.end = extent.bytes;
+        let partial_start = end / BLOCK_BYTES * BLOCK_BYTES;
+        let carried = data[partial_start..end].to_vec();
         self.segments.push(segment);
-        Ok(cut)
+        Ok(carried)
     }
 
-    async fn load_deletes(&mut self) -> Result<u64, StoreError> {
-        let file = if self.files.names().iter().any(|name| name == DELETES_FILE) {
-            self.files
-                .open(DELETES_FILE)
-                .await
-                .map_err(StoreError::Io)?
-        } else {
-            self.files
-                .create(DELETES_FILE)
-                .await
-                .map_err(StoreError::Io)?
-        };
-        let size = file.size();
-        let mut applied = 0;
-        let mut offset = 0;
-        let mut end = 0;
-        while offset < size {
-            let read = file
-                .read(
-                    offset,
-                    self.config
-                        .read_chunk_bytes
-                        .min(size as usize - offset as usize),
-                )
-                .await
-                .map_err(StoreError::Io)?;
-            let bytes = read.as_ref();
-            if bytes.is_empty() {
-                break;
-            }
-            for (index, entry) in bytes.chunks_exact(DELETE_ENTRY_BYTES).enumerate() {
-                let sequence = u64::from_le_bytes(entry[0..8].try_into().expect("8 bytes"));
-                let sum = u32::from_le_bytes(entry[8..12].try_into().expect("4 bytes"));
-                let magic = u32::from_le_bytes(entry[12..16].try_into().expect("4 bytes"));
-                if magic != DELETE_MAGIC || sum != checksum(&entry[0..8]) {
-                    continue;
-                }
-                end = end.max(offset + ((index + 1) * DELETE_ENTRY_BYTES) as u64);
-                self.deletes_max_sequence = self.deletes_max_sequence.max(sequence);
-                if self.remove_entry(sequence) {
-                    applied += 1;
-                }
-            }
-            offset += bytes.len() as u64;
+    /// Adds one verified record at `offset` of `segment` to the index.
+    fn index_record(
+        &mut self,
+        segment: &mut Segment<S::File>,
+        view: &StoredView<'_>,
+        extent: &SegmentExtent,
+        offset: u64,
+    ) -> Result<(), StoreError> {
+        let expected = segment.first_sequence + segment.entries.len() as u64;
+        if view.sequence < expected {
+            return Err(corrupt(
+                &segment.name,
+                offset,
+                format!(
+                    "sequence {} where {expected} or later was due",
+                    view.sequence
+                ),
+            ));
         }
-        self.deletes_end = end;
+        if view.sequence - segment.first_sequence >= SEGMENT_SEQUENCES_MAX {
+            return Err(corrupt(
+                &segment.name,
+                offset,
+                format!(
+                    "sequence {} beyond the segment's {SEGMENT_SEQUENCES_MAX} sequences",
+                    view.sequence
+                ),
+            ));
+        }
+        if segment.records == extent.records {
+            return Err(corrupt(
+                &segment.name,
+                offset,
+                format!(
+                    "more records than the {} the checkpoint recorded",
+                    extent.records
+                ),
+            ));
+        }
+        while segment.first_sequence + (segment.entries.len() as u64) < view.sequence {
+            segment.entries.push(ABSENT);
+        }
+        let subject = self.subjects.id(view.subject);
+        let live = view.sequence >= self.floor;
+        let accounted_bytes =
+            (self.config.message_bytes)(view.subject.len(), view.headers.len(), view.payload.len());
+        segment.entries.push(Entry {
+            offset: offset as u32,
+            bytes: view.stored_bytes as u32,
+            checksum: view.checksum,
+            subject,
+            timestamp_ns: view.timestamp_ns,
+            accounted_bytes: accounted_bytes as u32,
+            live,
+        });
+        segment.add_record(view.sequence, view.checksum);
+        if live {
+            self.subjects.add(subject, view.sequence);
+            self.messages += 1;
+            self.bytes += accounted_bytes;
+            segment.live_bytes += view.stored_bytes as u64;
+        }
+        Ok(())
+    }
+
+    /// Verifies the deletes log's first `entries` entries and applies them;
+    /// returns how many removed a live message. A missing log with no
+    /// entries to hold is created by `open` after verification.
+    async fn load_deletes(
+        &mut self,
+        extent: &DeletesExtent,
+        present: &HashSet<&str>,
+    ) -> Result<u64, StoreError> {
+        let name = extent.file_name();
+        if !present.contains(name.as_str()) {
+            if extent.entries > 0 {
+                return Err(corrupt(
+                    &name,
+                    0,
+                    format!(
+                        "missing: the checkpoint recorded {} delete entries in it",
+                        extent.entries
+                    ),
+                ));
+            }
+            return Ok(0);
+        }
+        let file = self.files.open(&name).await.map_err(StoreError::Io)?;
+        let size = file.size();
+        let covered = align_up(extent.bytes() as usize, BLOCK_BYTES) as u64;
+        if size < covered {
+            return Err(corrupt(
+                &name,
+                size,
+                format!(
+                    "truncated to {size} bytes, the checkpoint recorded {}",
+                    extent.bytes()
+                ),
+            ));
+        }
+        let data =
+            read_extent(&file, covered, self.config.read_chunk_bytes, extent.bytes()).await?;
+        let mut applied = 0;
+        let entries = data[..extent.bytes() as usize].chunks_exact(DELETE_ENTRY_BYTES);
+        for (index, entry) in entries.enumerate() {
+            let offset = (index * DELETE_ENTRY_BYTES) as u64;
+            let Some(sequence) = decode_delete_entry(entry) else {
+                return Err(corrupt(&name, offset, "delete entry fails its checksum"));
+            };
+            if sequence > self.last_sequence {
+                return Err(corrupt(
+                    &name,
+                    offset,
+                    format!(
+                        "delete of sequence {sequence} after the last sequence {}",
+                        self.last_sequence
+                    ),
+                ));
+            }
+            if self.remove_entry(sequence) {
+                applied += 1;
+            }
+        }
+        self.deletes_end = extent.bytes();
         self.deletes = Some(file);
         Ok(applied)
     }
@@ -1119,40 +1294,43 @@ impl<S: StoreFiles> StreamLog<S> {
         let chunk = self.config.read_chunk_bytes as u64;
         for (position, segment) in self.segments.iter().enumerate().skip(start) {
             let last = position + 1 == count;
+            // Records end at `segment.end`; whatever follows in the file
+            // (zero padding, or bytes written after a checkpoint this log
+            // was reopened from) is not read as records.
             let disk_end = if last && self.buffer.is_some() {
                 self.buffer_start
             } else {
                 align_up(segment.end as usize, BLOCK_BYTES) as u64
             };
             let mut partial: Vec<u8> = Vec::new();
-            let mut ended = false;
             let mut offset = 0u64;
             let mut current = if disk_end > 0 {
-                Some(
-                    segment
-                        .file
-                        .read(0, chunk.min(disk_end) as usize)
-                        .await
-                        .map_err(StoreError::Io)?,
-                )
+                let request = chunk.min(disk_end) as usize;
+                Some((request, segment.file.read(0, request).await))
             } else {
                 None
             };
-            while let Some(read) = current.take() {
+            while let Some((request, result)) = current.take() {
+                let read = result.map_err(StoreError::Io)?;
                 let bytes = read.as_ref();
-                if bytes.is_empty() {
-                    break;
+                let chunk_start = offset;
+                offset += bytes.len().min(request) as u64;
+                if bytes.len() < request && offset < segment.end.min(disk_end) {
+                    return Err(corrupt(
+                        &segment.name,
+                        offset,
+                        format!(
+                            "file ends at {offset} bytes, its records at {}",
+                            segment.end
+                        ),
+                    ));
                 }
-                offset += bytes.len() as u64;
-                let mut next = (offset < disk_end).then(|| {
-                    Box::pin(
-                        segment
-                            .file
-                            .read(offset, chunk.min(disk_end - offset) as usize),
-                    )
+                let mut next = (bytes.len() == request && offset < disk_end).then(|| {
+                    let request = chunk.min(disk_end - offset) as usize;
+                    (request, Box::pin(segment.file.read(offset, request)))
                 });
                 let mut early = None;
-                if let Some(next) = next.as_mut() {
+                if let Some((_, next)) = next.as_mut() {
                     // Submit the next read, let the reactor send it, then decode
                     // this chunk while it is in flight.
                     early = futures_lite::future::poll_once(next.as_mut()).await;
@@ -1160,25 +1338,25 @@ impl<S: StoreFiles> StreamLog<S> {
                         futures_lite::future::yield_now().await;
                     }
                 }
-                if !ended {
-                    ended = self.process_chunk(
-                        segment,
-                        bytes,
-                        &mut partial,
-                        from,
-                        &mut visit,
-                        &mut visited,
-                    )?;
-                }
-                if let Some(next) = next {
+                let records_bytes =
+                    (segment.end.saturating_sub(chunk_start) as usize).min(bytes.len());
+                self.process_chunk(
+                    segment,
+                    &bytes[..records_bytes],
+                    &mut partial,
+                    from,
+                    &mut visit,
+                    &mut visited,
+                )?;
+                if let Some((request, next)) = next {
                     let result = match early {
                         Some(result) => result,
                         None => next.await,
                     };
-                    current = Some(result.map_err(StoreError::Io)?);
+                    current = Some((request, result));
                 }
             }
-            if last && !ended {
+            if last {
                 if let Some(buffer) = &self.buffer {
                     // The unflushed tail continues the disk bytes read above.
                     let tail = &buffer.bytes()[..(segment.end - self.buffer_start) as usize];
@@ -1192,12 +1370,19 @@ impl<S: StoreFiles> StreamLog<S> {
                     )?;
                 }
             }
+            if !partial.is_empty() {
+                return Err(corrupt(
+                    &segment.name,
+                    segment.end - partial.len() as u64,
+                    "record cut short by the end of the segment's records",
+                ));
+            }
         }
         Ok(visited)
     }
 
-    /// Decodes the records in `bytes`, continuing one split across chunks in
-    /// `partial`; returns true at the end of the segment's records.
+    /// Decodes the records in `bytes` (all below the segment's end),
+    /// continuing one split across chunks in `partial`.
     fn process_chunk(
         &self,
         segment: &Segment<S::File>,
@@ -1206,32 +1391,26 @@ impl<S: StoreFiles> StreamLog<S> {
         from: u64,
         visit: &mut impl FnMut(&StoredView<'_>),
         visited: &mut u64,
-    ) -> Result<bool, StoreError> {
+    ) -> Result<(), StoreError> {
         if !partial.is_empty() {
             let header_missing = 4usize.saturating_sub(partial.len()).min(bytes.len());
             partial.extend_from_slice(&bytes[..header_missing]);
             bytes = &bytes[header_missing..];
             if partial.len() < 4 {
-                return Ok(false);
+                return Ok(());
             }
-            let total = u32::from_le_bytes(partial[0..4].try_into().expect("4 bytes")) as usize;
-            if total == 0 {
-                return Ok(true);
-            }
+            let total = record_size(segment, partial)?;
             let missing = total.saturating_sub(partial.len()).min(bytes.len());
             partial.extend_from_slice(&bytes[..missing]);
             bytes = &bytes[missing..];
             if partial.len() < total {
-                return Ok(false);
+                return Ok(());
             }
             let record = std::mem::take(partial);
             self.visit_one(segment, &record, from, visit, visited)?;
         }
         while bytes.len() >= 4 {
-            let total = u32::from_le_bytes(bytes[0..4].try_into().expect("4 bytes")) as usize;
-            if total == 0 {
-                return Ok(true);
-            }
+            let total = record_size(segment, bytes)?;
             if total > bytes.len() {
                 break;
             }
@@ -1239,7 +1418,7 @@ impl<S: StoreFiles> StreamLog<S> {
             bytes = &bytes[total..];
         }
         partial.extend_from_slice(bytes);
-        Ok(false)
+        Ok(())
     }
 
     fn visit_one(
@@ -1330,25 +1509,23 @@ impl<S: StoreFiles> StreamLog<S> {
             }
         };
         if roll {
+            if self.segments.len() >= SEGMENTS_MAX {
+                return Err(StoreError::TooManySegments { max: SEGMENTS_MAX });
+            }
             self.flush().await?;
-            let name = segment_name(message.sequence);
+            let name = segment_file_name(message.sequence, 0);
             let file = self
                 .files
                 .create(&name)
                 .await
                 .map_err(|error| self.poison(error))?;
+            self.directory_unsynced = true;
             let mut buffer = file.allocate(self.config.write_buffer_bytes);
             buffer.bytes_mut().fill(0);
             self.buffer = Some(buffer);
             self.buffer_start = 0;
-            self.segments.push(Segment {
-                first_sequence: message.sequence,
-                name,
-                file: Rc::new(file),
-                entries: Vec::new(),
-                end: 0,
-                live_bytes: 0,
-            });
+            self.segments
+                .push(Segment::new(message.sequence, 0, Rc::new(file)));
         }
         let room = {
             let last = self.segments.last().expect("a segment to write");
@@ -1381,6 +1558,7 @@ impl<S: StoreFiles> StreamLog<S> {
         });
         last.end += size as u64;
         last.live_bytes += size as u64;
+        last.add_record(message.sequence, sum);
         self.subjects.add(subject, message.sequence);
         self.messages += 1;
         self.bytes += accounted_bytes;
@@ -1478,21 +1656,27 @@ impl<S: StoreFiles> StreamLog<S> {
         Ok(())
     }
 
-    /// Flushes, then makes everything written so far durable: with `sync`
-    /// off, flushes only write, and this syncs each segment written since
-    /// (and the deletes log). What a checkpoint calls.
-    pub async fn sync(&mut self) -> Result<(), StoreError> {
+    /// Flushes, then makes everything written so far durable (with `sync`
+    /// off, flushes only write: this syncs each segment written since, and
+    /// the deletes log; compaction outputs and rewritten deletes logs in
+    /// both modes; the directory entries of files created), and returns
+    /// the manifest of exactly what is now on stable storage. What a
+    /// checkpoint calls: the caller stores the manifest durably, then may
+    /// recycle its journal up to `last_sequence` and calls
+    /// [`StreamLog::checkpointed`].
+    pub async fn sync(&mut self) -> Result<Manifest, StoreError> {
         self.flush().await?;
         self.settle().await?;
-        let unsynced = std::mem::take(&mut self.unsynced_segments);
-        if !unsynced.is_empty() {
-            // Segments created since the last sync need their directory entries.
+        if self.directory_unsynced {
             if let Err(error) = self.files.sync_directory().await {
                 return Err(self.poison(error));
             }
+            self.directory_unsynced = false;
         }
+        let unsynced = std::mem::take(&mut self.unsynced_segments);
         for first_sequence in unsynced {
-            // A segment purged since was removed: nothing to sync.
+            // A segment purged since is retired: no manifest from now on
+            // names it, nothing to sync.
             let Some(segment) = self
                 .segments
                 .iter()
@@ -1511,15 +1695,70 @@ impl<S: StoreFiles> StreamLog<S> {
                 }
             }
         }
+        let manifest = self.manifest();
+        // Paired with the check at open: a manifest this log cannot reopen
+        // must never reach the caller's checkpoint.
+        if let Err(error) = manifest.check() {
+            panic!("sync built an invalid manifest: {error}");
+        }
+        // The manifest just returned names none of the files retired so
+        // far: once the caller stored it, they can go.
+        let retired = std::mem::take(&mut self.retired_since_sync);
+        self.removable_at_checkpoint.extend(retired);
+        Ok(manifest)
+    }
+
+    /// The caller durably stored the manifest the latest [`StreamLog::sync`]
+    /// returned: removes the files retired before that sync (purged and
+    /// compacted segments, rewritten deletes logs), which no manifest from
+    /// then on names. Files retired after it stay until the next sync and
+    /// checkpoint.
+    pub async fn checkpointed(&mut self) -> Result<(), StoreError> {
+        self.check_poisoned()?;
+        if self.removable_at_checkpoint.is_empty() {
+            return Ok(());
+        }
+        while let Some(name) = self.removable_at_checkpoint.pop() {
+            if let Err(error) = self.files.remove(&name).await {
+                return Err(self.poison(error));
+            }
+        }
+        if let Err(error) = self.files.sync_directory().await {
+            return Err(self.poison(error));
+        }
         Ok(())
     }
 
-    /// Keeps `deletes.log` bounded: raises the floor to the first live
-    /// message (durable through the meta file, whole segments below it
-    /// removed), then rewrites the log with only the deletes between the
-    /// floor and the last sequence, atomically (temporary file, sync,
-    /// rename, directory sync). A crash in between leaves either log, both
-    /// valid against the floor.
+    /// What is on disk now, if everything written was synced.
+    fn manifest(&self) -> Manifest {
+        assert!(self.deletes_end % DELETE_ENTRY_BYTES as u64 == 0);
+        assert!(self.segments.len() <= SEGMENTS_MAX);
+        Manifest {
+            floor: self.floor,
+            last_sequence: self.last_sequence,
+            segments: self.segments.iter().map(Segment::extent).collect(),
+            deletes: DeletesExtent {
+                version: self.deletes_version,
+                entries: self.deletes_end / DELETE_ENTRY_BYTES as u64,
+            },
+        }
+    }
+
+    /// Files retired and not removed yet (tests, and operators wondering
+    /// where disk space went between checkpoints).
+    pub fn retired_files(&self) -> impl Iterator<Item = &str> + '_ {
+        self.retired_since_sync
+            .iter()
+            .chain(self.removable_at_checkpoint.iter())
+            .map(String::as_str)
+    }
+
+    /// Keeps the deletes log bounded: raises the floor to the first live
+    /// message (whole segments below it retired), then writes the deletes
+    /// between the floor and the last sequence into the next version of
+    /// the log, a new file. The old one is retired: the stored manifest
+    /// names it (with the old floor) until the next checkpoint, and a
+    /// reopen from that manifest finds it intact.
     async fn rewrite_deletes(&mut self) -> Result<(), StoreError> {
         let first_live = self
             .first_live()
@@ -1530,12 +1769,17 @@ impl<S: StoreFiles> StreamLog<S> {
         for sequence in &interior {
             bytes.extend_from_slice(&delete_entry(*sequence));
         }
-        let temporary = format!("{DELETES_FILE}{COMPACT_SUFFIX}");
+        let version = self
+            .deletes_version
+            .checked_add(1)
+            .expect("fewer than 2^32 rewrites of one deletes log");
+        let name = deletes_file_name(version);
         let file = self
             .files
-            .create(&temporary)
+            .create(&name)
             .await
             .map_err(|error| self.poison(error))?;
+        self.directory_unsynced = true;
         if !bytes.is_empty() {
             let mut buffer = file.allocate(align_up(bytes.len(), BLOCK_BYTES));
             buffer.bytes_mut().fill(0);
@@ -1544,24 +1788,13 @@ impl<S: StoreFiles> StreamLog<S> {
                 .await
                 .map_err(|error| self.poison(error))?;
         }
-        file.sync().await.map_err(|error| self.poison(error))?;
-        self.files
-            .rename(&temporary, DELETES_FILE)
-            .await
-            .map_err(|error| self.poison(error))?;
-        self.files
-            .sync_directory()
-            .await
-            .map_err(|error| self.poison(error))?;
-        let reopened = self
-            .files
-            .open(DELETES_FILE)
-            .await
-            .map_err(|error| self.poison(error))?;
-        self.deletes = Some(reopened);
+        self.retired_since_sync
+            .push(deletes_file_name(self.deletes_version));
+        self.deletes = Some(file);
+        self.deletes_version = version;
+        self.deletes_unsynced = true;
         self.deletes_end = bytes.len() as u64;
         self.deletes_rewrite_bytes = 2 * self.deletes_end;
-        self.deletes_max_sequence = interior.last().copied().unwrap_or(0);
         Ok(())
     }
 
@@ -1643,24 +1876,6 @@ impl<S: StoreFiles> StreamLog<S> {
             .map(|entry| &self.subjects.names[entry.subject as usize][..])
     }
 
-    /// Starts an empty log at `sequence` (the next append must be at least
-    /// that): the floor moves there, durably.
-    pub async fn start_at(&mut self, sequence: u64) -> Result<(), StoreError> {
-        self.settle().await?;
-        assert!(sequence >= 1);
-        assert!(
-            self.messages == 0 && self.last_sequence < sequence,
-            "start_at on a log that holds messages"
-        );
-        self.floor = sequence;
-        self.drop_read_ahead();
-        self.last_sequence = sequence - 1;
-        self.durable_sequence = self.last_sequence;
-        write_meta(&self.files, self.floor)
-            .await
-            .map_err(|error| self.poison(error))
-    }
-
     async fn flush_deletes(&mut self) -> Result<(), StoreError> {
         if self.deletes_pending.is_empty() {
             return Ok(());
@@ -1674,7 +1889,14 @@ impl<S: StoreFiles> StreamLog<S> {
                 .read(start, BLOCK_BYTES)
                 .await
                 .map_err(StoreError::Io)?;
-            bytes.extend_from_slice(&read.as_ref()[..carried]);
+            let Some(kept) = read.as_ref().get(..carried) else {
+                return Err(corrupt(
+                    file.name(),
+                    start + read.as_ref().len() as u64,
+                    format!("truncated below its {} bytes of entries", self.deletes_end),
+                ));
+            };
+            bytes.extend_from_slice(kept);
         }
         bytes.extend_from_slice(&self.deletes_pending);
         let length = align_up(bytes.len(), BLOCK_BYTES);
@@ -1704,7 +1926,6 @@ impl<S: StoreFiles> StreamLog<S> {
         }
         self.deletes_pending
             .extend_from_slice(&delete_entry(sequence));
-        self.deletes_max_sequence = self.deletes_max_sequence.max(sequence);
         true
     }
 
@@ -1772,8 +1993,10 @@ impl<S: StoreFiles> StreamLog<S> {
         None
     }
 
-    /// Removes every message below `sequence` (purge from the head):
-    /// durable at once through the meta file; whole segments are deleted.
+    /// Removes every message below `sequence` (purge from the head), in
+    /// memory: the caller's journal holds the purge until the next
+    /// checkpoint, whose manifest records the floor. Whole segments below
+    /// the floor are retired (never the one being written).
     pub async fn purge_below(&mut self, sequence: u64) -> Result<u64, StoreError> {
         self.settle().await?;
         let sequence = sequence.min(self.last_sequence + 1);
@@ -1789,22 +2012,15 @@ impl<S: StoreFiles> StreamLog<S> {
             cursor += 1;
         }
         self.floor = sequence;
-        write_meta(&self.files, self.floor)
-            .await
-            .map_err(|error| self.poison(error))?;
-        // Whole segments below the floor go (never the one being written).
         while self.segments.len() > 1 && self.segments[1].first_sequence <= self.floor {
             let segment = self.segments.remove(0);
+            assert_eq!(
+                segment.live_bytes, 0,
+                "a retired segment holds no live message"
+            );
             self.drop_read_ahead();
-            self.files
-                .remove(&segment.name)
-                .await
-                .map_err(|error| self.poison(error))?;
+            self.retired_since_sync.push(segment.name);
         }
-        self.files
-            .sync_directory()
-            .await
-            .map_err(|error| self.poison(error))?;
         Ok(removed)
     }
 
@@ -1854,11 +2070,18 @@ impl<S: StoreFiles> StreamLog<S> {
         Ok(reclaimed)
     }
 
+    /// Writes the live records of sealed segment `index` into the
+    /// segment's next version, a new file; the old file is retired (the
+    /// stored manifest names it until the next checkpoint). The new file
+    /// is synced by the next [`StreamLog::sync`], before any manifest
+    /// names it.
     async fn compact_segment(&mut self, index: usize) -> Result<u64, StoreError> {
-        let name = self.segments[index].name.clone();
-        let temporary = format!("{name}{COMPACT_SUFFIX}");
-        let mut live: Vec<(usize, Vec<u8>)> = Vec::new();
-        {
+        assert!(
+            index + 1 < self.segments.len(),
+            "never the segment being written"
+        );
+        let mut live: Vec<(usize, Vec<u8>, u32)> = Vec::new();
+        let (first_sequence, version) = {
             let segment = &self.segments[index];
             for (position, entry) in segment.entries.iter().enumerate() {
                 if !entry.live {
@@ -1867,7 +2090,7 @@ impl<S: StoreFiles> StreamLog<S> {
                 let sequence = segment.first_sequence + position as u64;
                 let message = self.get(sequence).await?.expect("live entries can be read");
                 let mut bytes = vec![0u8; entry.bytes as usize];
-                record::encode(
+                let sum = record::encode(
                     &NewMessage {
                         sequence,
                         timestamp_ns: message.timestamp_ns,
@@ -1877,56 +2100,85 @@ impl<S: StoreFiles> StreamLog<S> {
                     },
                     &mut bytes,
                 );
-                live.push((position, bytes));
+                // The same message encodes to the same record.
+                assert_eq!(sum, entry.checksum);
+                live.push((position, bytes, sum));
             }
-        }
-        let total: usize = live.iter().map(|(_, bytes)| bytes.len()).sum();
+            let version = segment
+                .version
+                .checked_add(1)
+                .expect("fewer than 2^32 compactions of one segment");
+            (segment.first_sequence, version)
+        };
+        let total: usize = live.iter().map(|(_, bytes, _)| bytes.len()).sum();
+        let name = segment_file_name(first_sequence, version);
         let file = self
             .files
-            .create(&temporary)
+            .create(&name)
             .await
             .map_err(|error| self.poison(error))?;
+        self.directory_unsynced = true;
         let mut buffer = file.allocate(align_up(total.max(1), BLOCK_BYTES));
         buffer.bytes_mut().fill(0);
+        let mut compacted = Segment::new(first_sequence, version, Rc::new(file));
         let mut offsets = Vec::with_capacity(live.len());
         let mut at = 0;
-        for (position, bytes) in &live {
+        for (position, bytes, sum) in &live {
             buffer.bytes_mut()[at..at + bytes.len()].copy_from_slice(bytes);
             offsets.push((*position, at as u32));
+            compacted.add_record(first_sequence + *position as u64, *sum);
             at += bytes.len();
         }
-        file.write(0, buffer)
+        compacted
+            .file
+            .write(0, buffer)
             .await
             .map_err(|error| self.poison(error))?;
-        file.sync().await.map_err(|error| self.poison(error))?;
-        self.files
-            .rename(&temporary, &name)
-            .await
-            .map_err(|error| self.poison(error))?;
-        self.files
-            .sync_directory()
-            .await
-            .map_err(|error| self.poison(error))?;
-        let reopened = self
-            .files
-            .open(&name)
-            .await
-            .map_err(|error| self.poison(error))?;
+        if !self.unsynced_segments.contains(&first_sequence) {
+            self.unsynced_segments.push(first_sequence);
+        }
         let segment = &mut self.segments[index];
         let reclaimed = segment.end - total as u64;
-        for entry in segment.entries.iter_mut() {
+        compacted.entries = std::mem::take(&mut segment.entries);
+        for entry in compacted.entries.iter_mut() {
             if !entry.live {
                 *entry = ABSENT;
             }
         }
         for (position, offset) in offsets {
-            segment.entries[position].offset = offset;
+            compacted.entries[position].offset = offset;
         }
-        segment.end = total as u64;
-        segment.file = Rc::new(reopened);
+        compacted.end = total as u64;
+        compacted.live_bytes = total as u64;
+        assert_eq!(compacted.live_bytes, segment.live_bytes);
+        let retired = std::mem::replace(segment, compacted);
+        self.retired_since_sync.push(retired.name);
         self.drop_read_ahead();
         Ok(reclaimed)
     }
+}
+
+/// The size field of the record starting `bytes` (at least 4 of them):
+/// below the segment's end a record is always there, so a size that cannot
+/// be one (zero, shorter than a header) is corruption.
+fn record_size<F>(segment: &Segment<F>, bytes: &[u8]) -> Result<usize, StoreError> {
+    let total = u32::from_le_bytes(bytes[0..4].try_into().expect("4 bytes")) as usize;
+    if total < record::RECORD_HEADER_BYTES {
+        return Err(corrupt(
+            &segment.name,
+            0,
+            format!("record size {total} during replay"),
+        ));
+    }
+    Ok(total)
+}
+
+/// The sequence a delete entry names, if it verifies.
+fn decode_delete_entry(entry: &[u8]) -> Option<u64> {
+    let sequence = u64::from_le_bytes(entry[0..8].try_into().expect("8 bytes"));
+    let sum = u32::from_le_bytes(entry[8..12].try_into().expect("4 bytes"));
+    let magic = u32::from_le_bytes(entry[12..16].try_into().expect("4 bytes"));
+    (magic == DELETE_MAGIC && sum == checksum(&entry[0..8])).then_some(sequence)
 }
 
 fn delete_entry(sequence: u64) -> [u8; DELETE_ENTRY_BYTES] {
@@ -1952,37 +2204,6 @@ impl StoredView<'_> {
             payload: self.payload.to_vec(),
         }
     }
-}
-
-async fn read_meta<S: StoreFiles>(files: &S) -> Result<u64, StoreError> {
-    let file = files.open(META_FILE).await.map_err(StoreError::Io)?;
-    let read = file.read(0, BLOCK_BYTES).await.map_err(StoreError::Io)?;
-    let bytes = read.as_ref();
-    if bytes.len() < 24 || &bytes[0..8] != META_MAGIC {
-        return Err(corrupt(META_FILE, 0, "bad magic"));
-    }
-    let floor = u64::from_le_bytes(bytes[8..16].try_into().expect("8 bytes"));
-    let stored = u32::from_le_bytes(bytes[16..20].try_into().expect("4 bytes"));
-    if stored != checksum(&bytes[0..16]) || floor == 0 {
-        return Err(corrupt(META_FILE, 0, "checksum mismatch"));
-    }
-    Ok(floor)
-}
-
-/// Writes the meta file atomically: a temporary file, synced, renamed over.
-async fn write_meta<S: StoreFiles>(files: &S, floor: u64) -> Result<(), DeviceError> {
-    let file = files.create(META_TEMPORARY).await?;
-    let mut buffer = file.allocate(BLOCK_BYTES);
-    let bytes = buffer.bytes_mut();
-    bytes.fill(0);
-    bytes[0..8].copy_from_slice(META_MAGIC);
-    bytes[8..16].copy_from_slice(&floor.to_le_bytes());
-    let sum = checksum(&bytes[0..16]);
-    bytes[16..20].copy_from_slice(&sum.to_le_bytes());
-    file.write(0, buffer).await?;
-    file.sync().await?;
-    files.rename(META_TEMPORARY, META_FILE).await?;
-    files.sync_directory().await
 }
 
 #[cfg(test)]

@@ -56,8 +56,28 @@ fn append(
     }
 }
 
+/// A new, empty log.
 fn open(files: MemoryFiles, config: StreamConfig) -> StreamLog<MemoryFiles> {
-    block_on(StreamLog::open(files, config)).expect("opens").0
+    reopen(files, config, &Manifest::new(1))
+}
+
+fn reopen(files: MemoryFiles, config: StreamConfig, manifest: &Manifest) -> StreamLog<MemoryFiles> {
+    block_on(StreamLog::open(files, config, manifest))
+        .expect("opens")
+        .0
+}
+
+/// A checkpoint: what the caller stores.
+fn sync(log: &mut StreamLog<MemoryFiles>) -> Manifest {
+    block_on(log.sync()).expect("syncs")
+}
+
+fn segment_names(files: &MemoryFiles) -> Vec<String> {
+    files
+        .names()
+        .into_iter()
+        .filter(|name| name.ends_with(".blk"))
+        .collect()
 }
 
 #[test]
@@ -87,17 +107,12 @@ fn messages_round_trip_across_segments_and_reopen() {
             "sequence {sequence}"
         );
     }
-    block_on(log.flush()).unwrap();
+    let manifest = sync(&mut log);
     assert_eq!(log.durable_sequence(), 200);
-    assert!(
-        files
-            .names()
-            .iter()
-            .filter(|name| name.ends_with(".blk"))
-            .count()
-            > 3
-    );
-    let log = open(files.crash(1), small());
+    assert_eq!(manifest.last_sequence, 200);
+    assert!(segment_names(&files).len() > 3);
+    assert_eq!(manifest.segments.len(), segment_names(&files).len());
+    let log = reopen(files.crash(1), small(), &manifest);
     for (&sequence, expected) in &written {
         assert_eq!(
             block_on(log.get(sequence)).unwrap().as_ref(),
@@ -184,13 +199,9 @@ fn deletes_and_purges_survive_reopen() {
         18,
         "1..=19 minus deleted 5"
     );
-    block_on(log.flush()).unwrap();
-    let segments_before = files
-        .names()
-        .iter()
-        .filter(|name| name.ends_with(".blk"))
-        .count();
-    let log = open(files.crash(2), small());
+    let manifest = sync(&mut log);
+    let segments_before = segment_names(&files).len();
+    let log = reopen(files.crash(2), small(), &manifest);
     let state = log.state();
     assert_eq!(
         (state.first_sequence, state.last_sequence, state.messages),
@@ -255,29 +266,31 @@ fn compaction_rewrites_mostly_deleted_segments() {
             written.remove(&sequence);
         }
     }
-    block_on(log.flush()).unwrap();
-    let before: usize = files
-        .names()
-        .iter()
-        .filter(|n| n.ends_with(".blk"))
-        .map(|n| files.contents(n).len())
-        .sum();
+    sync(&mut log);
+    block_on(log.checkpointed()).unwrap();
+    let stored_bytes = |files: &MemoryFiles| -> usize {
+        segment_names(files)
+            .iter()
+            .map(|name| files.contents(name).len())
+            .sum()
+    };
+    let before = stored_bytes(&files);
     let reclaimed = block_on(log.compact()).unwrap();
     assert!(reclaimed > 0);
-    let after: usize = files
-        .names()
-        .iter()
-        .filter(|n| n.ends_with(".blk"))
-        .map(|n| files.contents(n).len())
-        .sum();
+    // The replaced files stay until a manifest without them is stored.
+    assert!(stored_bytes(&files) > before);
+    let manifest = sync(&mut log);
+    block_on(log.checkpointed()).unwrap();
+    let after = stored_bytes(&files);
     assert!(after < before, "{after} < {before}");
+    assert!(log.retired_files().next().is_none());
     for (&sequence, expected) in &written {
         assert_eq!(
             block_on(log.get(sequence)).unwrap().as_ref(),
             Some(expected)
         );
     }
-    let log = open(files.crash(3), small());
+    let log = reopen(files.crash(3), small(), &manifest);
     for (&sequence, expected) in &written {
         assert_eq!(
             block_on(log.get(sequence)).unwrap().as_ref(),
@@ -301,12 +314,8 @@ fn a_flipped_bit_is_never_returned_as_data() {
     for sequence in 1..=40 {
         append(&mut log, sequence, "b", 300);
     }
-    block_on(log.flush()).unwrap();
-    let name = files
-        .names()
-        .into_iter()
-        .find(|name| name.ends_with(".blk"))
-        .unwrap();
+    let manifest = sync(&mut log);
+    let name = segment_names(&files).remove(0);
     files.flip_bit(&name, 400, 4000, 9);
     let mut errors = 0;
     for sequence in 1..=40 {
@@ -318,9 +327,9 @@ fn a_flipped_bit_is_never_returned_as_data() {
         }
     }
     assert_eq!(errors, 1, "exactly the damaged record is refused");
-    // Opening finds the damage before the tail and refuses.
+    // Opening finds the damage inside the checkpointed extent and refuses.
     assert!(matches!(
-        block_on(StreamLog::open(files.crash(4), small())),
+        block_on(StreamLog::open(files.crash(4), small(), &manifest)),
         Err(StoreError::Corrupt { .. })
     ));
 }
@@ -350,11 +359,7 @@ fn a_misdirected_record_is_caught_by_the_index() {
         append(&mut log, sequence, "m", 1000);
     }
     block_on(log.flush()).unwrap();
-    let name = files
-        .names()
-        .into_iter()
-        .find(|name| name.ends_with(".blk"))
-        .unwrap();
+    let name = segment_names(&files).remove(0);
     let contents = files.contents(&name);
     // Equal-size records: copy record 2 over record 5 (a write that landed
     // in the wrong place). Each checks out alone; the index must object.
@@ -370,9 +375,12 @@ fn a_misdirected_record_is_caught_by_the_index() {
     assert!(block_on(log.get(2)).unwrap().is_some());
 }
 
-/// Crash property: random appends, deletes, flushes, purges; the process dies
-/// at a random write; after reopening, every message that was flushed (and
-/// not deleted by a flushed delete or purge) is there, identical.
+/// Crash property: random appends, deletes, purges, compactions, flushes
+/// and checkpoints (sync, the manifest stored, sometimes `checkpointed`);
+/// the process dies at a random write; reopening from the last stored
+/// manifest gives exactly the state of that checkpoint: every message then
+/// live is there, identical, and nothing else (what came after is the
+/// journal's to replay).
 fn crash_property(seed: u64) -> u64 {
     let mut verified = 0;
     let mut random = Random::new(seed);
@@ -384,28 +392,31 @@ fn crash_property(seed: u64) -> u64 {
         sync: true,
         read_chunk_bytes: 8 * 1024,
         compact_deleted_ratio: 0.5,
-        // Small: the crash property also covers the deletes-log rewrite.
-        deletes_log_bytes_max: 4096,
+        // Small: the crash property also covers the deletes-log rewrite
+        // (a few entries: rewritten at almost every flush with deletes).
+        deletes_log_bytes_max: if random.below(2) == 0 { 64 } else { 4096 },
         ..StreamConfig::default()
     };
     let mut files = MemoryFiles::new();
-    // Latest content appended under each sequence (lost appends get reused).
-    let mut appended: BTreeMap<u64, StoredMessage> = BTreeMap::new();
-    let mut model: BTreeMap<u64, StoredMessage>;
+    // What the caller stored at its last checkpoint, and the log then.
+    let mut stored = Manifest::new(1);
     let mut durable_model: BTreeMap<u64, StoredMessage> = BTreeMap::new();
-    // Deleted since the last successful flush: an interrupted flush may or
-    // may not have persisted these deletes.
-    let mut maybe_deleted: std::collections::BTreeSet<u64> = std::collections::BTreeSet::new();
-    let mut next_sequence;
+    let mut durable_state: Option<StreamState> = None;
     for cycle in 0..3 {
-        let (mut log, _) = block_on(StreamLog::open(files.clone(), config.clone()))
+        let (mut log, _) = block_on(StreamLog::open(files.clone(), config.clone(), &stored))
             .unwrap_or_else(|error| panic!("seed {seed} cycle {cycle}: {error}"));
+        let mut present = BTreeMap::new();
+        block_on(log.replay(1, |view| {
+            present.insert(view.sequence, view.to_message());
+        }))
+        .unwrap_or_else(|error| panic!("seed {seed} cycle {cycle}: {error}"));
+        assert_eq!(present, durable_model, "seed {seed} cycle {cycle}");
+        if let Some(state) = durable_state {
+            assert_eq!(log.state(), state, "seed {seed} cycle {cycle}");
+        }
         for (sequence, expected) in &durable_model {
             let found =
                 block_on(log.get(*sequence)).unwrap_or_else(|error| panic!("seed {seed}: {error}"));
-            if found.is_none() && maybe_deleted.contains(sequence) {
-                continue;
-            }
             assert_eq!(
                 found.as_ref(),
                 Some(expected),
@@ -413,27 +424,11 @@ fn crash_property(seed: u64) -> u64 {
             );
             verified += 1;
         }
-        maybe_deleted.clear();
-        // Anything present is exactly something that was appended (a delete
-        // that was not flushed may be undone; nothing is ever invented).
-        let mut present = BTreeMap::new();
-        block_on(log.replay(1, |view| {
-            let message = &view.to_message();
-            assert_eq!(
-                appended.get(&message.sequence),
-                Some(message),
-                "seed {seed}: replay returned an unknown message"
-            );
-            present.insert(message.sequence, message.clone());
-        }))
-        .unwrap();
-        appended.retain(|sequence, _| *sequence <= log.last_sequence());
-        model = present;
-        durable_model = model.clone();
-        next_sequence = log.last_sequence() + 1;
+        let mut model = durable_model.clone();
+        let mut next_sequence = log.last_sequence() + 1;
         files.die_after_writes(1 + random.below(15));
         loop {
-            let outcome: Result<(), StoreError> = match random.below(10) {
+            let outcome: Result<(), StoreError> = match random.below(12) {
                 0..=5 => {
                     let subject = format!("s.{}", random.below(4));
                     let payload_bytes = random.below(1500) as usize;
@@ -454,7 +449,6 @@ fn crash_property(seed: u64) -> u64 {
                             headers,
                             payload,
                         };
-                        appended.insert(next_sequence, stored.clone());
                         model.insert(next_sequence, stored);
                         next_sequence += 1;
                     }
@@ -465,9 +459,8 @@ fn crash_property(seed: u64) -> u64 {
                         .keys()
                         .nth(random.below(model.len().max(1) as u64) as usize)
                     {
-                        log.delete(sequence);
+                        assert!(log.delete(sequence));
                         model.remove(&sequence);
-                        maybe_deleted.insert(sequence);
                     }
                     Ok(())
                 }
@@ -476,18 +469,26 @@ fn crash_property(seed: u64) -> u64 {
                     let result = block_on(log.purge_below(below));
                     if result.is_ok() {
                         model.retain(|sequence, _| *sequence >= below);
-                        durable_model.retain(|sequence, _| *sequence >= below);
                     }
                     result.map(|_| ())
                 }
-                _ => {
-                    let result = block_on(log.flush());
-                    if result.is_ok() {
+                8 => block_on(log.compact()).map(|_| ()),
+                9 => block_on(log.flush()),
+                _ => match block_on(log.sync()) {
+                    Ok(manifest) => {
+                        // Stored durably by the caller (round trip through
+                        // its encoding), then the retired files may go.
+                        stored = Manifest::decode(&manifest.encode()).unwrap();
                         durable_model = model.clone();
-                        maybe_deleted.clear();
+                        durable_state = Some(log.state());
+                        if random.below(2) == 0 {
+                            block_on(log.checkpointed())
+                        } else {
+                            Ok(())
+                        }
                     }
-                    result
-                }
+                    Err(error) => Err(error),
+                },
             };
             if outcome.is_err() {
                 assert!(files.is_dead(), "seed {seed}: unexpected error {outcome:?}");
@@ -500,7 +501,7 @@ fn crash_property(seed: u64) -> u64 {
 }
 
 #[test]
-fn flushed_messages_survive_crashes() {
+fn a_checkpoint_survives_crashes_exactly() {
     let seeds: u64 = std::env::var("TERN_STORE_SEEDS")
         .ok()
         .and_then(|v| v.parse().ok())
@@ -526,8 +527,7 @@ fn append_simple(log: &mut StreamLog<MemoryFiles>, sequence: u64, subject: &str,
 
 #[test]
 fn lookups_by_subject_time_and_gaps() {
-    let files = MemoryFiles::new();
-    let (mut log, _) = block_on(StreamLog::open(files, small())).unwrap();
+    let mut log = open(MemoryFiles::new(), small());
     for sequence in 1..=6 {
         let subject = if sequence % 2 == 0 { "a.even" } else { "b.odd" };
         append_simple(&mut log, sequence, subject, sequence * 100);
@@ -564,7 +564,7 @@ fn message_bytes_follow_the_configured_accounting() {
         message_bytes: nats_file,
         ..small()
     };
-    let (mut log, _) = block_on(StreamLog::open(MemoryFiles::new(), config)).unwrap();
+    let mut log = open(MemoryFiles::new(), config);
     append_simple(&mut log, 1, "t1.c", 1);
     assert_eq!(log.state().bytes, 30 + 4 + 7);
     assert!(log.delete(1));
@@ -578,7 +578,7 @@ fn the_deletes_log_is_rewritten_when_it_grows_and_survives_reopening() {
         ..small()
     };
     let files = MemoryFiles::new();
-    let (mut log, _) = block_on(StreamLog::open(files.clone(), config.clone())).unwrap();
+    let mut log = open(files.clone(), config.clone());
     // 600 messages, delete all but every 50th: > 4096 bytes of delete entries.
     for sequence in 1..=600 {
         append_simple(&mut log, sequence, "s", sequence);
@@ -591,19 +591,33 @@ fn the_deletes_log_is_rewritten_when_it_grows_and_survives_reopening() {
             block_on(log.flush()).unwrap();
         }
     }
-    block_on(log.flush()).unwrap();
+    let manifest = sync(&mut log);
     let before = log.state();
     assert_eq!(before.messages, 12);
     assert_eq!(before.first_sequence, 50);
-    // Rewritten: only the deletes between the first live message and the
-    // last sequence are left (those below 50 went with the floor).
+    // Rewritten (into new versions of the log): only the deletes between
+    // the first live message and the last sequence are left (those below
+    // 50 went with the floor).
+    assert!(manifest.deletes.version > 0);
+    assert_eq!(manifest.floor, 50);
     let interior = 600 - 50 + 1 - 12;
+    assert_eq!(manifest.deletes.entries, interior as u64);
+    let current = manifest.deletes.file_name();
     assert_eq!(
-        files.contents("deletes.log").len(),
+        files.contents(&current).len(),
         (interior * 16usize).div_ceil(4096) * 4096
     );
+    // The replaced versions stay until the caller stored this manifest.
+    assert!(files.names().contains(&"deletes.log".to_string()));
+    block_on(log.checkpointed()).unwrap();
+    let deletes_logs: Vec<String> = files
+        .names()
+        .into_iter()
+        .filter(|name| name.starts_with("deletes"))
+        .collect();
+    assert_eq!(deletes_logs, vec![current]);
     drop(log);
-    let (reopened, _) = block_on(StreamLog::open(files, config)).unwrap();
+    let reopened = reopen(files, config, &manifest);
     assert_eq!(reopened.state(), before);
     assert_eq!(
         reopened.deleted_sequences(usize::MAX).len() as u64,
@@ -901,7 +915,7 @@ fn without_sync_flushes_write_behind_and_sync_makes_them_durable() {
             ..small()
         };
         let files = MemoryFiles::new();
-        let (mut log, _) = StreamLog::open(files.clone(), config.clone())
+        let (mut log, _) = StreamLog::open(files.clone(), config.clone(), &Manifest::new(1))
             .await
             .unwrap();
         for sequence in 1..=40u64 {
@@ -926,7 +940,8 @@ fn without_sync_flushes_write_behind_and_sync_makes_them_durable() {
             assert_eq!(message.payload, sequence.to_le_bytes());
         }
         assert!(log.delete(5));
-        log.sync().await.unwrap();
+        let manifest = log.sync().await.unwrap();
+        assert_eq!((manifest.last_sequence, manifest.deletes.entries), (40, 1));
         for sequence in 41..=60u64 {
             log.append(NewMessage {
                 sequence,
@@ -942,10 +957,14 @@ fn without_sync_flushes_write_behind_and_sync_makes_them_durable() {
         let mut replayed = 0;
         log.replay(1, |_| replayed += 1).await.unwrap();
         assert_eq!(replayed, 59);
-        // A crash loses what was written but not synced, never what was synced.
-        let (reopened, _) = StreamLog::open(files.crash(7), config).await.unwrap();
+        // A crash loses what was written but not synced, never what was
+        // synced; what was written after the checkpoint is not trusted even
+        // where it survived (the journal replays it).
+        let (reopened, _) = StreamLog::open(files.crash(7), config, &manifest)
+            .await
+            .unwrap();
         let state = reopened.state();
-        assert!(state.last_sequence >= 40, "{state:?}");
+        assert_eq!((state.last_sequence, state.messages), (40, 39), "{state:?}");
         assert_eq!(reopened.get(5).await.unwrap(), None, "the synced delete");
         for sequence in (1..=40).filter(|&sequence| sequence != 5) {
             assert!(
@@ -963,13 +982,13 @@ fn a_sequence_gap_starts_a_segment_instead_of_a_huge_index() {
     let first = append(&mut log, 1, "gap.a", 10);
     let far = 1 << 40;
     let last = append(&mut log, far, "gap.b", 10);
-    block_on(log.flush()).unwrap();
+    let manifest = sync(&mut log);
     assert_eq!(log.segments.len(), 2, "the far sequence opened a segment");
     assert!(log
         .segments
         .iter()
         .all(|segment| segment.entries.len() <= 2));
-    let log = open(files.crash(1), small());
+    let log = reopen(files.crash(1), small(), &manifest);
     assert_eq!(block_on(log.get(1)).unwrap(), Some(first));
     assert_eq!(block_on(log.get(far)).unwrap(), Some(last));
     assert_eq!(block_on(log.get(far - 1)).unwrap(), None);
@@ -987,7 +1006,7 @@ fn a_record_beyond_its_segment_span_is_corruption_not_an_allocation() {
     let mut image = vec![0u8; crate::format::BLOCK_BYTES];
     let (subject, headers, payload) = message(1, "span", 8);
     let size = record::stored_bytes(subject.len(), headers.len(), payload.len());
-    record::encode(
+    let sum = record::encode(
         &NewMessage {
             sequence: 1 + SEGMENT_SEQUENCES_MAX,
             timestamp_ns: 1,
@@ -999,11 +1018,680 @@ fn a_record_beyond_its_segment_span_is_corruption_not_an_allocation() {
     );
     block_on(file.write(0, crate::device::HeapBuffer(image))).unwrap();
     block_on(file.sync()).unwrap();
-    match block_on(StreamLog::open(files, small())) {
+    // A manifest that is itself valid (its last record within the span).
+    let manifest = Manifest {
+        floor: 1,
+        last_sequence: 1,
+        segments: vec![SegmentExtent {
+            first_sequence: 1,
+            version: 0,
+            bytes: size as u64,
+            records: 1,
+            last_record_sequence: 1,
+            digest: digest_append(DIGEST_EMPTY, sum),
+        }],
+        deletes: DeletesExtent::default(),
+    };
+    match block_on(StreamLog::open(files, small(), &manifest)) {
         Err(StoreError::Corrupt { reason, .. }) => {
             assert!(reason.contains("beyond the segment"), "{reason}")
         }
         Err(other) => panic!("expected corruption, got {other:?}"),
         Ok(_) => panic!("expected corruption, the log opened"),
     }
+}
+
+// ----- the manifest: what a reopen trusts ----------------------------------
+
+/// Where each record lies: sequence -> (file, offset, bytes).
+type Layout = BTreeMap<u64, (String, u64, u64)>;
+
+fn layout(log: &StreamLog<MemoryFiles>) -> Layout {
+    let mut records = BTreeMap::new();
+    for segment in &log.segments {
+        for (index, entry) in segment.entries.iter().enumerate() {
+            if entry.bytes > 0 {
+                records.insert(
+                    segment.first_sequence + index as u64,
+                    (
+                        segment.name.clone(),
+                        u64::from(entry.offset),
+                        u64::from(entry.bytes),
+                    ),
+                );
+            }
+        }
+    }
+    records
+}
+
+/// A log checkpointed at sequence 90 (5 and 10 deleted), then 91..=120
+/// appended and 95 deleted after the checkpoint and flushed: the last
+/// segment the manifest names continues past its extent and a segment the
+/// manifest does not name exists.
+struct Checkpointed {
+    files: MemoryFiles,
+    manifest: Manifest,
+    written: BTreeMap<u64, StoredMessage>,
+    layout: Layout,
+}
+
+fn checkpointed_with_tail() -> Checkpointed {
+    let files = MemoryFiles::new();
+    let mut log = open(files.clone(), small());
+    let mut written = BTreeMap::new();
+    for sequence in 1..=90 {
+        written.insert(sequence, append(&mut log, sequence, "i", 300));
+    }
+    assert!(log.delete(5) && log.delete(10));
+    let manifest = sync(&mut log);
+    for sequence in 91..=120 {
+        written.insert(sequence, append(&mut log, sequence, "i", 300));
+    }
+    assert!(log.delete(95));
+    block_on(log.flush()).unwrap();
+    let layout = layout(&log);
+    let last = manifest.segments.last().unwrap();
+    let tail_in_last = layout
+        .values()
+        .any(|(name, offset, _)| *name == last.file_name() && *offset >= last.bytes);
+    assert!(
+        tail_in_last,
+        "records after the checkpoint in its last segment"
+    );
+    assert!(segment_names(&files).len() > manifest.segments.len());
+    assert_eq!(manifest.deletes.entries, 2);
+    Checkpointed {
+        files,
+        manifest,
+        written,
+        layout,
+    }
+}
+
+fn flip_byte(files: &MemoryFiles, name: &str, offset: u64) {
+    let byte = files.contents(name)[offset as usize] ^ 0x10;
+    files.overwrite(name, offset, &[byte]);
+}
+
+/// Opens and expects corruption: `(file, offset, reason)`.
+fn corruption(files: MemoryFiles, manifest: &Manifest) -> (String, u64, String) {
+    match block_on(StreamLog::open(files, small(), manifest)) {
+        Err(StoreError::Corrupt {
+            file,
+            offset,
+            reason,
+        }) => (file, offset, reason),
+        Err(other) => panic!("expected corruption, got {other}"),
+        Ok(_) => panic!("expected corruption, the log opened"),
+    }
+}
+
+/// The live messages and state of a log, for comparing two opens.
+fn contents_of(log: &StreamLog<MemoryFiles>) -> (StreamState, Vec<StoredMessage>) {
+    let mut messages = Vec::new();
+    block_on(log.replay(1, |view| messages.push(view.to_message()))).unwrap();
+    for message in &messages {
+        assert_eq!(
+            block_on(log.get(message.sequence)).unwrap().as_ref(),
+            Some(message)
+        );
+    }
+    (log.state(), messages)
+}
+
+/// Opened from the checkpoint: exactly what it held (90 messages, 5 and
+/// 10 deleted), nothing written after it.
+fn assert_checkpoint_state(log: &StreamLog<MemoryFiles>, written: &BTreeMap<u64, StoredMessage>) {
+    let state = log.state();
+    assert_eq!(
+        (state.first_sequence, state.last_sequence, state.messages),
+        (1, 90, 88)
+    );
+    for sequence in 1..=90 {
+        let expected = (sequence != 5 && sequence != 10).then(|| written[&sequence].clone());
+        assert_eq!(block_on(log.get(sequence)).unwrap(), expected, "{sequence}");
+    }
+    assert_eq!(block_on(log.get(91)).unwrap(), None);
+}
+
+#[test]
+fn a_segment_the_manifest_names_missing_fails_open_and_nothing_is_removed() {
+    let case = checkpointed_with_tail();
+    for extent in &case.manifest.segments {
+        let files = case.files.crash(1);
+        let name = extent.file_name();
+        block_on(files.remove(&name)).unwrap();
+        let before = files.names();
+        let (file, offset, reason) = corruption(files.clone(), &case.manifest);
+        assert_eq!((file.as_str(), offset), (name.as_str(), 0));
+        let range = format!(
+            "{}..={}",
+            extent.first_sequence, extent.last_record_sequence
+        );
+        assert!(
+            reason.contains("missing") && reason.contains(&range),
+            "{reason}"
+        );
+        assert_eq!(files.names(), before, "nothing removed");
+    }
+}
+
+#[test]
+fn a_segment_truncated_inside_the_checkpoint_fails_open() {
+    let case = checkpointed_with_tail();
+    for extent in &case.manifest.segments {
+        let name = extent.file_name();
+        // At a record boundary in the middle, at the block boundary below
+        // the extent's end, and exactly at the extent's end (a record
+        // boundary, but the checkpoint's last block is whole on disk).
+        let middle = case
+            .layout
+            .values()
+            .filter(|(file, offset, _)| *file == name && *offset > 0 && *offset < extent.bytes)
+            .map(|(_, offset, _)| *offset)
+            .nth(10)
+            .unwrap();
+        let block = (extent.bytes - 1) / BLOCK_BYTES as u64 * BLOCK_BYTES as u64;
+        for cut in [middle, block, extent.bytes] {
+            let files = case.files.crash(2);
+            files.truncate(&name, cut);
+            let before = files.names();
+            let (file, offset, reason) = corruption(files.clone(), &case.manifest);
+            assert_eq!((file.as_str(), offset), (name.as_str(), cut));
+            assert!(
+                reason.contains(&format!("truncated to {cut} bytes"))
+                    && reason.contains(&format!("recorded {}", extent.bytes)),
+                "{reason}"
+            );
+            assert_eq!(files.names(), before, "nothing removed");
+        }
+    }
+}
+
+#[test]
+fn a_tail_truncated_after_the_checkpoint_opens_and_the_journal_replays_into_it() {
+    let case = checkpointed_with_tail();
+    let last = case.manifest.segments.last().unwrap();
+    let name = last.file_name();
+    // At a record boundary after the extent, and at an odd size.
+    let boundary = case
+        .layout
+        .values()
+        .find(|(file, offset, _)| {
+            *file == name && *offset >= align_up(last.bytes as usize, BLOCK_BYTES) as u64
+        })
+        .map(|(_, offset, _)| *offset);
+    let odd = align_up(last.bytes as usize, BLOCK_BYTES) as u64 + 5;
+    for cut in boundary.into_iter().chain([odd]) {
+        let files = case.files.crash(3);
+        files.truncate(&name, cut);
+        let (mut log, report) =
+            block_on(StreamLog::open(files.clone(), small(), &case.manifest)).unwrap();
+        assert_checkpoint_state(&log, &case.written);
+        // The segment created after the checkpoint went.
+        assert!(!report.files_removed.is_empty());
+        assert!(report
+            .files_removed
+            .iter()
+            .all(|removed| removed.ends_with(".blk")));
+        // The journal replays what came after the checkpoint: the same
+        // sequences, the same messages, and the delete.
+        for sequence in 91..=120 {
+            let replayed = append(&mut log, sequence, "i", 300);
+            assert_eq!(replayed, case.written[&sequence]);
+        }
+        assert!(log.delete(95));
+        let manifest = sync(&mut log);
+        let reopened = reopen(files.crash(4), small(), &manifest);
+        for sequence in 1..=120 {
+            let expected =
+                (![5, 10, 95].contains(&sequence)).then(|| case.written[&sequence].clone());
+            assert_eq!(
+                block_on(reopened.get(sequence)).unwrap(),
+                expected,
+                "{sequence}"
+            );
+        }
+        let (state, messages) = contents_of(&reopened);
+        assert_eq!((state.last_sequence, messages.len()), (120, 117));
+    }
+}
+
+#[test]
+fn a_flipped_bit_inside_the_checkpoint_fails_open_at_its_record() {
+    let case = checkpointed_with_tail();
+    let first_segment = case.manifest.segments[0].file_name();
+    let last = case.manifest.segments.last().unwrap();
+    let in_last: Vec<u64> = case
+        .layout
+        .iter()
+        .filter(|(_, (file, offset, _))| *file == last.file_name() && *offset < last.bytes)
+        .map(|(sequence, _)| *sequence)
+        .collect();
+    // The first record of the first segment, one in the middle of the last
+    // segment, and the checkpoint's last record (90).
+    let targets = [1, in_last[in_last.len() / 2], 90];
+    assert_eq!(case.layout[&1].0, first_segment);
+    for sequence in targets {
+        let (name, offset, _) = case.layout[&sequence].clone();
+        // The size field, the sequence, and the first subject byte.
+        for within in [0, 8, 40] {
+            let files = case.files.crash(5);
+            flip_byte(&files, &name, offset + within);
+            let before = files.names();
+            let (file, at, reason) = corruption(files.clone(), &case.manifest);
+            assert_eq!(
+                (file.as_str(), at),
+                (name.as_str(), offset),
+                "sequence {sequence} +{within}: {reason}"
+            );
+            assert_eq!(files.names(), before, "nothing removed");
+        }
+    }
+}
+
+#[test]
+fn a_flipped_bit_after_the_checkpoint_is_ignored() {
+    let case = checkpointed_with_tail();
+    let last = case.manifest.segments.last().unwrap();
+    let after: Vec<(String, u64)> = case
+        .layout
+        .range(91..)
+        .map(|(_, (file, offset, _))| (file.clone(), *offset))
+        .filter(|(file, offset)| *file != last.file_name() || *offset >= last.bytes)
+        .collect();
+    // In the last checkpointed segment past its extent (including its
+    // partial last block), and in the segment created after it.
+    let targets = [after[0].clone(), after[after.len() - 1].clone()];
+    assert_eq!(targets[0].0, last.file_name());
+    assert_ne!(targets[1].0, last.file_name());
+    for (name, offset) in targets {
+        let files = case.files.crash(6);
+        flip_byte(&files, &name, offset + 40);
+        let mut log = reopen(files, small(), &case.manifest);
+        assert_checkpoint_state(&log, &case.written);
+        append(&mut log, 91, "i", 300);
+        assert_eq!(
+            block_on(log.get(91)).unwrap().as_ref(),
+            Some(&case.written[&91])
+        );
+    }
+}
+
+#[test]
+fn a_zeroed_block_inside_the_checkpoint_fails_open() {
+    let case = checkpointed_with_tail();
+    let name = case.manifest.segments[0].file_name();
+    let block = BLOCK_BYTES as u64;
+    // The record the block starts in (or at).
+    let (_, (_, expected, _)) = case
+        .layout
+        .iter()
+        .find(|(_, (file, offset, bytes))| *file == name && offset + bytes > block)
+        .unwrap();
+    let files = case.files.crash(7);
+    files.overwrite(&name, block, &[0u8; BLOCK_BYTES]);
+    let (file, offset, _) = corruption(files, &case.manifest);
+    assert_eq!((file, offset), (name, *expected));
+}
+
+#[test]
+fn records_that_verify_but_are_not_the_checkpointed_ones_fail_open() {
+    // Record 20 replaced by another valid record of the same sequence and
+    // size (an older version of the file, a stale copy): every record
+    // checks out alone, in order, as many as recorded; the digest differs.
+    let case = checkpointed_with_tail();
+    let (name, offset, bytes) = case.layout[&20].clone();
+    let (subject, headers, mut payload) = message(20, "i", 300);
+    payload[0] ^= 1;
+    let mut record = vec![0u8; bytes as usize];
+    record::encode(
+        &NewMessage {
+            sequence: 20,
+            timestamp_ns: 20 * 1000,
+            subject: &subject,
+            headers: &headers,
+            payload: &payload,
+        },
+        &mut record,
+    );
+    let files = case.files.crash(8);
+    files.overwrite(&name, offset, &record);
+    let (file, _, reason) = corruption(files, &case.manifest);
+    assert_eq!(file, name);
+    assert!(reason.contains("not the ones checkpointed"), "{reason}");
+}
+
+#[test]
+fn the_deletes_log_inside_the_checkpoint_must_verify() {
+    let case = checkpointed_with_tail();
+    let name = "deletes.log";
+    // Entry 1 flipped, entry 0 zeroed, the log truncated inside its entries.
+    let flipped = case.files.crash(9);
+    flip_byte(&flipped, name, 16 + 3);
+    assert_eq!(corruption(flipped, &case.manifest).0.as_str(), name,);
+    let flipped = case.files.crash(9);
+    flip_byte(&flipped, name, 16 + 3);
+    assert_eq!(corruption(flipped, &case.manifest).1, 16);
+    let zeroed = case.files.crash(10);
+    zeroed.overwrite(name, 0, &[0u8; 16]);
+    let (file, offset, reason) = corruption(zeroed, &case.manifest);
+    assert_eq!((file.as_str(), offset), (name, 0));
+    assert!(reason.contains("checksum"), "{reason}");
+    for cut in [20, 0] {
+        let truncated = case.files.crash(11);
+        truncated.truncate(name, cut);
+        let (file, offset, reason) = corruption(truncated, &case.manifest);
+        assert_eq!((file.as_str(), offset), (name, cut));
+        assert!(reason.contains("truncated"), "{reason}");
+    }
+    let missing = case.files.crash(12);
+    block_on(missing.remove(name)).unwrap();
+    let (file, _, reason) = corruption(missing, &case.manifest);
+    assert_eq!(file, name);
+    assert!(reason.contains("missing"), "{reason}");
+}
+
+#[test]
+fn the_deletes_log_after_the_checkpoint_is_ignored_and_overwritten() {
+    let case = checkpointed_with_tail();
+    let files = case.files.crash(13);
+    // The entry written after the checkpoint (95) replaced by garbage.
+    files.overwrite("deletes.log", 32, &[0xab; 40]);
+    let mut log = reopen(files.clone(), small(), &case.manifest);
+    // The checkpointed deletes hold; nothing after the checkpoint counts.
+    assert_checkpoint_state(&log, &case.written);
+    assert!(log.delete(7));
+    let manifest = sync(&mut log);
+    assert_eq!(manifest.deletes.entries, 3);
+    let contents = files.contents("deletes.log");
+    assert_eq!(decode_delete_entry(&contents[32..48]), Some(7));
+    assert!(
+        contents[48..72].iter().all(|&byte| byte == 0),
+        "garbage overwritten"
+    );
+    let log = reopen(files.crash(14), small(), &manifest);
+    for sequence in [5, 7, 10] {
+        assert_eq!(
+            block_on(log.get(sequence)).unwrap(),
+            None,
+            "{sequence} stays deleted"
+        );
+    }
+    assert_eq!(log.state().messages, 87);
+}
+
+#[test]
+fn purged_segments_stay_until_a_manifest_without_them_is_stored() {
+    let files = MemoryFiles::new();
+    let mut log = open(files.clone(), small());
+    let mut written = BTreeMap::new();
+    for sequence in 1..=200 {
+        written.insert(sequence, append(&mut log, sequence, "p", 300));
+    }
+    let old = sync(&mut log);
+    let all_segments = segment_names(&files);
+    assert!(all_segments.len() >= 4);
+    assert!(block_on(log.purge_below(60)).unwrap() == 59);
+    let retired: Vec<String> = log.retired_files().map(str::to_string).collect();
+    assert!(!retired.is_empty());
+    assert_eq!(segment_names(&files), all_segments, "nothing removed yet");
+    // Crash before the next checkpoint: the old manifest opens, every
+    // message is back (the journal replays the purge).
+    let (before_sync, report) = block_on(StreamLog::open(files.crash(1), small(), &old)).unwrap();
+    assert!(report.files_removed.is_empty());
+    assert_eq!(before_sync.state().messages, 200);
+    assert_eq!(before_sync.state().first_sequence, 1);
+    // Synced, not yet stored by the caller: both manifests open.
+    let new = sync(&mut log);
+    assert_eq!(new.floor, 60);
+    assert_eq!(segment_names(&files), all_segments);
+    assert_eq!(reopen(files.crash(2), small(), &old).state().messages, 200);
+    let (after_sync, report) = block_on(StreamLog::open(files.crash(3), small(), &new)).unwrap();
+    assert_eq!(report.files_removed, retired);
+    assert_eq!(after_sync.state().first_sequence, 60);
+    // Stored: the purged files go, but not one retired after that sync.
+    assert!(block_on(log.purge_below(150)).unwrap() > 0);
+    let retired_later: Vec<String> = log
+        .retired_files()
+        .filter(|name| !retired.iter().any(|early| early == name))
+        .map(str::to_string)
+        .collect();
+    assert!(!retired_later.is_empty());
+    block_on(log.checkpointed()).unwrap();
+    let names = files.names();
+    assert!(retired.iter().all(|name| !names.contains(name)));
+    assert!(retired_later.iter().all(|name| names.contains(name)));
+    let reopened = reopen(files.crash(4), small(), &new);
+    let state = reopened.state();
+    assert_eq!((state.first_sequence, state.messages), (60, 141));
+    for sequence in 60..=200 {
+        assert_eq!(
+            block_on(reopened.get(sequence)).unwrap().as_ref(),
+            Some(&written[&sequence])
+        );
+    }
+}
+
+#[test]
+fn after_compaction_the_old_and_the_new_manifest_open_to_the_same_messages() {
+    let files = MemoryFiles::new();
+    let mut log = open(files.clone(), small());
+    for sequence in 1..=120 {
+        append(&mut log, sequence, "c", 300);
+    }
+    for sequence in (1..=120).filter(|sequence| sequence % 4 != 0) {
+        assert!(log.delete(sequence));
+    }
+    let old = sync(&mut log);
+    assert!(block_on(log.compact()).unwrap() > 0);
+    let new = sync(&mut log);
+    let compacted: Vec<&SegmentExtent> = new
+        .segments
+        .iter()
+        .filter(|extent| extent.version == 1)
+        .collect();
+    assert!(!compacted.is_empty());
+    let (from_old, old_report) = block_on(StreamLog::open(files.crash(1), small(), &old)).unwrap();
+    let (from_new, new_report) = block_on(StreamLog::open(files.crash(2), small(), &new)).unwrap();
+    let expected = contents_of(&log);
+    assert_eq!(contents_of(&from_old), expected);
+    assert_eq!(contents_of(&from_new), expected);
+    assert_eq!(expected.1.len(), 30);
+    // Each open removed the other's files.
+    let new_names: Vec<String> = compacted.iter().map(|extent| extent.file_name()).collect();
+    let old_names: Vec<String> = compacted
+        .iter()
+        .map(|extent| segment_file_name(extent.first_sequence, 0))
+        .collect();
+    assert_eq!(old_report.files_removed, new_names);
+    assert_eq!(new_report.files_removed, old_names);
+    block_on(log.checkpointed()).unwrap();
+    let (_, report) = block_on(StreamLog::open(files.crash(3), small(), &new)).unwrap();
+    assert!(report.files_removed.is_empty());
+}
+
+#[test]
+fn files_the_manifest_does_not_name_are_removed_only_once_its_files_verified() {
+    let case = checkpointed_with_tail();
+    let strays = [
+        "00000000000000000001.blk.compact",
+        "00000000000000000001.4.blk",
+        "deletes.9.log",
+        "deletes.log.compact",
+        "meta",
+        "meta.tmp",
+    ];
+    let foreign = "notes.txt";
+    for name in strays.iter().chain([&foreign]) {
+        let file = block_on(case.files.create(name)).unwrap();
+        block_on(file.write(0, crate::device::HeapBuffer(vec![7u8; BLOCK_BYTES]))).unwrap();
+        block_on(file.sync()).unwrap();
+    }
+    let after_checkpoint: Vec<String> = segment_names(&case.files)
+        .into_iter()
+        .filter(|name| {
+            !case
+                .manifest
+                .segments
+                .iter()
+                .any(|extent| extent.file_name() == *name)
+                && !strays.contains(&name.as_str())
+        })
+        .collect();
+    assert!(!after_checkpoint.is_empty());
+    // Damage inside the extent: refused, every file kept.
+    let damaged = case.files.crash(1);
+    let (name, offset, _) = case.layout[&30].clone();
+    flip_byte(&damaged, &name, offset + 41);
+    let before = damaged.names();
+    corruption(damaged.clone(), &case.manifest);
+    assert_eq!(damaged.names(), before);
+    // Intact: the store's own files the manifest does not name go; a
+    // foreign file stays.
+    let intact = case.files.crash(2);
+    let (log, report) = block_on(StreamLog::open(intact.clone(), small(), &case.manifest)).unwrap();
+    let mut expected: Vec<String> = strays.iter().map(|name| name.to_string()).collect();
+    expected.extend(after_checkpoint);
+    expected.sort();
+    let mut removed = report.files_removed.clone();
+    removed.sort();
+    assert_eq!(removed, expected);
+    let mut remaining: Vec<String> = case
+        .manifest
+        .segments
+        .iter()
+        .map(SegmentExtent::file_name)
+        .chain(["deletes.log".to_string(), foreign.to_string()])
+        .collect();
+    remaining.sort();
+    assert_eq!(intact.names(), remaining);
+    assert_checkpoint_state(&log, &case.written);
+}
+
+#[test]
+fn odd_file_sizes_never_panic() {
+    let case = checkpointed_with_tail();
+    let mut outcomes = (0, 0);
+    for name in case.files.names() {
+        let files = case.files.crash(3);
+        let size = files.contents(&name).len() as u64;
+        files.truncate(&name, size - 3);
+        // The blocks the checkpoint's extent occupies in this file, if it
+        // names the file.
+        let covered = case
+            .manifest
+            .segments
+            .iter()
+            .find(|extent| extent.file_name() == name)
+            .map(|extent| extent.bytes)
+            .or((name == "deletes.log").then(|| case.manifest.deletes.bytes()))
+            .map(|bytes| align_up(bytes as usize, BLOCK_BYTES) as u64);
+        let cut_into_extent = covered.is_some_and(|covered| size - 3 < covered);
+        match block_on(StreamLog::open(files.clone(), small(), &case.manifest)) {
+            Ok((mut log, _)) => {
+                assert!(!cut_into_extent, "{name} opened");
+                outcomes.0 += 1;
+                assert_checkpoint_state(&log, &case.written);
+                for sequence in 91..=120 {
+                    append(&mut log, sequence, "i", 300);
+                }
+                assert!(log.delete(95) && log.delete(96));
+                let manifest = sync(&mut log);
+                let reopened = reopen(files.crash(4), small(), &manifest);
+                assert_eq!(reopened.state().messages, 88 + 30 - 2);
+            }
+            Err(StoreError::Corrupt { file, reason, .. }) => {
+                assert!(cut_into_extent, "{name}: {reason}");
+                outcomes.1 += 1;
+                assert_eq!(file, name);
+                assert!(
+                    reason.contains(&format!("truncated to {}", size - 3)),
+                    "{reason}"
+                );
+            }
+            Err(other) => panic!("{name}: {other}"),
+        }
+    }
+    // Both outcomes exercised: files past the checkpoint opened, files cut
+    // inside it refused.
+    assert!(outcomes.0 > 0 && outcomes.1 > 0, "{outcomes:?}");
+}
+
+#[test]
+fn a_new_log_starts_at_its_manifest_s_floor() {
+    let files = MemoryFiles::new();
+    let mut log = reopen(files.clone(), small(), &Manifest::new(1000));
+    let state = log.state();
+    assert_eq!(
+        (state.first_sequence, state.last_sequence, state.messages),
+        (1000, 999, 0)
+    );
+    let (subject, headers, payload) = message(999, "f", 10);
+    assert!(matches!(
+        block_on(log.append(NewMessage {
+            sequence: 999,
+            timestamp_ns: 1,
+            subject: &subject,
+            headers: &headers,
+            payload: &payload,
+        })),
+        Err(StoreError::OutOfOrder { .. })
+    ));
+    let stored = append(&mut log, 1000, "f", 10);
+    let manifest = sync(&mut log);
+    assert_eq!((manifest.floor, manifest.last_sequence), (1000, 1000));
+    let log = reopen(files.crash(1), small(), &manifest);
+    assert_eq!(block_on(log.get(1000)).unwrap(), Some(stored));
+    assert_eq!(log.state().first_sequence, 1000);
+}
+
+#[test]
+fn a_manifest_that_breaks_its_rules_is_refused_before_any_file_is_read() {
+    let files = MemoryFiles::new();
+    let mut manifest = Manifest::new(5);
+    manifest.last_sequence = 2;
+    assert!(matches!(
+        block_on(StreamLog::open(files.clone(), small(), &manifest)),
+        Err(StoreError::Manifest(ManifestError::Inconsistent(_)))
+    ));
+    assert_eq!(files.reads(), 0);
+}
+
+#[test]
+fn a_reopened_segment_sealed_at_once_replays_only_its_checkpointed_records() {
+    // The checkpoint ends inside a block; records written after it follow
+    // in that block. Reopened from the checkpoint, the next message does
+    // not fit the segment: it is sealed without that block being
+    // rewritten, so its last block still holds the old records past the
+    // segment's end. Replay and reads must stop at the end.
+    let config = StreamConfig {
+        segment_bytes_max: 8 * 1024,
+        write_buffer_bytes: 16 * 1024,
+        tail_cache_bytes: 0,
+        ..small()
+    };
+    let files = MemoryFiles::new();
+    let mut log = open(files.clone(), config.clone());
+    let mut written = BTreeMap::new();
+    for sequence in 1..=10 {
+        written.insert(sequence, append(&mut log, sequence, "s", 300));
+    }
+    let manifest = sync(&mut log);
+    assert!(manifest.segments[0].bytes % BLOCK_BYTES as u64 != 0);
+    for sequence in 11..=12 {
+        append(&mut log, sequence, "s", 300);
+    }
+    block_on(log.flush()).unwrap();
+    let files = files.crash(1);
+    let mut log = reopen(files.clone(), config, &manifest);
+    written.insert(11, append(&mut log, 11, "s", 6000));
+    assert_eq!(log.segments.len(), 2, "the big message started a segment");
+    let mut replayed = Vec::new();
+    block_on(log.replay(1, |view| replayed.push(view.to_message()))).unwrap();
+    assert_eq!(replayed, written.values().cloned().collect::<Vec<_>>());
+    let manifest = sync(&mut log);
+    let reopened = reopen(files.crash(2), small(), &manifest);
+    assert_eq!(contents_of(&reopened).1, replayed);
 }
