@@ -303,32 +303,71 @@ impl DmaDevice {
 /// (IOPOLL) ring, by reading the first block of the first file opened there;
 /// a new, empty file reads as "supported" and every later read fails with
 /// EOPNOTSUPP on devices without polling. So the first file tern opens on a
-/// device is a probe file that has data.
+/// device (per thread: each shard has its own reactor) is one that has
+/// data: a regular file already in the directory holding at least a block
+/// (a stream's `config`, a journal segment), or else a probe file written
+/// for it.
 ///
-/// The probe's name is unique per thread and call: shards probe the same
-/// directory concurrently, and glommio panics if a file vanishes between its
-/// open and its statfs.
+/// A probe's name is unique per process, thread and call: shards probe the
+/// same directory concurrently, and glommio panics if a file vanishes
+/// between its open and its statfs. Probes a process left behind when it
+/// died are removed by the next probe of that directory.
 pub async fn probe_direct_io(directory: &Path) -> Result<(), DeviceError> {
+    use std::os::unix::fs::MetadataExt;
+    thread_local! {
+        static PROBED_DEVICES: std::cell::RefCell<Vec<u64>> = const { std::cell::RefCell::new(Vec::new()) };
+    }
     static PROBES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-    let probe = PROBES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let path = directory.join(format!(
-        ".tern-direct-io-probe-{}-{probe}",
-        std::process::id()
-    ));
-    std::fs::write(&path, vec![0u8; 2 * BLOCK_BYTES])
-        .map_err(|e| error("probe", 0, 0, format!("{}: {e}", path.display())))?;
+    let device = std::fs::metadata(directory)
+        .map_err(|e| error("probe", 0, 0, format!("{}: {e}", directory.display())))?
+        .dev();
+    if PROBED_DEVICES.with(|probed| probed.borrow().contains(&device)) {
+        return Ok(());
+    }
+    let own_prefix = format!("{PROBE_PREFIX}{}-", std::process::id());
+    let mut existing = None;
+    if let Ok(entries) = std::fs::read_dir(directory) {
+        for entry in entries.filter_map(|entry| entry.ok()) {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if name.starts_with(PROBE_PREFIX) && !name.starts_with(&own_prefix) {
+                let _ = std::fs::remove_file(entry.path());
+                continue;
+            }
+            let holds_a_block = entry
+                .metadata()
+                .is_ok_and(|meta| meta.is_file() && meta.len() >= BLOCK_BYTES as u64);
+            if existing.is_none() && holds_a_block && !name.starts_with('.') {
+                existing = Some(entry.path());
+            }
+        }
+    }
+    let (path, created) = match existing {
+        Some(path) => (path, false),
+        None => {
+            let probe = PROBES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            let path = directory.join(format!("{own_prefix}{probe}"));
+            std::fs::write(&path, vec![0u8; 2 * BLOCK_BYTES])
+                .map_err(|e| error("probe", 0, 0, format!("{}: {e}", path.display())))?;
+            (path, true)
+        }
+    };
     let opened = OpenOptions::new()
         .read(true)
         .custom_flags(libc::O_DIRECT)
         .dma_open(&path)
         .await;
-    let _ = std::fs::remove_file(&path);
+    if created {
+        let _ = std::fs::remove_file(&path);
+    }
     let file = opened.map_err(|e| error("probe", 0, 0, format!("{}: {e}", path.display())))?;
     let read = file.read_at_aligned(0, BLOCK_BYTES).await;
     let _ = file.close().await;
     read.map_err(|e| error("probe read", 0, 0, format!("{}: {e}", directory.display())))?;
+    PROBED_DEVICES.with(|probed| probed.borrow_mut().push(device));
     Ok(())
 }
+
+const PROBE_PREFIX: &str = ".tern-direct-io-probe-";
 
 pub fn segment_path(directory: &Path, segment: u32) -> PathBuf {
     directory.join(segment_file_name(segment))

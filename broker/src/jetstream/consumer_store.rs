@@ -174,17 +174,31 @@ pub fn decode(bytes: &[u8]) -> Result<StoredConsumers, PersistError> {
     })
 }
 
-pub async fn write<S: StoreFiles>(files: &S, stored: &StoredConsumers) -> Result<(), PersistError> {
-    replace(files, CONSUMERS_FILE, &encode(stored))
-        .await
-        .map_err(PersistError::Io)
+/// The checksum a verified file carries (what the `raft` file records of
+/// the consumers file a checkpoint wrote).
+fn file_checksum(bytes: &[u8]) -> u32 {
+    u32_at(bytes, 32)
 }
 
-/// `Ok(None)`: no file (no durable consumer was ever checkpointed).
-pub async fn read<S: StoreFiles>(files: &S) -> Result<Option<StoredConsumers>, PersistError> {
+/// Writes the file; returns its checksum.
+pub async fn write<S: StoreFiles>(
+    files: &S,
+    stored: &StoredConsumers,
+) -> Result<u32, PersistError> {
+    let bytes = encode(stored);
+    replace(files, CONSUMERS_FILE, &bytes)
+        .await
+        .map_err(PersistError::Io)?;
+    Ok(file_checksum(&bytes))
+}
+
+/// The file's consumers and its checksum; `Ok(None)`: no file.
+pub async fn read<S: StoreFiles>(
+    files: &S,
+) -> Result<Option<(StoredConsumers, u32)>, PersistError> {
     read_if_present(files, CONSUMERS_FILE)
         .await?
-        .map(|bytes| decode(&bytes))
+        .map(|bytes| decode(&bytes).map(|stored| (stored, file_checksum(&bytes))))
         .transpose()
 }
 
@@ -291,8 +305,8 @@ mod tests {
         executor.run(async move {
             assert_eq!(read(&files).await, Ok(None));
             write(&files, &StoredConsumers::default()).await.unwrap();
-            write(&files, &sample()).await.unwrap();
-            assert_eq!(read(&files).await, Ok(Some(sample())));
+            let checksum = write(&files, &sample()).await.unwrap();
+            assert_eq!(read(&files).await, Ok(Some((sample(), checksum))));
             files.overwrite(CONSUMERS_FILE, 50, b"X");
             let files = files.crash(1);
             assert!(matches!(

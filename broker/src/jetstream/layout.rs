@@ -49,9 +49,9 @@ pub enum LayoutError {
         source: std::io::Error,
     },
     #[error(
-        "JetStream data in {root} was written by a server with {found} shard(s); this one runs {wanted}. \
-         Start it on the same number of cores (--cores); changing the shard count of existing \
-         JetStream data is not supported yet"
+        "JetStream data in {root} was written by a server with {found} shard(s) ({root}/layout); \
+         this one runs {wanted}. Start it on the same number of cores (--cores); changing the \
+         shard count of existing JetStream data is not supported yet"
     )]
     ShardCount {
         root: String,

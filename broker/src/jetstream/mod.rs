@@ -291,7 +291,7 @@ impl JetStream {
             created_unix_ns: u64,
             group: u64,
             files: DmaFiles,
-            raft: Option<persist::RaftState>,
+            raft: persist::RaftState,
         }
         let mut owned = Vec::new();
         let streams_directory = root.join("streams");
@@ -370,11 +370,29 @@ impl JetStream {
             if owner != index {
                 continue;
             }
+            let raft_path = directory.join(persist::RAFT_FILE);
             let raft = match persist::read_raft(&files).await {
-                Ok(raft) => raft,
+                Ok(Some(raft)) => raft,
+                // Written when the stream was created: its checkpoint is lost.
+                Ok(None) => {
+                    let reason = format!(
+                        "{} is missing (the stream's other files are kept)",
+                        raft_path.display()
+                    );
+                    log::error!(target: "tern::jetstream", "stream {name}: {reason}; the stream stays offline (nothing was deleted)");
+                    js.damaged.borrow_mut().insert(name.clone(), reason);
+                    js.damaged_configs
+                        .borrow_mut()
+                        .insert(name, Box::new(config));
+                    continue;
+                }
                 Err(error) => {
-                    log::error!(target: "tern::jetstream", "stream {name}: {error}; the stream stays offline");
-                    js.damaged.borrow_mut().insert(name, error.to_string());
+                    let reason = format!("{}: {error}", raft_path.display());
+                    log::error!(target: "tern::jetstream", "stream {name}: {reason}; the stream stays offline (nothing was deleted)");
+                    js.damaged.borrow_mut().insert(name.clone(), reason);
+                    js.damaged_configs
+                        .borrow_mut()
+                        .insert(name, Box::new(config));
                     continue;
                 }
             };
@@ -391,13 +409,13 @@ impl JetStream {
         let mut wanted: FxHashMap<u64, (u64, Recovered)> = owned
             .iter()
             .map(|found| {
-                let applied = found.raft.map_or(0, |raft| raft.applied_index);
+                let applied = found.raft.applied_index;
                 (
                     found.group,
                     (
                         applied,
                         Recovered {
-                            raft: found.raft,
+                            raft: Some(found.raft.clone()),
                             hard_state: None,
                             entries: Vec::new(),
                         },
@@ -490,7 +508,7 @@ impl JetStream {
             }
             let (_, mut recovered) = wanted.remove(&found.group).expect("collected above");
             // Only a contiguous run after the checkpoint is usable.
-            let first = found.raft.map_or(0, |raft| raft.applied_index) + 1;
+            let first = found.raft.applied_index + 1;
             let keep = recovered
                 .entries
                 .iter()
@@ -499,6 +517,7 @@ impl JetStream {
                 .count();
             recovered.entries.truncate(keep);
             let name = found.name.clone();
+            let found_config = found.config.clone();
             if let Err(error) = js
                 .start_stream(
                     found.config,
@@ -509,8 +528,11 @@ impl JetStream {
                 )
                 .await
             {
-                log::error!(target: "tern::jetstream", "stream {name}: {error}; the stream stays offline");
-                js.damaged.borrow_mut().insert(name, error);
+                log::error!(target: "tern::jetstream", "stream {name}: {error}; the stream stays offline (nothing was deleted)");
+                js.damaged.borrow_mut().insert(name.clone(), error);
+                js.damaged_configs
+                    .borrow_mut()
+                    .insert(name, Box::new(found_config));
             }
         }
         // 4. The API.
@@ -1385,26 +1407,50 @@ impl JetStream {
                 .start_stream(config, created_unix_ns, group, None, recovered)
                 .await;
         }
+        if let Some(damage) = self.journal_damage() {
+            return Err(format!(
+                "JetStream on shard {} cannot store file streams until its journal is repaired: {damage}",
+                self.index
+            ));
+        }
+        // Built under a hidden name and renamed into place whole: a stream
+        // directory without its config or raft file is then always damage.
         let directory = self.stream_directory(&config.name);
+        let building = self
+            .root
+            .join("streams")
+            .join(format!("{CREATING_PREFIX}{}", config.name));
+        if building.exists() {
+            std::fs::remove_dir_all(&building).map_err(|error| error.to_string())?;
+        }
+        {
+            let files = DmaFiles::open(&building)
+                .await
+                .map_err(|error| error.to_string())?;
+            let stored = self.stored_config_json(group, &config.to_stored_json());
+            persist::write_config(&files, stored.as_bytes(), created_unix_ns)
+                .await
+                .map_err(|error| error.to_string())?;
+            persist::write_raft(&files, &persist::RaftState::created(1))
+                .await
+                .map_err(|error| error.to_string())?;
+        }
+        std::fs::rename(&building, &directory)
+            .and_then(|()| std::fs::File::open(self.root.join("streams"))?.sync_all())
+            .map_err(|error| format!("{}: {error}", directory.display()))?;
         let files = DmaFiles::open(&directory)
             .await
             .map_err(|error| error.to_string())?;
-        let stored = self.stored_config_json(group, &config.to_stored_json());
-        persist::write_config(&files, stored.as_bytes(), created_unix_ns)
+        let raft = persist::read_raft(&files)
             .await
             .map_err(|error| error.to_string())?;
-        if let Some(parent) = directory.parent() {
-            std::fs::File::open(parent)
-                .and_then(|parent| parent.sync_all())
-                .map_err(|error| error.to_string())?;
-        }
         self.start_stream(
             config,
             created_unix_ns,
             group,
             Some(files),
             Recovered {
-                raft: None,
+                raft,
                 hard_state: None,
                 entries: Vec::new(),
             },

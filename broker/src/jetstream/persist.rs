@@ -5,20 +5,26 @@
 //! - `config`: the stream's configuration and creation time. A config that
 //!   fails its checksum stops that stream with an error; it is never
 //!   deleted or rewritten by recovery (fail closed).
-//! - `raft`: the Raft state the journal no longer has once it is
-//!   checkpointed: term, vote, and the index/term the block store holds.
+//! - `raft`: the checkpoint, i.e. what the journal no longer has once it
+//!   recycles: term, vote, the index/term the block store holds, the block
+//!   store's manifest (which files, how far, what they hold: so a deleted
+//!   or shortened file is found, not read as a clean end), and which
+//!   `consumers` file goes with it. Written when the stream is created, so
+//!   a stream without one is damaged, never "not checkpointed yet".
 //!
 //! Layouts (little-endian), documented in docs/jetstream-format.md:
 //!
 //! ```text
 //! config: magic "TERNSCFG" (8) | version u32 = 1 | json_bytes u32 | created_unix_ns u64
 //!         | crc32c u32 of bytes 0..24 and the JSON | reserved u32 = 0 | JSON (stored config)
-//! raft:   magic "TERNRAFT" (8) | version u32 = 1 | reserved u32 = 0 | term u64 | vote u64
-//!         | applied_index u64 | applied_term u64 | last_unix_ns u64 | crc32c u32 of bytes 0..56
+//! raft:   magic "TERNRAFT" (8) | version u32 = 2 | flags u32 (1: consumers file) | term u64
+//!         | vote u64 | applied_index u64 | applied_term u64 | last_unix_ns u64
+//!         | consumers_applied_index u64 | consumers_checksum u32 | manifest_bytes u32
+//!         | manifest | crc32c u32 of everything before it
 //! ```
 //! Both files are zero-padded to the 4096-byte block.
 
-use tern_storage::block_store::{StoreFile, StoreFiles};
+use tern_storage::block_store::{Manifest, StoreFile, StoreFiles};
 use tern_storage::format::{checksum, checksum_append};
 use tern_storage::{DeviceError, IoBuffer};
 
@@ -26,6 +32,9 @@ const BLOCK_BYTES: usize = 4096;
 const CONFIG_MAGIC: &[u8; 8] = b"TERNSCFG";
 const RAFT_MAGIC: &[u8; 8] = b"TERNRAFT";
 const VERSION: u32 = 1;
+/// Version 2 of the raft file added the manifest and the consumers file.
+const RAFT_VERSION: u32 = 2;
+const RAFT_FLAG_CONSUMERS: u32 = 1;
 const CONFIG_HEADER_BYTES: usize = 32;
 pub const CONFIG_FILE: &str = "config";
 pub const RAFT_FILE: &str = "raft";
@@ -40,8 +49,8 @@ pub enum PersistError {
     Corrupt { file: &'static str, reason: String },
 }
 
-/// What the `raft` file holds.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+/// What the `raft` file holds: the stream's checkpoint.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RaftState {
     pub term: u64,
     pub vote: u64,
@@ -50,6 +59,34 @@ pub struct RaftState {
     /// Time of the last message applied (stream info's `last_ts`, which
     /// outlives the message).
     pub last_unix_ns: u64,
+    /// The `consumers` file that goes with this checkpoint, if one exists.
+    pub consumers: Option<ConsumersReference>,
+    /// The block store as of `applied_index`.
+    pub manifest: Manifest,
+}
+
+/// Which `consumers` file a checkpoint wrote: its applied index and the
+/// checksum it carries, so a deleted or stale file is found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ConsumersReference {
+    pub applied_index: u64,
+    pub checksum: u32,
+}
+
+impl RaftState {
+    /// The checkpoint of a stream just created: nothing applied, an empty
+    /// block store whose first sequence is `first_sequence`.
+    pub fn created(first_sequence: u64) -> RaftState {
+        RaftState {
+            term: 0,
+            vote: 0,
+            applied_index: 0,
+            applied_term: 0,
+            last_unix_ns: 0,
+            consumers: None,
+            manifest: Manifest::new(first_sequence),
+        }
+    }
 }
 
 pub(super) fn corrupt(file: &'static str, reason: impl Into<String>) -> PersistError {
@@ -151,41 +188,79 @@ pub fn decode_config(bytes: &[u8]) -> Result<(Vec<u8>, u64), PersistError> {
     Ok((json.to_vec(), created_unix_ns))
 }
 
-const RAFT_BYTES: usize = 60;
+const RAFT_HEADER_BYTES: usize = 72;
 
-pub fn encode_raft(state: &RaftState) -> [u8; RAFT_BYTES] {
-    let mut out = [0u8; RAFT_BYTES];
+pub fn encode_raft(state: &RaftState) -> Vec<u8> {
+    let manifest = state.manifest.encode();
+    let mut out = vec![0u8; RAFT_HEADER_BYTES];
     out[0..8].copy_from_slice(RAFT_MAGIC);
-    out[8..12].copy_from_slice(&VERSION.to_le_bytes());
+    out[8..12].copy_from_slice(&RAFT_VERSION.to_le_bytes());
+    let flags = if state.consumers.is_some() {
+        RAFT_FLAG_CONSUMERS
+    } else {
+        0
+    };
+    out[12..16].copy_from_slice(&flags.to_le_bytes());
     out[16..24].copy_from_slice(&state.term.to_le_bytes());
     out[24..32].copy_from_slice(&state.vote.to_le_bytes());
     out[32..40].copy_from_slice(&state.applied_index.to_le_bytes());
     out[40..48].copy_from_slice(&state.applied_term.to_le_bytes());
     out[48..56].copy_from_slice(&state.last_unix_ns.to_le_bytes());
-    let sum = checksum(&out[0..56]);
-    out[56..60].copy_from_slice(&sum.to_le_bytes());
+    let consumers = state.consumers.unwrap_or(ConsumersReference {
+        applied_index: 0,
+        checksum: 0,
+    });
+    out[56..64].copy_from_slice(&consumers.applied_index.to_le_bytes());
+    out[64..68].copy_from_slice(&consumers.checksum.to_le_bytes());
+    out[68..72].copy_from_slice(&(manifest.len() as u32).to_le_bytes());
+    out.extend_from_slice(&manifest);
+    let sum = checksum(&out);
+    out.extend_from_slice(&sum.to_le_bytes());
     out
 }
 
+/// Decodes and verifies a `raft` file (what follows it is zero padding).
 pub fn decode_raft(bytes: &[u8]) -> Result<RaftState, PersistError> {
-    if bytes.len() < RAFT_BYTES || &bytes[0..8] != RAFT_MAGIC {
+    if bytes.len() < RAFT_HEADER_BYTES + 4 || &bytes[0..8] != RAFT_MAGIC {
         return Err(corrupt(RAFT_FILE, "bad magic"));
     }
+    let u32_field = |at: usize| u32::from_le_bytes(bytes[at..at + 4].try_into().expect("4 bytes"));
     let field = |at: usize| u64::from_le_bytes(bytes[at..at + 8].try_into().expect("8 bytes"));
-    let stored = u32::from_le_bytes(bytes[56..60].try_into().expect("4 bytes"));
-    if stored != checksum(&bytes[0..56]) {
+    let manifest_bytes = u32_field(68) as usize;
+    let end = RAFT_HEADER_BYTES + manifest_bytes;
+    if end + 4 > bytes.len() {
+        return Err(corrupt(
+            RAFT_FILE,
+            format!("manifest of {manifest_bytes} bytes runs past the end of the file"),
+        ));
+    }
+    if u32_field(end) != checksum(&bytes[..end]) {
         return Err(corrupt(RAFT_FILE, "checksum mismatch"));
     }
-    let version = u32::from_le_bytes(bytes[8..12].try_into().expect("4 bytes"));
-    if version != VERSION {
+    if bytes[end + 4..].iter().any(|&byte| byte != 0) {
+        return Err(corrupt(RAFT_FILE, "bytes after the checksum are not zero"));
+    }
+    let version = u32_field(8);
+    if version != RAFT_VERSION {
         return Err(corrupt(RAFT_FILE, format!("unknown version {version}")));
     }
+    let flags = u32_field(12);
+    if flags & !RAFT_FLAG_CONSUMERS != 0 {
+        return Err(corrupt(RAFT_FILE, format!("unknown flags {flags:#x}")));
+    }
+    let manifest = Manifest::decode(&bytes[RAFT_HEADER_BYTES..end])
+        .map_err(|error| corrupt(RAFT_FILE, format!("manifest: {error}")))?;
     Ok(RaftState {
         term: field(16),
         vote: field(24),
         applied_index: field(32),
         applied_term: field(40),
         last_unix_ns: field(48),
+        consumers: (flags & RAFT_FLAG_CONSUMERS != 0).then(|| ConsumersReference {
+            applied_index: field(56),
+            checksum: u32_field(64),
+        }),
+        manifest,
     })
 }
 
@@ -213,7 +288,7 @@ pub async fn write_raft<S: StoreFiles>(files: &S, state: &RaftState) -> Result<(
         .map_err(PersistError::Io)
 }
 
-/// `Ok(None)`: never checkpointed.
+/// `Ok(None)`: no raft file (for a stream, damage: it is written at create).
 pub async fn read_raft<S: StoreFiles>(files: &S) -> Result<Option<RaftState>, PersistError> {
     read_if_present(files, RAFT_FILE)
         .await?
@@ -244,22 +319,42 @@ mod tests {
         assert!(decode_config(&encoded[..20]).is_err());
     }
 
-    #[test]
-    fn raft_state_round_trips_and_is_checked() {
-        let state = RaftState {
+    fn sample_raft() -> RaftState {
+        let mut manifest = Manifest::new(1);
+        manifest.last_sequence = 40;
+        manifest.floor = 3;
+        RaftState {
             term: 3,
             vote: 1,
             applied_index: 99,
             applied_term: 3,
             last_unix_ns: 1_700_000_000_000_000_000,
-        };
+            consumers: Some(ConsumersReference {
+                applied_index: 97,
+                checksum: 0xdead_beef,
+            }),
+            manifest,
+        }
+    }
+
+    #[test]
+    fn raft_state_round_trips_and_every_flipped_bit_is_caught() {
+        let state = sample_raft();
         let encoded = encode_raft(&state);
-        assert_eq!(decode_raft(&encoded), Ok(state));
-        for bit in 0..56 * 8 {
-            let mut flipped = encoded;
+        assert_eq!(decode_raft(&encoded), Ok(state.clone()));
+        let mut padded = encoded.clone();
+        padded.resize(4096, 0);
+        assert_eq!(decode_raft(&padded), Ok(state.clone()));
+        for bit in 0..padded.len() * 8 {
+            let mut flipped = padded.clone();
             flipped[bit / 8] ^= 1 << (bit % 8);
             assert!(decode_raft(&flipped).is_err(), "bit {bit} flipped");
         }
+        for cut in [0, 8, 71, 72, encoded.len() - 1] {
+            assert!(decode_raft(&encoded[..cut]).is_err(), "cut at {cut}");
+        }
+        let created = RaftState::created(100);
+        assert_eq!(decode_raft(&encode_raft(&created)), Ok(created));
     }
 
     #[test]
@@ -277,13 +372,7 @@ mod tests {
                 read_config(&files).await,
                 Ok(Some((b"{\"a\":1}".to_vec(), 6)))
             );
-            let state = RaftState {
-                term: 1,
-                vote: 1,
-                applied_index: 2,
-                applied_term: 1,
-                last_unix_ns: 3,
-            };
+            let state = sample_raft();
             write_raft(&files, &state).await.unwrap();
             assert_eq!(read_raft(&files).await, Ok(Some(state)));
             files.overwrite(CONFIG_FILE, 33, b"X");

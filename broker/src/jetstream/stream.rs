@@ -32,8 +32,7 @@ use rustc_hash::FxHashMap;
 use tern_raft::{Entry, EntryKind, HardState, Membership, Node, Restore, Snapshot};
 use tern_shard::Waiters;
 use tern_storage::block_store::{
-    DmaFiles, Manifest, MemoryFiles, NewMessage, StoreError, StoreFiles, StoredMessage, StreamLog,
-    StreamState,
+    DmaFiles, Manifest, MemoryFiles, NewMessage, StoreError, StoredMessage, StreamLog, StreamState,
 };
 use tern_storage::{AppendError, NewRecord};
 
@@ -376,6 +375,10 @@ pub struct StreamTask {
     /// Whether a `consumers` file was written or found (so a checkpoint
     /// rewrites it also once the last durable is gone).
     consumers_file_written: bool,
+    /// The `consumers` file the next `raft` file names (the last written).
+    consumers_reference: Option<persist::ConsumersReference>,
+    /// A client read found damage: the stream stops after answering it.
+    read_damage: RefCell<Option<String>>,
     /// Replaying the log in `open`: consumer snapshots rebuild state.
     recovering: bool,
     hard_state: HardState,
@@ -428,21 +431,18 @@ impl StreamTask {
                     write_buffer_bytes: STORE_WRITE_BYTES,
                     ..tern_storage::block_store::StreamConfig::default()
                 };
-                // TODO(integrity): manifest. Open from the manifest the last
-                // checkpoint stored in the raft file. Until that is wired, a
-                // file store can only start empty: opening one that holds
-                // segments with `Manifest::new(1)` would remove them, so it
-                // is refused instead (fail closed, nothing deleted).
-                if files.names().iter().any(|name| name.ends_with(".blk")) {
-                    return Err(format!(
-                        "stream {}: {} holds messages but no checkpoint manifest is stored yet (TODO(integrity))",
-                        handle.name,
-                        directory.display()
-                    ));
-                }
-                let (log, report) = StreamLog::open(files, store_config, &Manifest::new(1))
+                // The checkpoint says which files hold what: anything it
+                // names that is missing, shortened or altered keeps the
+                // stream offline; anything after it is replayed from the
+                // journal.
+                let manifest = &recovered
+                    .raft
+                    .as_ref()
+                    .expect("a file stream has a raft file")
+                    .manifest;
+                let (log, report) = StreamLog::open(files, store_config, manifest)
                     .await
-                    .map_err(|error| error.to_string())?;
+                    .map_err(|error| format!("{}: {error}", directory.display()))?;
                 if !report.files_removed.is_empty() {
                     log::info!(target: "tern::jetstream", "stream {}: removed {:?} (not in the checkpoint)", handle.name, report.files_removed);
                 }
@@ -456,8 +456,7 @@ impl StreamTask {
                     tail_cache_bytes: 0,
                     ..tern_storage::block_store::StreamConfig::default()
                 };
-                // TODO(integrity): manifest. A memory store is new at every
-                // start: the manifest of an empty log.
+                // A memory store is new at every start: an empty log.
                 let (log, _) = StreamLog::open(MemoryFiles::new(), store_config, &Manifest::new(1))
                     .await
                     .map_err(|error| error.to_string())?;
@@ -465,7 +464,10 @@ impl StreamTask {
             }
         };
         let durable_journal = config.storage == StorageType::File;
-        let raft = recovered.raft.unwrap_or_default();
+        let raft = recovered
+            .raft
+            .clone()
+            .unwrap_or_else(|| RaftState::created(1));
         let mut hard_state = HardState {
             term: raft.term,
             vote: (raft.vote != 0).then_some(raft.vote),
@@ -529,6 +531,8 @@ impl StreamTask {
             releasing: rustc_hash::FxHashSet::default(),
             durables: persistence::Durables::new(),
             consumers_file_written: false,
+            consumers_reference: None,
+            read_damage: RefCell::new(None),
             recovering: true,
             hard_state,
             failure: None,
@@ -544,7 +548,7 @@ impl StreamTask {
         };
         // Durable consumers as of the checkpoint; the log's consumer
         // entries after it apply on top.
-        task.load_consumers(raft.applied_index).await?;
+        task.load_consumers(&raft).await?;
         // Become leader (the only voter) and apply everything recovered.
         task.node.campaign_now();
         while task.node.applied_index() < task.node.last_index() || task.node.has_ready() {
@@ -719,6 +723,9 @@ impl StreamTask {
                 Command::Publish(inbound) => self.ingest(inbound),
                 Command::Api(call) => {
                     self.api(call).await?;
+                    if let Some(damage) = self.read_damage.borrow_mut().take() {
+                        return Err(damage);
+                    }
                     commands_now_ns = now_unix_ns();
                 }
                 Command::Consumer(command) => self.consumer_command(command, commands_now_ns),
@@ -962,12 +969,7 @@ impl StreamTask {
             return Ok(());
         }
         self.checkpoint_consumers().await?;
-        // TODO(integrity): manifest. Store the manifest `sync` returns in
-        // the raft file (with the applied index) before the journal may
-        // recycle, then call `checkpointed`. Until then it is dropped, and
-        // retired files are removed after the raft write below so disk and
-        // memory use stay bounded (a file store cannot reopen yet anyway).
-        let _manifest = with_store!(&mut self.store, log => log.sync().await)
+        let manifest = with_store!(&mut self.store, log => log.sync().await)
             .map_err(|error| error.to_string())?;
         if let Some(files) = &self.files {
             let state = RaftState {
@@ -976,10 +978,14 @@ impl StreamTask {
                 applied_index: self.applied_index,
                 applied_term: self.applied_term,
                 last_unix_ns: self.stored_last_unix_ns,
+                consumers: self.consumers_reference,
+                manifest,
             };
             persist::write_raft(files, &state)
                 .await
                 .map_err(|error| error.to_string())?;
+            // Only now may the journal recycle what the block store holds,
+            // and the block store drop files the older checkpoint named.
             self.js.journal().checkpoint(self.group, self.applied_index);
         }
         with_store!(&mut self.store, log => log.checkpointed().await)
@@ -2030,8 +2036,21 @@ impl StreamTask {
         };
         match sequence {
             None => Ok(None),
-            Some(sequence) => with_store!(&self.store, log => log.get(sequence).await),
+            Some(sequence) => self.read_message(sequence).await,
         }
+    }
+
+    /// Reads one stored message for a client. Every read is verified; one
+    /// that fails its checks answers an error and, once the call is done,
+    /// takes the stream offline (never a skipped or altered message).
+    async fn read_message(&self, sequence: u64) -> Result<Option<StoredMessage>, StoreError> {
+        let read = with_store!(&self.store, log => log.get(sequence).await);
+        if let Err(error @ StoreError::Corrupt { .. }) = &read {
+            self.read_damage
+                .borrow_mut()
+                .get_or_insert_with(|| error.to_string());
+        }
+        read
     }
 
     async fn direct_get(
@@ -2140,7 +2159,7 @@ impl StreamTask {
         let total = sequences.len() as u64;
         let (mut sent, mut sent_bytes, mut previous) = (0u64, 0usize, 0u64);
         for &sequence in sequences.iter().take(limit.max(1)) {
-            let message = match with_store!(&self.store, log => log.get(sequence).await) {
+            let message = match self.read_message(sequence).await {
                 Ok(Some(message)) => message,
                 Ok(None) => continue,
                 Err(error) => {

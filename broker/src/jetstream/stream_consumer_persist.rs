@@ -33,6 +33,7 @@ use super::super::delivery::{
 };
 use super::super::entry::{Operation, CONSUMER_STATE_BYTES_MAX};
 use super::super::error::ApiError;
+use super::super::persist;
 use super::super::responses;
 use super::consumers::Created;
 use super::{now_unix_ns, Owed, StreamTask};
@@ -532,30 +533,67 @@ impl StreamTask {
                 })
                 .collect(),
         };
-        consumer_store::write(files, &stored)
+        let checksum = consumer_store::write(files, &stored)
             .await
             .map_err(|error| error.to_string())?;
         self.consumers_file_written = true;
+        self.consumers_reference = Some(persist::ConsumersReference {
+            applied_index: stored.applied_index,
+            checksum,
+        });
         Ok(())
     }
 
-    /// Loads the `consumers` file before the journal's entries replay.
-    pub(super) async fn load_consumers(&mut self, raft_applied_index: u64) -> Result<(), String> {
+    /// Loads the `consumers` file before the journal's entries replay. It
+    /// must be the one the checkpoint (`raft`) names, or a newer one whose
+    /// checkpoint was interrupted before its `raft` file was written (the
+    /// journal then still holds everything after the older checkpoint, and
+    /// its consumer entries replay idempotently on top).
+    pub(super) async fn load_consumers(&mut self, raft: &persist::RaftState) -> Result<(), String> {
         let Some(files) = &self.files else {
             return Ok(());
         };
-        let Some(stored) = consumer_store::read(files)
+        let path = self
+            .js
+            .stream_directory(&self.handle.name)
+            .join(consumer_store::CONSUMERS_FILE);
+        let found = consumer_store::read(files)
             .await
-            .map_err(|error| format!("stream {}: {error}", self.handle.name))?
-        else {
-            return Ok(());
+            .map_err(|error| format!("{}: {error}", path.display()))?;
+        let stored = match (found, raft.consumers) {
+            (None, None) => return Ok(()),
+            (None, Some(expected)) => {
+                return Err(format!(
+                    "{} is missing (the checkpoint at index {} recorded it, with the durable consumers as of index {})",
+                    path.display(),
+                    raft.applied_index,
+                    expected.applied_index
+                ))
+            }
+            (Some((stored, _)), _) if stored.applied_index > raft.applied_index => stored,
+            (Some((stored, checksum)), Some(expected))
+                if stored.applied_index == expected.applied_index
+                    && checksum == expected.checksum =>
+            {
+                stored
+            }
+            (Some((stored, checksum)), expected) => {
+                return Err(format!(
+                    "{} is not the one the checkpoint recorded (it holds index {} with checksum {checksum:#x}; the checkpoint at index {} expects {})",
+                    path.display(),
+                    stored.applied_index,
+                    raft.applied_index,
+                    match expected {
+                        Some(expected) => format!(
+                            "index {} with checksum {:#x}",
+                            expected.applied_index, expected.checksum
+                        ),
+                        None => "no consumers file".into(),
+                    }
+                ))
+            }
         };
-        if stored.applied_index < raft_applied_index {
-            return Err(format!(
-                "stream {}: the consumers file (index {}) is behind the raft file (index {raft_applied_index})",
-                self.handle.name, stored.applied_index
-            ));
-        }
+        self.consumers_reference = raft.consumers;
         self.consumers_file_written = true;
         for StoredConsumer {
             name,
