@@ -74,6 +74,8 @@ pub enum JournalError {
         segment: u32,
         offset: u64,
         reason: String,
+        /// What an operator's repair would discard (`recovery::cut`).
+        cut: Option<crate::recovery::Cut>,
     },
     #[error("{file} belongs to journal {found:#x}, not this store's journal {expected:#x}: is the journal directory another server's?")]
     Foreign {

@@ -349,23 +349,77 @@ fn one_damaged_block_of_any_batch_is_rebuilt_from_parity() {
 /// that is corruption named by segment and offset, never a silent cut.
 #[test]
 fn two_damaged_blocks_before_the_tail_are_corruption() {
-    let (device, _, batches) = journal_with_batches();
+    let (device, written, batches) = journal_with_batches();
     let (offset, _) = batches[2];
     device.overwrite(0, offset, &[0u8; BLOCK_BYTES]);
     device.overwrite(0, offset + 2 * BLOCK_BYTES as u64, &[0u8; BLOCK_BYTES]);
-    match reopen(device).err().expect("corruption is an error") {
+    let cut = match reopen(device.crash(1))
+        .err()
+        .expect("corruption is an error")
+    {
         JournalError::Corrupt {
             file,
             segment,
             offset: at,
             reason,
+            cut,
         } => {
             assert_eq!((segment, at), (0, offset), "{reason}");
             assert_eq!(file, "segment 0");
             assert!(reason.contains("not a torn tail"), "{reason}");
+            cut.expect("a cut is offered")
         }
         other => panic!("expected corruption, got {other:?}"),
+    };
+    assert_eq!(cut, crate::recovery::Cut::At { segment: 0, offset });
+    // Only an explicit cut discards: the records before the damage stay.
+    let config = config(32 * KIB as usize);
+    let report = block_on(crate::recovery::cut(&device, &config, &cut)).unwrap();
+    assert_eq!(report.zeroed, vec![(0, offset)]);
+    let (_, report, replayed) = reopen(device.crash(2)).expect("opens after the cut");
+    let kept: BTreeMap<u64, Remembered> = written.into_iter().take(2).collect();
+    assert_eq!(replayed, kept);
+    assert_eq!(report.tail_cut, None);
+}
+
+/// Rule 3 with a cut: a missing middle generation is corruption; the cut
+/// zeroes every segment from that generation on, whole.
+#[test]
+fn a_cut_of_generations_zeroes_their_segments_whole() {
+    let device = MemoryDevice::new(4, 20 * KIB, 12);
+    let (journal, _, _) = open(device, config(2 * BLOCK_BYTES));
+    let mut written = BTreeMap::new();
+    for index in 1..=6 {
+        let record = record(1, index, 2000);
+        written.insert(append(&journal, &record), record);
+        assert!(block_on(journal.flush()).unwrap().is_some());
     }
+    // Two batches per segment: segments 0, 1, 2 are generations 1, 2, 3.
+    let device = journal.device().crash(1);
+    device.overwrite(1, 0, &vec![0u8; 20 * KIB as usize]);
+    let cut = match block_on(Journal::open(
+        device.crash(2),
+        config(2 * BLOCK_BYTES),
+        |_| {},
+    ))
+    .err()
+    {
+        Some(JournalError::Corrupt { cut: Some(cut), .. }) => cut,
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(cut, crate::recovery::Cut::Generations { from: 2 });
+    let report = block_on(crate::recovery::cut(
+        &device,
+        &config(2 * BLOCK_BYTES),
+        &cut,
+    ))
+    .unwrap();
+    assert_eq!(report.zeroed, vec![(2, 0)]);
+    assert!(device.contents(2).iter().all(|&byte| byte == 0));
+    let (journal, _, replayed) = reopen_with(device.crash(3), config(2 * BLOCK_BYTES)).unwrap();
+    let kept: BTreeMap<u64, Remembered> = written.into_iter().take(2).collect();
+    assert_eq!(replayed, kept);
+    assert_eq!(journal.next_sequence(), 3);
 }
 
 /// Rule 5: the last batch with two or more unreadable blocks and nothing

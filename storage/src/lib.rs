@@ -25,4 +25,4 @@ pub use device::{Device, DeviceError, HeapBuffer, IoBuffer};
 pub use journal::{
     AppendError, Journal, JournalConfig, JournalError, JournalStats, NewRecord, SyncPolicy,
 };
-pub use recovery::{RecoveryReport, Repair, RepairKind, TailCut};
+pub use recovery::{Cut, CutReport, RecoveryReport, Repair, RepairKind, TailCut};

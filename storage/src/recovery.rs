@@ -29,7 +29,7 @@
 
 use std::collections::{BTreeMap, VecDeque};
 
-use crate::device::Device;
+use crate::device::{Device, IoBuffer};
 use crate::format::{
     checksum, xor_blocks, BatchHeader, RecordHeader, RecordView, SegmentHeader, BATCH_FOOTER_BYTES,
     BATCH_HEADER_BYTES, BLOCK_BYTES, FORMAT_VERSION, SEGMENT_HEADER_BYTES,
@@ -103,14 +103,35 @@ struct Context<'a, D: Device> {
 }
 
 impl<D: Device> Context<'_, D> {
-    fn corrupt(&self, segment: u32, offset: u64, reason: impl Into<String>) -> JournalError {
+    /// Corruption at `segment`/`offset`; `cut` is where the readable log
+    /// ends, for an operator's explicit repair (`None`: no cut helps).
+    fn corrupt(
+        &self,
+        segment: u32,
+        offset: u64,
+        cut: Option<Cut>,
+        reason: impl Into<String>,
+    ) -> JournalError {
         JournalError::Corrupt {
             file: self.device.segment_name(segment),
             segment,
             offset,
             reason: reason.into(),
+            cut,
         }
     }
+}
+
+/// Where the readable part of a damaged journal ends: what an operator's
+/// repair ([`cut`]) discards, so that the journal opens again. Never
+/// applied by recovery itself.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Cut {
+    /// Everything from `offset` of `segment` on, and every segment of a
+    /// later generation.
+    At { segment: u32, offset: u64 },
+    /// Every segment of generation `from` or later.
+    Generations { from: u64 },
 }
 
 /// A segment's header as recovery uses it: read, or rebuilt from its first batch.
@@ -252,6 +273,7 @@ pub(crate) async fn recover<D: Device>(
         return Err(context.corrupt(
             *segment,
             0,
+            Some(Cut::Generations { from: *generation }),
             format!(
                 "segment header fails its checksum and its first batch (generation {generation}) cannot be read: {reason}"
             ),
@@ -288,6 +310,7 @@ pub(crate) async fn recover<D: Device>(
             return Err(context.corrupt(
                 segment as u32,
                 0,
+                None,
                 format!(
                     "segments {other} and {segment} both claim generation {}",
                     header.header.generation
@@ -300,6 +323,7 @@ pub(crate) async fn recover<D: Device>(
             return Err(context.corrupt(
                 newest_segment,
                 0,
+                Some(Cut::Generations { from: generation }),
                 format!(
                     "live segment of generation {generation} (floor {floor}, newest {}) is missing",
                     newest.header.generation
@@ -322,6 +346,9 @@ pub(crate) async fn recover<D: Device>(
             return Err(context.corrupt(
                 segment,
                 0,
+                Some(Cut::Generations {
+                    from: header.generation,
+                }),
                 format!(
                     "segment of generation {} starts at sequence {} (chain {:#x}) but the log continues at {next_sequence} (chain {chain:#x})",
                     header.generation, header.first_sequence, header.chain
@@ -382,6 +409,10 @@ pub(crate) async fn recover<D: Device>(
                 return Err(context.corrupt(
                     segment,
                     end.offset,
+                    Some(Cut::At {
+                        segment,
+                        offset: end.offset,
+                    }),
                     format!(
                         "the log ends at offset {} but {traces} batch(es) of generation {} follow: not a torn tail{}",
                         end.offset,
@@ -432,6 +463,7 @@ fn check_identity<D: Device>(
         return Err(context.corrupt(
             segment,
             0,
+            None,
             format!(
                 "journal of shard {} opened by shard {}",
                 header.shard, context.config.shard
@@ -442,6 +474,7 @@ fn check_identity<D: Device>(
         return Err(context.corrupt(
             segment,
             0,
+            None,
             format!(
                 "segment size {} but the device has {}",
                 header.segment_bytes,
@@ -694,6 +727,10 @@ fn read_slot<D: Device>(
             return Err(context.corrupt(
                 segment,
                 expect.offset,
+                Some(Cut::At {
+                    segment,
+                    offset: expect.offset,
+                }),
                 format!(
                     "batch written for offset {} found at offset {offset} (misdirected write)",
                     header.offset
@@ -736,7 +773,15 @@ fn read_slot<D: Device>(
             relative_offset,
             reason,
         } => {
-            return Err(context.corrupt(segment, expect.offset + relative_offset, reason));
+            return Err(context.corrupt(
+                segment,
+                expect.offset + relative_offset,
+                Some(Cut::At {
+                    segment,
+                    offset: expect.offset,
+                }),
+                reason,
+            ));
         }
         BatchFault::Unreadable(reason) => reason,
     };
@@ -747,8 +792,24 @@ fn read_slot<D: Device>(
                 BatchFault::Discontinuous {
                     relative_offset,
                     reason,
-                } => context.corrupt(segment, expect.offset + relative_offset, reason),
-                BatchFault::Unreadable(reason) => context.corrupt(segment, expect.offset, reason),
+                } => context.corrupt(
+                    segment,
+                    expect.offset + relative_offset,
+                    Some(Cut::At {
+                        segment,
+                        offset: expect.offset,
+                    }),
+                    reason,
+                ),
+                BatchFault::Unreadable(reason) => context.corrupt(
+                    segment,
+                    expect.offset,
+                    Some(Cut::At {
+                        segment,
+                        offset: expect.offset,
+                    }),
+                    reason,
+                ),
             })?;
             let block_start = block_index * BLOCK_BYTES;
             Ok(Slot::Batch {
@@ -923,4 +984,102 @@ fn traces_after(bytes: &[u8], from: u64, header: &SegmentHeader) -> u64 {
         block += BLOCK_BYTES;
     }
     traces
+}
+
+/// Recovery without writing anything (no repair is written back): what
+/// `tern storage check` reports. Returns the report; the records go to
+/// `on_record` as in [`crate::Journal::open`].
+pub async fn inspect<D: Device>(
+    device: &D,
+    config: &JournalConfig,
+    on_record: impl FnMut(RecordView<'_>),
+) -> Result<RecoveryReport, JournalError> {
+    let lenient_tail = config.sync == crate::journal::SyncPolicy::Never;
+    recover(device, config, lenient_tail, on_record)
+        .await
+        .map(|recovered| recovered.report)
+}
+
+/// What [`cut`] zeroed: `(segment, from offset)`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CutReport {
+    pub zeroed: Vec<(u32, u64)>,
+}
+
+/// An operator's repair of a damaged journal: discards what `cut` names by
+/// zeroing it (a zeroed segment is unused by rule 2; a zeroed tail is a
+/// clean end by rule 5), so the journal opens with the log before the
+/// damage. Whole later segments are zeroed, not just their headers, so
+/// nothing of their generations is left to be mistaken for a later use of
+/// the same generation numbers. Durable when it returns.
+pub async fn cut<D: Device>(
+    device: &D,
+    config: &JournalConfig,
+    cut: &Cut,
+) -> Result<CutReport, JournalError> {
+    let mut generations = Vec::with_capacity(device.segment_count() as usize);
+    for segment in 0..device.segment_count() {
+        generations.push(segment_generation(device, config, segment).await?);
+    }
+    let (from, within) = match *cut {
+        Cut::At { segment, offset } => {
+            let generation = generations[segment as usize].ok_or_else(|| {
+                JournalError::Config(format!(
+                    "cut at {} holds nothing of this journal",
+                    device.segment_name(segment)
+                ))
+            })?;
+            (generation + 1, Some((segment, offset)))
+        }
+        Cut::Generations { from } => (from, None),
+    };
+    let mut report = CutReport::default();
+    for (segment, generation) in generations.iter().enumerate() {
+        let segment = segment as u32;
+        let start = match within {
+            Some((at, offset)) if at == segment => offset,
+            _ if generation.is_some_and(|generation| generation >= from) => 0,
+            _ => continue,
+        };
+        zero(device, segment, start).await?;
+        report.zeroed.push((segment, start));
+    }
+    Ok(report)
+}
+
+/// The generation a segment holds: its header's, or (header unreadable)
+/// its first batch header's; `None` when it holds nothing of this journal.
+async fn segment_generation<D: Device>(
+    device: &D,
+    config: &JournalConfig,
+    segment: u32,
+) -> Result<Option<u64>, JournalError> {
+    let blocks = device
+        .read(segment, 0, 2 * BLOCK_BYTES)
+        .await
+        .map_err(JournalError::Read)?;
+    let blocks = blocks.as_ref();
+    if let Some(header) = SegmentHeader::decode(&blocks[..BLOCK_BYTES]) {
+        return Ok((header.journal_id == config.journal_id).then_some(header.generation));
+    }
+    Ok(BatchHeader::decode(&blocks[BLOCK_BYTES..])
+        .filter(|batch| !batch.footer && batch.journal_id == config.journal_id)
+        .map(|batch| batch.generation))
+}
+
+async fn zero<D: Device>(device: &D, segment: u32, from: u64) -> Result<(), JournalError> {
+    const CHUNK_BYTES: usize = 1 << 20;
+    assert_eq!(from % BLOCK_BYTES as u64, 0);
+    let mut offset = from;
+    while offset < device.segment_bytes() {
+        let bytes = CHUNK_BYTES.min((device.segment_bytes() - offset) as usize);
+        let mut buffer = device.allocate(bytes);
+        buffer.bytes_mut().fill(0);
+        device
+            .write(segment, offset, buffer, true)
+            .await
+            .map_err(JournalError::Poisoned)?;
+        offset += bytes as u64;
+    }
+    Ok(())
 }

@@ -17,11 +17,13 @@
 pub mod files;
 pub mod manifest;
 pub mod record;
+pub mod salvage;
 pub mod stream;
 
 pub use files::{DmaFiles, MemoryFiles, StoreFile, StoreFiles};
 pub use manifest::{DeletesExtent, Manifest, ManifestError, SegmentExtent, SEGMENTS_MAX};
 pub use record::{NewMessage, StoredView};
+pub use salvage::{salvage, Loss, Salvage};
 pub use stream::{
     stored_message_bytes, Limits, OpenReport, StoreError, StoredMessage, StreamConfig, StreamLog,
     StreamState,

@@ -491,6 +491,13 @@ async fn read_extent<F: StoreFile>(
     Ok(data)
 }
 
+/// Whether opening may change the store (serve) or only looks (verify).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum OpenMode {
+    Serve,
+    Verify,
+}
+
 /// What opening found.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct OpenReport {
@@ -518,6 +525,29 @@ impl<S: StoreFiles> StreamLog<S> {
         files: S,
         config: StreamConfig,
         manifest: &Manifest,
+    ) -> Result<(StreamLog<S>, OpenReport), StoreError> {
+        Self::open_as(files, config, manifest, OpenMode::Serve).await
+    }
+
+    /// Verifies `files` against `manifest` exactly as [`StreamLog::open`]
+    /// does, changing nothing (no file removed or created): what
+    /// `tern storage check` runs. The report lists, in `files_removed`,
+    /// what `open` would remove.
+    pub async fn verify(
+        files: S,
+        config: StreamConfig,
+        manifest: &Manifest,
+    ) -> Result<OpenReport, StoreError> {
+        Self::open_as(files, config, manifest, OpenMode::Verify)
+            .await
+            .map(|(_, report)| report)
+    }
+
+    async fn open_as(
+        files: S,
+        config: StreamConfig,
+        manifest: &Manifest,
+        mode: OpenMode,
     ) -> Result<(StreamLog<S>, OpenReport), StoreError> {
         assert!(
             config.write_buffer_bytes % BLOCK_BYTES == 0
@@ -580,9 +610,14 @@ impl<S: StoreFiles> StreamLog<S> {
             .collect();
         for name in names.iter().filter(|name| is_store_file(name)) {
             if !named.contains(name) {
-                log.files.remove(name).await.map_err(StoreError::Io)?;
+                if mode == OpenMode::Serve {
+                    log.files.remove(name).await.map_err(StoreError::Io)?;
+                }
                 report.files_removed.push(name.clone());
             }
+        }
+        if mode == OpenMode::Verify {
+            return Ok((log, report));
         }
         let deletes_missing = log.deletes.is_none();
         if deletes_missing {
