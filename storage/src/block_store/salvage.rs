@@ -89,7 +89,7 @@ pub async fn salvage<S: StoreFiles + Clone>(
                     extent.first_sequence == first_sequence && extent.version == version
                 })
                 .ok_or_else(|| error.clone())?;
-            let old = manifest.segments[position].clone();
+            let old = manifest.segments[position];
             let kept = prefix_before(files, &old, *offset).await?;
             let kept = kept.filter(|kept| kept.records < old.records);
             let (first_lost, records_lost) = match &kept {
@@ -149,7 +149,7 @@ async fn prefix_before<S: StoreFiles>(
         records: 0,
         last_record_sequence: 0,
         digest: DIGEST_EMPTY,
-        ..extent.clone()
+        ..*extent
     };
     let mut position = 0;
     while position < bytes.len() {
