@@ -262,7 +262,7 @@ mod tests {
     #[test]
     fn a_missing_segment_is_given_up_whole_and_named() {
         let (files, manifest) = checkpointed();
-        let last = manifest.segments.last().unwrap().clone();
+        let last = *manifest.segments.last().unwrap();
         block_on(files.remove(&last.file_name())).unwrap();
         let salvage = block_on(salvage(&files, &config(), &manifest)).unwrap();
         match &salvage.losses[..] {
