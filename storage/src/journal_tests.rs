@@ -543,9 +543,10 @@ fn a_damaged_segment_header_is_rebuilt_from_its_first_batch() {
                 report.repairs
             );
             assert_eq!(report.journal_id, 0xabc);
-            let (_, again, _) =
+            let (_, again, replayed) =
                 reopen_with(journal.device().crash(2), config(2 * BLOCK_BYTES)).unwrap();
             assert!(again.repairs.is_empty(), "{:?}", again.repairs);
+            assert_eq!(replayed, written, "after the header was written back");
         }
     }
 }

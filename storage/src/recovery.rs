@@ -227,14 +227,13 @@ pub(crate) async fn recover<D: Device>(
                     });
                 }
                 match rebuild_header(&context, segment).await? {
-                    Rebuild::Header(header, block) => {
+                    Rebuild::Header(header) => {
                         report.repairs.push(Repair {
                             segment,
                             file: device.segment_name(segment),
                             offset: 0,
                             kind: RepairKind::SegmentHeader,
                         });
-                        rewrites.push((segment, 0, block));
                         Some(LiveHeader {
                             header,
                             rebuilt: true,
@@ -300,6 +299,17 @@ pub(crate) async fn recover<D: Device>(
     };
     // Rule 3: the live segments.
     let floor = floor_generation(&headers, &newest);
+    // Rebuilt headers are written back with the floor worked out here (the
+    // newest one's floor is where the next recovery starts).
+    for (segment, header) in headers.iter_mut().enumerate() {
+        let Some(header) = header.as_mut().filter(|header| header.rebuilt) else {
+            continue;
+        };
+        header.header.floor_generation = floor.min(header.header.generation);
+        let mut block = vec![0u8; BLOCK_BYTES];
+        header.header.encode(&mut block);
+        rewrites.push((segment as u32, 0, block));
+    }
     let mut by_generation: BTreeMap<u64, u32> = BTreeMap::new();
     for (segment, header) in headers.iter().enumerate() {
         let Some(header) = header else { continue };
@@ -489,8 +499,9 @@ fn check_identity<D: Device>(
 enum Rebuild {
     /// Nothing of this journal's (zeros, garbage).
     Unused,
-    /// The header rebuilt from the first batch, and its block to write back.
-    Header(SegmentHeader, Vec<u8>),
+    /// The header rebuilt from the first batch (its floor generation still
+    /// to be worked out).
+    Header(SegmentHeader),
     /// A batch header of this journal at block 1 whose batch cannot be
     /// read: harmless if its generation is below the floor (left from an
     /// older use of the segment), corruption otherwise.
@@ -572,9 +583,7 @@ async fn rebuild_header<D: Device>(
         // Unknown; `floor_generation` works it out from the other headers.
         floor_generation: header.generation,
     };
-    let mut block = vec![0u8; BLOCK_BYTES];
-    rebuilt.encode(&mut block);
-    Ok(Rebuild::Header(rebuilt, block))
+    Ok(Rebuild::Header(rebuilt))
 }
 
 /// The oldest live generation. From the newest header when it verified;
