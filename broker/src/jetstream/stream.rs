@@ -257,6 +257,21 @@ macro_rules! with_store {
     };
 }
 
+/// Block-store segments stop growing at 64 MiB, or at the largest message
+/// the server accepts if that is larger: a message that passed ingest must
+/// always fit one (a store refusing it at apply time would take the stream
+/// offline).
+fn segment_bytes_max(js: &JetStream) -> u64 {
+    const SEGMENT_BYTES: u64 = 64 << 20;
+    let limits = &js.shard().config.limits;
+    let largest = tern_storage::block_store::stored_message_bytes(
+        limits.max_control_line_bytes,
+        0,
+        limits.max_payload_bytes,
+    );
+    SEGMENT_BYTES.max(largest.next_multiple_of(4096))
+}
+
 /// nats-server's byte accounting for file streams.
 pub fn file_message_bytes(subject: usize, headers: usize, payload: usize) -> u64 {
     let base = if headers > 0 { 34 } else { 30 };
@@ -427,8 +442,10 @@ impl StreamTask {
                     // consumers arrive; the cache would copy every message.
                     tail_cache_bytes: 0,
                     // Smaller writes queue less ahead of the journal's when
-                    // both share a device.
+                    // both share a device (a larger message gets a buffer of
+                    // its own for its flush).
                     write_buffer_bytes: STORE_WRITE_BYTES,
+                    segment_bytes_max: segment_bytes_max(&js),
                     ..tern_storage::block_store::StreamConfig::default()
                 };
                 // The checkpoint says which files hold what: anything it
@@ -454,6 +471,7 @@ impl StreamTask {
                     sync: false,
                     write_buffer_bytes: 64 << 10,
                     tail_cache_bytes: 0,
+                    segment_bytes_max: segment_bytes_max(&js),
                     ..tern_storage::block_store::StreamConfig::default()
                 };
                 // A memory store is new at every start: an empty log.

@@ -1525,15 +1525,12 @@ impl<S: StoreFiles> StreamLog<S> {
             message.headers.len(),
             message.payload.len(),
         );
-        if size as u64 > self.config.segment_bytes_max
-            || size > self.config.write_buffer_bytes - BLOCK_BYTES
-        {
+        // A record larger than the write buffer gets a buffer of its own
+        // for one flush (below); only a segment bounds it.
+        if size as u64 > self.config.segment_bytes_max {
             return Err(StoreError::TooLarge {
                 bytes: size,
-                max: self
-                    .config
-                    .segment_bytes_max
-                    .min((self.config.write_buffer_bytes - BLOCK_BYTES) as u64),
+                max: self.config.segment_bytes_max,
             });
         }
         let roll = match self.segments.last() {
@@ -1569,6 +1566,7 @@ impl<S: StoreFiles> StreamLog<S> {
         if !room {
             self.flush().await?;
         }
+        self.make_room(size);
         let last = self.segments.last_mut().expect("a segment to write");
         let at = (last.end - self.buffer_start) as usize;
         let buffer = self.buffer.as_mut().expect("the last segment has a buffer");
@@ -1603,6 +1601,23 @@ impl<S: StoreFiles> StreamLog<S> {
             self.cache(message.sequence, encoded);
         }
         Ok(())
+    }
+
+    /// Grows the write buffer when a record of `size` bytes does not fit
+    /// it even right after a flush (a message larger than the buffer): a
+    /// buffer of exactly what is needed, for one flush; the next flush
+    /// goes back to `write_buffer_bytes`.
+    fn make_room(&mut self, size: usize) {
+        let last = self.segments.last().expect("a segment to write");
+        let at = (last.end - self.buffer_start) as usize;
+        let buffer = self.buffer.as_ref().expect("the last segment has a buffer");
+        if at + size <= buffer.bytes().len() {
+            return;
+        }
+        let mut grown = last.file.allocate(align_up(at + size, BLOCK_BYTES));
+        grown.bytes_mut().fill(0);
+        grown.bytes_mut()[..at].copy_from_slice(&buffer.bytes()[..at]);
+        self.buffer = Some(grown);
     }
 
     fn cache(&mut self, sequence: u64, bytes: Vec<u8>) {
