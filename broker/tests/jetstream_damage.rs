@@ -2281,8 +2281,21 @@ async fn journal_matrix(test: &str, stop: Stop) {
                     Vec::new()
                 }
             };
-            let (report, _server) = restart_and_check(stopped, &models, &allowed).await;
+            let (report, server) = restart_and_check(stopped, &models, &allowed).await;
             let mut result = case_result(case.label(), &victim, &report, damaged.err());
+            // What recovery rebuilt was written back: a second start (after
+            // a SIGKILL) must find the same, with nothing left to repair.
+            if let Some(server) = server {
+                let stopped = tokio::task::block_in_place(|| server.into_stopped(false));
+                let (again, _server) = restart_and_check(stopped, &models, &allowed).await;
+                let again = case_result(case.label(), &victim, &again, None);
+                result.violations.extend(
+                    again
+                        .violations
+                        .into_iter()
+                        .map(|violation| format!("after a second restart: {violation}")),
+                );
+            }
             let copies = if model.checkpointed {
                 "checkpointed"
             } else {
