@@ -367,7 +367,8 @@ pub async fn probe_direct_io(directory: &Path) -> Result<(), DeviceError> {
     Ok(())
 }
 
-const PROBE_PREFIX: &str = ".tern-direct-io-probe-";
+/// Probe files start with this (hidden: never a store file).
+pub const PROBE_PREFIX: &str = ".tern-direct-io-probe-";
 
 pub fn segment_path(directory: &Path, segment: u32) -> PathBuf {
     directory.join(segment_file_name(segment))

@@ -1,6 +1,9 @@
 //! `tern`: the operator CLI. Today it carries `tern bench …` (the latency
-//! harness, crate tern-bench); `tern stream …`, `tern consumer …`,
-//! `tern tune`, `tern nvme` and `tern check` arrive with their issues.
+//! harness, crate tern-bench) and `tern storage check|repair` (damaged
+//! storage, `storage.rs`); `tern stream …`, `tern consumer …`, `tern tune`
+//! and `tern nvme` arrive with their issues.
+
+mod storage;
 
 use std::process::ExitCode;
 
@@ -19,11 +22,15 @@ enum Command {
     /// The open-loop latency harness: run workloads against NATS servers.
     #[command(subcommand)]
     Bench(BenchCommand),
+    /// Check a stopped server's store for damage, and repair it.
+    #[command(subcommand)]
+    Storage(storage::StorageCommand),
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
+        Command::Storage(storage) => storage::execute(storage),
         Command::Bench(bench) => match command::execute(bench) {
             Ok(outcome) => {
                 println!("{}", outcome.report.markdown());

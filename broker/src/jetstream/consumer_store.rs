@@ -176,7 +176,7 @@ pub fn decode(bytes: &[u8]) -> Result<StoredConsumers, PersistError> {
 
 /// The checksum a verified file carries (what the `raft` file records of
 /// the consumers file a checkpoint wrote).
-fn file_checksum(bytes: &[u8]) -> u32 {
+pub(super) fn file_checksum(bytes: &[u8]) -> u32 {
     u32_at(bytes, 32)
 }
 

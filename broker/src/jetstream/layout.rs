@@ -159,11 +159,40 @@ pub fn open(
     mut random: impl FnMut() -> u64,
 ) -> Result<Layout, LayoutError> {
     let root = store_dir.join("jetstream");
+    std::fs::create_dir_all(&root).map_err(|source| LayoutError::Io {
+        path: root.display().to_string(),
+        source,
+    })?;
+    let Some(layout) = read(store_dir, journal_dir, journal_segments)? else {
+        let layout = Layout {
+            shard_count,
+            journal_ids: (0..shard_count).map(|_| journal_id(&mut random)).collect(),
+        };
+        write(&root, &layout)?;
+        return Ok(layout);
+    };
+    if layout.shard_count != shard_count {
+        return Err(LayoutError::ShardCount {
+            root: root.display().to_string(),
+            found: layout.shard_count,
+            wanted: shard_count,
+        });
+    }
+    Ok(layout)
+}
+
+/// Reads the store's layout without changing anything. `Ok(None)`: there
+/// is none and the store holds no JetStream data (a layout may be created).
+pub fn read(
+    store_dir: &Path,
+    journal_dir: &Path,
+    journal_segments: u32,
+) -> Result<Option<Layout>, LayoutError> {
+    let root = store_dir.join("jetstream");
     let io = |path: &Path| {
         let path = path.display().to_string();
         move |source| LayoutError::Io { path, source }
     };
-    std::fs::create_dir_all(&root).map_err(io(&root))?;
     let path = root.join(FILE);
     let store = store_dir.display().to_string();
     let text = match std::fs::metadata(&path) {
@@ -186,12 +215,7 @@ pub fn open(
                 evidence,
             });
         }
-        let layout = Layout {
-            shard_count,
-            journal_ids: (0..shard_count).map(|_| journal_id(&mut random)).collect(),
-        };
-        write(&root, &layout)?;
-        return Ok(layout);
+        return Ok(None);
     };
     let text = String::from_utf8_lossy(&bytes);
     if text.starts_with("shards ") && text.lines().count() == 1 {
@@ -199,23 +223,17 @@ pub fn open(
             path: path.display().to_string(),
         });
     }
-    let layout = Layout::decode(&text).map_err(|reason| LayoutError::Damaged {
-        path: path.display().to_string(),
-        store,
-        reason,
-    })?;
-    if layout.shard_count != shard_count {
-        return Err(LayoutError::ShardCount {
-            root: root.display().to_string(),
-            found: layout.shard_count,
-            wanted: shard_count,
-        });
-    }
-    Ok(layout)
+    Layout::decode(&text)
+        .map(Some)
+        .map_err(|reason| LayoutError::Damaged {
+            path: path.display().to_string(),
+            store,
+            reason,
+        })
 }
 
 /// A journal id: random, never 0 (0 reads as "no id" in a zeroed block).
-fn journal_id(mut random: impl FnMut() -> u64) -> u64 {
+pub(crate) fn journal_id(mut random: impl FnMut() -> u64) -> u64 {
     loop {
         let id = random();
         if id != 0 {
@@ -253,7 +271,9 @@ fn data_evidence(root: &Path, journal_dir: &Path, journal_segments: u32) -> Opti
         .map(|directory| format!("journal segments in {}", directory.display()))
 }
 
-fn write(root: &Path, layout: &Layout) -> Result<(), LayoutError> {
+/// Replaces `<root>/layout` atomically (temporary file, sync, rename,
+/// directory sync).
+pub(crate) fn write(root: &Path, layout: &Layout) -> Result<(), LayoutError> {
     let path = root.join(FILE);
     let temporary = root.join("layout.tmp");
     std::fs::write(&temporary, layout.encode())

@@ -54,6 +54,7 @@ pub mod pull;
 pub mod rate_limit;
 pub mod requests;
 pub mod responses;
+pub mod store_check;
 pub mod stream;
 pub mod stream_config;
 pub mod usage;

@@ -28,6 +28,8 @@ pub enum Loss {
     /// `first_sequence..=last_sequence` (some may have been deleted).
     Messages {
         file: String,
+        /// Where the damage was found in `file` (0 for a missing file).
+        offset: u64,
         records: u64,
         first_sequence: u64,
         last_sequence: u64,
@@ -37,6 +39,8 @@ pub enum Loss {
     /// known) would be served again.
     Deletes {
         file: String,
+        /// Where the damage was found in `file` (0 for a missing file).
+        offset: u64,
         entries: u64,
         reason: String,
     },
@@ -98,10 +102,11 @@ pub async fn salvage<S: StoreFiles + Clone>(
             };
             losses.push(Loss::Messages {
                 file: file.clone(),
+                offset: *offset,
                 records: records_lost,
                 first_sequence: first_lost,
                 last_sequence: old.last_record_sequence,
-                reason: format!("at offset {offset}: {reason}"),
+                reason: reason.clone(),
             });
             match kept {
                 Some(kept) => manifest.segments[position] = kept,
@@ -113,8 +118,9 @@ pub async fn salvage<S: StoreFiles + Clone>(
             let kept = (*offset / 16).min(manifest.deletes.entries.saturating_sub(1));
             losses.push(Loss::Deletes {
                 file: file.clone(),
+                offset: *offset,
                 entries: manifest.deletes.entries - kept,
-                reason: format!("at offset {offset}: {reason}"),
+                reason: reason.clone(),
             });
             manifest.deletes.entries = kept;
         } else {
@@ -246,6 +252,8 @@ mod tests {
             salvage.losses,
             vec![Loss::Messages {
                 file: name.clone(),
+                // The damaged record's own offset: the third one.
+                offset: 2 * record::stored_bytes("salvage.a".len(), 0, 500) as u64,
                 records: middle.records - 2,
                 first_sequence: third,
                 last_sequence: middle.last_record_sequence,
