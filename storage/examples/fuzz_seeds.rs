@@ -1,11 +1,11 @@
-//! Writes seed inputs for the storage fuzz targets (valid journal and block
-//! store images the fuzzer then mutates past their checksums):
+//! Writes seed inputs for the storage fuzz targets (valid journal images the
+//! fuzzer then mutates past their checksums; small damage descriptions for
+//! the block-store target, which writes its own stores):
 //! `cargo run -p tern-storage --example fuzz_seeds -- fuzz/corpus`.
 
 use std::path::PathBuf;
 
 use futures_lite::future::block_on;
-use tern_storage::block_store::{Manifest, MemoryFiles, NewMessage, StreamConfig, StreamLog};
 use tern_storage::format::BLOCK_BYTES;
 use tern_storage::memory::MemoryDevice;
 use tern_storage::{Journal, JournalConfig, NewRecord, SyncPolicy};
@@ -49,40 +49,27 @@ fn main() {
         image.extend(journal.device().contents(1));
         std::fs::write(journal_dir.join(format!("journal-{records}")), image).unwrap();
     }
-    for messages in [1u64, 5, 30] {
-        let files = MemoryFiles::new();
-        let config = StreamConfig {
-            write_buffer_bytes: 2 * BLOCK_BYTES,
-            tail_cache_bytes: 0,
-            read_chunk_bytes: 2 * BLOCK_BYTES,
-            ..StreamConfig::default()
-        };
-        let (mut log, _) =
-            block_on(StreamLog::open(files.clone(), config, &Manifest::new(1))).unwrap();
-        for sequence in 1..=messages {
-            let payload = vec![sequence as u8; 40 + sequence as usize * 3];
-            block_on(log.append(NewMessage {
-                sequence,
-                timestamp_ns: sequence,
-                subject: b"seed.subject",
-                headers: b"",
-                payload: &payload,
-            }))
+    // The block-store target writes its own valid stores (one per
+    // scenario) and reads `[scenario, file, damage, position_lo,
+    // position_hi, mask...]`: a seed per scenario and kind of damage.
+    for scenario in 0u8..6 {
+        let seeds: [(&str, Vec<u8>); 5] = [
+            ("bit", vec![scenario, 0, 0, 0, 0, 0x08]),
+            ("block", {
+                let mut seed = vec![scenario, 1, 1, 1, 0];
+                seed.extend(vec![0xffu8; 64]);
+                seed
+            }),
+            ("none", vec![scenario, 2, 0, 0, 0, 0]),
+            ("truncate", vec![scenario, 0, 2, 0x00, 0x10]),
+            ("remove", vec![scenario, 1, 3, 0, 0]),
+        ];
+        for (damage, seed) in seeds {
+            std::fs::write(
+                store_dir.join(format!("scenario-{scenario}-{damage}")),
+                seed,
+            )
             .unwrap();
         }
-        log.delete(1);
-        let manifest = block_on(log.sync()).unwrap().encode();
-        // The fuzz target reads a 2-byte length, that many bytes of
-        // manifest, then 8 KiB per file: the segments the manifest names
-        // (at most two) and its deletes log, then a file it does not name.
-        let mut image = (manifest.len() as u16).to_le_bytes().to_vec();
-        image.extend_from_slice(&manifest);
-        for name in ["00000000000000000001.blk", "deletes.log"] {
-            let mut contents = files.contents(name);
-            contents.resize(2 * BLOCK_BYTES, 0);
-            image.extend(contents);
-        }
-        image.extend(vec![0x5au8; BLOCK_BYTES]);
-        std::fs::write(store_dir.join(format!("stream-{messages}")), image).unwrap();
     }
 }
