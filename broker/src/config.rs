@@ -77,6 +77,11 @@ pub struct Flags {
     /// CPUs to run shards on, one shard per CPU, taskset syntax: 1, 0-3, 0,2 [default: all online CPUs]
     #[arg(long = "cores", value_name = "LIST")]
     pub cores: Option<String>,
+    /// Do not pin shards to their CPUs: the --cores list then only sets how
+    /// many shards run (any count, online or not). For hosts shared with other
+    /// work (CI, tests, containers); a dedicated host pins [default: pinned]
+    #[arg(long = "unpinned")]
+    pub unpinned: bool,
     /// Largest message payload (headers included) a client may publish [default: 1MB]
     #[arg(long = "max_payload", value_name = "SIZE")]
     pub max_payload: Option<String>,
@@ -159,6 +164,7 @@ pub struct FileConfig {
     pub server_name: Option<String>,
     pub store_dir: Option<PathBuf>,
     pub cores: Option<String>,
+    pub unpinned: Option<bool>,
     pub max_payload: Option<SizeValue>,
     pub max_pending: Option<SizeValue>,
     #[serde(alias = "max_conn")]
@@ -242,7 +248,10 @@ pub struct Config {
     pub http_host: String,
     pub server_name: Option<String>,
     pub store_dir: PathBuf,
+    /// Shard `i` runs on `cores[i]` (pinned) or, when `unpinned`, floats and
+    /// the list only counts the shards.
     pub cores: CpuList,
+    pub unpinned: bool,
     pub limits: Limits,
     pub io_memory_bytes: usize,
     pub mesh_ring_capacity: usize,
@@ -338,13 +347,16 @@ impl Config {
             .http_host
             .or(file.http_host)
             .unwrap_or_else(|| host.clone());
+        let unpinned = flags.unpinned || file.unpinned.unwrap_or(false);
         let cores = match flags.cores.or(file.cores) {
             Some(list) => {
                 let cores =
                     CpuList::parse(&list).map_err(|error| invalid("cores", error.to_string()))?;
-                cores
-                    .check_online()
-                    .map_err(|error| invalid("cores", error.to_string()))?;
+                if !unpinned {
+                    cores
+                        .check_online()
+                        .map_err(|error| invalid("cores", error.to_string()))?;
+                }
                 cores
             }
             None => CpuList::online(),
@@ -471,6 +483,7 @@ impl Config {
             server_name: flags.server_name.or(file.server_name),
             store_dir,
             cores,
+            unpinned,
             limits,
             io_memory_bytes: size(
                 "io_memory",

@@ -160,13 +160,18 @@ pub fn run(mut config: Config) -> Result<(), ServerError> {
     log::info!(target: "tern::server", "  Version:  {TERN_VERSION} (NATS protocol compatible with {NATS_COMPATIBLE_VERSION})");
     log::info!(target: "tern::server", "  Name:     {server_name}");
     log::info!(target: "tern::server", "  ID:       {server_id}");
-    log::info!(target: "tern::server", "  Shards:   {} on CPUs {}", config.cores.len(), config.cores);
+    if config.unpinned {
+        log::info!(target: "tern::server", "  Shards:   {} unpinned", config.cores.len());
+    } else {
+        log::info!(target: "tern::server", "  Shards:   {} on CPUs {}", config.cores.len(), config.cores);
+    }
     log::info!(target: "tern::server", "  Data:     {}", config.store_dir.display());
     if let Some(path) = &config.config_file {
         log::info!(target: "tern::server", "Using configuration file: {}", path.display());
     }
     let spec = ShardSpec {
         cpus: config.cores.clone(),
+        pinned: !config.unpinned,
         io_memory_bytes: config.io_memory_bytes,
         mesh_ring_capacity: config.mesh_ring_capacity,
         watch_signals: true,

@@ -13,8 +13,10 @@ use crate::shutdown::{block_shutdown_signals, Control, Shutdown, CONTROL_RING_CA
 /// How to start the shards.
 #[derive(Clone, Debug)]
 pub struct ShardSpec {
-    /// Shard `i` runs pinned to `cpus[i]`.
+    /// Shard `i` runs pinned to `cpus[i]`, or (`pinned` false) floats
+    /// wherever the kernel schedules it, the list only counting the shards.
     pub cpus: CpuList,
+    pub pinned: bool,
     /// glommio io memory per shard (registered with io_uring, counts to memlock).
     pub io_memory_bytes: usize,
     /// Messages each mesh ring holds before senders wait.
@@ -75,7 +77,12 @@ where
         let control = controls.next().expect("one control end per shard");
         let entry = entry.clone();
         let watch_signals = spec.watch_signals && index == 0;
-        let mut builder = LocalExecutorBuilder::new(Placement::Fixed(cpu))
+        let placement = if spec.pinned {
+            Placement::Fixed(cpu)
+        } else {
+            Placement::Unbound
+        };
+        let mut builder = LocalExecutorBuilder::new(placement)
             .name(&format!("shard-{index}"))
             .io_memory(spec.io_memory_bytes);
         if let Some(spin) = spec.spin_before_park.filter(|spin| !spin.is_zero()) {
@@ -121,6 +128,7 @@ mod tests {
     fn spec(cpus: &str) -> ShardSpec {
         ShardSpec {
             cpus: CpuList::parse(cpus).unwrap(),
+            pinned: true,
             io_memory_bytes: 256 * 1024,
             mesh_ring_capacity: 16,
             watch_signals: false,

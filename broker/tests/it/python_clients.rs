@@ -1,0 +1,61 @@
+//! nats-py against the real server, tern (2 shards) and nats-server alike.
+//! Each script under `tests/py/` takes the server URL, bounds itself, and
+//! prints `nats-py <name>: ok` when every check passed:
+//! - `smoke.py`: pub/sub, headers, request/reply, no-responders and a queue
+//!   group across two connections;
+//! - `jetstream.py`: stream management (add/update/info/list/names/delete),
+//!   publish with PubAck checks, `Nats-Msg-Id` de-duplication,
+//!   expected-last-sequence and expected-stream errors, get/delete message
+//!   and purge;
+//! - `kv_object.py`: KV put/get/create/update, history, delete and purge
+//!   markers, keys, watches (initial values, then live updates with a
+//!   delete) and status, then an object store put/get of a multi-chunk
+//!   object, info, list, overwrite and delete. nats-py creates KV buckets
+//!   without `allow_direct`, so its gets go through
+//!   `$JS.API.STREAM.MSG.GET`.
+
+use crate::common;
+
+use common::{Flavor, Options, Server};
+
+/// Runs `tests/py/<name>.py` against a server started with `options`.
+async fn run_script(flavor: Flavor, options: Options, name: &str) {
+    let server = Server::start(flavor, options);
+    let script = format!("{}/tests/py/{name}.py", env!("CARGO_MANIFEST_DIR"));
+    // The scripts bound themselves (60 s); this only catches a hung interpreter.
+    let output = tokio::time::timeout(
+        std::time::Duration::from_secs(90),
+        tokio::process::Command::new("python3")
+            .arg(&script)
+            .arg(server.url())
+            .kill_on_drop(true)
+            .output(),
+    )
+    .await
+    .unwrap_or_else(|_| panic!("{name}.py did not finish within 90 s"))
+    .expect("python3 runs (nats-py: pip install nats-py)");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        output.status.success() && stdout.contains(&format!("nats-py {name}: ok")),
+        "nats-py {name} failed against {} ({}):\nstdout:\n{stdout}\nstderr:\n{stderr}\nserver log:\n{}",
+        flavor.name(),
+        output.status,
+        server.log_tail()
+    );
+}
+
+async fn nats_py_smoke(flavor: Flavor) {
+    run_script(flavor, Options::default(), "smoke").await;
+}
+differential!(nats_py_smoke);
+
+async fn nats_py_jetstream(flavor: Flavor) {
+    run_script(flavor, Options::jetstream(), "jetstream").await;
+}
+differential!(nats_py_jetstream);
+
+async fn nats_py_kv_object(flavor: Flavor) {
+    run_script(flavor, Options::jetstream(), "kv_object").await;
+}
+differential!(nats_py_kv_object);

@@ -1,0 +1,5 @@
+//! tern-cli's integration tests: one binary, one module per area.
+//! Run one module with `cargo test -p tern-cli --test it <module>::`.
+
+mod bench_cli;
+mod storage;
