@@ -711,6 +711,22 @@ mod tests {
     }
 
     #[test]
+    fn unpinned_shards_count_cores_without_needing_them_online() {
+        assert!(!config(&[]).unwrap().unpinned);
+        // 4096 CPUs are not online here: pinned, that is refused.
+        assert!(config(&["--cores", "0-4095"]).is_err());
+        let flag = config(&["--unpinned", "--cores", "0-4095"]).unwrap();
+        assert!(flag.unpinned);
+        assert_eq!(flag.cores.len(), 4096);
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("tern.toml");
+        std::fs::write(&path, "unpinned = true\ncores = \"0-2\"\n").unwrap();
+        let file = config(&["-c", path.to_str().unwrap()]).unwrap();
+        assert!(file.unpinned);
+        assert_eq!(file.cores.len(), 3);
+    }
+
+    #[test]
     fn spin_awaiting_reply_is_off_by_default_and_bounded() {
         assert_eq!(config(&[]).unwrap().spin_awaiting_reply, Duration::ZERO);
         let on = config(&["--spin_awaiting_reply", "200us"]).unwrap();

@@ -710,6 +710,13 @@ impl DeliveryState {
                     "redelivered entries ascend, counts ≥ 1",
                 ));
             }
+            // Each redelivery took a consumer sequence, so a count cannot
+            // reach the next one (and the increments cannot overflow).
+            if count >= next_consumer_sequence {
+                return Err(StateDecodeError::NonCanonical(
+                    "redelivery count past delivered",
+                ));
+            }
             previous = sequence;
             redelivered.insert(sequence, count);
         }

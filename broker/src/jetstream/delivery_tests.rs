@@ -320,6 +320,27 @@ fn the_state_round_trips_and_decodes_strictly() {
 }
 
 #[test]
+fn a_redelivery_count_past_the_consumer_sequence_is_refused() {
+    // Found by the stream_entry fuzz target: a count of u64::MAX decoded,
+    // and the next delivery of that message overflowed it.
+    let mut state = DeliveryState::new(config(AckMode::Explicit), 3);
+    deliver_new(&mut state, 7);
+    state.check_pending(31 * SECOND_NS, 1);
+    redeliver(&mut state, 31 * SECOND_NS);
+    let mut encoded = state.encode();
+    let count_offset = encoded.len() - 8;
+    assert_eq!(encoded[count_offset..], 1u64.to_le_bytes(), "the last field is the count");
+    for count in [u64::MAX, state.next_consumer_sequence] {
+        encoded[count_offset..].copy_from_slice(&count.to_le_bytes());
+        assert_eq!(
+            DeliveryState::decode(config(AckMode::Explicit), &encoded),
+            Err(StateDecodeError::NonCanonical("redelivery count past delivered")),
+            "count {count}"
+        );
+    }
+}
+
+#[test]
 fn the_layout_is_pinned() {
     let mut state = DeliveryState::new(config(AckMode::Explicit), 1);
     deliver_new(&mut state, 9);

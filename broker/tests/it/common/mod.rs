@@ -1039,6 +1039,31 @@ pub async fn next_message(
 }
 
 /// Proves a negative: no message arrives on `subscriber` within `period`.
+/// Proves `subscriber` has nothing pending from `publisher` without waiting
+/// out a quiet period: publishes a marker on `subject` and asserts it is the
+/// next message. Messages from one publisher reach a subscription in order
+/// (in tern also across shards: one ordered channel per shard pair), so
+/// anything the publisher sent earlier would arrive first.
+pub async fn expect_nothing_before_marker(
+    publisher: &async_nats::Client,
+    subject: &str,
+    subscriber: &mut async_nats::Subscriber,
+) {
+    const MARKER: &[u8] = b"tern-test-marker";
+    publisher
+        .publish(subject.to_string(), MARKER.into())
+        .await
+        .expect("publish the marker");
+    flush(publisher).await;
+    let message = next_message(subscriber, TIMEOUT).await;
+    assert_eq!(
+        &message.payload[..],
+        MARKER,
+        "unexpected message on {} before the marker",
+        message.subject
+    );
+}
+
 pub async fn expect_no_message(subscriber: &mut async_nats::Subscriber, period: Duration) {
     if let Ok(Some(message)) = tokio::time::timeout(period, subscriber.next()).await {
         panic!(
