@@ -187,12 +187,13 @@ impl Monitor {
             });
         };
         let parts = jetstream.gather().await;
-        let (mut memory, mut storage, mut messages, mut bytes, mut count) =
-            (0u64, 0u64, 0u64, 0u64, 0u64);
+        let (mut memory, mut storage, mut messages, mut bytes, mut count, mut consumers) =
+            (0u64, 0u64, 0u64, 0u64, 0u64, 0u64);
         let mut streams = Vec::new();
         for part in &parts {
             for stream in &part.streams {
                 count += 1;
+                consumers += stream.consumers as u64;
                 messages += stream.state.messages;
                 bytes += stream.state.bytes;
                 match stream.config.storage {
@@ -203,13 +204,20 @@ impl Monitor {
                         storage += stream.state.bytes
                     }
                 }
+                let state = crate::jetstream::stream::info_state(
+                    &stream.state,
+                    stream.last_unix_ns,
+                    &stream.config,
+                    stream.consumers,
+                );
                 streams.push(serde_json::json!({
                     "name": stream.name,
                     "shard": stream.shard,
-                    "messages": stream.state.messages,
-                    "bytes": stream.state.bytes,
-                    "first_seq": stream.state.first_sequence,
-                    "last_seq": stream.state.last_sequence,
+                    "messages": state.messages,
+                    "bytes": state.bytes,
+                    "first_seq": state.first_sequence,
+                    "last_seq": state.last_sequence,
+                    "consumer_count": state.consumer_count,
                     "failure": stream.failure,
                 }));
             }
@@ -228,7 +236,7 @@ impl Monitor {
             "memory": memory,
             "storage": storage,
             "streams": count,
-            "consumers": 0,
+            "consumers": consumers,
             "messages": messages,
             "bytes": bytes,
             "journal": match jetstream.journal_if_open() {

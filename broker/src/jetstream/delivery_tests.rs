@@ -329,12 +329,18 @@ fn a_redelivery_count_past_the_consumer_sequence_is_refused() {
     redeliver(&mut state, 31 * SECOND_NS);
     let mut encoded = state.encode();
     let count_offset = encoded.len() - 8;
-    assert_eq!(encoded[count_offset..], 1u64.to_le_bytes(), "the last field is the count");
+    assert_eq!(
+        encoded[count_offset..],
+        1u64.to_le_bytes(),
+        "the last field is the count"
+    );
     for count in [u64::MAX, state.next_consumer_sequence] {
         encoded[count_offset..].copy_from_slice(&count.to_le_bytes());
         assert_eq!(
             DeliveryState::decode(config(AckMode::Explicit), &encoded),
-            Err(StateDecodeError::NonCanonical("redelivery count past delivered")),
+            Err(StateDecodeError::NonCanonical(
+                "redelivery count past delivered"
+            )),
             "count {count}"
         );
     }

@@ -154,6 +154,8 @@ pub struct StreamSummary {
     pub last_unix_ns: u64,
     pub shard: usize,
     pub failure: Option<String>,
+    /// Consumers on the stream (durable and ephemeral).
+    pub consumers: usize,
 }
 
 /// A stream of this shard that could not be opened: damaged files, or a
@@ -1630,6 +1632,7 @@ impl JetStream {
                     last_unix_ns: snapshot.last_unix_ns,
                     shard: self.index,
                     failure: snapshot.failure.clone(),
+                    consumers: snapshot.consumers,
                 }
             })
             .collect();
@@ -1695,6 +1698,7 @@ impl JetStream {
             info.api_errors += part.api_errors;
             for stream in &part.streams {
                 info.streams += 1;
+                info.consumers += stream.consumers;
                 let reserved = stream.config.max_bytes.max(0) as u64;
                 match stream.config.storage {
                     StorageType::Memory => {
@@ -1771,7 +1775,12 @@ impl JetStream {
             for (name, entry) in page {
                 match entry {
                     Ok(stream) => {
-                        let state = stream::info_state(&stream.state, stream.last_unix_ns);
+                        let state = stream::info_state(
+                            &stream.state,
+                            stream.last_unix_ns,
+                            &stream.config,
+                            stream.consumers,
+                        );
                         infos.push(responses::stream_info_object(
                             &stream.config,
                             stream.created_unix_ns,

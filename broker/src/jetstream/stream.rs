@@ -155,6 +155,8 @@ pub struct Snapshot_ {
     pub last_unix_ns: u64,
     /// Set when the stream stopped after an error (journal or store).
     pub failure: Option<String>,
+    /// Consumers on the stream (durable and ephemeral).
+    pub consumers: usize,
 }
 
 impl StreamHandle {
@@ -177,6 +179,7 @@ impl StreamHandle {
                 state: StreamState::default(),
                 last_unix_ns: 0,
                 failure: None,
+                consumers: 0,
             }),
         })
     }
@@ -581,7 +584,10 @@ impl StreamTask {
     /// State that follows from the store once recovery applied everything.
     async fn after_recovery(&mut self) -> Result<(), String> {
         let state = with_store!(&self.store, log => log.state());
-        self.last_sequence = with_store!(&self.store, log => log.last_sequence());
+        // A stream created with `first_seq` starts there (nats-server
+        // purges a new store up to it): its last sequence is the one before.
+        self.last_sequence = with_store!(&self.store, log => log.last_sequence())
+            .max(self.config.first_sequence.saturating_sub(1));
         self.stored_last_unix_ns = self.stored_last_unix_ns.max(state.last_timestamp_ns);
         self.last_timestamp_ns = self.stored_last_unix_ns;
         if state.messages > 0 {
@@ -863,6 +869,7 @@ impl StreamTask {
         snapshot.state = with_store!(&self.store, log => log.state());
         snapshot.last_unix_ns = self.stored_last_unix_ns;
         snapshot.failure = self.failure.clone();
+        snapshot.consumers = self.consumers.len();
         let bytes = snapshot.state.bytes;
         drop(snapshot);
         // A stopped stream keeps its last count until it is deleted
@@ -1984,7 +1991,12 @@ impl StreamTask {
         with_leader: bool,
     ) -> String {
         let state = with_store!(&self.store, log => log.state());
-        let mut info_state = info_state(&state, self.stored_last_unix_ns);
+        let mut info_state = info_state(
+            &state,
+            self.stored_last_unix_ns,
+            &self.config,
+            self.consumers.len(),
+        );
         let mut paging = Some((0, 0, 0));
         if let Some(filter) = subjects_filter {
             let mut subjects: Vec<(String, u64)> = with_store!(&self.store, log => log
@@ -2321,29 +2333,40 @@ impl StreamTask {
     }
 }
 
-/// Stream info's `state` from the block store's.
-pub fn info_state(state: &StreamState, last_unix_ns: u64) -> responses::StreamState {
+/// Stream info's `state` from the block store's, for a stream with
+/// `config` and `consumers` consumers.
+pub fn info_state(
+    state: &StreamState,
+    last_unix_ns: u64,
+    config: &StreamConfig,
+    consumers: usize,
+) -> responses::StreamState {
     let empty = state.messages == 0;
+    // A stream created with `first_seq` reports it before its first
+    // message, with the sequence before it as the last (nats-server).
+    let last_sequence = state
+        .last_sequence
+        .max(config.first_sequence.saturating_sub(1));
     responses::StreamState {
         messages: state.messages,
         bytes: state.bytes,
         // nats-server: 0 for a stream that never held a message, last + 1
         // once everything was removed.
-        first_sequence: if empty && state.last_sequence == 0 {
+        first_sequence: if empty && last_sequence == 0 {
             0
         } else if empty {
-            state.last_sequence + 1
+            last_sequence + 1
         } else {
             state.first_sequence
         },
         first_unix_ns: if empty { 0 } else { state.first_timestamp_ns },
-        last_sequence: state.last_sequence,
+        last_sequence,
         last_unix_ns: last_unix_ns.max(state.last_timestamp_ns),
         num_subjects: state.subjects,
         subjects: None,
         num_deleted: state.deleted,
         deleted: None,
-        consumer_count: 0,
+        consumer_count: consumers as u64,
     }
 }
 

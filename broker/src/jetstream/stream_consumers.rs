@@ -313,6 +313,10 @@ impl StreamTask {
         let Some(consumer) = self.consumers.get(name) else {
             return;
         };
+        // nats-server answers this before it reads the body.
+        if consumer.config.is_push() {
+            return self.send_status(&reply, &PullStatus::ConsumerIsPushBased);
+        }
         let checked = parsed.and_then(|request| {
             request.check(&consumer.config)?;
             Ok(request)

@@ -12,6 +12,7 @@ mod jetstream_consumer;
 mod jetstream_consumer_restart;
 mod jetstream_crash;
 mod jetstream_damage;
+mod jetstream_gaps;
 mod jetstream_kv;
 mod jetstream_object;
 mod jetstream_publish;

@@ -1,0 +1,178 @@
+//! JetStream fields clients read that tern once left unmaintained, against
+//! tern-server and nats-server 2.15.1: `state.consumer_count` and the
+//! account's `consumers` (also after a restart), `first_seq`, and a pull
+//! request to a push consumer (409).
+
+use crate::common;
+
+use async_nats::jetstream;
+use common::js::{self, api, api_ok, create};
+use common::{Flavor, TIMEOUT};
+use futures::StreamExt;
+use serde_json::json;
+
+async fn counts(client: &async_nats::Client, stream: &str) -> (u64, u64, u64) {
+    let info = api_ok(client, &format!("$JS.API.STREAM.INFO.{stream}"), "").await;
+    let account = api_ok(client, "$JS.API.INFO", "").await;
+    let listed = api_ok(client, "$JS.API.STREAM.LIST", "{}").await;
+    let listed_count = listed["streams"]
+        .as_array()
+        .expect("streams")
+        .iter()
+        .find(|entry| entry["config"]["name"] == stream)
+        .expect("listed")["state"]["consumer_count"]
+        .as_u64()
+        .expect("consumer_count in LIST");
+    let info_count = info["state"]["consumer_count"]
+        .as_u64()
+        .expect("consumer_count");
+    assert_eq!(listed_count, info_count, "LIST and INFO agree");
+    (
+        info_count,
+        account["consumers"].as_u64().expect("account consumers"),
+        account["streams"].as_u64().expect("account streams"),
+    )
+}
+
+async fn consumer_counts_follow_creates_deletes_and_restarts(flavor: Flavor) {
+    let server = js::start(flavor);
+    let client = server.connect().await;
+    create(&client, json!({"name":"COUNTED","subjects":["counted.>"]})).await;
+    create(&client, json!({"name":"OTHER","subjects":["other.>"]})).await;
+    assert_eq!(counts(&client, "COUNTED").await, (0, 0, 2));
+    for durable in ["a", "b", "c"] {
+        api_ok(
+            &client,
+            &format!("$JS.API.CONSUMER.CREATE.COUNTED.{durable}"),
+            &json!({"stream_name":"COUNTED","config":{"durable_name":durable,"ack_policy":"explicit"}})
+                .to_string(),
+        )
+        .await;
+    }
+    api_ok(
+        &client,
+        "$JS.API.CONSUMER.CREATE.OTHER.x",
+        &json!({"stream_name":"OTHER","config":{"durable_name":"x"}}).to_string(),
+    )
+    .await;
+    assert_eq!(counts(&client, "COUNTED").await, (3, 4, 2));
+    api_ok(&client, "$JS.API.CONSUMER.DELETE.COUNTED.b", "").await;
+    assert_eq!(counts(&client, "COUNTED").await, (2, 3, 2));
+    drop(client);
+    let server = server.restart();
+    let client = server.connect().await;
+    assert_eq!(
+        counts(&client, "COUNTED").await,
+        (2, 3, 2),
+        "after a restart"
+    );
+    let other = api_ok(&client, "$JS.API.STREAM.INFO.OTHER", "").await;
+    assert_eq!(other["state"]["consumer_count"], 1);
+}
+differential!(consumer_counts_follow_creates_deletes_and_restarts);
+
+async fn first_seq_numbers_the_first_message(flavor: Flavor) {
+    let server = js::start(flavor);
+    let client = server.connect().await;
+    let created = create(
+        &client,
+        json!({"name":"FIRST","subjects":["first.>"],"first_seq":100}),
+    )
+    .await;
+    assert_eq!(created["config"]["first_seq"], 100);
+    assert_eq!(created["state"]["first_seq"], 100);
+    assert_eq!(created["state"]["last_seq"], 99);
+    let context = jetstream::new(client.clone());
+    for expected in 100..103 {
+        let ack = context
+            .publish("first.a", "x".into())
+            .await
+            .expect("publish")
+            .await
+            .expect("ack");
+        assert_eq!(ack.sequence, expected);
+    }
+    let info = api_ok(&client, "$JS.API.STREAM.INFO.FIRST", "").await;
+    assert_eq!(info["state"]["first_seq"], 100);
+    assert_eq!(info["state"]["last_seq"], 102);
+    assert_eq!(info["state"]["messages"], 3);
+    assert_eq!(info["state"]["num_deleted"].as_u64().unwrap_or(0), 0);
+    drop(client);
+    let server = server.restart();
+    let client = server.connect().await;
+    let info = api_ok(&client, "$JS.API.STREAM.INFO.FIRST", "").await;
+    assert_eq!(info["state"]["first_seq"], 100, "after a restart");
+    assert_eq!(info["state"]["last_seq"], 102, "after a restart");
+    let next = jetstream::new(client.clone())
+        .publish("first.a", "y".into())
+        .await
+        .expect("publish")
+        .await
+        .expect("ack");
+    assert_eq!(next.sequence, 103);
+}
+differential!(first_seq_numbers_the_first_message);
+
+async fn an_empty_first_seq_stream_keeps_its_start_over_a_restart(flavor: Flavor) {
+    let server = js::start(flavor);
+    let client = server.connect().await;
+    create(
+        &client,
+        json!({"name":"LATER","subjects":["later"],"first_seq":5000}),
+    )
+    .await;
+    drop(client);
+    let server = server.restart();
+    let client = server.connect().await;
+    let info = api_ok(&client, "$JS.API.STREAM.INFO.LATER", "").await;
+    assert_eq!(info["state"]["first_seq"], 5000);
+    assert_eq!(info["state"]["last_seq"], 4999);
+    // The expected-last-sequence check sees the sequence before the start.
+    let mut headers = async_nats::HeaderMap::new();
+    headers.insert("Nats-Expected-Last-Sequence", "4999");
+    let message = js::request_message(&client, "later", Some(headers), b"").await;
+    let ack = js::parse_json("pub ack", &message.payload);
+    assert_eq!(ack["seq"], 5000, "{ack}");
+    let wrong = api(&client, "later", "").await;
+    assert_eq!(wrong["seq"], 5001, "{wrong}");
+}
+differential!(an_empty_first_seq_stream_keeps_its_start_over_a_restart);
+
+async fn a_pull_request_to_a_push_consumer_gets_409(flavor: Flavor) {
+    let server = js::start(flavor);
+    let client = server.connect().await;
+    create(&client, json!({"name":"PUSHED","subjects":["pushed"]})).await;
+    api_ok(
+        &client,
+        "$JS.API.CONSUMER.CREATE.PUSHED.p",
+        &json!({"stream_name":"PUSHED","config":{"durable_name":"p","deliver_subject":"pushed.inbox"}})
+            .to_string(),
+    )
+    .await;
+    // A body that would be refused on a pull consumer: the push check is first.
+    for body in ["", r#"{"batch":1}"#, "not json"] {
+        let reply = client.new_inbox();
+        let mut replies = client.subscribe(reply.clone()).await.expect("subscribe");
+        client
+            .publish_with_reply("$JS.API.CONSUMER.MSG.NEXT.PUSHED.p", reply, body.into())
+            .await
+            .expect("publish");
+        let answer = tokio::time::timeout(TIMEOUT, replies.next())
+            .await
+            .expect("an answer, not a timeout")
+            .expect("subscription open");
+        let status = answer.status.expect("a status message");
+        assert_eq!(status.as_u16(), 409, "body {body:?}");
+        assert_eq!(
+            answer.description.as_deref(),
+            Some("Consumer is push based"),
+            "body {body:?}"
+        );
+        assert!(answer.payload.is_empty());
+    }
+    // Through async-nats' request: an answer, not a timeout.
+    let answer =
+        js::request_message(&client, "$JS.API.CONSUMER.MSG.NEXT.PUSHED.p", None, b"").await;
+    assert_eq!(answer.status.map(|status| status.as_u16()), Some(409));
+}
+differential!(a_pull_request_to_a_push_consumer_gets_409);
