@@ -150,12 +150,10 @@ pub fn run(mut config: Config) -> Result<(), ServerError> {
         .clone()
         .unwrap_or_else(|| server_id.clone());
     let address = resolve(&config.host, config.port)?;
-    let (_reservation, client_port) = if config.port == 0 {
-        let (socket, port) = reserve_port(address)?;
-        (Some(socket), port)
-    } else {
-        (None, config.port)
-    };
+    // The port is taken now (a port in use fails here, before recovery),
+    // but nothing listens on it until the server can serve: a client
+    // connecting during start-up is refused, not reset (nats-server).
+    let (_reservation, client_port) = reserve_port(address)?;
     log::info!(target: "tern::server", "Starting tern-server");
     log::info!(target: "tern::server", "  Version:  {TERN_VERSION} (NATS protocol compatible with {NATS_COMPATIBLE_VERSION})");
     log::info!(target: "tern::server", "  Name:     {server_name}");
@@ -199,6 +197,34 @@ pub fn run(mut config: Config) -> Result<(), ServerError> {
     Ok(())
 }
 
+/// Test hook: with `TERN_TEST_HOLD_STARTUP=<path>`, start-up stops after
+/// JetStream recovered, before clients are accepted, until `<path>` exists
+/// (the start-up test connects in between). Unset in production: no wait.
+async fn hold_startup_for_tests(shutdown: &tern_shard::Shutdown) {
+    let Some(path) = std::env::var_os("TERN_TEST_HOLD_STARTUP") else {
+        return;
+    };
+    let path = std::path::PathBuf::from(path);
+    log::info!(target: "tern::server", "start-up held until {} exists", path.display());
+    while !path.exists() {
+        let pause = tern_shard::timer::sleep(std::time::Duration::from_millis(5));
+        if futures_lite::future::or(
+            async {
+                pause.await;
+                false
+            },
+            async {
+                shutdown.wait().await;
+                true
+            },
+        )
+        .await
+        {
+            return;
+        }
+    }
+}
+
 async fn shard_main(
     shared: Arc<Shared>,
     context: ShardContext<ShardMessage>,
@@ -207,23 +233,12 @@ async fn shard_main(
     let config = &shared.config;
     let index = context.index;
     let client_address = format!("{}:{}", config.host, shared.client_port);
-    // Bind before joining the mesh: once the mesh is up, every shard listens.
-    let listener = TcpListener::bind(client_address.as_str());
     let http_listener = match (index, config.http_port) {
         (0, Some(port)) => Some(TcpListener::bind((config.http_host.as_str(), port))),
         _ => None,
     };
     let mut mesh = context.mesh.connect();
     let shutdown = context.shutdown.clone();
-    let listener = match listener {
-        Ok(listener) => listener,
-        Err(error) => {
-            shutdown.trigger();
-            return Err(format!(
-                "cannot listen for clients on {client_address}: {error}"
-            ));
-        }
-    };
     let ring_progress = mesh.progress();
     let receivers = mesh.take_receivers();
     let links = PeerLinks::new(Rc::new(mesh));
@@ -266,11 +281,25 @@ async fn shard_main(
         shard
             .wait_interest_applied(crate::jetstream::INTEREST_TIMEOUT)
             .await;
+        if index == 0 {
+            hold_startup_for_tests(&shutdown).await;
+        }
         futures_lite::future::or(shard.announce_started(STARTUP_TIMEOUT), shutdown.wait()).await;
         if index == 0 {
             log::info!(target: "tern::server", "JetStream ready: journals in {}", config.jetstream.as_ref().map(|js| js.journal_dir.display().to_string()).unwrap_or_default());
         }
     }
+    // Every shard listens once every shard can serve (JetStream recovered,
+    // interest applied): until then connections are refused.
+    let listener = match TcpListener::bind(client_address.as_str()) {
+        Ok(listener) => listener,
+        Err(error) => {
+            shutdown.trigger();
+            return Err(format!(
+                "cannot listen for clients on {client_address}: {error}"
+            ));
+        }
+    };
     let accept = glommio::spawn_local(shard.clone().accept_loop(listener));
     let mut monitor_task = None;
     if let Some(http_listener) = http_listener {

@@ -1,7 +1,8 @@
 //! JetStream fields clients read that tern once left unmaintained, against
 //! tern-server and nats-server 2.15.1: `state.consumer_count` and the
 //! account's `consumers` (also after a restart), `first_seq`, and a pull
-//! request to a push consumer (409).
+//! request to a push consumer (409), and no client accepted before the
+//! server can serve it.
 
 use crate::common;
 
@@ -176,3 +177,73 @@ async fn a_pull_request_to_a_push_consumer_gets_409(flavor: Flavor) {
     assert_eq!(answer.status.map(|status| status.as_u16()), Some(409));
 }
 differential!(a_pull_request_to_a_push_consumer_gets_409);
+
+/// Polls `condition` every 5 ms until it holds, or panics after [`TIMEOUT`].
+async fn wait_for(what: &str, mut condition: impl FnMut() -> bool) {
+    let deadline = std::time::Instant::now() + TIMEOUT;
+    while !condition() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{what} within {TIMEOUT:?}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
+}
+
+/// Kills the server by PID when the test ends, passing or not.
+struct Child(std::process::Child);
+
+impl Drop for Child {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// While JetStream starts, the client port refuses connections (nothing
+/// listens yet); once every shard can serve, a client connects and JetStream
+/// answers at once. (tern only: the hook that holds start-up is tern's.)
+async fn clients_are_refused_until_the_server_can_serve() {
+    let directory = tempfile::tempdir().expect("temp dir");
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .expect("free port")
+        .local_addr()
+        .expect("address")
+        .port();
+    let log_path = directory.path().join("stderr.log");
+    let release = directory.path().join("release");
+    let _server = Child(
+        std::process::Command::new(env!("CARGO_BIN_EXE_tern-server"))
+            .args(["-a", "127.0.0.1", "-p", &port.to_string(), "--cores", "0-1"])
+            .args(["--unpinned", "--jetstream", "--store_dir"])
+            .arg(directory.path().join("data"))
+            .env("TERN_TEST_HOLD_STARTUP", &release)
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::fs::File::create(&log_path).expect("log file"))
+            .spawn()
+            .expect("start tern-server"),
+    );
+    let log = || std::fs::read_to_string(&log_path).unwrap_or_default();
+    wait_for("start-up held after JetStream opened", || {
+        log().contains("start-up held")
+    })
+    .await;
+    let error = tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .expect_err("nothing listens while the server starts");
+    assert_eq!(
+        error.kind(),
+        std::io::ErrorKind::ConnectionRefused,
+        "{error}"
+    );
+    assert!(!log().contains("Server is ready"), "{}", log());
+    std::fs::write(&release, b"").expect("release start-up");
+    wait_for("the server ready", || log().contains("Server is ready")).await;
+    let client = async_nats::connect(format!("127.0.0.1:{port}"))
+        .await
+        .expect("connect once ready");
+    let account = api_ok(&client, "$JS.API.INFO", "").await;
+    assert_eq!(account["streams"], 0);
+}
+tern_only!(clients_are_refused_until_the_server_can_serve);
