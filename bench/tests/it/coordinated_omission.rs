@@ -19,6 +19,9 @@ const DURATION_SECS: f64 = 1.5;
 const PAUSE: Duration = Duration::from_millis(200);
 /// Sends before the pause starts: one second into the measured window.
 const SENDS_BEFORE_PAUSE: u64 = (RATE_PER_SECOND as f64 * (WARMUP_SECS + 1.0)) as u64;
+/// The same point by the clock, for a loop running below its rate.
+const PAUSE_AFTER_FIRST_SEND: Duration =
+    Duration::from_millis(((WARMUP_SECS + 1.0) * 1000.0) as u64);
 
 fn run_with_pause(
     runtime: &tokio::runtime::Runtime,
@@ -32,8 +35,15 @@ fn run_with_pause(
     let counters = Arc::new(Counters::default());
     std::thread::scope(|scope| {
         let pauser = scope.spawn(|| {
+            common::wait_for("the first send", || Counters::get(&counters.sent) >= 1);
+            // One second into the measured window: by the count of sends, or
+            // by the clock when a loaded host slows the closed loop below
+            // its rate (it sends only after each reply; CI once timed out
+            // waiting for its 3 000th send).
+            let first_send = std::time::Instant::now();
             common::wait_for("sends before the pause", || {
                 Counters::get(&counters.sent) >= SENDS_BEFORE_PAUSE
+                    || first_send.elapsed() >= PAUSE_AFTER_FIRST_SEND
             });
             server.signal(libc::SIGSTOP).expect("SIGSTOP");
             // The pause itself, not a synchronisation.
