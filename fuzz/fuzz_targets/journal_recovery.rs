@@ -114,7 +114,7 @@ fn load(segments: &[Vec<u8>]) -> MemoryDevice {
 }
 
 /// Opens `device`; `Ok(records)` replayed, or `Err` if the journal reported
-/// damage (any other error is a bug).
+/// damage, a foreign journal or another format (any other error is a bug).
 fn open(device: MemoryDevice) -> Result<(Vec<Acked>, MemoryDevice), ()> {
     let mut replayed = Vec::new();
     match block_on(Journal::open(device, config(), |view| {
@@ -129,8 +129,14 @@ fn open(device: MemoryDevice) -> Result<(Vec<Acked>, MemoryDevice), ()> {
             let segments = (0..SEGMENT_COUNT).map(|segment| journal.device().contents(segment));
             Ok((replayed, load(&segments.collect::<Vec<_>>())))
         }
-        Err(JournalError::Corrupt { .. }) => Err(()),
-        Err(other) => panic!("damage in one block must be reported as Corrupt, got: {other}"),
+        // Damage can also forge a whole valid segment header (its CRC
+        // included) of another journal or format: refused, and named.
+        Err(
+            JournalError::Corrupt { .. }
+            | JournalError::Foreign { .. }
+            | JournalError::Version { .. },
+        ) => Err(()),
+        Err(other) => panic!("damage in one block must be reported as damage, got: {other}"),
     }
 }
 

@@ -26,6 +26,7 @@ const OPERATION_CONFIG: u8 = 4;
 const OPERATION_CONSUMER_CREATE: u8 = 5;
 const OPERATION_CONSUMER_DELETE: u8 = 6;
 const OPERATION_CONSUMER_STATE: u8 = 7;
+const OPERATION_EXPIRE: u8 = 8;
 
 const PURGE_HAS_FILTER: u8 = 1;
 const PURGE_HAS_SEQUENCE: u8 = 2;
@@ -36,6 +37,8 @@ const PURGE_HAS_KEEP: u8 = 4;
 pub const SUBJECT_BYTES_MAX: usize = 64 * 1024;
 /// Largest stored config an entry may carry.
 pub const CONFIG_BYTES_MAX: usize = 1 << 20;
+/// Most sequences one [`Operation::Expire`] carries.
+pub const EXPIRE_SEQUENCES_MAX: usize = 4096;
 /// Longest consumer name an entry may carry (the API allows far less).
 pub const CONSUMER_NAME_BYTES_MAX: usize = 1024;
 /// Largest consumer delivery state an entry may carry: a full
@@ -88,6 +91,12 @@ pub enum Operation {
     /// A durable consumer's whole delivery state (`DeliveryState::encode`):
     /// a full snapshot, so the last one applied wins.
     ConsumerState { name: String, state: Bytes },
+    /// Messages the leader found expired by its clock (max_age, per-message
+    /// TTL): removed where still stored. The decision is in the log, so
+    /// every replica removes the same messages whatever its own clock says.
+    /// Sequences strictly increasing, none zero, at most
+    /// [`EXPIRE_SEQUENCES_MAX`].
+    Expire { sequences: Vec<u64> },
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -114,6 +123,8 @@ pub enum DecodeError {
     NameTooLong(usize),
     #[error("consumer state of {0} bytes is over the limit")]
     StateTooLong(usize),
+    #[error("{0} expired sequences are over the limit")]
+    TooManySequences(usize),
 }
 
 impl Operation {
@@ -207,6 +218,19 @@ impl Operation {
                 out.extend_from_slice(name.as_bytes());
                 out.extend_from_slice(state);
             }
+            Operation::Expire { sequences } => {
+                assert!(sequences.len() <= EXPIRE_SEQUENCES_MAX);
+                assert!(
+                    sequences.first().is_none_or(|first| *first > 0)
+                        && sequences.windows(2).all(|pair| pair[0] < pair[1]),
+                    "expired sequences are increasing and not zero"
+                );
+                out.push(OPERATION_EXPIRE);
+                out.extend_from_slice(&(sequences.len() as u32).to_le_bytes());
+                for sequence in sequences {
+                    out.extend_from_slice(&sequence.to_le_bytes());
+                }
+            }
         }
         debug_assert_eq!(out.len(), self.encoded_bytes());
         Bytes::from(out)
@@ -232,6 +256,7 @@ impl Operation {
             Operation::ConsumerState { name, state } => {
                 Operation::consumer_state_bytes(name.len(), state.len())
             }
+            Operation::Expire { sequences } => 1 + 4 + 8 * sequences.len(),
         }
     }
 
@@ -354,6 +379,23 @@ impl Operation {
                     name: reader.name(name_bytes)?,
                     state: reader.bytes(state_bytes)?,
                 }
+            }
+            OPERATION_EXPIRE => {
+                let count = reader.u32()? as usize;
+                if count > EXPIRE_SEQUENCES_MAX {
+                    return Err(DecodeError::TooManySequences(count));
+                }
+                let mut sequences = Vec::with_capacity(count);
+                for _ in 0..count {
+                    let sequence = reader.u64()?;
+                    if sequence <= sequences.last().copied().unwrap_or(0) {
+                        return Err(DecodeError::NonCanonical(
+                            "expired sequences are increasing and not zero",
+                        ));
+                    }
+                    sequences.push(sequence);
+                }
+                Operation::Expire { sequences }
             }
             tag => return Err(DecodeError::UnknownOperation(tag)),
         };
@@ -596,6 +638,48 @@ mod tests {
         round_trip(Operation::Config {
             json: Bytes::from_static(br#"{"name":"S"}"#),
         });
+        round_trip(Operation::Expire {
+            sequences: vec![1, 5, u64::MAX],
+        });
+        round_trip(Operation::Expire { sequences: vec![] });
+    }
+
+    #[test]
+    fn expire_layout_is_pinned_and_refuses_what_is_not_canonical() {
+        let encoded = Operation::Expire {
+            sequences: vec![2, 3],
+        }
+        .encode();
+        let expected: Vec<u8> = [
+            &[8u8][..],
+            &2u32.to_le_bytes(),
+            &2u64.to_le_bytes(),
+            &3u64.to_le_bytes(),
+        ]
+        .concat();
+        assert_eq!(&encoded[..], &expected[..]);
+        let with = |count: u32, sequences: &[u64]| {
+            let mut out = vec![8u8];
+            out.extend_from_slice(&count.to_le_bytes());
+            for sequence in sequences {
+                out.extend_from_slice(&sequence.to_le_bytes());
+            }
+            Operation::decode(&Bytes::from(out))
+        };
+        assert!(matches!(
+            with(2, &[3, 3]),
+            Err(DecodeError::NonCanonical(_))
+        ));
+        assert!(matches!(
+            with(2, &[4, 3]),
+            Err(DecodeError::NonCanonical(_))
+        ));
+        assert!(matches!(with(1, &[0]), Err(DecodeError::NonCanonical(_))));
+        assert!(matches!(with(2, &[1]), Err(DecodeError::Truncated { .. })));
+        assert_eq!(
+            with(EXPIRE_SEQUENCES_MAX as u32 + 1, &[]),
+            Err(DecodeError::TooManySequences(EXPIRE_SEQUENCES_MAX + 1))
+        );
     }
 
     #[test]

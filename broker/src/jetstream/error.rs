@@ -115,6 +115,13 @@ impl ApiError {
         ApiError::new(503, 10010, "JetStream clustering support required")
     }
 
+    /// 500 10009 `JetStream cluster can not handle request`: what a
+    /// proposal gets when its group's leadership is lost before it commits
+    /// (nats-server's JSClusterNotLeaderErr).
+    pub fn cluster_not_leader() -> ApiError {
+        ApiError::new(500, 10009, "JetStream cluster can not handle request")
+    }
+
     /// 503 10008 `JetStream system temporarily unavailable`.
     pub fn cluster_unavailable() -> ApiError {
         ApiError::new(503, 10008, "JetStream system temporarily unavailable")

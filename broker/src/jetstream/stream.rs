@@ -312,6 +312,16 @@ enum Owed {
     Consumer(persistence::ConsumerOwed),
 }
 
+/// A reply owed once the entry proposed at `(term, index)` applies. An
+/// entry of another term applying at that index means leadership was lost
+/// before it committed: the reply fails (nats-server's 10009) instead of
+/// being released by an entry it does not belong to.
+struct OwedReply {
+    term: u64,
+    index: u64,
+    owed: Owed,
+}
+
 /// Proposed, not yet applied: what ingest checks must count.
 #[derive(Default)]
 struct InFlight {
@@ -364,8 +374,8 @@ pub struct StreamTask {
     durable_journal: bool,
     /// Ready numbers waiting for the journal: (ready, journal sequence).
     outstanding: VecDeque<(u64, u64)>,
-    /// Replies owed once an index applies, in index order.
-    owed: VecDeque<(u64, Owed)>,
+    /// Replies owed once an entry applies, in index order.
+    owed: VecDeque<OwedReply>,
     in_flight: InFlight,
     dedupe: Dedupe,
     /// Highest sequence proposed (= stored once everything applied).
@@ -380,7 +390,10 @@ pub struct StreamTask {
     checkpointed_index: u64,
     applied_bytes_since_checkpoint: u64,
     last_checkpoint: Instant,
-    last_age_check: Instant,
+    /// When the leader next looks for messages past max_age.
+    age_check_at: Instant,
+    /// Expired messages whose removal is proposed and not yet applied.
+    expiring: rustc_hash::FxHashSet<u64>,
     /// TTLs and delete markers; `Some` while the stream allows message TTLs.
     expiry: Option<Expiry>,
     /// The stream's consumers, by name.
@@ -546,7 +559,8 @@ impl StreamTask {
             checkpointed_index: raft.applied_index,
             applied_bytes_since_checkpoint: 0,
             last_checkpoint: Instant::now(),
-            last_age_check: Instant::now(),
+            age_check_at: Instant::now(),
+            expiring: rustc_hash::FxHashSet::default(),
             expiry: None,
             consumers: std::collections::BTreeMap::new(),
             releasing: rustc_hash::FxHashSet::default(),
@@ -572,10 +586,7 @@ impl StreamTask {
         task.load_consumers(&raft).await?;
         // Become leader (the only voter) and apply everything recovered.
         task.node.campaign_now();
-        while task.node.applied_index() < task.node.last_index() || task.node.has_ready() {
-            task.drive().await?;
-            task.wait_journal().await?;
-        }
+        task.settle().await?;
         task.recovering = false;
         task.after_recovery().await?;
         Ok(task)
@@ -602,11 +613,26 @@ impl StreamTask {
         self.rebuild_expiry()
             .await
             .map_err(|error| error.to_string())?;
-        self.enforce_limits(now_unix_ns())
-            .await
-            .map_err(|error| error.to_string())?;
+        self.enforce_size_limits();
+        // What aged out while the server was down goes before the stream
+        // serves, through the log like any expiry.
+        let now_ns = now_unix_ns();
+        while self.config.max_age_ns > 0 && self.expire_aged(now_ns) {
+            self.settle().await?;
+        }
+        self.settle().await?;
         self.consumers_recovered();
         self.refresh_snapshot();
+        Ok(())
+    }
+
+    /// Drives Raft and waits for the journal until everything proposed has
+    /// applied (opening: the only voter commits alone).
+    async fn settle(&mut self) -> Result<(), String> {
+        while self.node.applied_index() < self.node.last_index() || self.node.has_ready() {
+            self.drive().await?;
+            self.wait_journal().await?;
+        }
         Ok(())
     }
 
@@ -726,6 +752,7 @@ impl StreamTask {
         if self.applied_index > self.checkpointed_index {
             next = next.min(CHECKPOINT_INTERVAL.saturating_sub(self.last_checkpoint.elapsed()));
         }
+        next = next.min(self.age_check_at.saturating_duration_since(Instant::now()));
         next.max(Duration::from_millis(1))
     }
 
@@ -789,14 +816,17 @@ impl StreamTask {
         {
             self.expire_due(now_ns);
         }
-        if self.last_age_check.elapsed() >= AGE_CHECK_INTERVAL {
-            self.last_age_check = Instant::now();
-            if self.config.max_age_ns > 0 {
-                self.enforce_limits(now_ns)
-                    .await
-                    .map_err(|error| error.to_string())?;
+        if Instant::now() >= self.age_check_at {
+            self.age_check_at = Instant::now() + AGE_CHECK_INTERVAL;
+            if self.config.max_age_ns > 0 && self.expire_aged(now_ns) {
+                // More aged out than one entry holds: again next turn.
+                self.age_check_at = Instant::now();
             }
             self.forget_removed_expiry();
+        }
+        // Expiries and delete markers proposed above.
+        if self.node.has_ready() {
+            self.drive().await?;
         }
         if self.applied_index > self.checkpointed_index
             && (self.applied_bytes_since_checkpoint >= CHECKPOINT_BYTES
@@ -813,27 +843,10 @@ impl StreamTask {
         self.failure = Some(error);
         self.refresh_snapshot();
         // Everything owed fails; nothing more is accepted.
-        let owed: Vec<Owed> = self.owed.drain(..).map(|(_, owed)| owed).collect();
+        let owed: Vec<OwedReply> = self.owed.drain(..).collect();
         let failure = ApiError::store_failed(self.failure.as_deref().unwrap_or("failed"));
         for owed in owed {
-            match owed {
-                Owed::PubAck { reply } | Owed::Duplicate { reply, .. } => {
-                    self.js.publish_reply(
-                        &reply,
-                        responses::pub_ack_error(&self.handle.name, &failure).as_bytes(),
-                    );
-                }
-                Owed::Purge { origin, reply } => {
-                    self.answer_error(origin, reply, "stream_purge_response", &failure)
-                }
-                Owed::Delete { origin, reply } => {
-                    self.answer_error(origin, reply, "stream_msg_delete_response", &failure)
-                }
-                Owed::Update { origin, reply } => {
-                    self.answer_error(origin, reply, "stream_update_response", &failure)
-                }
-                Owed::Consumer(owed) => self.fail_consumer_owed(owed, &failure),
-            }
+            self.fail_owed(owed.owed, &failure);
         }
         self.handle.stopped.set(true);
         let commands: Vec<Command> = self.handle.commands.borrow_mut().drain(..).collect();
@@ -860,6 +873,42 @@ impl StreamTask {
                 }
                 Command::Publish(_) | Command::Consumer(_) => {}
             }
+        }
+    }
+
+    /// Answers an owed reply with `error`.
+    fn fail_owed(&self, owed: Owed, error: &ApiError) {
+        match owed {
+            Owed::PubAck { reply } | Owed::Duplicate { reply, .. } => {
+                self.js.publish_reply(
+                    &reply,
+                    responses::pub_ack_error(&self.handle.name, error).as_bytes(),
+                );
+            }
+            Owed::Purge { origin, reply } => {
+                self.answer_error(origin, reply, "stream_purge_response", error)
+            }
+            Owed::Delete { origin, reply } => {
+                self.answer_error(origin, reply, "stream_msg_delete_response", error)
+            }
+            Owed::Update { origin, reply } => {
+                self.answer_error(origin, reply, "stream_update_response", error)
+            }
+            Owed::Consumer(owed) => self.fail_consumer_owed(owed, error),
+        }
+    }
+
+    /// Fails the replies owed at `index` by proposals of another term than
+    /// the entry now applying there (and any owed below it, which can only
+    /// be left over from a lost leadership).
+    fn fail_superseded_owed(&mut self, term: u64, index: u64) {
+        while self
+            .owed
+            .front()
+            .is_some_and(|owed| owed.index < index || (owed.index == index && owed.term != term))
+        {
+            let owed = self.owed.pop_front().expect("front exists");
+            self.fail_owed(owed.owed, &ApiError::cluster_not_leader());
         }
     }
 
@@ -1293,6 +1342,7 @@ impl StreamTask {
             "entries apply once, in order"
         );
         let index = entry.index;
+        self.fail_superseded_owed(entry.term, index);
         let mut stored_sequence = None;
         if let EntryKind::Normal(data) = &entry.kind {
             match Operation::decode(data) {
@@ -1319,12 +1369,8 @@ impl StreamTask {
         }
         self.applied_index = index;
         self.applied_term = entry.term;
-        while self
-            .owed
-            .front()
-            .is_some_and(|(owed_index, _)| *owed_index == index)
-        {
-            let (_, owed) = self.owed.pop_front().expect("front exists");
+        while self.owed.front().is_some_and(|owed| owed.index == index) {
+            let OwedReply { owed, .. } = self.owed.pop_front().expect("front exists");
             {
                 match (owed, stored_sequence) {
                     (Owed::PubAck { reply }, Some(sequence)) => {
@@ -1423,11 +1469,8 @@ impl StreamTask {
             } => {
                 let purged = self.purge(last, filter.as_deref(), sequence, keep).await?;
                 {
-                    let owed = self
-                        .owed
-                        .iter_mut()
-                        .take_while(|(owed_index, _)| *owed_index == index);
-                    for (_, item) in owed {
+                    let owed = self.owed.iter_mut().take_while(|owed| owed.index == index);
+                    for OwedReply { owed: item, .. } in owed {
                         if let Owed::Purge { origin, reply } = item {
                             if let Some(reply) = reply.take() {
                                 self.js
@@ -1449,8 +1492,8 @@ impl StreamTask {
                 let owed: Vec<(usize, Option<Bytes>)> = self
                     .owed
                     .iter_mut()
-                    .take_while(|(owed_index, _)| *owed_index == index)
-                    .filter_map(|(_, item)| match item {
+                    .take_while(|owed| owed.index == index)
+                    .filter_map(|owed| match &mut owed.owed {
                         Owed::Update { origin, reply } => Some((*origin, reply.take())),
                         _ => None,
                     })
@@ -1468,15 +1511,21 @@ impl StreamTask {
             | Operation::ConsumerState { .. } => {
                 unreachable!("consumer operations apply in apply_consumer_operation")
             }
+            Operation::Expire { sequences } => {
+                for sequence in sequences {
+                    self.expiring.remove(&sequence);
+                    self.delete_message(sequence);
+                    if let Some(expiry) = &mut self.expiry {
+                        expiry.removed(sequence);
+                    }
+                }
+            }
             Operation::Delete { sequence, .. } => {
                 self.releasing.remove(&sequence);
                 let removed = self.delete_message(sequence);
                 {
-                    let owed = self
-                        .owed
-                        .iter_mut()
-                        .take_while(|(owed_index, _)| *owed_index == index);
-                    for (_, item) in owed {
+                    let owed = self.owed.iter_mut().take_while(|owed| owed.index == index);
+                    for OwedReply { owed: item, .. } in owed {
                         if let Owed::Delete { origin, reply } = item {
                             if let Some(reply) = reply.take() {
                                 let body = if removed {
@@ -1497,12 +1546,22 @@ impl StreamTask {
         Ok(None)
     }
 
+    /// Owes a reply once the entry this leader proposed at `index` (in its
+    /// current term) applies.
     fn owe(&mut self, index: u64, owed: Owed) {
         assert!(
-            self.owed.back().is_none_or(|(last, _)| *last <= index),
+            self.owed.back().is_none_or(|last| last.index <= index),
             "replies are owed in index order"
         );
-        self.owed.push_back((index, owed));
+        assert!(
+            index > self.applied_index,
+            "a reply is owed by an entry not yet applied"
+        );
+        self.owed.push_back(OwedReply {
+            term: self.node.term(),
+            index,
+            owed,
+        });
     }
 
     fn send_owed(&self, owed: Owed) {
@@ -1601,21 +1660,26 @@ impl StreamTask {
         if old.allow_msg_ttl != self.config.allow_msg_ttl {
             self.rebuild_expiry().await?;
         }
-        self.enforce_limits(now_unix_ns()).await?;
+        // Count and size limits follow from the state; age is the
+        // leader's to decide (its next check comes at once).
+        self.enforce_size_limits();
+        self.age_check_at = Instant::now();
         self.refresh_snapshot();
         Ok(())
     }
 
-    /// Removes the messages whose TTL is due, at most
-    /// [`EXPIRED_PER_TURN_MAX`] per turn (the timer brings the rest).
+    /// Leader: proposes the removal of the messages whose TTL is due by
+    /// its clock, at most [`EXPIRED_PER_TURN_MAX`] per turn (the timer
+    /// brings the rest).
     fn expire_due(&mut self, now_ns: u64) {
+        let mut removals = Vec::new();
         for _ in 0..EXPIRED_PER_TURN_MAX {
             let Some(sequence) = self
                 .expiry
                 .as_mut()
                 .and_then(|expiry| expiry.pop_due(now_ns))
             else {
-                return;
+                break;
             };
             if self
                 .expiry
@@ -1624,14 +1688,19 @@ impl StreamTask {
             {
                 continue;
             }
-            self.expire_message(sequence);
+            self.expire_message(sequence, &mut removals);
         }
+        self.propose_expired(removals);
     }
 
-    /// Removes an expired message (TTL or max_age). With delete markers, a
-    /// subject's last message is replaced by a marker instead: a new message
-    /// through the log whose `Nats-Rollup: sub` removes the old one.
-    fn expire_message(&mut self, sequence: u64) {
+    /// Leader: an expired message (TTL or max_age) is to be removed, added
+    /// to `removals`. With delete markers, a subject's last message is
+    /// replaced by a marker instead: a new message through the log whose
+    /// `Nats-Rollup: sub` removes the old one.
+    fn expire_message(&mut self, sequence: u64, removals: &mut Vec<u64>) {
+        if self.expiring.contains(&sequence) {
+            return; // proposed already
+        }
         let Some(subject) =
             with_store!(&self.store, log => log.subject_of(sequence).map(<[u8]>::to_vec))
         else {
@@ -1662,9 +1731,25 @@ impl StreamTask {
             }
             // Refused (a limit, deny_purge): remove without a marker.
         }
-        self.delete_message(sequence);
-        if let Some(expiry) = &mut self.expiry {
-            expiry.removed(sequence);
+        removals.push(sequence);
+    }
+
+    /// Leader: proposes [`Operation::Expire`] entries for `removals`.
+    fn propose_expired(&mut self, mut removals: Vec<u64>) {
+        removals.sort_unstable();
+        removals.dedup();
+        removals.retain(|sequence| !self.expiring.contains(sequence));
+        for chunk in removals.chunks(entry::EXPIRE_SEQUENCES_MAX) {
+            let operation = Operation::Expire {
+                sequences: chunk.to_vec(),
+            };
+            match self.node.propose(operation.encode()) {
+                Ok(_) => self.expiring.extend(chunk.iter().copied()),
+                Err(error) => {
+                    log::warn!(target: "tern::jetstream", "stream {}: expiring {} messages refused: {error:?}", self.handle.name, chunk.len());
+                    return;
+                }
+            }
         }
     }
 
@@ -1681,42 +1766,47 @@ impl StreamTask {
         expiry.retain(|sequence| with_store!(store, log => log.subject_of(sequence)).is_some());
     }
 
-    /// Every limit, including age (on start and on a timer).
-    async fn enforce_limits(&mut self, now_ns: u64) -> Result<(), StoreError> {
+    /// Leader: proposes the removal of messages past max_age by its clock,
+    /// in sequence order, passing over those that never expire and those a
+    /// marker is replacing (nats-server's walk). Returns whether more may
+    /// remain than one turn proposes.
+    fn expire_aged(&mut self, now_ns: u64) -> bool {
         let max_age_ns = self.config.max_age_ns;
-        if max_age_ns > 0 && self.expiry.is_some() {
-            // In sequence order, passing over messages that never expire
-            // and those a marker is replacing (nats-server's walk).
-            let mut from = 0;
-            while let Some(sequence) =
-                with_store!(&self.store, log => log.next_matching(from, |_| true))
-            {
-                let Some(timestamp_ns) =
-                    with_store!(&self.store, log => log.timestamp_of(sequence))
-                else {
-                    break;
-                };
-                if now_ns.saturating_sub(timestamp_ns) <= max_age_ns as u64 {
-                    break;
-                }
-                from = sequence + 1;
-                let expiry = self.expiry.as_ref().expect("checked above");
-                if expiry.never_expires(sequence) || expiry.is_replacing(sequence) {
-                    continue;
-                }
-                self.expire_message(sequence);
+        assert!(max_age_ns > 0, "called only with max_age");
+        let mut removals = Vec::new();
+        let mut from = 0;
+        while removals.len() < EXPIRED_PER_TURN_MAX {
+            let Some(sequence) = with_store!(&self.store, log => log.next_matching(from, |_| true))
+            else {
+                break;
+            };
+            let Some(timestamp_ns) = with_store!(&self.store, log => log.timestamp_of(sequence))
+            else {
+                break;
+            };
+            if now_ns.saturating_sub(timestamp_ns) <= max_age_ns as u64 {
+                break;
             }
-        } else if max_age_ns > 0 {
-            loop {
-                let state = with_store!(&self.store, log => log.state());
-                if state.messages == 0
-                    || now_ns.saturating_sub(state.first_timestamp_ns) <= max_age_ns as u64
-                {
-                    break;
+            from = sequence + 1;
+            if self.expiring.contains(&sequence) {
+                continue;
+            }
+            match &self.expiry {
+                Some(expiry) if expiry.never_expires(sequence) || expiry.is_replacing(sequence) => {
+                    continue
                 }
-                self.delete_message(state.first_sequence);
+                Some(_) => self.expire_message(sequence, &mut removals),
+                None => removals.push(sequence),
             }
         }
+        let full = removals.len() >= EXPIRED_PER_TURN_MAX;
+        self.propose_expired(removals);
+        full
+    }
+
+    /// The limits that follow from the state alone (messages, bytes, per
+    /// subject): applied deterministically, on every replica.
+    fn enforce_size_limits(&mut self) {
         self.enforce_count_limits();
         if self.config.max_msgs_per_subject > 0 {
             let subjects: Vec<Vec<u8>> = with_store!(&self.store, log => log
@@ -1728,7 +1818,6 @@ impl StreamTask {
                 self.enforce_subject_limit(&subject);
             }
         }
-        Ok(())
     }
 
     /// Purges messages up to `last` (see [`Operation::Purge`]).
@@ -1970,8 +2059,8 @@ impl StreamTask {
 
     fn fail_pending(&mut self, reason: &str) {
         let error = ApiError::store_failed(reason);
-        let owed: Vec<Owed> = self.owed.drain(..).map(|(_, owed)| owed).collect();
-        for owed in owed {
+        let owed: Vec<OwedReply> = self.owed.drain(..).collect();
+        for OwedReply { owed, .. } in owed {
             if let Owed::PubAck { reply } | Owed::Duplicate { reply, .. } = owed {
                 self.js.publish_reply(
                     &reply,

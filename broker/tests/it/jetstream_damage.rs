@@ -52,6 +52,8 @@ use serde_json::{json, Value};
 use common::{Flavor, Options, Server, Stopped, TIMEOUT};
 
 /// Bound for one request of the checker (a hang is a violation, not a wait).
+/// How long a publish in the prepare phase waits for its PubAck.
+const PUBLISH_ACK_TIMEOUT: Duration = Duration::from_secs(30);
 const CHECK_TIMEOUT: Duration = Duration::from_secs(5);
 /// Bound for the `raft` files to cover the journal (checkpoints run every 2 s).
 const CHECKPOINT_TIMEOUT: Duration = Duration::from_secs(20);
@@ -824,7 +826,11 @@ async fn prepare(
 ) -> (Stopped, Vec<StreamModel>) {
     let server = tokio::task::block_in_place(|| Server::start(Flavor::Tern, options.clone()));
     let client = server.connect().await;
-    let js = jetstream::new(client.clone());
+    // A PubAck waits 5 s by default: the large workload's 200 KB batches on
+    // a host loaded by the rest of the suite have taken longer.
+    let js = jetstream::ContextBuilder::new()
+        .timeout(PUBLISH_ACK_TIMEOUT)
+        .build(client.clone());
     let shard_count = options.shards.unwrap_or(2);
     let mut models = Vec::new();
     let mut covered = BTreeSet::new();
