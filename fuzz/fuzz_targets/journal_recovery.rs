@@ -11,8 +11,10 @@
 //!   in order, and nothing else;
 //! - the journal reports `Corrupt` naming the damage.
 //!
-//! A second pass reopens the repaired device (what recovery rebuilt and
-//! wrote back) and must replay the same records again.
+//! An opened journal's read path (`read_group`, what a lagging follower is
+//! served from) must give each group exactly what was replayed of it. A
+//! second pass reopens the repaired device (what recovery rebuilt and wrote
+//! back) and must replay the same records again.
 #![no_main]
 
 use std::sync::OnceLock;
@@ -22,7 +24,7 @@ use libfuzzer_sys::fuzz_target;
 use tern_storage::device::{Device, HeapBuffer};
 use tern_storage::format::BLOCK_BYTES;
 use tern_storage::memory::MemoryDevice;
-use tern_storage::{Journal, JournalConfig, JournalError, NewRecord, SyncPolicy};
+use tern_storage::{Journal, JournalConfig, JournalError, NewRecord, ReadEnd, SyncPolicy};
 
 const SEGMENT_COUNT: u32 = 3;
 const SEGMENT_BLOCKS: usize = 8;
@@ -126,6 +128,23 @@ fn open(device: MemoryDevice) -> Result<(Vec<Acked>, MemoryDevice), ()> {
         })
     })) {
         Ok((journal, _)) => {
+            // The read path a lagging follower is served from gives each
+            // group exactly what recovery replayed of it.
+            for group in 0..3 {
+                let mut read = Vec::new();
+                let end = block_on(journal.read_group(group, 0, usize::MAX, |view| {
+                    read.push(Acked {
+                        sequence: view.header.sequence,
+                        group: view.header.group,
+                        index: view.header.index,
+                        body: view.body.to_vec(),
+                    })
+                }));
+                assert_eq!(end.ok(), Some(ReadEnd::Complete), "group {group} reads back");
+                let replayed_group: Vec<&Acked> =
+                    replayed.iter().filter(|acked| acked.group == group).collect();
+                assert_eq!(read.iter().collect::<Vec<_>>(), replayed_group, "group {group}");
+            }
             let segments = (0..SEGMENT_COUNT).map(|segment| journal.device().contents(segment));
             Ok((replayed, load(&segments.collect::<Vec<_>>())))
         }

@@ -95,6 +95,19 @@ pub enum JournalError {
     Config(String),
 }
 
+/// How a [`Journal::read_group`] ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReadEnd {
+    /// Every durable record of the group at or after the index was passed.
+    Complete,
+    /// Stopped once the byte limit was reached (at a batch end): read on
+    /// from the index after the last record passed.
+    Limited,
+    /// A segment was recycled while it was being read: what it held is in
+    /// the block store only (the group checkpointed past it).
+    Recycled,
+}
+
 /// Why `try_append` did not take a record now.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum AppendError {
@@ -403,6 +416,151 @@ impl<D: Device> Journal<D> {
             self.stats.borrow_mut().segments_recycled += recycled;
             self.work.wake_all();
         }
+    }
+
+    /// Reads back the durable records of `group` whose index is at least
+    /// `from_index`, oldest first, for a follower that lags behind what the
+    /// leader keeps in memory. Passes each to `on_record` and stops after
+    /// the batch in which the bodies passed reach `bytes_max`, so memory
+    /// stays at one batch whatever the log's length. An index can appear
+    /// more than once (Raft rewrote it after a truncation): the later
+    /// record supersedes the earlier. Records in segments already recycled
+    /// are not passed: a reader whose first record is above the index it
+    /// asked for needs the block store (a snapshot) for the rest. Records
+    /// still in the open batch are not passed either (the caller's memory
+    /// holds them). Every batch read is verified; damage
+    /// one block explains is repaired in memory (recovery rewrites it at
+    /// the next start), anything else is [`JournalError::Corrupt`].
+    pub async fn read_group(
+        &self,
+        group: u64,
+        from_index: u64,
+        bytes_max: usize,
+        mut on_record: impl FnMut(RecordView<'_>),
+    ) -> Result<ReadEnd, JournalError> {
+        // (segment, generation, where its durable batches end, last sequence)
+        let (journal_id, plan) = {
+            let state = self.state.borrow();
+            let back = state.live.back().copied();
+            let plan: Vec<(u32, u64, u64, u64)> = state
+                .live
+                .iter()
+                .map(|&segment| (segment, &state.segments[segment as usize]))
+                .filter(|(_, segment)| {
+                    segment
+                        .groups
+                        .get(&group)
+                        .is_some_and(|&highest| highest >= from_index)
+                })
+                .map(|(index, segment)| {
+                    let end = if Some(index) == back {
+                        state.write_offset
+                    } else {
+                        self.device.segment_bytes()
+                    };
+                    (index, segment.generation, end, segment.last_sequence)
+                })
+                .collect();
+            (state.journal_id, plan)
+        };
+        let mut passed_bytes = 0;
+        for (segment, generation, end, last_sequence) in plan {
+            let mut offset = SEGMENT_HEADER_BYTES as u64;
+            while offset + BLOCK_BYTES as u64 <= end {
+                let head = self
+                    .device
+                    .read(segment, offset, BLOCK_BYTES)
+                    .await
+                    .map_err(JournalError::Read)?;
+                if !self.holds(segment, generation) {
+                    return Ok(ReadEnd::Recycled);
+                }
+                let expect = recovery::Expect {
+                    generation,
+                    journal_id,
+                    offset,
+                    continues: None,
+                };
+                let corrupt = |reason: String| JournalError::Corrupt {
+                    file: self.device.segment_name(segment),
+                    segment,
+                    offset,
+                    reason,
+                    cut: None,
+                };
+                let batch_bytes = match BatchHeader::decode(&head.as_ref()[..BATCH_HEADER_BYTES]) {
+                    Some(header)
+                        if !header.footer
+                            && header.generation == generation
+                            && header.journal_id == journal_id
+                            && header.offset == offset =>
+                    {
+                        header.batch_bytes as usize
+                    }
+                    _ => {
+                        return Err(corrupt(
+                            "a durable batch's header is unreadable on read-back".into(),
+                        ))
+                    }
+                };
+                if offset + batch_bytes as u64 > end {
+                    return Err(corrupt(format!(
+                        "batch of {batch_bytes} bytes runs past the durable end {end}"
+                    )));
+                }
+                let bytes = self
+                    .device
+                    .read(segment, offset, batch_bytes)
+                    .await
+                    .map_err(JournalError::Read)?;
+                if !self.holds(segment, generation) {
+                    return Ok(ReadEnd::Recycled);
+                }
+                let repaired;
+                let batch: &[u8] = match recovery::verify_batch(bytes.as_ref(), &expect) {
+                    Ok(_) => bytes.as_ref(),
+                    Err(fault) => match recovery::rebuild_from_parity(bytes.as_ref(), &expect) {
+                        Some((_, rebuilt)) => {
+                            repaired = rebuilt;
+                            &repaired
+                        }
+                        None => {
+                            return Err(corrupt(match fault {
+                                recovery::BatchFault::Unreadable(reason)
+                                | recovery::BatchFault::Discontinuous { reason, .. } => reason,
+                            }))
+                        }
+                    },
+                };
+                let header = BatchHeader::decode(&batch[..BATCH_HEADER_BYTES]).expect("verified");
+                let records =
+                    &batch[BATCH_HEADER_BYTES..BATCH_HEADER_BYTES + header.records_bytes as usize];
+                let mut at = 0;
+                for _ in 0..header.record_count {
+                    let (view, used) = RecordHeader::decode(&records[at..]).expect("verified");
+                    at += used;
+                    if view.header.group == group && view.header.index >= from_index {
+                        passed_bytes += view.body.len();
+                        on_record(view);
+                    }
+                }
+                if passed_bytes >= bytes_max {
+                    return Ok(ReadEnd::Limited);
+                }
+                let batch_last = header.first_sequence + u64::from(header.record_count) - 1;
+                if batch_last >= last_sequence {
+                    break;
+                }
+                offset += batch_bytes as u64;
+            }
+        }
+        Ok(ReadEnd::Complete)
+    }
+
+    /// Whether `segment` is still live in `generation` (not recycled).
+    fn holds(&self, segment: u32, generation: u64) -> bool {
+        let state = self.state.borrow();
+        state.live.contains(&segment) && state.segments[segment as usize].generation == generation
     }
 
     /// Live segments, oldest first (for monitoring and tests).

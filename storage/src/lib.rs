@@ -23,6 +23,6 @@ pub mod recovery;
 
 pub use device::{Device, DeviceError, HeapBuffer, IoBuffer};
 pub use journal::{
-    AppendError, Journal, JournalConfig, JournalError, JournalStats, NewRecord, SyncPolicy,
+    AppendError, Journal, JournalConfig, JournalError, JournalStats, NewRecord, ReadEnd, SyncPolicy,
 };
 pub use recovery::{Cut, CutReport, RecoveryReport, Repair, RepairKind, TailCut};

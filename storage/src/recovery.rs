@@ -167,17 +167,18 @@ struct BatchRepair {
 
 /// What a verified batch must continue.
 #[derive(Debug, Clone, Copy)]
-struct Expect {
-    generation: u64,
-    journal_id: u64,
-    offset: u64,
-    /// `None` when rebuilding a segment header: taken from the batch.
-    continues: Option<(u64, u32)>,
+pub(crate) struct Expect {
+    pub(crate) generation: u64,
+    pub(crate) journal_id: u64,
+    pub(crate) offset: u64,
+    /// `None` when rebuilding a segment header (or reading back one batch):
+    /// taken from the batch.
+    pub(crate) continues: Option<(u64, u32)>,
 }
 
 /// Why a batch's bytes were refused.
 #[derive(Debug)]
-enum BatchFault {
+pub(crate) enum BatchFault {
     /// The bytes are not a whole, self-consistent batch (torn or damaged).
     Unreadable(String),
     /// A self-consistent batch that does not continue the log: corruption.
@@ -843,7 +844,10 @@ fn read_slot<D: Device>(
 /// records checksum, and every record's checksum, sequence and chain
 /// continuing `expect`. Returns the header and the chain value before its
 /// first record.
-fn verify_batch(batch: &[u8], expect: &Expect) -> Result<(BatchHeader, u32), BatchFault> {
+pub(crate) fn verify_batch(
+    batch: &[u8],
+    expect: &Expect,
+) -> Result<(BatchHeader, u32), BatchFault> {
     let unreadable = |reason: &str| Err(BatchFault::Unreadable(reason.to_string()));
     let Some(header) = BatchHeader::decode(&batch[..BATCH_HEADER_BYTES]) else {
         return unreadable("batch header fails its checksum");
@@ -926,7 +930,7 @@ fn parity_holds(batch: &[u8], header: &BatchHeader) -> bool {
 /// its blocks (parity included) is that block's error; patching each block
 /// in turn with it and re-verifying finds the one. Returns the block index
 /// and the repaired batch; `None` when no single block explains the damage.
-fn rebuild_from_parity(batch: &[u8], expect: &Expect) -> Option<(usize, Vec<u8>)> {
+pub(crate) fn rebuild_from_parity(batch: &[u8], expect: &Expect) -> Option<(usize, Vec<u8>)> {
     assert_eq!(batch.len() % BLOCK_BYTES, 0);
     let mut syndrome = vec![0u8; BLOCK_BYTES];
     xor_blocks(batch, &mut syndrome);
