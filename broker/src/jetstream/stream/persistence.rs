@@ -1,6 +1,6 @@
 //! Durable consumers through the stream's Raft log, so they resume exactly
 //! after a restart or a SIGKILL. A child of `stream`, beside
-//! `stream_consumers`, so it works on the task's own state.
+//! `consumers`, so it works on the task's own state.
 //!
 //! - A durable's create, config update and delete are proposed as
 //!   [`Operation::ConsumerCreate`]/[`Operation::ConsumerDelete`] and take

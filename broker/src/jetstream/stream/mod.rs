@@ -286,74 +286,6 @@ pub fn memory_message_bytes(subject: usize, headers: usize, payload: usize) -> u
     (16 + subject + headers + payload) as u64
 }
 
-/// A reply owed once an entry is applied.
-enum Owed {
-    PubAck {
-        reply: Bytes,
-    },
-    Duplicate {
-        reply: Bytes,
-        sequence: u64,
-    },
-    Purge {
-        origin: usize,
-        reply: Option<Bytes>,
-    },
-    Delete {
-        origin: usize,
-        reply: Option<Bytes>,
-    },
-    Update {
-        origin: usize,
-        reply: Option<Bytes>,
-    },
-    /// A durable consumer's create/delete answer or a reply that waited
-    /// for its state snapshot.
-    Consumer(persistence::ConsumerOwed),
-}
-
-/// A reply owed once the entry proposed at `(term, index)` applies. An
-/// entry of another term applying at that index means leadership was lost
-/// before it committed: the reply fails (nats-server's 10009) instead of
-/// being released by an entry it does not belong to.
-struct OwedReply {
-    term: u64,
-    index: u64,
-    owed: Owed,
-}
-
-/// Proposed, not yet applied: what ingest checks must count.
-#[derive(Default)]
-struct InFlight {
-    messages: u64,
-    bytes: u64,
-    /// Per subject: (messages in flight, last sequence proposed).
-    subjects: FxHashMap<Bytes, (u64, u64)>,
-}
-
-struct Dedupe {
-    /// id -> (sequence, time)
-    ids: FxHashMap<Bytes, (u64, u64)>,
-    order: VecDeque<(u64, Bytes)>,
-}
-
-impl Dedupe {
-    fn expire(&mut self, now_ns: u64, window_ns: u64) {
-        while let Some((time, _)) = self.order.front() {
-            if now_ns.saturating_sub(*time) <= window_ns {
-                break;
-            }
-            let (_, id) = self.order.pop_front().expect("front exists");
-            self.ids.remove(&id);
-        }
-    }
-
-    fn insert(&mut self, id: Bytes, sequence: u64, time_ns: u64) {
-        self.ids.insert(id.clone(), (sequence, time_ns));
-        self.order.push_back((time_ns, id));
-    }
-}
-
 /// Everything recovery found for one stream.
 pub struct Recovered {
     pub raft: Option<RaftState>,
@@ -964,6 +896,17 @@ impl StreamTask {
     async fn drive(&mut self) -> Result<(), String> {
         while self.node.has_ready() {
             let ready = self.node.ready();
+            // The one voter never hears from peers, installs no snapshot,
+            // rewrites none of its log and asks for no read index.
+            assert!(
+                ready.messages.is_empty()
+                    && ready.persisted_messages.is_empty()
+                    && ready.truncate_from.is_none()
+                    && ready.snapshot.is_none()
+                    && ready.read_states.is_empty(),
+                "stream {}: a single-voter group's ready carries only hard state, entries and commits",
+                self.handle.name
+            );
             let mut last_record = None;
             if self.durable_journal {
                 if let Some(hard_state) = ready.hard_state {
@@ -2463,8 +2406,8 @@ fn status_headers(status: &str) -> Bytes {
     Bytes::from(format!("NATS/1.0 {status}\r\n\r\n"))
 }
 
-#[path = "stream_consumers.rs"]
 mod consumers;
-#[path = "stream_consumer_persist.rs"]
+mod leader;
 mod persistence;
 pub use consumers::ConsumerCommand;
+use leader::{Dedupe, InFlight, Owed, OwedReply};
