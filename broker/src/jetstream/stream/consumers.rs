@@ -89,7 +89,7 @@ impl StreamTask {
                 };
                 // nats-server subscribes per consumer: nobody answers for
                 // one that does not exist.
-                if !self.consumers.contains_key(ack.consumer) {
+                if !self.state.consumers.contains_key(ack.consumer) {
                     return self.js.no_responders(reply);
                 }
                 let (request, next) = match AckBody::parse(&body) {
@@ -148,7 +148,7 @@ impl StreamTask {
                 let Some(reply) = reply else {
                     return;
                 };
-                if !self.consumers.contains_key(&consumer) {
+                if !self.state.consumers.contains_key(&consumer) {
                     return self.js.no_responders(Some(reply));
                 }
                 let parsed = consumer_requests::PullRequest::parse(&payload);
@@ -181,19 +181,21 @@ impl StreamTask {
         config: &consumer_config::ConsumerConfig,
         spec: &ConsumerSpec,
     ) -> u64 {
-        let state = with_store!(&self.store, log => log.state());
-        let last_sequence = with_store!(&self.store, log => log.last_sequence());
+        let state = with_store!(&self.state.store, log => log.state());
+        let last_sequence = with_store!(&self.state.store, log => log.last_sequence());
         let probe = Consumer::new(name.to_string(), config.clone(), spec.clone(), 0, 1, 0);
         match spec.start {
             Start::All => state.first_sequence.max(1),
             Start::New => self.last_sequence.max(last_sequence) + 1,
             Start::Last => {
-                let last_match = with_store!(&self.store, log => log.last_matching(|subject| probe.matches(subject)));
+                let last_match = with_store!(&self.state.store, log => log.last_matching(|subject| probe.matches(subject)));
                 last_match.unwrap_or(last_sequence + 1)
             }
             Start::Sequence(sequence) => sequence.max(1),
-            Start::Time(unix_ns) => with_store!(&self.store, log => log.first_at_or_after(unix_ns))
-                .unwrap_or(last_sequence + 1),
+            Start::Time(unix_ns) => {
+                with_store!(&self.state.store, log => log.first_at_or_after(unix_ns))
+                    .unwrap_or(last_sequence + 1)
+            }
             Start::LastPerSubject => self
                 .last_per_subject(&probe)
                 .front()
@@ -219,7 +221,7 @@ impl StreamTask {
             created.start_sequence,
             0,
         );
-        let last_sequence = with_store!(&self.store, log => log.last_sequence());
+        let last_sequence = with_store!(&self.state.store, log => log.last_sequence());
         if !self.recovering {
             if consumer.spec.start == Start::LastPerSubject {
                 consumer.start_list = self.last_per_subject(&consumer);
@@ -238,14 +240,14 @@ impl StreamTask {
         }
         let wake = consumer.next_housekeeping_ns(now_ns);
         consumer.wake_at(wake);
-        self.consumers.insert(name, consumer);
+        self.state.consumers.insert(name, consumer);
     }
 
     /// Stored messages `consumer` selects at or after `from`.
     /// nats-server's lastSeqSkipList: the last sequence of every subject
     /// `consumer` selects, ascending.
     pub(super) fn last_per_subject(&self, consumer: &Consumer) -> std::collections::VecDeque<u64> {
-        let mut lasts: Vec<u64> = with_store!(&self.store, log => log
+        let mut lasts: Vec<u64> = with_store!(&self.state.store, log => log
             .subjects()
             .filter(|(subject, ..)| consumer.matches(subject))
             .map(|(_, _, last, _)| last)
@@ -257,50 +259,12 @@ impl StreamTask {
     pub(super) fn count_matching(&self, consumer: &Consumer, from: u64) -> u64 {
         let mut count = 0;
         let mut from = from;
-        while let Some(sequence) = with_store!(&self.store, log => log.next_matching(from, |subject| consumer.matches(subject)))
+        while let Some(sequence) = with_store!(&self.state.store, log => log.next_matching(from, |subject| consumer.matches(subject)))
         {
             count += 1;
             from = sequence + 1;
         }
         count
-    }
-
-    /// A message was applied: consumers that select it have one more pending.
-    pub(super) fn consumers_saw(&mut self, subject: &[u8]) {
-        for consumer in self.consumers.values_mut() {
-            if consumer.matches(subject) {
-                consumer.num_pending += 1;
-            }
-        }
-    }
-
-    /// A message left the stream: consumers that had it ahead of them have
-    /// one pending message less (nats-server's `decStreamPending`).
-    pub(super) fn consumers_lost(&mut self, sequence: u64, subject: &[u8]) {
-        for consumer in self.consumers.values_mut() {
-            if consumer.matches(subject) {
-                consumer.lost(sequence);
-            }
-        }
-    }
-
-    /// Everything below `bound` is about to leave the stream (a purge).
-    pub(super) fn consumers_lose_below(&mut self, bound: u64) {
-        let first = with_store!(&self.store, log => log.state()).first_sequence;
-        for consumer in self.consumers.values_mut() {
-            let mut from = first.max(consumer.delivery.next_stream_sequence());
-            if let Some(&listed) = consumer.start_list.front() {
-                from = from.min(listed);
-            }
-            while let Some(sequence) = with_store!(&self.store, log => log.next_matching(from, |subject| consumer.matches(subject)))
-            {
-                if sequence >= bound {
-                    break;
-                }
-                consumer.lost(sequence);
-                from = sequence + 1;
-            }
-        }
     }
 
     /// A parsed MSG.NEXT (or `+NXT`) body for `name`, answered on `reply`.
@@ -310,7 +274,7 @@ impl StreamTask {
         reply: Bytes,
         parsed: Result<consumer_requests::PullRequest, PullStatus>,
     ) {
-        let Some(consumer) = self.consumers.get(name) else {
+        let Some(consumer) = self.state.consumers.get(name) else {
             return;
         };
         // nats-server answers this before it reads the body.
@@ -342,7 +306,7 @@ impl StreamTask {
     pub(super) fn consumer_pull(&mut self, name: &str, request: PullRequest) {
         let now_ns = now_unix_ns();
         let mut replies = Vec::new();
-        let Some(consumer) = self.consumers.get_mut(name) else {
+        let Some(consumer) = self.state.consumers.get_mut(name) else {
             return;
         };
         consumer.last_active_unix_ns = now_ns;
@@ -370,7 +334,7 @@ impl StreamTask {
         reply: Option<Bytes>,
         now_ns: u64,
     ) {
-        let Some(consumer) = self.consumers.get_mut(name) else {
+        let Some(consumer) = self.state.consumers.get_mut(name) else {
             return;
         };
         let floor_before = consumer.delivery.ack_floor().1;
@@ -399,10 +363,10 @@ impl StreamTask {
         }
         self.publish_events(name, term_reason.as_deref());
         self.consumer_touched(name);
-        let Some(consumer) = self.consumers.get(name) else {
+        let Some(consumer) = self.state.consumers.get(name) else {
             return;
         };
-        if acknowledging && self.config.retention != Retention::Limits {
+        if acknowledging && self.state.config.retention != Retention::Limits {
             let floor_after = consumer.delivery.ack_floor().1;
             self.release(stream_sequence, Some(floor_before..=floor_after));
         }
@@ -416,12 +380,12 @@ impl StreamTask {
     /// Runs every consumer's timers due at `now_ns`: ack waits, pull
     /// expiries, pull and push heartbeats, and `inactive_threshold`.
     pub(super) fn consumer_timers(&mut self, now_ns: u64) {
-        let first_sequence = with_store!(&self.store, log => log.state()).first_sequence;
+        let first_sequence = with_store!(&self.state.store, log => log.state()).first_sequence;
         let shard = self.js.shard();
         let mut statuses = Vec::new();
         let mut heartbeats: Vec<(Bytes, String)> = Vec::new();
         let mut inactive = Vec::new();
-        for consumer in self.consumers.values_mut() {
+        for consumer in self.state.consumers.values_mut() {
             if consumer.wake_at_ns.is_none_or(|at| at > now_ns) {
                 continue;
             }
@@ -497,7 +461,7 @@ impl StreamTask {
     /// Removes a consumer; its waiting pull requests hear 409 Consumer
     /// Deleted.
     pub(super) fn remove_consumer(&mut self, name: &str) -> bool {
-        let Some(mut consumer) = self.consumers.remove(name) else {
+        let Some(mut consumer) = self.state.consumers.remove(name) else {
             return false;
         };
         let closed = consumer.pull.close();
@@ -508,7 +472,8 @@ impl StreamTask {
 
     /// The earliest consumer timer.
     pub(super) fn consumers_wake_at_ns(&self) -> Option<u64> {
-        self.consumers
+        self.state
+            .consumers
             .values()
             .filter_map(|consumer| consumer.wake_at_ns)
             .min()
@@ -518,7 +483,8 @@ impl StreamTask {
     /// subscriber were last checked at: the task waits for interest to
     /// change from it (`None`: no consumer waits for a subscriber).
     pub(super) fn awaiting_interest_since(&self) -> Option<u64> {
-        self.consumers
+        self.state
+            .consumers
             .values()
             .filter(|consumer| consumer.num_pending > 0 || consumer.delivery.num_ack_pending() > 0)
             .filter_map(|consumer| consumer.push.as_ref())
@@ -532,7 +498,7 @@ impl StreamTask {
     pub(super) async fn deliver_to_consumers(&mut self) -> Result<(), StoreError> {
         let generation = self.js.shard().interest_generation();
         let mut names: Vec<String> = Vec::new();
-        for (name, consumer) in self.consumers.iter_mut() {
+        for (name, consumer) in self.state.consumers.iter_mut() {
             let ready = match (&consumer.spec.push, &mut consumer.push) {
                 (Some(spec), Some(push)) => {
                     if push.interest_generation != generation {
@@ -560,7 +526,7 @@ impl StreamTask {
     /// Drops `name`'s waiting pull requests whose inbox lost its subscriber.
     fn drop_uninterested_requests(&mut self, name: &str) {
         let shard = self.js.shard();
-        if let Some(consumer) = self.consumers.get_mut(name) {
+        if let Some(consumer) = self.state.consumers.get_mut(name) {
             consumer
                 .pull
                 .drop_uninterested(|reply| shard.has_interest(reply));
@@ -570,9 +536,9 @@ impl StreamTask {
     /// The next new message for `name` at or after `from`: the
     /// `last_per_subject` list first, then the store's next match.
     fn next_new(&mut self, name: &str, from: u64) -> Option<u64> {
-        let consumer = self.consumers.get_mut(name)?;
+        let consumer = self.state.consumers.get_mut(name)?;
         while let Some(&listed) = consumer.start_list.front() {
-            let live = with_store!(&self.store, log => log.subject_of(listed))
+            let live = with_store!(&self.state.store, log => log.subject_of(listed))
                 .is_some_and(|subject| consumer.matches(subject));
             if listed >= from && live {
                 return Some(listed);
@@ -581,7 +547,7 @@ impl StreamTask {
         }
         let from = from.max(consumer.resume_after + 1);
         let consumer = &*consumer;
-        with_store!(&self.store, log => log.next_matching(from, |subject| consumer.matches(subject)))
+        with_store!(&self.state.store, log => log.next_matching(from, |subject| consumer.matches(subject)))
     }
 
     /// Delivers to one consumer (its waiting pull requests, or its deliver
@@ -600,7 +566,7 @@ impl StreamTask {
             if delivered >= budget {
                 break Ok(());
             }
-            let Some(consumer) = self.consumers.get_mut(name) else {
+            let Some(consumer) = self.state.consumers.get_mut(name) else {
                 break Ok(());
             };
             if consumer.push.is_none() {
@@ -635,7 +601,7 @@ impl StreamTask {
                     }
                 }
             };
-            let read = with_store!(&self.store, log => log.read_with(sequence, |view| {
+            let read = with_store!(&self.state.store, log => log.read_with(sequence, |view| {
                 scratch.message.clear();
                 scratch.message.extend_from_slice(view.subject);
                 scratch.message.extend_from_slice(view.headers);
@@ -651,7 +617,7 @@ impl StreamTask {
                 Ok(message) => message,
                 Err(error) => break Err(error),
             };
-            let consumer = self.consumers.get_mut(name).expect("looked up above");
+            let consumer = self.state.consumers.get_mut(name).expect("looked up above");
             let Some(message) = message else {
                 if redelivery {
                     consumer.delivery.message_gone(sequence);
@@ -705,7 +671,7 @@ impl StreamTask {
                         .as_ref()
                         .is_none_or(|limit| limit.rate_limit_bps() != spec.rate_limit_bps);
                     if stale {
-                        let burst_bytes = rate_burst_bytes(&self.config, &self.js);
+                        let burst_bytes = rate_burst_bytes(&self.state.config, &self.js);
                         push.rate_limit =
                             Some(RateLimit::new(spec.rate_limit_bps, burst_bytes, now_ns));
                     }
@@ -788,7 +754,7 @@ impl StreamTask {
         self.delivery_scratch = scratch;
         result?;
         if end_of_stream {
-            if let Some(consumer) = self.consumers.get_mut(name) {
+            if let Some(consumer) = self.state.consumers.get_mut(name) {
                 if consumer.push.is_none() {
                     let wake = consumer.pull.process(now_unix_ns(), true, &mut replies);
                     consumer.wake_at(wake);
@@ -796,7 +762,7 @@ impl StreamTask {
             }
         }
         self.send_statuses(name, replies);
-        if self.config.retention != Retention::Limits {
+        if self.state.config.retention != Retention::Limits {
             for sequence in released {
                 self.release(sequence, None);
             }
@@ -813,7 +779,7 @@ impl StreamTask {
         sequence: u64,
         floor_moved: Option<std::ops::RangeInclusive<u64>>,
     ) {
-        if self.config.retention == Retention::Limits {
+        if self.state.config.retention == Retention::Limits {
             return;
         }
         let mut candidates = vec![sequence];
@@ -821,7 +787,7 @@ impl StreamTask {
             let (start, end) = range.into_inner();
             let mut from = start + 1;
             while let Some(next) =
-                with_store!(&self.store, log => log.next_matching(from, |_| true))
+                with_store!(&self.state.store, log => log.next_matching(from, |_| true))
             {
                 if next > end {
                     break;
@@ -836,8 +802,8 @@ impl StreamTask {
             if self.releasing.contains(&candidate) {
                 continue;
             }
-            let consumers = &self.consumers;
-            let needed = with_store!(&self.store, log => log.subject_of(candidate).map(|subject| {
+            let consumers = &self.state.consumers;
+            let needed = with_store!(&self.state.store, log => log.subject_of(candidate).map(|subject| {
                 consumers
                     .values()
                     .any(|consumer| consumer.matches(subject) && consumer.delivery.needs_ack(candidate))
@@ -862,12 +828,12 @@ impl StreamTask {
 
     /// An interest stream lost a consumer: messages only it needed go.
     fn release_after_removal(&mut self, floor_stream: u64) {
-        if self.config.retention != Retention::Interest {
+        if self.state.config.retention != Retention::Interest {
             return;
         }
-        let last = with_store!(&self.store, log => log.last_sequence());
+        let last = with_store!(&self.state.store, log => log.last_sequence());
         if let Some(first) =
-            with_store!(&self.store, log => log.next_matching(floor_stream + 1, |_| true))
+            with_store!(&self.state.store, log => log.next_matching(floor_stream + 1, |_| true))
         {
             self.release(first, Some(first..=last));
         }
@@ -876,7 +842,7 @@ impl StreamTask {
     /// Publishes `name`'s queued advisories (max deliveries, NAKs, terms),
     /// when anyone listens for them, as nats-server does.
     pub(super) fn publish_events(&mut self, name: &str, reason: Option<&str>) {
-        let Some(consumer) = self.consumers.get_mut(name) else {
+        let Some(consumer) = self.state.consumers.get_mut(name) else {
             return;
         };
         let events = consumer.delivery.take_events();
@@ -903,6 +869,7 @@ impl StreamTask {
     /// Publishes every consumer's queued advisories.
     pub(super) fn publish_all_events(&mut self) {
         let names: Vec<String> = self
+            .state
             .consumers
             .iter()
             .filter(|(_, consumer)| consumer.delivery.has_events())
@@ -915,7 +882,7 @@ impl StreamTask {
 
     /// Sends a push consumer's flow control request to its deliver subject.
     fn send_flow_control(&mut self, name: &str) {
-        let Some(consumer) = self.consumers.get_mut(name) else {
+        let Some(consumer) = self.state.consumers.get_mut(name) else {
             return;
         };
         let (Some(spec), Some(push)) = (&consumer.spec.push, &mut consumer.push) else {
@@ -945,6 +912,7 @@ impl StreamTask {
             return;
         };
         if let Some(push) = self
+            .state
             .consumers
             .get_mut(name)
             .and_then(|consumer| consumer.push.as_mut())
@@ -955,6 +923,7 @@ impl StreamTask {
 
     fn send_statuses(&self, name: &str, replies: Vec<Reply>) {
         let delivered = self
+            .state
             .consumers
             .get(name)
             .map_or((0, 0), |consumer| consumer.delivery.delivered());
@@ -1001,7 +970,7 @@ impl StreamTask {
             ["INFO", _, name] if self.is_logged(name) => {
                 Ok(self.durable_info(origin, reply.clone(), name))
             }
-            ["INFO", _, name] => match self.consumers.get(*name) {
+            ["INFO", _, name] => match self.state.consumers.get(*name) {
                 Some(consumer) => Ok(Some(self.consumer_info(consumer, "consumer_info_response"))),
                 None => Err(ApiError::consumer_not_found()),
             },
@@ -1030,7 +999,7 @@ impl StreamTask {
 
     /// A CONSUMER.NAMES or CONSUMER.LIST page.
     fn consumer_page(&self, list: bool, offset: usize) -> String {
-        let names: Vec<String> = self.consumers.keys().cloned().collect();
+        let names: Vec<String> = self.state.consumers.keys().cloned().collect();
         let total = names.len();
         if !list {
             let page = consumer_responses::page_of(names, offset, consumer_responses::NAMES_LIMIT);
@@ -1039,7 +1008,7 @@ impl StreamTask {
         let page = consumer_responses::page_of(names, offset, consumer_responses::LIST_LIMIT);
         let infos: Vec<String> = page
             .iter()
-            .filter_map(|name| self.consumers.get(name))
+            .filter_map(|name| self.state.consumers.get(name))
             .map(|consumer| {
                 consumer_responses::consumer_info_object(
                     &self.handle.name,
@@ -1064,6 +1033,7 @@ impl StreamTask {
         payload: &[u8],
     ) -> Result<Option<String>, ApiError> {
         let existing: Vec<(String, consumer_config::ConsumerConfig)> = self
+            .state
             .consumers
             .iter()
             .map(|(name, consumer)| (name.clone(), consumer.config.clone()))
@@ -1073,7 +1043,7 @@ impl StreamTask {
             .map(|(name, config)| (name.as_str(), config))
             .collect();
         let mut random = xorshift(now_unix_ns() ^ (self.group << 17));
-        let config = self.config.clone();
+        let config = self.state.config.clone();
         let outcome = consumer_config::parse_create(
             target,
             payload,
@@ -1100,6 +1070,7 @@ impl StreamTask {
             }
             CreateKind::Updated => {
                 let consumer = self
+                    .state
                     .consumers
                     .get_mut(&outcome.name)
                     .expect("an update names an existing consumer");
@@ -1113,7 +1084,7 @@ impl StreamTask {
                 consumer.wake_at(wake);
             }
         }
-        let consumer = &self.consumers[&outcome.name];
+        let consumer = &self.state.consumers[&outcome.name];
         Ok(Some(
             self.consumer_info(consumer, "consumer_create_response"),
         ))
@@ -1122,8 +1093,8 @@ impl StreamTask {
     fn consumer_state(&self, consumer: &Consumer) -> ConsumerInfoState {
         let (delivered_consumer, delivered_stream) = consumer.delivery.delivered();
         let (floor_consumer, floor_stream) = consumer.delivery.ack_floor();
-        let state = with_store!(&self.store, log => log.state());
-        let last_sequence = with_store!(&self.store, log => log.last_sequence());
+        let state = with_store!(&self.state.store, log => log.state());
+        let last_sequence = with_store!(&self.state.store, log => log.last_sequence());
         let active = |unix_ns: u64| (unix_ns > 0).then_some(unix_ns);
         ConsumerInfoState {
             delivered: SequencePair {

@@ -56,6 +56,20 @@ pub(super) struct InFlight {
     pub(super) subjects: FxHashMap<Bytes, (u64, u64)>,
 }
 
+impl InFlight {
+    /// A proposed message of `bytes` on `subject` applied.
+    pub(super) fn applied(&mut self, subject: &[u8], bytes: u64) {
+        self.messages = self.messages.saturating_sub(1);
+        self.bytes = self.bytes.saturating_sub(bytes);
+        if let Some(slot) = self.subjects.get_mut(subject) {
+            slot.0 = slot.0.saturating_sub(1);
+            if slot.0 == 0 {
+                self.subjects.remove(subject);
+            }
+        }
+    }
+}
+
 pub(super) struct Dedupe {
     /// id -> (sequence, time)
     pub(super) ids: FxHashMap<Bytes, (u64, u64)>,

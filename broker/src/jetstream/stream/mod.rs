@@ -32,11 +32,10 @@ use rustc_hash::FxHashMap;
 use tern_raft::{Entry, EntryKind, HardState, Membership, Node, Restore, Snapshot};
 use tern_shard::Waiters;
 use tern_storage::block_store::{
-    DmaFiles, Manifest, MemoryFiles, NewMessage, StoreError, StoredMessage, StreamLog, StreamState,
+    DmaFiles, Manifest, MemoryFiles, StoreError, StoredMessage, StreamLog, StreamState,
 };
 use tern_storage::{AppendError, NewRecord};
 
-use super::consumer::Consumer;
 use super::entry::{self, Operation, PendingMessage, RECORD_HARD_STATE};
 use super::error::ApiError;
 use super::expiry::{self, Expiry, MessageTtl};
@@ -297,12 +296,12 @@ pub struct Recovered {
 pub struct StreamTask {
     js: Rc<JetStream>,
     handle: Rc<StreamHandle>,
-    config: Rc<StreamConfig>,
+    /// What every replica holds identically, changed only by apply.
+    state: ReplicatedState,
     created_unix_ns: u64,
     group: u64,
     files: Option<DmaFiles>,
     node: Node,
-    store: Store,
     durable_journal: bool,
     /// Ready numbers waiting for the journal: (ready, journal sequence).
     outstanding: VecDeque<(u64, u64)>,
@@ -313,23 +312,13 @@ pub struct StreamTask {
     /// Highest sequence proposed (= stored once everything applied).
     last_sequence: u64,
     last_timestamp_ns: u64,
-    /// Time of the last message applied (info's `last_ts`, kept after it
-    /// is removed, as nats-server does until a restart).
-    stored_last_unix_ns: u64,
     last_msg_id: Option<Bytes>,
-    applied_index: u64,
-    applied_term: u64,
     checkpointed_index: u64,
-    applied_bytes_since_checkpoint: u64,
     last_checkpoint: Instant,
     /// When the leader next looks for messages past max_age.
     age_check_at: Instant,
     /// Expired messages whose removal is proposed and not yet applied.
     expiring: rustc_hash::FxHashSet<u64>,
-    /// TTLs and delete markers; `Some` while the stream allows message TTLs.
-    expiry: Option<Expiry>,
-    /// The stream's consumers, by name.
-    consumers: std::collections::BTreeMap<String, Consumer>,
     /// Interest and work-queue streams: sequences whose removal (no
     /// consumer needs them) is proposed and not yet applied.
     releasing: rustc_hash::FxHashSet<u64>,
@@ -468,12 +457,20 @@ impl StreamTask {
         let mut task = StreamTask {
             js,
             handle,
-            config,
+            state: ReplicatedState {
+                store,
+                config,
+                expiry: None,
+                consumers: std::collections::BTreeMap::new(),
+                stored_last_unix_ns: raft.last_unix_ns,
+                applied_index: raft.applied_index,
+                applied_term: raft.applied_term,
+                applied_bytes_since_checkpoint: 0,
+            },
             created_unix_ns,
             group,
             files,
             node,
-            store,
             durable_journal,
             outstanding: VecDeque::new(),
             owed: VecDeque::new(),
@@ -484,17 +481,11 @@ impl StreamTask {
             },
             last_sequence: 0,
             last_timestamp_ns: 0,
-            stored_last_unix_ns: raft.last_unix_ns,
             last_msg_id: None,
-            applied_index: raft.applied_index,
-            applied_term: raft.applied_term,
             checkpointed_index: raft.applied_index,
-            applied_bytes_since_checkpoint: 0,
             last_checkpoint: Instant::now(),
             age_check_at: Instant::now(),
             expiring: rustc_hash::FxHashSet::default(),
-            expiry: None,
-            consumers: std::collections::BTreeMap::new(),
             releasing: rustc_hash::FxHashSet::default(),
             durables: persistence::Durables::new(),
             consumers_file_written: false,
@@ -526,15 +517,16 @@ impl StreamTask {
 
     /// State that follows from the store once recovery applied everything.
     async fn after_recovery(&mut self) -> Result<(), String> {
-        let state = with_store!(&self.store, log => log.state());
+        let state = with_store!(&self.state.store, log => log.state());
         // A stream created with `first_seq` starts there (nats-server
         // purges a new store up to it): its last sequence is the one before.
-        self.last_sequence = with_store!(&self.store, log => log.last_sequence())
-            .max(self.config.first_sequence.saturating_sub(1));
-        self.stored_last_unix_ns = self.stored_last_unix_ns.max(state.last_timestamp_ns);
-        self.last_timestamp_ns = self.stored_last_unix_ns;
+        self.last_sequence = with_store!(&self.state.store, log => log.last_sequence())
+            .max(self.state.config.first_sequence.saturating_sub(1));
+        self.state.stored_last_unix_ns =
+            self.state.stored_last_unix_ns.max(state.last_timestamp_ns);
+        self.last_timestamp_ns = self.state.stored_last_unix_ns;
         if state.messages > 0 {
-            let last = with_store!(&self.store, log => log.get(state.last_sequence).await)
+            let last = with_store!(&self.state.store, log => log.get(state.last_sequence).await)
                 .map_err(|error| error.to_string())?;
             if let Some(message) = last {
                 self.last_msg_id =
@@ -542,14 +534,15 @@ impl StreamTask {
             }
         }
         self.rebuild_dedupe().await?;
-        self.rebuild_expiry()
+        self.state
+            .rebuild_expiry()
             .await
             .map_err(|error| error.to_string())?;
-        self.enforce_size_limits();
+        self.state.enforce_size_limits();
         // What aged out while the server was down goes before the stream
         // serves, through the log like any expiry.
         let now_ns = now_unix_ns();
-        while self.config.max_age_ns > 0 && self.expire_aged(now_ns) {
+        while self.state.config.max_age_ns > 0 && self.expire_aged(now_ns) {
             self.settle().await?;
         }
         self.settle().await?;
@@ -568,37 +561,23 @@ impl StreamTask {
         Ok(())
     }
 
-    /// TTLs, `never` exemptions and markers, read back from the store when
-    /// the stream allows message TTLs (nats-server rebuilds its wheel too).
-    async fn rebuild_expiry(&mut self) -> Result<(), StoreError> {
-        if !self.config.allow_msg_ttl {
-            self.expiry = None;
-            return Ok(());
-        }
-        let mut expiry = Expiry::default();
-        with_store!(&self.store, log => log.replay(0, |message| {
-            expiry.track(message.sequence, message.timestamp_ns, message.headers);
-        }).await)?;
-        self.expiry = Some(expiry);
-        Ok(())
-    }
-
     /// Message ids stored within the duplicate window, read back from the
     /// store (nats-server does the same on start).
     async fn rebuild_dedupe(&mut self) -> Result<(), String> {
-        let window_ns = self.config.duplicate_window_ns.max(0) as u64;
+        let window_ns = self.state.config.duplicate_window_ns.max(0) as u64;
         if window_ns == 0 {
             return Ok(());
         }
         let since = now_unix_ns().saturating_sub(window_ns);
-        let Some(mut sequence) = with_store!(&self.store, log => log.first_at_or_after(since))
+        let Some(mut sequence) =
+            with_store!(&self.state.store, log => log.first_at_or_after(since))
         else {
             return Ok(());
         };
         let last = self.last_sequence;
         let mut found = Vec::new();
         while sequence <= last {
-            if let Some(message) = with_store!(&self.store, log => log.get(sequence).await)
+            if let Some(message) = with_store!(&self.state.store, log => log.get(sequence).await)
                 .map_err(|error| error.to_string())?
             {
                 if let Some(id) = headers::value(&message.headers, headers::MSG_ID) {
@@ -673,7 +652,7 @@ impl StreamTask {
     fn next_timer(&self) -> Duration {
         let mut next = AGE_CHECK_INTERVAL;
         for due_ns in [
-            self.expiry.as_ref().and_then(Expiry::next_due_ns),
+            self.state.expiry.as_ref().and_then(Expiry::next_due_ns),
             self.consumers_wake_at_ns(),
         ]
         .into_iter()
@@ -681,7 +660,7 @@ impl StreamTask {
         {
             next = next.min(Duration::from_nanos(due_ns.saturating_sub(now_unix_ns())));
         }
-        if self.applied_index > self.checkpointed_index {
+        if self.state.applied_index > self.checkpointed_index {
             next = next.min(CHECKPOINT_INTERVAL.saturating_sub(self.last_checkpoint.elapsed()));
         }
         next = next.min(self.age_check_at.saturating_duration_since(Instant::now()));
@@ -725,7 +704,7 @@ impl StreamTask {
         {
             self.consumer_timers(now_ns);
         }
-        if !self.consumers.is_empty() {
+        if !self.state.consumers.is_empty() {
             self.deliver_to_consumers()
                 .await
                 .map_err(|error| error.to_string())?;
@@ -741,6 +720,7 @@ impl StreamTask {
             self.drive().await?;
         }
         if self
+            .state
             .expiry
             .as_ref()
             .and_then(Expiry::next_due_ns)
@@ -750,7 +730,7 @@ impl StreamTask {
         }
         if Instant::now() >= self.age_check_at {
             self.age_check_at = Instant::now() + AGE_CHECK_INTERVAL;
-            if self.config.max_age_ns > 0 && self.expire_aged(now_ns) {
+            if self.state.config.max_age_ns > 0 && self.expire_aged(now_ns) {
                 // More aged out than one entry holds: again next turn.
                 self.age_check_at = Instant::now();
             }
@@ -760,8 +740,8 @@ impl StreamTask {
         if self.node.has_ready() {
             self.drive().await?;
         }
-        if self.applied_index > self.checkpointed_index
-            && (self.applied_bytes_since_checkpoint >= CHECKPOINT_BYTES
+        if self.state.applied_index > self.checkpointed_index
+            && (self.state.applied_bytes_since_checkpoint >= CHECKPOINT_BYTES
                 || self.last_checkpoint.elapsed() >= CHECKPOINT_INTERVAL)
         {
             self.checkpoint().await?;
@@ -846,11 +826,11 @@ impl StreamTask {
 
     fn refresh_snapshot(&self) {
         let mut snapshot = self.handle.snapshot.borrow_mut();
-        snapshot.config = self.config.clone();
-        snapshot.state = with_store!(&self.store, log => log.state());
-        snapshot.last_unix_ns = self.stored_last_unix_ns;
+        snapshot.config = self.state.config.clone();
+        snapshot.state = with_store!(&self.state.store, log => log.state());
+        snapshot.last_unix_ns = self.state.stored_last_unix_ns;
         snapshot.failure = self.failure.clone();
-        snapshot.consumers = self.consumers.len();
+        snapshot.consumers = self.state.consumers.len();
         let bytes = snapshot.state.bytes;
         drop(snapshot);
         // A stopped stream keeps its last count until it is deleted
@@ -945,8 +925,8 @@ impl StreamTask {
                 // entries from memory (the journal keeps them until the
                 // checkpoint), so the in-memory log stays small.
                 self.node.compact(Snapshot {
-                    index: self.applied_index,
-                    term: self.applied_term,
+                    index: self.state.applied_index,
+                    term: self.state.applied_term,
                     membership: Membership::new(vec![NODE_ID]),
                     data: Bytes::new(),
                 });
@@ -982,19 +962,19 @@ impl StreamTask {
     /// Flushes the store (synced), records the applied index, and lets the
     /// journal recycle what is older.
     async fn checkpoint(&mut self) -> Result<(), String> {
-        if self.applied_index == self.checkpointed_index {
+        if self.state.applied_index == self.checkpointed_index {
             return Ok(());
         }
         self.checkpoint_consumers().await?;
-        let manifest = with_store!(&mut self.store, log => log.sync().await)
+        let manifest = with_store!(&mut self.state.store, log => log.sync().await)
             .map_err(|error| error.to_string())?;
         if let Some(files) = &self.files {
             let state = RaftState {
                 term: self.hard_state.term,
                 vote: self.hard_state.vote.unwrap_or(0),
-                applied_index: self.applied_index,
-                applied_term: self.applied_term,
-                last_unix_ns: self.stored_last_unix_ns,
+                applied_index: self.state.applied_index,
+                applied_term: self.state.applied_term,
+                last_unix_ns: self.state.stored_last_unix_ns,
                 consumers: self.consumers_reference,
                 manifest,
             };
@@ -1003,12 +983,14 @@ impl StreamTask {
                 .map_err(|error| error.to_string())?;
             // Only now may the journal recycle what the block store holds,
             // and the block store drop files the older checkpoint named.
-            self.js.journal().checkpoint(self.group, self.applied_index);
+            self.js
+                .journal()
+                .checkpoint(self.group, self.state.applied_index);
         }
-        with_store!(&mut self.store, log => log.checkpointed().await)
+        with_store!(&mut self.state.store, log => log.checkpointed().await)
             .map_err(|error| error.to_string())?;
-        self.checkpointed_index = self.applied_index;
-        self.applied_bytes_since_checkpoint = 0;
+        self.checkpointed_index = self.state.applied_index;
+        self.state.applied_bytes_since_checkpoint = 0;
         self.last_checkpoint = Instant::now();
         Ok(())
     }
@@ -1017,7 +999,7 @@ impl StreamTask {
 
     fn reject(&self, reply: &Option<Bytes>, error: ApiError) {
         if let Some(reply) = reply {
-            if !self.config.no_ack {
+            if !self.state.config.no_ack {
                 self.js.publish_reply(
                     reply,
                     responses::pub_ack_error(&self.handle.name, &error).as_bytes(),
@@ -1031,11 +1013,12 @@ impl StreamTask {
         if let Some(&(_, last)) = self.in_flight.subjects.get(subject) {
             return last;
         }
-        with_store!(&self.store, log => log.subject_state(subject)).map_or(0, |(_, last, _)| last)
+        with_store!(&self.state.store, log => log.subject_state(subject))
+            .map_or(0, |(_, last, _)| last)
     }
 
     fn count_on_subject(&self, subject: &[u8]) -> u64 {
-        let stored = with_store!(&self.store, log => log.subject_state(subject))
+        let stored = with_store!(&self.state.store, log => log.subject_state(subject))
             .map_or(0, |(.., count)| count);
         stored
             + self
@@ -1046,7 +1029,7 @@ impl StreamTask {
     }
 
     fn ingest(&mut self, inbound: Inbound) {
-        let config = self.config.clone();
+        let config = self.state.config.clone();
         let Inbound { message, reply } = inbound;
         let reply = &reply;
         let hdr = message.headers();
@@ -1113,7 +1096,7 @@ impl StreamTask {
                             sequence,
                         };
                         // The original may still be in flight: answer after it.
-                        if self.node.last_index() > self.applied_index {
+                        if self.node.last_index() > self.state.applied_index {
                             self.owe(self.node.last_index(), owed);
                         } else {
                             self.send_owed(owed);
@@ -1154,7 +1137,9 @@ impl StreamTask {
         if hdr.len() > headers::HEADER_BYTES_MAX {
             return self.reject(reply, ApiError::header_too_large());
         }
-        let bytes = self.message_bytes(subject.len(), hdr.len(), message.payload().len());
+        let bytes = self
+            .state
+            .message_bytes(subject.len(), hdr.len(), message.payload().len());
         if config.discard == Discard::New {
             if let Some(error) = self.discard_new_error(subject, bytes, rollup.is_some()) {
                 return self.reject(reply, error);
@@ -1173,7 +1158,11 @@ impl StreamTask {
         if let MessageTtl::Seconds(seconds) = ttl {
             if seconds < marker_ttl_seconds && config.max_msgs_per_subject != 1 {
                 let rewritten = expiry::with_ttl_seconds(hdr, marker_ttl_seconds);
-                bytes = self.message_bytes(subject.len(), rewritten.len(), message.payload().len());
+                bytes = self.state.message_bytes(
+                    subject.len(),
+                    rewritten.len(),
+                    message.payload().len(),
+                );
                 rewritten_headers = Some(rewritten);
             }
         }
@@ -1232,25 +1221,17 @@ impl StreamTask {
             .map(|(_, &(_, last))| last)
             .max()
             .unwrap_or(0);
-        let stored = with_store!(&self.store, log => log.last_matching(|subject| {
+        let stored = with_store!(&self.state.store, log => log.last_matching(|subject| {
             subject_matches(&filter_text, &String::from_utf8_lossy(subject))
         }))
         .unwrap_or(0);
         in_flight.max(stored)
     }
 
-    fn message_bytes(&self, subject: usize, headers: usize, payload: usize) -> u64 {
-        let account = match self.config.storage {
-            StorageType::File => file_message_bytes,
-            StorageType::Memory => memory_message_bytes,
-        };
-        account(subject, headers, payload)
-    }
-
     /// With `discard: new`: the error if storing would pass a limit.
     fn discard_new_error(&self, subject: &[u8], bytes: u64, rollup: bool) -> Option<ApiError> {
-        let config = &self.config;
-        let state = with_store!(&self.store, log => log.state());
+        let config = &self.state.config;
+        let state = with_store!(&self.state.store, log => log.state());
         let messages = state.messages + self.in_flight.messages;
         let total_bytes = state.bytes + self.in_flight.bytes;
         let per_subject_max = config.max_msgs_per_subject;
@@ -1281,7 +1262,7 @@ impl StreamTask {
 
     async fn apply(&mut self, entry: Entry) -> Result<(), String> {
         assert!(
-            entry.index > self.applied_index,
+            entry.index > self.state.applied_index,
             "entries apply once, in order"
         );
         let index = entry.index;
@@ -1310,8 +1291,8 @@ impl StreamTask {
                 }
             }
         }
-        self.applied_index = index;
-        self.applied_term = entry.term;
+        self.state.applied_index = index;
+        self.state.applied_term = entry.term;
         while self.owed.front().is_some_and(|owed| owed.index == index) {
             let OwedReply { owed, .. } = self.owed.pop_front().expect("front exists");
             {
@@ -1332,110 +1313,80 @@ impl StreamTask {
         Ok(())
     }
 
-    /// Applies one operation; a message's sequence is returned for its PubAck.
+    /// Applies one stream operation to the replicated state, then does
+    /// what only this task does: the leader's bookkeeping and the replies
+    /// owed. A message's sequence is returned for its PubAck.
     async fn apply_operation(
         &mut self,
         index: u64,
         operation: Operation,
     ) -> Result<Option<u64>, StoreError> {
-        match operation {
+        match &operation {
             Operation::Message {
-                sequence,
-                timestamp_ns,
                 subject,
                 headers: header_block,
                 payload,
+                ..
             } => {
-                let stored_last = with_store!(&self.store, log => log.last_sequence());
-                let slot_done = |in_flight: &mut InFlight, bytes: u64| {
-                    in_flight.messages = in_flight.messages.saturating_sub(1);
-                    in_flight.bytes = in_flight.bytes.saturating_sub(bytes);
-                    if let Some(slot) = in_flight.subjects.get_mut(&subject) {
-                        slot.0 = slot.0.saturating_sub(1);
-                        if slot.0 == 0 {
-                            in_flight.subjects.remove(&subject);
-                        }
-                    }
-                };
-                let bytes = self.message_bytes(subject.len(), header_block.len(), payload.len());
-                slot_done(&mut self.in_flight, bytes);
-                self.stored_last_unix_ns = self.stored_last_unix_ns.max(timestamp_ns);
-                if sequence <= stored_last {
-                    return Ok(Some(sequence)); // replayed after a checkpoint: already stored
-                }
-                with_store!(&mut self.store, log => log.append(NewMessage {
-                    sequence,
-                    timestamp_ns,
-                    subject: &subject,
-                    headers: &header_block,
-                    payload: &payload,
-                }).await)?;
-                self.applied_bytes_since_checkpoint += bytes;
-                self.stored_last_unix_ns = timestamp_ns;
-                if let Some(expiry) = &mut self.expiry {
-                    expiry.track(sequence, timestamp_ns, &header_block);
-                }
-                if !self.consumers.is_empty() {
-                    self.consumers_saw(&subject);
-                }
-                if self.config.retention == Retention::Interest
-                    && !self
-                        .consumers
-                        .values()
-                        .any(|consumer| consumer.matches(&subject))
-                {
-                    // Nobody is interested: the sequence is used, the
-                    // message is not kept (nats-server). Stored and deleted
-                    // so the sequence survives a restart.
-                    self.delete_message(sequence);
-                    return Ok(Some(sequence));
-                }
-                if let Some(rollup) = headers::value(&header_block, headers::ROLLUP) {
-                    if self.config.allow_rollup_hdrs {
-                        if rollup == b"all" {
-                            self.remove_below(sequence, |_| true);
-                        } else if rollup == b"sub" {
-                            let subject = subject.clone();
-                            self.remove_below(sequence, move |candidate| candidate == &subject[..]);
-                        }
-                    }
-                }
-                self.enforce_subject_limit(&subject);
-                self.enforce_count_limits();
-                return Ok(Some(sequence));
+                let bytes =
+                    self.state
+                        .message_bytes(subject.len(), header_block.len(), payload.len());
+                self.in_flight.applied(subject, bytes);
             }
-            Operation::Purge {
-                last,
-                filter,
-                sequence,
-                keep,
-            } => {
-                let purged = self.purge(last, filter.as_deref(), sequence, keep).await?;
-                {
-                    let owed = self.owed.iter_mut().take_while(|owed| owed.index == index);
-                    for OwedReply { owed: item, .. } in owed {
-                        if let Owed::Purge { origin, reply } = item {
-                            if let Some(reply) = reply.take() {
-                                self.js
-                                    .respond(*origin, reply, responses::purge_response(purged));
-                            }
+            Operation::Delete { sequence, .. } => {
+                self.releasing.remove(sequence);
+            }
+            Operation::Expire { sequences } => {
+                for sequence in sequences {
+                    self.expiring.remove(sequence);
+                }
+            }
+            _ => {}
+        }
+        let applied = self.state.apply(operation).await?;
+        let owed_here = |owed: &&mut OwedReply| owed.index == index;
+        match applied {
+            Applied::Message { sequence } => return Ok(Some(sequence)),
+            Applied::Purged { count } => {
+                for OwedReply { owed, .. } in self.owed.iter_mut().take_while(owed_here) {
+                    if let Owed::Purge { origin, reply } = owed {
+                        if let Some(reply) = reply.take() {
+                            self.js
+                                .respond(*origin, reply, responses::purge_response(count));
                         }
                     }
                 }
             }
-            Operation::Config { json } => {
-                let config = match StreamConfig::from_stored_json(&json) {
-                    Ok(config) => config,
-                    Err(error) => panic!(
-                        "stream {}: entry {index} holds a config that does not decode: {error}",
-                        self.handle.name
-                    ),
-                };
-                self.apply_config(config).await?;
+            Applied::Deleted { removed } => {
+                for OwedReply { owed, .. } in self.owed.iter_mut().take_while(owed_here) {
+                    if let Owed::Delete { origin, reply } = owed {
+                        if let Some(reply) = reply.take() {
+                            let body = if removed {
+                                responses::message_delete_response()
+                            } else {
+                                responses::error_response(
+                                    "stream_msg_delete_response",
+                                    &ApiError::message_delete_failed("no message found"),
+                                )
+                            };
+                            self.js.respond(*origin, reply, body);
+                        }
+                    }
+                }
+            }
+            Applied::Expired => {}
+            Applied::Config { changed_from } => {
+                if let Some(old) = changed_from {
+                    self.js
+                        .stream_subjects_changed(&self.handle, &old, &self.state.config);
+                    // Age is the leader's to decide: its next check, at once.
+                    self.age_check_at = Instant::now();
+                    self.refresh_snapshot();
+                }
                 let owed: Vec<(usize, Option<Bytes>)> = self
                     .owed
                     .iter_mut()
-                    .take_while(|owed| owed.index == index)
+                    .take_while(owed_here)
                     .filter_map(|owed| match &mut owed.owed {
                         Owed::Update { origin, reply } => Some((*origin, reply.take())),
                         _ => None,
@@ -1446,42 +1397,6 @@ impl StreamTask {
                         self.info_response("stream_update_response", false, None, false, 0, false);
                     if let Some(reply) = reply {
                         self.js.respond(origin, reply, body);
-                    }
-                }
-            }
-            Operation::ConsumerCreate { .. }
-            | Operation::ConsumerDelete { .. }
-            | Operation::ConsumerState { .. } => {
-                unreachable!("consumer operations apply in apply_consumer_operation")
-            }
-            Operation::Expire { sequences } => {
-                for sequence in sequences {
-                    self.expiring.remove(&sequence);
-                    self.delete_message(sequence);
-                    if let Some(expiry) = &mut self.expiry {
-                        expiry.removed(sequence);
-                    }
-                }
-            }
-            Operation::Delete { sequence, .. } => {
-                self.releasing.remove(&sequence);
-                let removed = self.delete_message(sequence);
-                {
-                    let owed = self.owed.iter_mut().take_while(|owed| owed.index == index);
-                    for OwedReply { owed: item, .. } in owed {
-                        if let Owed::Delete { origin, reply } = item {
-                            if let Some(reply) = reply.take() {
-                                let body = if removed {
-                                    responses::message_delete_response()
-                                } else {
-                                    responses::error_response(
-                                        "stream_msg_delete_response",
-                                        &ApiError::message_delete_failed("no message found"),
-                                    )
-                                };
-                                self.js.respond(*origin, reply, body);
-                            }
-                        }
                     }
                 }
             }
@@ -1497,7 +1412,7 @@ impl StreamTask {
             "replies are owed in index order"
         );
         assert!(
-            index > self.applied_index,
+            index > self.state.applied_index,
             "a reply is owed by an entry not yet applied"
         );
         self.owed.push_back(OwedReply {
@@ -1523,94 +1438,6 @@ impl StreamTask {
         }
     }
 
-    /// Removes one message from the store; consumers that had it ahead of
-    /// them count one pending message less. Returns whether it was there.
-    fn delete_message(&mut self, sequence: u64) -> bool {
-        if self.consumers.is_empty() {
-            return with_store!(&mut self.store, log => log.delete(sequence));
-        }
-        let Some(subject) =
-            with_store!(&self.store, log => log.subject_of(sequence).map(<[u8]>::to_vec))
-        else {
-            return false;
-        };
-        let removed = with_store!(&mut self.store, log => log.delete(sequence));
-        if removed {
-            self.consumers_lost(sequence, &subject);
-        }
-        removed
-    }
-
-    /// Deletes live messages below `sequence` whose subject satisfies `matches`.
-    fn remove_below(&mut self, sequence: u64, mut matches: impl FnMut(&[u8]) -> bool) -> u64 {
-        let mut removed = 0;
-        let mut from = with_store!(&self.store, log => log.state()).first_sequence;
-        while let Some(next) =
-            with_store!(&self.store, log => log.next_matching(from, &mut matches))
-        {
-            if next >= sequence {
-                break;
-            }
-            if self.delete_message(next) {
-                removed += 1;
-            }
-            from = next + 1;
-        }
-        removed
-    }
-
-    fn enforce_subject_limit(&mut self, subject: &[u8]) {
-        let max = self.config.max_msgs_per_subject;
-        if max <= 0 {
-            return;
-        }
-        while let Some((first, _, count)) =
-            with_store!(&self.store, log => log.subject_state(subject))
-        {
-            if count <= max as u64 {
-                break;
-            }
-            self.delete_message(first);
-        }
-    }
-
-    /// Discard old: evicts from the head while over max_msgs or max_bytes.
-    fn enforce_count_limits(&mut self) {
-        let (max_messages, max_bytes) = (self.config.max_msgs, self.config.max_bytes);
-        if max_messages <= 0 && max_bytes <= 0 {
-            return;
-        }
-        loop {
-            let state = with_store!(&self.store, log => log.state());
-            let over = (max_messages > 0 && state.messages > max_messages as u64)
-                || (max_bytes > 0 && state.bytes > max_bytes as u64);
-            if !over || state.messages == 0 {
-                break;
-            }
-            self.delete_message(state.first_sequence);
-        }
-    }
-
-    /// Runs with `config` from now on (an applied [`Operation::Config`];
-    /// the same config again, as a replay brings it, changes nothing).
-    async fn apply_config(&mut self, config: StreamConfig) -> Result<(), StoreError> {
-        if config.to_stored_json() == self.config.to_stored_json() {
-            return Ok(());
-        }
-        let old = std::mem::replace(&mut self.config, Rc::new(config));
-        self.js
-            .stream_subjects_changed(&self.handle, &old, &self.config);
-        if old.allow_msg_ttl != self.config.allow_msg_ttl {
-            self.rebuild_expiry().await?;
-        }
-        // Count and size limits follow from the state; age is the
-        // leader's to decide (its next check comes at once).
-        self.enforce_size_limits();
-        self.age_check_at = Instant::now();
-        self.refresh_snapshot();
-        Ok(())
-    }
-
     /// Leader: proposes the removal of the messages whose TTL is due by
     /// its clock, at most [`EXPIRED_PER_TURN_MAX`] per turn (the timer
     /// brings the rest).
@@ -1618,6 +1445,7 @@ impl StreamTask {
         let mut removals = Vec::new();
         for _ in 0..EXPIRED_PER_TURN_MAX {
             let Some(sequence) = self
+                .state
                 .expiry
                 .as_mut()
                 .and_then(|expiry| expiry.pop_due(now_ns))
@@ -1625,6 +1453,7 @@ impl StreamTask {
                 break;
             };
             if self
+                .state
                 .expiry
                 .as_ref()
                 .is_some_and(|expiry| expiry.is_replacing(sequence))
@@ -1645,18 +1474,19 @@ impl StreamTask {
             return; // proposed already
         }
         let Some(subject) =
-            with_store!(&self.store, log => log.subject_of(sequence).map(<[u8]>::to_vec))
+            with_store!(&self.state.store, log => log.subject_of(sequence).map(<[u8]>::to_vec))
         else {
             return; // removed already
         };
         let marker_ttl_seconds =
-            (self.config.subject_delete_marker_ttl_ns.max(0) as u64) / 1_000_000_000;
+            (self.state.config.subject_delete_marker_ttl_ns.max(0) as u64) / 1_000_000_000;
         let wants_marker = marker_ttl_seconds > 0
             && self
+                .state
                 .expiry
                 .as_ref()
                 .is_some_and(|expiry| !expiry.is_marker(sequence))
-            && with_store!(&self.store, log => log.subject_state(&subject))
+            && with_store!(&self.state.store, log => log.subject_state(&subject))
                 .is_some_and(|(_, _, count)| count == 1)
             && !self.in_flight.subjects.contains_key(&subject[..]);
         if wants_marker {
@@ -1667,7 +1497,7 @@ impl StreamTask {
                 reply: None,
             });
             if self.last_sequence > before {
-                if let Some(expiry) = &mut self.expiry {
+                if let Some(expiry) = &mut self.state.expiry {
                     expiry.start_replacing(sequence);
                 }
                 return;
@@ -1698,14 +1528,14 @@ impl StreamTask {
 
     /// Drops expiry notes of messages removed since (limits, purges, rollups).
     fn forget_removed_expiry(&mut self) {
-        let Some(expiry) = &mut self.expiry else {
+        let Some(expiry) = &mut self.state.expiry else {
             return;
         };
-        let messages = with_store!(&self.store, log => log.state()).messages;
+        let messages = with_store!(&self.state.store, log => log.state()).messages;
         if expiry.noted() as u64 <= messages {
             return;
         }
-        let store = &self.store;
+        let store = &self.state.store;
         expiry.retain(|sequence| with_store!(store, log => log.subject_of(sequence)).is_some());
     }
 
@@ -1714,16 +1544,18 @@ impl StreamTask {
     /// marker is replacing (nats-server's walk). Returns whether more may
     /// remain than one turn proposes.
     fn expire_aged(&mut self, now_ns: u64) -> bool {
-        let max_age_ns = self.config.max_age_ns;
+        let max_age_ns = self.state.config.max_age_ns;
         assert!(max_age_ns > 0, "called only with max_age");
         let mut removals = Vec::new();
         let mut from = 0;
         while removals.len() < EXPIRED_PER_TURN_MAX {
-            let Some(sequence) = with_store!(&self.store, log => log.next_matching(from, |_| true))
+            let Some(sequence) =
+                with_store!(&self.state.store, log => log.next_matching(from, |_| true))
             else {
                 break;
             };
-            let Some(timestamp_ns) = with_store!(&self.store, log => log.timestamp_of(sequence))
+            let Some(timestamp_ns) =
+                with_store!(&self.state.store, log => log.timestamp_of(sequence))
             else {
                 break;
             };
@@ -1734,7 +1566,7 @@ impl StreamTask {
             if self.expiring.contains(&sequence) {
                 continue;
             }
-            match &self.expiry {
+            match &self.state.expiry {
                 Some(expiry) if expiry.never_expires(sequence) || expiry.is_replacing(sequence) => {
                     continue
                 }
@@ -1745,72 +1577,6 @@ impl StreamTask {
         let full = removals.len() >= EXPIRED_PER_TURN_MAX;
         self.propose_expired(removals);
         full
-    }
-
-    /// The limits that follow from the state alone (messages, bytes, per
-    /// subject): applied deterministically, on every replica.
-    fn enforce_size_limits(&mut self) {
-        self.enforce_count_limits();
-        if self.config.max_msgs_per_subject > 0 {
-            let subjects: Vec<Vec<u8>> = with_store!(&self.store, log => log
-                .subjects()
-                .filter(|(.., count)| *count > self.config.max_msgs_per_subject as u64)
-                .map(|(subject, ..)| subject.to_vec())
-                .collect());
-            for subject in subjects {
-                self.enforce_subject_limit(&subject);
-            }
-        }
-    }
-
-    /// Purges messages up to `last` (see [`Operation::Purge`]).
-    async fn purge(
-        &mut self,
-        last: u64,
-        filter: Option<&[u8]>,
-        below: Option<u64>,
-        keep: Option<u64>,
-    ) -> Result<u64, StoreError> {
-        let state = with_store!(&self.store, log => log.state());
-        let filter_text = filter.map(|filter| String::from_utf8_lossy(filter).into_owned());
-        let whole = filter_text
-            .as_deref()
-            .is_none_or(|filter| filter == ">" || filter.is_empty());
-        let bound = below.unwrap_or(u64::MAX).min(last.saturating_add(1));
-        if whole && keep.is_none() {
-            // Everything below the bound: a floor move.
-            let before = state.messages;
-            if !self.consumers.is_empty() {
-                self.consumers_lose_below(bound);
-            }
-            with_store!(&mut self.store, log => log.purge_below(bound).await)?;
-            let after = with_store!(&self.store, log => log.state()).messages;
-            return Ok(before - after);
-        }
-        let matches = |subject: &[u8]| match &filter_text {
-            None => true,
-            Some(filter) => subject_matches(filter, &String::from_utf8_lossy(subject)),
-        };
-        let mut limit = bound;
-        if let Some(keep) = keep {
-            // Keep the newest `keep` matching: find the sequence to stop at.
-            let mut matching = Vec::new();
-            let mut from = state.first_sequence;
-            while let Some(next) = with_store!(&self.store, log => log.next_matching(from, matches))
-            {
-                if next > last {
-                    break;
-                }
-                matching.push(next);
-                from = next + 1;
-            }
-            let keep = keep as usize;
-            if matching.len() <= keep {
-                return Ok(0);
-            }
-            limit = limit.min(matching[matching.len() - keep]);
-        }
-        Ok(self.remove_below(limit, matches))
     }
 
     // ----- API calls ----------------------------------------------------------------
@@ -1847,9 +1613,9 @@ impl StreamTask {
                         return Ok(());
                     }
                 };
-                let refusal = if self.config.sealed {
+                let refusal = if self.state.config.sealed {
                     Some(ApiError::sealed())
-                } else if self.config.deny_purge {
+                } else if self.state.config.deny_purge {
                     Some(ApiError::purge_not_permitted())
                 } else {
                     None
@@ -1878,17 +1644,17 @@ impl StreamTask {
                         return Ok(());
                     }
                 };
-                let refusal = if self.config.sealed {
+                let refusal = if self.state.config.sealed {
                     Some(ApiError::sealed())
-                } else if self.config.deny_delete {
+                } else if self.state.config.deny_delete {
                     Some(ApiError::message_delete_failed(
                         "message delete not permitted",
                     ))
-                } else if with_store!(&self.store, log => log.subject_of(request.sequence))
+                } else if with_store!(&self.state.store, log => log.subject_of(request.sequence))
                     .is_none()
                 {
                     // nats-server's three answers for a missing message.
-                    let state = with_store!(&self.store, log => log.state());
+                    let state = with_store!(&self.state.store, log => log.state());
                     Some(if request.sequence > state.last_sequence {
                         ApiError::message_delete_failed("stream store EOF")
                     } else if state.messages == 0 || request.sequence < state.first_sequence {
@@ -2022,16 +1788,16 @@ impl StreamTask {
         offset: usize,
         with_leader: bool,
     ) -> String {
-        let state = with_store!(&self.store, log => log.state());
+        let state = with_store!(&self.state.store, log => log.state());
         let mut info_state = info_state(
             &state,
-            self.stored_last_unix_ns,
-            &self.config,
-            self.consumers.len(),
+            self.state.stored_last_unix_ns,
+            &self.state.config,
+            self.state.consumers.len(),
         );
         let mut paging = Some((0, 0, 0));
         if let Some(filter) = subjects_filter {
-            let mut subjects: Vec<(String, u64)> = with_store!(&self.store, log => log
+            let mut subjects: Vec<(String, u64)> = with_store!(&self.state.store, log => log
                 .subjects()
                 .map(|(subject, _, _, count)| (String::from_utf8_lossy(subject).into_owned(), count))
                 .filter(|(subject, _)| subject_matches(filter, subject))
@@ -2049,11 +1815,11 @@ impl StreamTask {
         }
         if deleted_details {
             info_state.deleted =
-                Some(with_store!(&self.store, log => log.deleted_sequences(usize::MAX)));
+                Some(with_store!(&self.state.store, log => log.deleted_sequences(usize::MAX)));
         }
         responses::stream_info(
             kind,
-            &self.config,
+            &self.state.config,
             self.created_unix_ns,
             &info_state,
             now_unix_ns(),
@@ -2070,7 +1836,7 @@ impl StreamTask {
         let sequence = match get {
             MessageGet::Sequence(sequence) => Some(*sequence),
             MessageGet::LastBySubject(subject) => {
-                with_store!(&self.store, log => log.last_matching(|candidate| {
+                with_store!(&self.state.store, log => log.last_matching(|candidate| {
                     subject_matches(subject, &String::from_utf8_lossy(candidate))
                 }))
             }
@@ -2078,17 +1844,17 @@ impl StreamTask {
                 subject,
                 from_sequence,
             } => {
-                with_store!(&self.store, log => log.next_matching((*from_sequence).max(1), |candidate| {
+                with_store!(&self.state.store, log => log.next_matching((*from_sequence).max(1), |candidate| {
                     subject_matches(subject, &String::from_utf8_lossy(candidate))
                 }))
             }
             MessageGet::StartTime { unix_ns, subject } => {
-                match with_store!(&self.store, log => log.first_at_or_after(*unix_ns)) {
+                match with_store!(&self.state.store, log => log.first_at_or_after(*unix_ns)) {
                     None => None,
                     Some(first) => match subject {
                         None => Some(first),
                         Some(subject) => {
-                            with_store!(&self.store, log => log.next_matching(first, |candidate| {
+                            with_store!(&self.state.store, log => log.next_matching(first, |candidate| {
                                 subject_matches(subject, &String::from_utf8_lossy(candidate))
                             }))
                         }
@@ -2106,7 +1872,7 @@ impl StreamTask {
     /// that fails its checks answers an error and, once the call is done,
     /// takes the stream offline (never a skipped or altered message).
     async fn read_message(&self, sequence: u64) -> Result<Option<StoredMessage>, StoreError> {
-        let read = with_store!(&self.store, log => log.get(sequence).await);
+        let read = with_store!(&self.state.store, log => log.get(sequence).await);
         if let Err(error @ StoreError::Corrupt { .. }) = &read {
             self.read_damage
                 .borrow_mut()
@@ -2269,14 +2035,14 @@ impl StreamTask {
                 from_sequence,
             } => (Some(*from_sequence), Some(subject.as_str())),
             MessageGet::StartTime { unix_ns, subject } => (
-                with_store!(&self.store, log => log.first_at_or_after(*unix_ns)),
+                with_store!(&self.state.store, log => log.first_at_or_after(*unix_ns)),
                 subject.as_deref(),
             ),
             MessageGet::LastBySubject(_) => (None, None),
         };
         let mut sequences = Vec::new();
         if let Some(mut from) = from.map(|from| from.max(1)) {
-            while let Some(next) = with_store!(&self.store, log => log.next_matching(from, |subject| {
+            while let Some(next) = with_store!(&self.state.store, log => log.next_matching(from, |subject| {
                 filter.is_none_or(|filter| subject_matches(filter, &String::from_utf8_lossy(subject)))
             })) {
                 sequences.push(next);
@@ -2309,14 +2075,14 @@ impl StreamTask {
         multi_last: &requests::DirectMultiLast,
         no_headers: bool,
     ) {
-        let state = with_store!(&self.store, log => log.state());
+        let state = with_store!(&self.state.store, log => log.state());
         let mut up_to = if multi_last.up_to_sequence > 0 {
             multi_last.up_to_sequence.min(state.last_sequence)
         } else {
             state.last_sequence
         };
         if let Some(unix_ns) = multi_last.up_to_unix_ns {
-            up_to = match with_store!(&self.store, log => log.first_at_or_after(unix_ns.saturating_add(1)))
+            up_to = match with_store!(&self.state.store, log => log.first_at_or_after(unix_ns.saturating_add(1)))
             {
                 Some(after) => up_to.min(after.saturating_sub(1)),
                 None => up_to,
@@ -2332,11 +2098,13 @@ impl StreamTask {
         // Last sequence per matching subject, at most `up_to`.
         let mut last_per_subject: FxHashMap<Vec<u8>, u64> = FxHashMap::default();
         let mut from = state.first_sequence.max(1);
-        while let Some(next) = with_store!(&self.store, log => log.next_matching(from, matches)) {
+        while let Some(next) =
+            with_store!(&self.state.store, log => log.next_matching(from, matches))
+        {
             if next > up_to {
                 break;
             }
-            if let Some(subject) = with_store!(&self.store, log => log.subject_of(next)) {
+            if let Some(subject) = with_store!(&self.state.store, log => log.subject_of(next)) {
                 last_per_subject.insert(subject.to_vec(), next);
             }
             from = next + 1;
@@ -2411,3 +2179,5 @@ mod leader;
 mod persistence;
 pub use consumers::ConsumerCommand;
 use leader::{Dedupe, InFlight, Owed, OwedReply};
+mod state;
+use state::{Applied, ReplicatedState};

@@ -142,7 +142,7 @@ impl StreamTask {
         config: &ConsumerConfig,
         spec: &ConsumerSpec,
     ) -> Result<(), ApiError> {
-        let (created_unix_ns, start_sequence) = match self.consumers.get(&name) {
+        let (created_unix_ns, start_sequence) = match self.state.consumers.get(&name) {
             Some(existing) => (
                 existing.created_unix_ns,
                 existing.delivery.next_stream_sequence(),
@@ -223,7 +223,7 @@ impl StreamTask {
         reply: Option<Bytes>,
         name: &str,
     ) -> Option<String> {
-        let consumer = self.consumers.get(name)?;
+        let consumer = self.state.consumers.get(name)?;
         let durable = self.durables.get(name)?;
         if durable.changed(&consumer.delivery) {
             if let Some(reply) = reply {
@@ -262,6 +262,7 @@ impl StreamTask {
             .filter(|(name, durable)| {
                 !durable.waiting.is_empty()
                     || self
+                        .state
                         .consumers
                         .get(*name)
                         .is_some_and(|consumer| durable.changed(&consumer.delivery))
@@ -295,7 +296,7 @@ impl StreamTask {
 
     fn propose_consumer_snapshot(&mut self, name: &str) -> Result<bool, String> {
         let record_bytes_max = self.consumer_state_bytes_max();
-        let Some(consumer) = self.consumers.get_mut(name) else {
+        let Some(consumer) = self.state.consumers.get_mut(name) else {
             return Ok(false);
         };
         // Pending acks are capped so that they fit; redelivery counts of
@@ -317,7 +318,7 @@ impl StreamTask {
                 self.handle.name
             );
         }
-        let consumer = &self.consumers[name];
+        let consumer = &self.state.consumers[name];
         let state = Bytes::from(consumer.delivery.encode());
         let signature = Signature::of(&consumer.delivery);
         let durable = self.durables.get_mut(name).expect("due names a durable");
@@ -359,7 +360,7 @@ impl StreamTask {
                     body: Bytes::new(),
                 },
                 Waiter::Info { origin, reply } => {
-                    let consumer = &self.consumers[name];
+                    let consumer = &self.state.consumers[name];
                     ConsumerOwed::Reply {
                         origin: Some(origin),
                         reply,
@@ -396,7 +397,7 @@ impl StreamTask {
                     format!("entry {index}: consumer {name}: {}", error.description)
                 })?;
                 spec.limit_pending(self.durable_pending_max(&name));
-                match self.consumers.get_mut(&name) {
+                match self.state.consumers.get_mut(&name) {
                     Some(consumer) => {
                         consumer.delivery.set_config(spec.delivery.clone());
                         consumer.spec = spec;
@@ -410,7 +411,7 @@ impl StreamTask {
                         self.add_consumer_at(name.clone(), config, spec, created);
                     }
                 }
-                let consumer = &self.consumers[&name];
+                let consumer = &self.state.consumers[&name];
                 self.durables
                     .entry(name)
                     .or_insert_with(|| Durable::new(&consumer.delivery));
@@ -428,9 +429,10 @@ impl StreamTask {
             }
             Operation::ConsumerState { name, state } => {
                 let recovering = self.recovering;
-                let (Some(durable), Some(consumer)) =
-                    (self.durables.get_mut(&name), self.consumers.get_mut(&name))
-                else {
+                let (Some(durable), Some(consumer)) = (
+                    self.durables.get_mut(&name),
+                    self.state.consumers.get_mut(&name),
+                ) else {
                     return Ok(()); // deleted later in the log
                 };
                 if recovering {
@@ -472,7 +474,7 @@ impl StreamTask {
                 let Some(reply) = reply else {
                     return;
                 };
-                let body = match self.consumers.get(&name) {
+                let body = match self.state.consumers.get(&name) {
                     Some(consumer) => self.consumer_info(consumer, "consumer_create_response"),
                     None => responses::error_response(
                         "consumer_create_response",
@@ -518,12 +520,12 @@ impl StreamTask {
             return Ok(());
         }
         let stored = StoredConsumers {
-            applied_index: self.applied_index,
+            applied_index: self.state.applied_index,
             consumers: self
                 .durables
                 .iter()
                 .filter_map(|(name, durable)| {
-                    let consumer = self.consumers.get(name)?;
+                    let consumer = self.state.consumers.get(name)?;
                     Some(StoredConsumer {
                         name: name.clone(),
                         created_unix_ns: consumer.created_unix_ns,
@@ -621,7 +623,7 @@ impl StreamTask {
             let mut durable = Durable::new(&consumer.delivery);
             durable.applied_state = Bytes::from(state);
             self.durables.insert(name.clone(), durable);
-            self.consumers.insert(name, consumer);
+            self.state.consumers.insert(name, consumer);
         }
         Ok(())
     }
@@ -633,12 +635,16 @@ impl StreamTask {
         let now_ns = now_unix_ns();
         let names: Vec<String> = self.durables.keys().cloned().collect();
         for name in names {
-            let Some(consumer) = self.consumers.get(&name) else {
+            let Some(consumer) = self.state.consumers.get(&name) else {
                 continue;
             };
             let from = consumer.delivery.next_stream_sequence();
             let num_pending = self.count_matching(consumer, from);
-            let consumer = self.consumers.get_mut(&name).expect("looked up above");
+            let consumer = self
+                .state
+                .consumers
+                .get_mut(&name)
+                .expect("looked up above");
             consumer.num_pending = num_pending;
             if consumer.delivery.num_ack_pending() > 0 {
                 consumer.wake_at(Some(now_ns));

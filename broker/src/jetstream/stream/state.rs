@@ -1,0 +1,725 @@
+//! A stream's replicated state and the one function that changes it:
+//! [`ReplicatedState::apply`], deterministic on every replica. It holds the
+//! block store, the config in force, the TTL notes and the consumers, and
+//! reads no clock, no randomness and nothing of the leader: the same log
+//! applied to the same store gives byte-identical state. What an entry's
+//! apply means for clients (PubAcks, API answers, subscriptions following
+//! a config) is the task's, from the [`Applied`] it returns.
+
+use std::collections::BTreeMap;
+use std::rc::Rc;
+
+use tern_storage::block_store::{NewMessage, StoreError};
+
+use super::super::consumer::Consumer;
+use super::super::entry::Operation;
+use super::super::expiry::Expiry;
+use super::super::headers;
+use super::super::stream_config::{subject_matches, Retention, StorageType, StreamConfig};
+use super::{file_message_bytes, memory_message_bytes, Store};
+
+/// What the replicas of a stream hold identically.
+pub(super) struct ReplicatedState {
+    pub(super) store: Store,
+    pub(super) config: Rc<StreamConfig>,
+    /// TTLs and delete markers; `Some` while the stream allows message TTLs.
+    pub(super) expiry: Option<Expiry>,
+    /// The stream's consumers, by name.
+    pub(super) consumers: BTreeMap<String, Consumer>,
+    /// Time of the last message applied (info's `last_ts`, kept after it
+    /// is removed, as nats-server does until a restart).
+    pub(super) stored_last_unix_ns: u64,
+    pub(super) applied_index: u64,
+    pub(super) applied_term: u64,
+    pub(super) applied_bytes_since_checkpoint: u64,
+}
+
+/// What applying one operation did, for the task to answer.
+#[derive(Debug)]
+pub(super) enum Applied {
+    /// A message entry: its sequence (already stored when replayed).
+    Message {
+        sequence: u64,
+    },
+    Purged {
+        count: u64,
+    },
+    /// A delete: whether the message was there.
+    Deleted {
+        removed: bool,
+    },
+    Expired,
+    /// A config entry; `changed_from` the config it replaced, `None` when
+    /// it was the same (a replay).
+    Config {
+        changed_from: Option<Rc<StreamConfig>>,
+    },
+}
+
+impl ReplicatedState {
+    /// Applies one stream operation (consumer operations are the task's).
+    pub(super) async fn apply(&mut self, operation: Operation) -> Result<Applied, StoreError> {
+        match operation {
+            Operation::Message {
+                sequence,
+                timestamp_ns,
+                subject,
+                headers: header_block,
+                payload,
+            } => {
+                let stored_last = with_store!(&self.store, log => log.last_sequence());
+                let bytes = self.message_bytes(subject.len(), header_block.len(), payload.len());
+                self.stored_last_unix_ns = self.stored_last_unix_ns.max(timestamp_ns);
+                if sequence <= stored_last {
+                    // Replayed after a checkpoint: already stored.
+                    return Ok(Applied::Message { sequence });
+                }
+                with_store!(&mut self.store, log => log.append(NewMessage {
+                    sequence,
+                    timestamp_ns,
+                    subject: &subject,
+                    headers: &header_block,
+                    payload: &payload,
+                }).await)?;
+                self.applied_bytes_since_checkpoint += bytes;
+                self.stored_last_unix_ns = timestamp_ns;
+                if let Some(expiry) = &mut self.expiry {
+                    expiry.track(sequence, timestamp_ns, &header_block);
+                }
+                if !self.consumers.is_empty() {
+                    self.consumers_saw(&subject);
+                }
+                if self.config.retention == Retention::Interest
+                    && !self
+                        .consumers
+                        .values()
+                        .any(|consumer| consumer.matches(&subject))
+                {
+                    // Nobody is interested: the sequence is used, the
+                    // message is not kept (nats-server). Stored and deleted
+                    // so the sequence survives a restart.
+                    self.delete_message(sequence);
+                    return Ok(Applied::Message { sequence });
+                }
+                if let Some(rollup) = headers::value(&header_block, headers::ROLLUP) {
+                    if self.config.allow_rollup_hdrs {
+                        if rollup == b"all" {
+                            self.remove_below(sequence, |_| true);
+                        } else if rollup == b"sub" {
+                            let subject = subject.clone();
+                            self.remove_below(sequence, move |candidate| candidate == &subject[..]);
+                        }
+                    }
+                }
+                self.enforce_subject_limit(&subject);
+                self.enforce_count_limits();
+                Ok(Applied::Message { sequence })
+            }
+            Operation::Purge {
+                last,
+                filter,
+                sequence,
+                keep,
+            } => {
+                let count = self.purge(last, filter.as_deref(), sequence, keep).await?;
+                Ok(Applied::Purged { count })
+            }
+            Operation::Config { json } => {
+                let config = match StreamConfig::from_stored_json(&json) {
+                    Ok(config) => config,
+                    Err(error) => panic!(
+                        "stream {}: a config entry that does not decode: {error}",
+                        self.config.name
+                    ),
+                };
+                let changed_from = self.apply_config(config).await?;
+                Ok(Applied::Config { changed_from })
+            }
+            Operation::Delete { sequence, .. } => Ok(Applied::Deleted {
+                removed: self.delete_message(sequence),
+            }),
+            Operation::Expire { sequences } => {
+                for sequence in sequences {
+                    self.delete_message(sequence);
+                    if let Some(expiry) = &mut self.expiry {
+                        expiry.removed(sequence);
+                    }
+                }
+                Ok(Applied::Expired)
+            }
+            Operation::ConsumerCreate { .. }
+            | Operation::ConsumerDelete { .. }
+            | Operation::ConsumerState { .. } => {
+                unreachable!("consumer operations apply in apply_consumer_operation")
+            }
+        }
+    }
+
+    /// Runs with `config` from now on; returns the one it replaced (`None`:
+    /// the same config again, as a replay brings it, changes nothing).
+    /// Count and size limits follow from the state and apply at once; age
+    /// is the leader's to decide.
+    async fn apply_config(
+        &mut self,
+        config: StreamConfig,
+    ) -> Result<Option<Rc<StreamConfig>>, StoreError> {
+        if config.to_stored_json() == self.config.to_stored_json() {
+            return Ok(None);
+        }
+        let old = std::mem::replace(&mut self.config, Rc::new(config));
+        if old.allow_msg_ttl != self.config.allow_msg_ttl {
+            self.rebuild_expiry().await?;
+        }
+        self.enforce_size_limits();
+        Ok(Some(old))
+    }
+
+    /// TTLs, `never` exemptions and markers, read back from the store when
+    /// the stream allows message TTLs (nats-server rebuilds its wheel too).
+    pub(super) async fn rebuild_expiry(&mut self) -> Result<(), StoreError> {
+        if !self.config.allow_msg_ttl {
+            self.expiry = None;
+            return Ok(());
+        }
+        let mut expiry = Expiry::default();
+        with_store!(&self.store, log => log.replay(0, |message| {
+            expiry.track(message.sequence, message.timestamp_ns, message.headers);
+        }).await)?;
+        self.expiry = Some(expiry);
+        Ok(())
+    }
+
+    pub(super) fn message_bytes(&self, subject: usize, headers: usize, payload: usize) -> u64 {
+        let account = match self.config.storage {
+            StorageType::File => file_message_bytes,
+            StorageType::Memory => memory_message_bytes,
+        };
+        account(subject, headers, payload)
+    }
+
+    /// Removes one message from the store; consumers that had it ahead of
+    /// them count one pending message less. Returns whether it was there.
+    pub(super) fn delete_message(&mut self, sequence: u64) -> bool {
+        if self.consumers.is_empty() {
+            return with_store!(&mut self.store, log => log.delete(sequence));
+        }
+        let Some(subject) =
+            with_store!(&self.store, log => log.subject_of(sequence).map(<[u8]>::to_vec))
+        else {
+            return false;
+        };
+        let removed = with_store!(&mut self.store, log => log.delete(sequence));
+        if removed {
+            self.consumers_lost(sequence, &subject);
+        }
+        removed
+    }
+
+    /// Deletes live messages below `sequence` whose subject satisfies `matches`.
+    pub(super) fn remove_below(
+        &mut self,
+        sequence: u64,
+        mut matches: impl FnMut(&[u8]) -> bool,
+    ) -> u64 {
+        let mut removed = 0;
+        let mut from = with_store!(&self.store, log => log.state()).first_sequence;
+        while let Some(next) =
+            with_store!(&self.store, log => log.next_matching(from, &mut matches))
+        {
+            if next >= sequence {
+                break;
+            }
+            if self.delete_message(next) {
+                removed += 1;
+            }
+            from = next + 1;
+        }
+        removed
+    }
+
+    fn enforce_subject_limit(&mut self, subject: &[u8]) {
+        let max = self.config.max_msgs_per_subject;
+        if max <= 0 {
+            return;
+        }
+        while let Some((first, _, count)) =
+            with_store!(&self.store, log => log.subject_state(subject))
+        {
+            if count <= max as u64 {
+                break;
+            }
+            self.delete_message(first);
+        }
+    }
+
+    /// Discard old: evicts from the head while over max_msgs or max_bytes.
+    fn enforce_count_limits(&mut self) {
+        let (max_messages, max_bytes) = (self.config.max_msgs, self.config.max_bytes);
+        if max_messages <= 0 && max_bytes <= 0 {
+            return;
+        }
+        loop {
+            let state = with_store!(&self.store, log => log.state());
+            let over = (max_messages > 0 && state.messages > max_messages as u64)
+                || (max_bytes > 0 && state.bytes > max_bytes as u64);
+            if !over || state.messages == 0 {
+                break;
+            }
+            self.delete_message(state.first_sequence);
+        }
+    }
+
+    /// The limits that follow from the state alone (messages, bytes, per
+    /// subject): applied deterministically, on every replica.
+    pub(super) fn enforce_size_limits(&mut self) {
+        self.enforce_count_limits();
+        if self.config.max_msgs_per_subject > 0 {
+            let subjects: Vec<Vec<u8>> = with_store!(&self.store, log => log
+                .subjects()
+                .filter(|(.., count)| *count > self.config.max_msgs_per_subject as u64)
+                .map(|(subject, ..)| subject.to_vec())
+                .collect());
+            for subject in subjects {
+                self.enforce_subject_limit(&subject);
+            }
+        }
+    }
+
+    /// Purges messages up to `last` (see [`Operation::Purge`]).
+    async fn purge(
+        &mut self,
+        last: u64,
+        filter: Option<&[u8]>,
+        below: Option<u64>,
+        keep: Option<u64>,
+    ) -> Result<u64, StoreError> {
+        let state = with_store!(&self.store, log => log.state());
+        let filter_text = filter.map(|filter| String::from_utf8_lossy(filter).into_owned());
+        let whole = filter_text
+            .as_deref()
+            .is_none_or(|filter| filter == ">" || filter.is_empty());
+        let bound = below.unwrap_or(u64::MAX).min(last.saturating_add(1));
+        if whole && keep.is_none() {
+            // Everything below the bound: a floor move.
+            let before = state.messages;
+            if !self.consumers.is_empty() {
+                self.consumers_lose_below(bound);
+            }
+            with_store!(&mut self.store, log => log.purge_below(bound).await)?;
+            let after = with_store!(&self.store, log => log.state()).messages;
+            return Ok(before - after);
+        }
+        let matches = |subject: &[u8]| match &filter_text {
+            None => true,
+            Some(filter) => subject_matches(filter, &String::from_utf8_lossy(subject)),
+        };
+        let mut limit = bound;
+        if let Some(keep) = keep {
+            // Keep the newest `keep` matching: find the sequence to stop at.
+            let mut matching = Vec::new();
+            let mut from = state.first_sequence;
+            while let Some(next) = with_store!(&self.store, log => log.next_matching(from, matches))
+            {
+                if next > last {
+                    break;
+                }
+                matching.push(next);
+                from = next + 1;
+            }
+            let keep = keep as usize;
+            if matching.len() <= keep {
+                return Ok(0);
+            }
+            // Keeping none (the API never sends 0, a log entry may hold it)
+            // removes every match up to the bound.
+            if keep > 0 {
+                limit = limit.min(matching[matching.len() - keep]);
+            }
+        }
+        Ok(self.remove_below(limit, matches))
+    }
+
+    /// A message was applied: consumers that select it have one more pending.
+    pub(super) fn consumers_saw(&mut self, subject: &[u8]) {
+        for consumer in self.consumers.values_mut() {
+            if consumer.matches(subject) {
+                consumer.num_pending += 1;
+            }
+        }
+    }
+
+    /// A message left the stream: consumers that had it ahead of them have
+    /// one pending message less (nats-server's `decStreamPending`).
+    pub(super) fn consumers_lost(&mut self, sequence: u64, subject: &[u8]) {
+        for consumer in self.consumers.values_mut() {
+            if consumer.matches(subject) {
+                consumer.lost(sequence);
+            }
+        }
+    }
+
+    /// Everything below `bound` is about to leave the stream (a purge).
+    pub(super) fn consumers_lose_below(&mut self, bound: u64) {
+        let first = with_store!(&self.store, log => log.state()).first_sequence;
+        for consumer in self.consumers.values_mut() {
+            let mut from = first.max(consumer.delivery.next_stream_sequence());
+            if let Some(&listed) = consumer.start_list.front() {
+                from = from.min(listed);
+            }
+            while let Some(sequence) = with_store!(&self.store, log => log.next_matching(from, |subject| consumer.matches(subject)))
+            {
+                if sequence >= bound {
+                    break;
+                }
+                consumer.lost(sequence);
+                from = sequence + 1;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use bytes::Bytes;
+    use futures_lite::future::block_on;
+    use tern_storage::block_store::{Manifest, MemoryFiles, StreamLog};
+
+    use super::super::super::stream_config;
+    use super::*;
+
+    const SUBJECTS: [&str; 3] = ["s.a", "s.b", "s.c"];
+
+    /// What the stream should hold: sequence -> (subject, payload).
+    type Model = BTreeMap<u64, (String, Vec<u8>)>;
+
+    fn config(extra: &str) -> StreamConfig {
+        let body = format!(
+            r#"{{"name":"S","subjects":["s.>"],"storage":"memory","allow_rollup_hdrs":true{extra}}}"#
+        );
+        stream_config::parse("S", body.as_bytes(), true).expect("a valid config")
+    }
+
+    fn replica(config: StreamConfig) -> ReplicatedState {
+        let store_config = tern_storage::block_store::StreamConfig {
+            message_bytes: memory_message_bytes,
+            // Synced appends need no executor for write-behind.
+            sync: true,
+            ..tern_storage::block_store::StreamConfig::default()
+        };
+        let (log, _) = block_on(StreamLog::open(
+            MemoryFiles::new(),
+            store_config,
+            &Manifest::new(1),
+        ))
+        .expect("an empty memory store opens");
+        ReplicatedState {
+            store: Store::Memory(log),
+            config: Rc::new(config),
+            expiry: None,
+            consumers: BTreeMap::new(),
+            stored_last_unix_ns: 0,
+            applied_index: 0,
+            applied_term: 0,
+            applied_bytes_since_checkpoint: 0,
+        }
+    }
+
+    /// A stored message: sequence, time, subject, headers, payload.
+    type Stored = (u64, u64, String, Vec<u8>, Vec<u8>);
+
+    /// Everything the replica stores, in sequence order.
+    fn contents(state: &ReplicatedState) -> Vec<Stored> {
+        let Store::Memory(log) = &state.store else {
+            unreachable!("tests use memory stores")
+        };
+        let mut found = Vec::new();
+        let mut from = 0;
+        while let Some(sequence) = log.next_matching(from, |_| true) {
+            let message = block_on(log.get(sequence)).expect("reads").expect("listed");
+            found.push((
+                sequence,
+                message.timestamp_ns,
+                String::from_utf8(message.subject).expect("utf-8"),
+                message.headers,
+                message.payload,
+            ));
+            from = sequence + 1;
+        }
+        found
+    }
+
+    struct Random(u64);
+
+    impl Random {
+        fn below(&mut self, bound: u64) -> u64 {
+            self.0 ^= self.0 << 13;
+            self.0 ^= self.0 >> 7;
+            self.0 ^= self.0 << 17;
+            self.0 % bound
+        }
+    }
+
+    fn matches(filter: &str, subject: &str) -> bool {
+        filter == ">" || stream_config::subject_matches(filter, subject)
+    }
+
+    /// The model's view of one operation (the rules nats-server documents:
+    /// rollups, per-subject and count limits with discard old, purges by
+    /// floor, filter and keep, deletes and expiries).
+    fn model_apply(model: &mut Model, config: &StreamConfig, operation: &Operation) {
+        match operation {
+            Operation::Message {
+                sequence,
+                subject,
+                headers: header_block,
+                payload,
+                ..
+            } => {
+                let subject = String::from_utf8(subject.to_vec()).expect("utf-8");
+                match headers::value(header_block, headers::ROLLUP) {
+                    Some(b"all") => model.retain(|&existing, _| existing >= *sequence),
+                    Some(b"sub") => model.retain(|_, (existing, _)| *existing != subject),
+                    _ => {}
+                }
+                model.insert(*sequence, (subject.clone(), payload.to_vec()));
+                model_limits(model, config, Some(&subject));
+            }
+            Operation::Delete { sequence, .. } => {
+                model.remove(sequence);
+            }
+            Operation::Expire { sequences } => {
+                for sequence in sequences {
+                    model.remove(sequence);
+                }
+            }
+            Operation::Purge {
+                last,
+                filter,
+                sequence,
+                keep,
+            } => {
+                let filter = filter.as_ref().map_or(">".to_string(), |filter| {
+                    String::from_utf8_lossy(filter).into()
+                });
+                let bound = sequence.unwrap_or(u64::MAX).min(last + 1);
+                let mut limit = bound;
+                if let Some(keep) = keep {
+                    let matching: Vec<u64> = model
+                        .iter()
+                        .filter(|(&existing, (subject, _))| {
+                            existing <= *last && matches(&filter, subject)
+                        })
+                        .map(|(&existing, _)| existing)
+                        .collect();
+                    if matching.len() <= *keep as usize {
+                        return;
+                    }
+                    if *keep > 0 {
+                        limit = limit.min(matching[matching.len() - *keep as usize]);
+                    }
+                }
+                model.retain(|&existing, (subject, _)| {
+                    existing >= limit || !matches(&filter, subject)
+                });
+            }
+            Operation::Config { .. } => model_limits(model, config, None),
+            other => unreachable!("not generated: {other:?}"),
+        }
+    }
+
+    /// After a message, its subject's limit and then the count (a new
+    /// message evicts its own subject's oldest first); after a config,
+    /// the count and then every subject (nats-server's UpdateConfig order).
+    fn model_limits(model: &mut Model, config: &StreamConfig, subject: Option<&str>) {
+        if subject.is_none() {
+            model_count_limit(model, config);
+        }
+        if config.max_msgs_per_subject > 0 {
+            for subject in SUBJECTS
+                .iter()
+                .filter(|one| subject.is_none_or(|s| s == **one))
+            {
+                loop {
+                    let on_subject: Vec<u64> = model
+                        .iter()
+                        .filter(|(_, (existing, _))| existing == subject)
+                        .map(|(&sequence, _)| sequence)
+                        .collect();
+                    if on_subject.len() as i64 <= config.max_msgs_per_subject {
+                        break;
+                    }
+                    model.remove(&on_subject[0]);
+                }
+            }
+        }
+        model_count_limit(model, config);
+    }
+
+    fn model_count_limit(model: &mut Model, config: &StreamConfig) {
+        while config.max_msgs > 0 && model.len() as i64 > config.max_msgs {
+            let first = *model.keys().next().expect("not empty");
+            model.remove(&first);
+        }
+    }
+
+    /// A random log: messages (some rolling up), deletes, expiries, purges
+    /// and config changes of the limits.
+    fn random_log(seed: u64, length: usize) -> Vec<Operation> {
+        let mut random = Random(seed | 1);
+        let mut log = Vec::new();
+        let mut last = 0;
+        for _ in 0..length {
+            let operation = match random.below(20) {
+                0..=11 => {
+                    last += 1;
+                    let rollup = match random.below(12) {
+                        0 => "NATS/1.0\r\nNats-Rollup: sub\r\n\r\n",
+                        1 => "NATS/1.0\r\nNats-Rollup: all\r\n\r\n",
+                        _ => "",
+                    };
+                    Operation::Message {
+                        sequence: last,
+                        timestamp_ns: 1_000 * last,
+                        subject: Bytes::from_static(SUBJECTS[random.below(3) as usize].as_bytes()),
+                        headers: Bytes::from_static(rollup.as_bytes()),
+                        payload: Bytes::from(format!("payload {last}").into_bytes()),
+                    }
+                }
+                12 | 13 => Operation::Delete {
+                    sequence: 1 + random.below(last + 1),
+                    erase: false,
+                },
+                14 => {
+                    let mut sequences: Vec<u64> =
+                        (0..3).map(|_| 1 + random.below(last + 1)).collect();
+                    sequences.sort_unstable();
+                    sequences.dedup();
+                    Operation::Expire { sequences }
+                }
+                15..=17 => Operation::Purge {
+                    last,
+                    filter: (random.below(2) == 0)
+                        .then(|| Bytes::from_static(SUBJECTS[random.below(3) as usize].as_bytes())),
+                    sequence: (random.below(3) == 0).then(|| 1 + random.below(last + 1)),
+                    keep: (random.below(3) == 0).then(|| random.below(4)),
+                },
+                _ => {
+                    let extra = format!(
+                        r#","max_msgs":{},"max_msgs_per_subject":{}"#,
+                        [-1, 5, 12][random.below(3) as usize],
+                        [-1, 1, 3][random.below(3) as usize]
+                    );
+                    Operation::Config {
+                        json: Bytes::from(config(&extra).to_stored_json().into_bytes()),
+                    }
+                }
+            };
+            log.push(operation);
+        }
+        log
+    }
+
+    /// Apply against a model: after every operation of random logs, the
+    /// store holds exactly what the model says; a second replica applying
+    /// the same log holds byte-identical contents; the log's messages
+    /// applied again over the result change nothing (a restart replays
+    /// entries the store may already hold).
+    #[test]
+    fn apply_matches_the_model_and_replicas_agree() {
+        for seed in 0..60u64 {
+            let log = random_log(0x5eed_0000 + seed, 300);
+            let mut first = replica(config(""));
+            let mut second = replica(config(""));
+            let mut model = Model::new();
+            for (position, operation) in log.iter().enumerate() {
+                block_on(first.apply(operation.clone())).expect("applies");
+                block_on(second.apply(operation.clone())).expect("applies");
+                model_apply(&mut model, &first.config, operation);
+                let stored: Model = contents(&first)
+                    .into_iter()
+                    .map(|(sequence, _, subject, _, payload)| (sequence, (subject, payload)))
+                    .collect();
+                assert_eq!(
+                    stored, model,
+                    "seed {seed}, after operation {position}: {operation:?}"
+                );
+            }
+            assert_eq!(contents(&first), contents(&second), "seed {seed}");
+            let Store::Memory(log_state) = &first.store else {
+                unreachable!()
+            };
+            let state_before = log_state.state();
+            let contents_before = contents(&first);
+            for operation in &log {
+                if matches!(operation, Operation::Message { .. }) {
+                    block_on(first.apply(operation.clone())).expect("replays");
+                }
+            }
+            let Store::Memory(log_state) = &first.store else {
+                unreachable!()
+            };
+            assert_eq!(log_state.state(), state_before, "seed {seed}: replay");
+            assert_eq!(contents(&first), contents_before, "seed {seed}: replay");
+        }
+    }
+
+    /// Applying reports what the task answers with.
+    #[test]
+    fn apply_reports_what_happened() {
+        let mut state = replica(config(""));
+        let message = |sequence: u64| Operation::Message {
+            sequence,
+            timestamp_ns: sequence,
+            subject: Bytes::from_static(b"s.a"),
+            headers: Bytes::new(),
+            payload: Bytes::from_static(b"x"),
+        };
+        for sequence in 1..=3 {
+            assert!(matches!(
+                block_on(state.apply(message(sequence))),
+                Ok(Applied::Message { sequence: applied }) if applied == sequence
+            ));
+        }
+        let delete = |sequence| Operation::Delete {
+            sequence,
+            erase: false,
+        };
+        assert!(matches!(
+            block_on(state.apply(delete(2))),
+            Ok(Applied::Deleted { removed: true })
+        ));
+        assert!(matches!(
+            block_on(state.apply(delete(2))),
+            Ok(Applied::Deleted { removed: false })
+        ));
+        let purge = Operation::Purge {
+            last: 3,
+            filter: None,
+            sequence: None,
+            keep: None,
+        };
+        assert!(matches!(
+            block_on(state.apply(purge)),
+            Ok(Applied::Purged { count: 2 })
+        ));
+        let same = Operation::Config {
+            json: Bytes::from(state.config.to_stored_json().into_bytes()),
+        };
+        assert!(matches!(
+            block_on(state.apply(same)),
+            Ok(Applied::Config { changed_from: None })
+        ));
+        let changed = Operation::Config {
+            json: Bytes::from(config(r#","max_msgs":7"#).to_stored_json().into_bytes()),
+        };
+        assert!(matches!(
+            block_on(state.apply(changed)),
+            Ok(Applied::Config {
+                changed_from: Some(_)
+            })
+        ));
+        assert_eq!(state.config.max_msgs, 7);
+    }
+}
