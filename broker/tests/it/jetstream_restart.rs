@@ -244,6 +244,46 @@ async fn restart_max_msgs_per_subject(flavor: Flavor) {
 }
 differential!(restart_max_msgs_per_subject);
 
+/// A limit loosened by an update: what the tighter limit removed before
+/// the update stays removed over a crash (the restart replays the messages
+/// from before the update under the limit then in force, not the new one).
+/// tern only: nats-server 2.15.1 brings the removed messages back after a
+/// SIGKILL (measured: 3 messages from seq 1), which tern deliberately does
+/// not copy (a removed message must not reappear).
+async fn restart_after_a_loosened_limit() {
+    let flavor = Flavor::Tern;
+    let server = js::start(flavor);
+    let client = server.connect().await;
+    let config = json!({"name":"R_LOOSE","subjects":["rloose.>"],"max_msgs_per_subject":1});
+    create(&client, config.clone()).await;
+    // seq 1, 2, 3 on one subject: each evicts the one before.
+    js::publish_all(&client, &["rloose.a", "rloose.a", "rloose.a"]).await;
+    let mut loosened = config;
+    loosened["max_msgs_per_subject"] = json!(3);
+    api_ok(
+        &client,
+        "$JS.API.STREAM.UPDATE.R_LOOSE",
+        &loosened.to_string(),
+    )
+    .await;
+    let record = file_record_bytes("rloose.a", 0, 1);
+    let before = state(&client, "R_LOOSE").await;
+    assert_eq!(
+        before,
+        state_of(1, record, 3, 3, json!({"num_subjects": 1})),
+        "{}",
+        flavor.name()
+    );
+    let (_server, client) = crash_and_restart(server).await;
+    assert_eq!(
+        state(&client, "R_LOOSE").await,
+        before,
+        "{}: removed messages stay removed after the restart",
+        flavor.name()
+    );
+}
+tern_only!(restart_after_a_loosened_limit);
+
 async fn restart_max_age_expires_during_downtime(flavor: Flavor) {
     const MAX_AGE: Duration = Duration::from_secs(1);
     let mut server = js::start(flavor);

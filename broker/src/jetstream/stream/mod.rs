@@ -1726,6 +1726,15 @@ impl StreamTask {
                 // so a restart never finds the log ahead of the catalog.
                 // Then through the log, so the change lands between the
                 // messages exactly where it was made (and reaches replicas).
+                // A restart replays the log after the checkpoint under the
+                // config file's config: everything proposed before this
+                // update is applied and checkpointed first, so no entry
+                // from before it is ever replayed under the new config (a
+                // loosened limit would bring back what the old one removed).
+                if self.files.is_some() {
+                    self.settle().await?;
+                    self.checkpoint().await?;
+                }
                 let json = config.to_stored_json();
                 let stored = self.js.stored_config_json(self.group, &json);
                 if let Some(files) = &self.files {
