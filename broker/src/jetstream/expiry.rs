@@ -9,7 +9,7 @@
 //! on start; expiry is by wall clock on every replica, like max_age, while a
 //! marker is a new message proposed through the stream's log.
 
-use std::collections::{BTreeSet, HashSet};
+use std::collections::{BTreeSet, HashMap, HashSet};
 
 use rustc_hash::FxBuildHasher;
 
@@ -202,16 +202,22 @@ pub fn with_ttl_seconds(header_block: &[u8], seconds: u64) -> Vec<u8> {
     rewritten
 }
 
-/// What the stream knows about expiring messages.
+/// What the stream knows about expiring messages. Everything but
+/// `replacing` follows from the stored messages alone (every replica holds
+/// the same): a message's notes go when it is removed, for whatever reason,
+/// so a new leader finds exactly what is still due.
 #[derive(Default)]
 pub struct Expiry {
     /// `(expires at, sequence)` for messages with a TTL in seconds.
     due: BTreeSet<(u64, u64)>,
+    /// The same, by sequence.
+    due_by_sequence: HashMap<u64, u64, FxBuildHasher>,
     /// Messages with `Nats-TTL: never`.
     never: HashSet<u64, FxBuildHasher>,
     /// Messages that are delete markers.
     markers: HashSet<u64, FxBuildHasher>,
-    /// Messages a marker was proposed for; the marker's rollup removes them.
+    /// The leader's: messages a marker was proposed for; the marker's
+    /// rollup removes them.
     replacing: HashSet<u64, FxBuildHasher>,
 }
 
@@ -225,6 +231,7 @@ impl Expiry {
             Ok(MessageTtl::Seconds(seconds)) => {
                 let expires_ns = timestamp_ns.saturating_add(seconds.saturating_mul(1_000_000_000));
                 self.due.insert((expires_ns, sequence));
+                self.due_by_sequence.insert(sequence, expires_ns);
             }
             Ok(MessageTtl::Never) => {
                 self.never.insert(sequence);
@@ -241,14 +248,14 @@ impl Expiry {
         self.due.first().map(|(expires_ns, _)| *expires_ns)
     }
 
-    /// Takes the next sequence whose TTL is due at `now_ns`.
-    pub fn pop_due(&mut self, now_ns: u64) -> Option<u64> {
-        let &(expires_ns, sequence) = self.due.first()?;
-        if expires_ns > now_ns {
-            return None;
-        }
-        self.due.pop_first();
-        Some(sequence)
+    /// The sequences whose TTL is due at `now_ns`, soonest first. They stay
+    /// noted until removed (an expiry the leader proposed is noted until
+    /// it applies, so a leader elected meanwhile still sees it due).
+    pub fn due(&self, now_ns: u64) -> impl Iterator<Item = u64> + '_ {
+        self.due
+            .iter()
+            .take_while(move |(expires_ns, _)| *expires_ns <= now_ns)
+            .map(|(_, sequence)| *sequence)
     }
 
     pub fn never_expires(&self, sequence: u64) -> bool {
@@ -267,8 +274,11 @@ impl Expiry {
         self.replacing.insert(sequence);
     }
 
-    /// Forgets a removed message (the `due` entry lapses on its own).
+    /// Forgets a removed message.
     pub fn removed(&mut self, sequence: u64) {
+        if let Some(expires_ns) = self.due_by_sequence.remove(&sequence) {
+            self.due.remove(&(expires_ns, sequence));
+        }
         self.never.remove(&sequence);
         self.markers.remove(&sequence);
         self.replacing.remove(&sequence);
@@ -276,11 +286,13 @@ impl Expiry {
 
     /// Sequences noted in the sets (stale ones included).
     pub fn noted(&self) -> usize {
-        self.never.len() + self.markers.len() + self.replacing.len()
+        self.due_by_sequence.len() + self.never.len() + self.markers.len() + self.replacing.len()
     }
 
     /// Drops what refers to messages no longer stored.
     pub fn retain(&mut self, mut exists: impl FnMut(u64) -> bool) {
+        self.due.retain(|(_, sequence)| exists(*sequence));
+        self.due_by_sequence.retain(|sequence, _| exists(*sequence));
         self.never.retain(|sequence| exists(*sequence));
         self.markers.retain(|sequence| exists(*sequence));
         self.replacing.retain(|sequence| exists(*sequence));
@@ -350,12 +362,18 @@ mod tests {
         expiry.track(3, 1_000_000_000, b"NATS/1.0\r\nNats-TTL: never\r\n\r\n");
         expiry.track(2, 1_000_000_000, b"NATS/1.0\r\nNats-TTL: 2\r\n\r\n");
         assert_eq!(expiry.next_due_ns(), Some(3_000_000_000));
-        assert_eq!(expiry.pop_due(2_999_999_999), None);
-        assert_eq!(expiry.pop_due(10_000_000_000), Some(2));
-        assert_eq!(expiry.pop_due(10_000_000_000), Some(1));
-        assert_eq!(expiry.pop_due(10_000_000_000), None);
+        assert_eq!(expiry.due(2_999_999_999).count(), 0);
+        assert_eq!(expiry.due(10_000_000_000).collect::<Vec<_>>(), [2, 1]);
+        // Due until removed.
+        assert_eq!(expiry.due(10_000_000_000).collect::<Vec<_>>(), [2, 1]);
+        expiry.removed(2);
+        assert_eq!(expiry.due(10_000_000_000).collect::<Vec<_>>(), [1]);
+        assert_eq!(expiry.next_due_ns(), Some(6_000_000_000));
+        expiry.retain(|sequence| sequence != 1);
+        assert_eq!(expiry.next_due_ns(), None);
         assert!(expiry.never_expires(3));
         expiry.removed(3);
         assert!(!expiry.never_expires(3));
+        assert_eq!(expiry.noted(), 0);
     }
 }

@@ -1442,24 +1442,16 @@ impl StreamTask {
     /// its clock, at most [`EXPIRED_PER_TURN_MAX`] per turn (the timer
     /// brings the rest).
     fn expire_due(&mut self, now_ns: u64) {
+        let Some(expiry) = &self.state.expiry else {
+            return;
+        };
+        let due: Vec<u64> = expiry
+            .due(now_ns)
+            .filter(|sequence| !self.expiring.contains(sequence) && !expiry.is_replacing(*sequence))
+            .take(EXPIRED_PER_TURN_MAX)
+            .collect();
         let mut removals = Vec::new();
-        for _ in 0..EXPIRED_PER_TURN_MAX {
-            let Some(sequence) = self
-                .state
-                .expiry
-                .as_mut()
-                .and_then(|expiry| expiry.pop_due(now_ns))
-            else {
-                break;
-            };
-            if self
-                .state
-                .expiry
-                .as_ref()
-                .is_some_and(|expiry| expiry.is_replacing(sequence))
-            {
-                continue;
-            }
+        for sequence in due {
             self.expire_message(sequence, &mut removals);
         }
         self.propose_expired(removals);
@@ -1476,7 +1468,11 @@ impl StreamTask {
         let Some(subject) =
             with_store!(&self.state.store, log => log.subject_of(sequence).map(<[u8]>::to_vec))
         else {
-            return; // removed already
+            // Removed already (a note that outlived its message).
+            if let Some(expiry) = &mut self.state.expiry {
+                expiry.removed(sequence);
+            }
+            return;
         };
         let marker_ttl_seconds =
             (self.state.config.subject_delete_marker_ttl_ns.max(0) as u64) / 1_000_000_000;

@@ -200,6 +200,17 @@ impl ReplicatedState {
     /// Removes one message from the store; consumers that had it ahead of
     /// them count one pending message less. Returns whether it was there.
     pub(super) fn delete_message(&mut self, sequence: u64) -> bool {
+        let removed = self.delete_stored(sequence);
+        if removed {
+            if let Some(expiry) = &mut self.expiry {
+                expiry.removed(sequence);
+            }
+        }
+        removed
+    }
+
+    /// [`Self::delete_message`] without the expiry notes.
+    fn delete_stored(&mut self, sequence: u64) -> bool {
         if self.consumers.is_empty() {
             return with_store!(&mut self.store, log => log.delete(sequence));
         }
@@ -306,6 +317,9 @@ impl ReplicatedState {
                 self.consumers_lose_below(bound);
             }
             with_store!(&mut self.store, log => log.purge_below(bound).await)?;
+            if let Some(expiry) = &mut self.expiry {
+                expiry.retain(|sequence| sequence >= bound);
+            }
             let after = with_store!(&self.store, log => log.state()).messages;
             return Ok(before - after);
         }
@@ -663,6 +677,53 @@ mod tests {
             assert_eq!(log_state.state(), state_before, "seed {seed}: replay");
             assert_eq!(contents(&first), contents_before, "seed {seed}: replay");
         }
+    }
+
+    /// TTL notes follow the stored messages whatever removes them, so any
+    /// replica (a new leader) sees exactly what is still due.
+    #[test]
+    fn expiry_notes_go_with_their_messages() {
+        let mut state = replica(config(r#","allow_msg_ttl":true"#));
+        state.expiry = Some(Expiry::default());
+        for sequence in 1..=4 {
+            let operation = Operation::Message {
+                sequence,
+                timestamp_ns: sequence,
+                subject: Bytes::from_static(b"s.a"),
+                headers: Bytes::from_static(b"NATS/1.0\r\nNats-TTL: 5\r\n\r\n"),
+                payload: Bytes::from_static(b"x"),
+            };
+            block_on(state.apply(operation)).expect("applies");
+        }
+        let due = |state: &ReplicatedState| -> Vec<u64> {
+            state.expiry.as_ref().expect("ttl").due(u64::MAX).collect()
+        };
+        assert_eq!(due(&state), [1, 2, 3, 4]);
+        block_on(state.apply(Operation::Delete {
+            sequence: 2,
+            erase: false,
+        }))
+        .expect("applies");
+        assert_eq!(due(&state), [1, 3, 4], "a delete");
+        block_on(state.apply(Operation::Purge {
+            last: 4,
+            filter: None,
+            sequence: Some(3),
+            keep: None,
+        }))
+        .expect("applies");
+        assert_eq!(due(&state), [3, 4], "a purge below 3");
+        block_on(state.apply(Operation::Expire { sequences: vec![3] })).expect("applies");
+        assert_eq!(due(&state), [4], "an expiry");
+        block_on(state.apply(Operation::Purge {
+            last: 4,
+            filter: Some(Bytes::from_static(b"s.a")),
+            sequence: None,
+            keep: None,
+        }))
+        .expect("applies");
+        assert_eq!(due(&state), Vec::<u64>::new(), "a filtered purge");
+        assert_eq!(state.expiry.as_ref().expect("ttl").noted(), 0);
     }
 
     /// Applying reports what the task answers with.
