@@ -734,7 +734,6 @@ impl StreamTask {
                 // More aged out than one entry holds: again next turn.
                 self.age_check_at = Instant::now();
             }
-            self.forget_removed_expiry();
         }
         // Expiries and delete markers proposed above.
         if self.node.has_ready() {
@@ -1520,19 +1519,6 @@ impl StreamTask {
                 }
             }
         }
-    }
-
-    /// Drops expiry notes of messages removed since (limits, purges, rollups).
-    fn forget_removed_expiry(&mut self) {
-        let Some(expiry) = &mut self.state.expiry else {
-            return;
-        };
-        let messages = with_store!(&self.state.store, log => log.state()).messages;
-        if expiry.noted() as u64 <= messages {
-            return;
-        }
-        let store = &self.state.store;
-        expiry.retain(|sequence| with_store!(store, log => log.subject_of(sequence)).is_some());
     }
 
     /// Leader: proposes the removal of messages past max_age by its clock,

@@ -141,9 +141,6 @@ impl ReplicatedState {
             Operation::Expire { sequences } => {
                 for sequence in sequences {
                     self.delete_message(sequence);
-                    if let Some(expiry) = &mut self.expiry {
-                        expiry.removed(sequence);
-                    }
                 }
                 Ok(Applied::Expired)
             }
@@ -197,16 +194,15 @@ impl ReplicatedState {
         account(subject, headers, payload)
     }
 
-    /// Removes one message from the store; consumers that had it ahead of
-    /// them count one pending message less. Returns whether it was there.
+    /// Removes one message from the store and its expiry notes (every
+    /// removal but a purge's floor move comes here, so no note outlives its
+    /// message); consumers that had it ahead of them count one pending
+    /// message less. Returns whether it was there.
     pub(super) fn delete_message(&mut self, sequence: u64) -> bool {
-        let removed = self.delete_stored(sequence);
-        if removed {
-            if let Some(expiry) = &mut self.expiry {
-                expiry.removed(sequence);
-            }
+        if let Some(expiry) = &mut self.expiry {
+            expiry.removed(sequence);
         }
-        removed
+        self.delete_stored(sequence)
     }
 
     /// [`Self::delete_message`] without the expiry notes.
