@@ -186,7 +186,7 @@ impl StreamTask {
         let probe = Consumer::new(name.to_string(), config.clone(), spec.clone(), 0, 1, 0);
         match spec.start {
             Start::All => state.first_sequence.max(1),
-            Start::New => self.last_sequence.max(last_sequence) + 1,
+            Start::New => self.leader.last_sequence.max(last_sequence) + 1,
             Start::Last => {
                 let last_match = with_store!(&self.state.store, log => log.last_matching(|subject| probe.matches(subject)));
                 last_match.unwrap_or(last_sequence + 1)
@@ -799,7 +799,7 @@ impl StreamTask {
             }
         }
         for candidate in candidates {
-            if self.releasing.contains(&candidate) {
+            if self.leader.releasing.contains(&candidate) {
                 continue;
             }
             let consumers = &self.state.consumers;
@@ -817,7 +817,7 @@ impl StreamTask {
             };
             match self.node.propose(operation.encode()) {
                 Ok(_) => {
-                    self.releasing.insert(candidate);
+                    self.leader.releasing.insert(candidate);
                 }
                 Err(error) => {
                     log::warn!(target: "tern::jetstream", "stream {}: removing {candidate} refused: {error:?}", self.handle.name)

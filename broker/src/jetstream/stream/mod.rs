@@ -38,12 +38,11 @@ use tern_storage::{AppendError, NewRecord};
 
 use super::entry::{self, Operation, PendingMessage, RECORD_HARD_STATE};
 use super::error::ApiError;
-use super::expiry::{self, Expiry, MessageTtl};
-use super::headers;
+use super::expiry::Expiry;
 use super::persist::{self, RaftState};
 use super::requests::{self, MessageGet};
 use super::responses;
-use super::stream_config::{subject_matches, Discard, Retention, StorageType, StreamConfig};
+use super::stream_config::{subject_matches, Retention, StorageType, StreamConfig};
 use super::{now_unix_ns, JetStream};
 
 /// Commands one turn of the task handles before driving Raft and the journal.
@@ -305,23 +304,12 @@ pub struct StreamTask {
     durable_journal: bool,
     /// Ready numbers waiting for the journal: (ready, journal sequence).
     outstanding: VecDeque<(u64, u64)>,
-    /// Replies owed once an entry applies, in index order.
-    owed: VecDeque<OwedReply>,
-    in_flight: InFlight,
-    dedupe: Dedupe,
-    /// Highest sequence proposed (= stored once everything applied).
-    last_sequence: u64,
-    last_timestamp_ns: u64,
-    last_msg_id: Option<Bytes>,
+    /// The leader's side: sequences, checks, dedupe, replies owed.
+    leader: Leader,
     checkpointed_index: u64,
     last_checkpoint: Instant,
     /// When the leader next looks for messages past max_age.
     age_check_at: Instant,
-    /// Expired messages whose removal is proposed and not yet applied.
-    expiring: rustc_hash::FxHashSet<u64>,
-    /// Interest and work-queue streams: sequences whose removal (no
-    /// consumer needs them) is proposed and not yet applied.
-    releasing: rustc_hash::FxHashSet<u64>,
     /// The durable consumers whose state is in the log, by name.
     durables: persistence::Durables,
     /// Whether a `consumers` file was written or found (so a checkpoint
@@ -473,20 +461,10 @@ impl StreamTask {
             node,
             durable_journal,
             outstanding: VecDeque::new(),
-            owed: VecDeque::new(),
-            in_flight: InFlight::default(),
-            dedupe: Dedupe {
-                ids: FxHashMap::default(),
-                order: VecDeque::new(),
-            },
-            last_sequence: 0,
-            last_timestamp_ns: 0,
-            last_msg_id: None,
+            leader: Leader::default(),
             checkpointed_index: raft.applied_index,
             last_checkpoint: Instant::now(),
             age_check_at: Instant::now(),
-            expiring: rustc_hash::FxHashSet::default(),
-            releasing: rustc_hash::FxHashSet::default(),
             durables: persistence::Durables::new(),
             consumers_file_written: false,
             consumers_reference: None,
@@ -518,22 +496,12 @@ impl StreamTask {
     /// State that follows from the store once recovery applied everything.
     async fn after_recovery(&mut self) -> Result<(), String> {
         let state = with_store!(&self.state.store, log => log.state());
-        // A stream created with `first_seq` starts there (nats-server
-        // purges a new store up to it): its last sequence is the one before.
-        self.last_sequence = with_store!(&self.state.store, log => log.last_sequence())
-            .max(self.state.config.first_sequence.saturating_sub(1));
         self.state.stored_last_unix_ns =
             self.state.stored_last_unix_ns.max(state.last_timestamp_ns);
-        self.last_timestamp_ns = self.state.stored_last_unix_ns;
-        if state.messages > 0 {
-            let last = with_store!(&self.state.store, log => log.get(state.last_sequence).await)
-                .map_err(|error| error.to_string())?;
-            if let Some(message) = last {
-                self.last_msg_id =
-                    headers::value(&message.headers, headers::MSG_ID).map(Bytes::copy_from_slice);
-            }
-        }
-        self.rebuild_dedupe().await?;
+        self.leader
+            .take_office(&self.state, now_unix_ns())
+            .await
+            .map_err(|error| error.to_string())?;
         self.state
             .rebuild_expiry()
             .await
@@ -542,7 +510,11 @@ impl StreamTask {
         // What aged out while the server was down goes before the stream
         // serves, through the log like any expiry.
         let now_ns = now_unix_ns();
-        while self.state.config.max_age_ns > 0 && self.expire_aged(now_ns) {
+        while self.state.config.max_age_ns > 0
+            && self
+                .leader
+                .expire_aged(&mut self.state, &mut self.node, &self.handle.name, now_ns)
+        {
             self.settle().await?;
         }
         self.settle().await?;
@@ -557,37 +529,6 @@ impl StreamTask {
         while self.node.applied_index() < self.node.last_index() || self.node.has_ready() {
             self.drive().await?;
             self.wait_journal().await?;
-        }
-        Ok(())
-    }
-
-    /// Message ids stored within the duplicate window, read back from the
-    /// store (nats-server does the same on start).
-    async fn rebuild_dedupe(&mut self) -> Result<(), String> {
-        let window_ns = self.state.config.duplicate_window_ns.max(0) as u64;
-        if window_ns == 0 {
-            return Ok(());
-        }
-        let since = now_unix_ns().saturating_sub(window_ns);
-        let Some(mut sequence) =
-            with_store!(&self.state.store, log => log.first_at_or_after(since))
-        else {
-            return Ok(());
-        };
-        let last = self.last_sequence;
-        let mut found = Vec::new();
-        while sequence <= last {
-            if let Some(message) = with_store!(&self.state.store, log => log.get(sequence).await)
-                .map_err(|error| error.to_string())?
-            {
-                if let Some(id) = headers::value(&message.headers, headers::MSG_ID) {
-                    found.push((Bytes::copy_from_slice(id), sequence, message.timestamp_ns));
-                }
-            }
-            sequence += 1;
-        }
-        for (id, sequence, time) in found {
-            self.dedupe.insert(id, sequence, time);
         }
         Ok(())
     }
@@ -726,11 +667,19 @@ impl StreamTask {
             .and_then(Expiry::next_due_ns)
             .is_some_and(|due_ns| due_ns <= now_ns)
         {
-            self.expire_due(now_ns);
+            self.leader
+                .expire_due(&mut self.state, &mut self.node, &self.handle.name, now_ns);
         }
         if Instant::now() >= self.age_check_at {
             self.age_check_at = Instant::now() + AGE_CHECK_INTERVAL;
-            if self.state.config.max_age_ns > 0 && self.expire_aged(now_ns) {
+            if self.state.config.max_age_ns > 0
+                && self.leader.expire_aged(
+                    &mut self.state,
+                    &mut self.node,
+                    &self.handle.name,
+                    now_ns,
+                )
+            {
                 // More aged out than one entry holds: again next turn.
                 self.age_check_at = Instant::now();
             }
@@ -754,7 +703,7 @@ impl StreamTask {
         self.failure = Some(error);
         self.refresh_snapshot();
         // Everything owed fails; nothing more is accepted.
-        let owed: Vec<OwedReply> = self.owed.drain(..).collect();
+        let owed: Vec<OwedReply> = self.leader.owed.drain(..).collect();
         let failure = ApiError::store_failed(self.failure.as_deref().unwrap_or("failed"));
         for owed in owed {
             self.fail_owed(owed.owed, &failure);
@@ -813,13 +762,8 @@ impl StreamTask {
     /// the entry now applying there (and any owed below it, which can only
     /// be left over from a lost leadership).
     fn fail_superseded_owed(&mut self, term: u64, index: u64) {
-        while self
-            .owed
-            .front()
-            .is_some_and(|owed| owed.index < index || (owed.index == index && owed.term != term))
-        {
-            let owed = self.owed.pop_front().expect("front exists");
-            self.fail_owed(owed.owed, &ApiError::cluster_not_leader());
+        while let Some(owed) = self.leader.pop_superseded(term, index) {
+            self.fail_owed(owed, &ApiError::cluster_not_leader());
         }
     }
 
@@ -996,6 +940,40 @@ impl StreamTask {
 
     // ----- ingest --------------------------------------------------------------
 
+    /// A publish: the leader checks and proposes it; the reply is owed
+    /// until its entry applies (a duplicate's until what is in flight has).
+    fn ingest(&mut self, inbound: Inbound) {
+        let Inbound { message, reply } = inbound;
+        let ingested = self.leader.ingest(
+            &self.state,
+            &mut self.node,
+            &self.handle.name,
+            message,
+            now_unix_ns(),
+        );
+        let reply = match ingested {
+            Ingested::Rejected(error) => return self.reject(&reply, error),
+            _ if self.state.config.no_ack => return,
+            _ => match reply {
+                Some(reply) => reply,
+                None => return,
+            },
+        };
+        match ingested {
+            Ingested::Rejected(_) => unreachable!("answered above"),
+            Ingested::Duplicate { sequence } => {
+                let owed = Owed::Duplicate { reply, sequence };
+                // The original may still be in flight: answer after it.
+                if self.node.last_index() > self.state.applied_index {
+                    self.owe(self.node.last_index(), owed);
+                } else {
+                    self.send_owed(owed);
+                }
+            }
+            Ingested::Proposed { index, .. } => self.owe(index, Owed::PubAck { reply }),
+        }
+    }
+
     fn reject(&self, reply: &Option<Bytes>, error: ApiError) {
         if let Some(reply) = reply {
             if !self.state.config.no_ack {
@@ -1005,256 +983,6 @@ impl StreamTask {
                 );
             }
         }
-    }
-
-    /// Last sequence stored or in flight on `subject` (0: none).
-    fn last_on_subject(&self, subject: &[u8]) -> u64 {
-        if let Some(&(_, last)) = self.in_flight.subjects.get(subject) {
-            return last;
-        }
-        with_store!(&self.state.store, log => log.subject_state(subject))
-            .map_or(0, |(_, last, _)| last)
-    }
-
-    fn count_on_subject(&self, subject: &[u8]) -> u64 {
-        let stored = with_store!(&self.state.store, log => log.subject_state(subject))
-            .map_or(0, |(.., count)| count);
-        stored
-            + self
-                .in_flight
-                .subjects
-                .get(subject)
-                .map_or(0, |&(count, _)| count)
-    }
-
-    fn ingest(&mut self, inbound: Inbound) {
-        let config = self.state.config.clone();
-        let Inbound { message, reply } = inbound;
-        let reply = &reply;
-        let hdr = message.headers();
-        let subject = message.subject();
-        if config.sealed {
-            return self.reject(reply, ApiError::sealed());
-        }
-        if let Some(expected) = headers::value(hdr, headers::EXPECTED_STREAM) {
-            if expected != self.handle.name.as_bytes() {
-                return self.reject(reply, ApiError::expected_stream_mismatch());
-            }
-        }
-        // nats-server tests the parsed value: an unparsable TTL is "none"
-        // here and invalid later (10165).
-        let ttl = expiry::message_ttl(hdr);
-        if ttl.is_ok_and(MessageTtl::is_set) && !config.allow_msg_ttl {
-            return self.reject(reply, ApiError::ttl_disabled());
-        }
-        let subject_sequence_subject =
-            headers::value(hdr, headers::EXPECTED_LAST_SUBJECT_SEQUENCE_SUBJECT);
-        match headers::number(hdr, headers::EXPECTED_LAST_SUBJECT_SEQUENCE) {
-            Some(Some(expected)) => {
-                let actual = match subject_sequence_subject {
-                    Some(filter) => self.last_matching_subject(filter),
-                    None => self.last_on_subject(subject),
-                };
-                if actual != expected {
-                    return self.reject(reply, ApiError::wrong_last_sequence(actual));
-                }
-            }
-            Some(None) => {
-                return self.reject(
-                    reply,
-                    ApiError::wrong_last_sequence(self.last_on_subject(subject)),
-                )
-            }
-            None if subject_sequence_subject.is_some() => {
-                return self.reject(reply, ApiError::missing_last_subject_sequence());
-            }
-            None => {}
-        }
-        match headers::number(hdr, headers::EXPECTED_LAST_SEQUENCE) {
-            Some(Some(expected)) if expected != self.last_sequence => {
-                return self.reject(reply, ApiError::wrong_last_sequence(self.last_sequence));
-            }
-            Some(None) => {
-                return self.reject(reply, ApiError::wrong_last_sequence(self.last_sequence))
-            }
-            _ => {}
-        }
-        if headers::has(hdr, headers::STREAM_SOURCE) {
-            return self.reject(reply, ApiError::stream_source_header_not_allowed());
-        }
-        let now_ns = now_unix_ns().max(self.last_timestamp_ns);
-        let msg_id = headers::value(hdr, headers::MSG_ID).filter(|id| !id.is_empty());
-        if let Some(id) = msg_id {
-            self.dedupe
-                .expire(now_ns, config.duplicate_window_ns.max(0) as u64);
-            if let Some(&(sequence, _)) = self.dedupe.ids.get(id) {
-                if let Some(reply) = reply {
-                    if !config.no_ack {
-                        let owed = Owed::Duplicate {
-                            reply: reply.clone(),
-                            sequence,
-                        };
-                        // The original may still be in flight: answer after it.
-                        if self.node.last_index() > self.state.applied_index {
-                            self.owe(self.node.last_index(), owed);
-                        } else {
-                            self.send_owed(owed);
-                        }
-                    }
-                }
-                return;
-            }
-        }
-        if let Some(expected) = headers::value(hdr, headers::EXPECTED_LAST_MSG_ID) {
-            let last = self.last_msg_id.as_deref().unwrap_or(b"");
-            if expected != last {
-                return self.reject(
-                    reply,
-                    ApiError::wrong_last_msg_id(&String::from_utf8_lossy(last)),
-                );
-            }
-        }
-        let rollup = headers::value(hdr, headers::ROLLUP);
-        if let Some(value) = rollup {
-            if !config.allow_rollup_hdrs || config.deny_purge {
-                return self.reject(reply, ApiError::rollup_failed("rollup not permitted"));
-            }
-            if value != b"sub" && value != b"all" {
-                return self.reject(
-                    reply,
-                    ApiError::rollup_failed(&format!(
-                        "rollup value invalid: {:?}",
-                        String::from_utf8_lossy(value)
-                    )),
-                );
-            }
-        }
-        let size = hdr.len() + message.payload().len();
-        if config.max_msg_size >= 0 && size > config.max_msg_size as usize {
-            return self.reject(reply, ApiError::message_too_large());
-        }
-        if hdr.len() > headers::HEADER_BYTES_MAX {
-            return self.reject(reply, ApiError::header_too_large());
-        }
-        let bytes = self
-            .state
-            .message_bytes(subject.len(), hdr.len(), message.payload().len());
-        if config.discard == Discard::New {
-            if let Some(error) = self.discard_new_error(subject, bytes, rollup.is_some()) {
-                return self.reject(reply, error);
-            }
-        }
-        let ttl = match ttl {
-            Ok(ttl) => ttl,
-            Err(expiry::InvalidTtl) => return self.reject(reply, ApiError::invalid_ttl()),
-        };
-        // With delete markers, a TTL below the marker TTL is raised to it
-        // so no marker is missed (one message per subject cannot miss one).
-        let marker_ttl_seconds =
-            (config.subject_delete_marker_ttl_ns.max(0) as u64) / 1_000_000_000;
-        let mut bytes = bytes;
-        let mut rewritten_headers = None;
-        if let MessageTtl::Seconds(seconds) = ttl {
-            if seconds < marker_ttl_seconds && config.max_msgs_per_subject != 1 {
-                let rewritten = expiry::with_ttl_seconds(hdr, marker_ttl_seconds);
-                bytes = self.state.message_bytes(
-                    subject.len(),
-                    rewritten.len(),
-                    message.payload().len(),
-                );
-                rewritten_headers = Some(rewritten);
-            }
-        }
-        // Accepted: assign the sequence and propose.
-        let sequence = self.last_sequence + 1;
-        let msg_id = msg_id.map(Bytes::copy_from_slice);
-        let message = match rewritten_headers {
-            Some(rewritten) => {
-                PendingMessage::new(message.subject(), &rewritten, message.payload())
-            }
-            None => message,
-        };
-        let subject_range = message.subject_range();
-        let encoded = message.finish(sequence, now_ns);
-        // The subject shares the encoded operation's bytes.
-        let subject = encoded.slice(subject_range);
-        let index = match self.node.propose(encoded) {
-            Ok(index) => index,
-            Err(error) => {
-                return self.reject(
-                    reply,
-                    ApiError::store_failed(&format!("not the stream leader: {error:?}")),
-                )
-            }
-        };
-        self.last_sequence = sequence;
-        self.last_timestamp_ns = now_ns;
-        if let Some(id) = &msg_id {
-            self.dedupe.insert(id.clone(), sequence, now_ns);
-        }
-        self.last_msg_id = msg_id;
-        self.in_flight.messages += 1;
-        self.in_flight.bytes += bytes;
-        let slot = self.in_flight.subjects.entry(subject).or_insert((0, 0));
-        slot.0 += 1;
-        slot.1 = sequence;
-        if let Some(reply) = reply {
-            if !config.no_ack {
-                self.owe(
-                    index,
-                    Owed::PubAck {
-                        reply: reply.clone(),
-                    },
-                );
-            }
-        }
-    }
-
-    fn last_matching_subject(&self, filter: &[u8]) -> u64 {
-        let filter_text = String::from_utf8_lossy(filter);
-        let in_flight = self
-            .in_flight
-            .subjects
-            .iter()
-            .filter(|(subject, _)| subject_matches(&filter_text, &String::from_utf8_lossy(subject)))
-            .map(|(_, &(_, last))| last)
-            .max()
-            .unwrap_or(0);
-        let stored = with_store!(&self.state.store, log => log.last_matching(|subject| {
-            subject_matches(&filter_text, &String::from_utf8_lossy(subject))
-        }))
-        .unwrap_or(0);
-        in_flight.max(stored)
-    }
-
-    /// With `discard: new`: the error if storing would pass a limit.
-    fn discard_new_error(&self, subject: &[u8], bytes: u64, rollup: bool) -> Option<ApiError> {
-        let config = &self.state.config;
-        let state = with_store!(&self.state.store, log => log.state());
-        let messages = state.messages + self.in_flight.messages;
-        let total_bytes = state.bytes + self.in_flight.bytes;
-        let per_subject_max = config.max_msgs_per_subject;
-        let on_subject = if per_subject_max > 0 {
-            self.count_on_subject(subject)
-        } else {
-            0
-        };
-        if per_subject_max > 0 && on_subject >= per_subject_max as u64 {
-            if config.discard_new_per_subject && !rollup {
-                return Some(ApiError::store_failed(
-                    "maximum messages per subject exceeded",
-                ));
-            }
-            // The new message evicts an older one of its subject instead.
-            return None;
-        }
-        if config.max_msgs > 0 && messages >= config.max_msgs as u64 {
-            return Some(ApiError::store_failed("maximum messages exceeded"));
-        }
-        if config.max_bytes > 0 && total_bytes + bytes > config.max_bytes as u64 {
-            return Some(ApiError::store_failed("maximum bytes exceeded"));
-        }
-        None
     }
 
     // ----- apply -----------------------------------------------------------------
@@ -1292,8 +1020,7 @@ impl StreamTask {
         }
         self.state.applied_index = index;
         self.state.applied_term = entry.term;
-        while self.owed.front().is_some_and(|owed| owed.index == index) {
-            let OwedReply { owed, .. } = self.owed.pop_front().expect("front exists");
+        while let Some(owed) = self.leader.pop_owed_at(index) {
             {
                 match (owed, stored_sequence) {
                     (Owed::PubAck { reply }, Some(sequence)) => {
@@ -1320,34 +1047,13 @@ impl StreamTask {
         index: u64,
         operation: Operation,
     ) -> Result<Option<u64>, StoreError> {
-        match &operation {
-            Operation::Message {
-                subject,
-                headers: header_block,
-                payload,
-                ..
-            } => {
-                let bytes =
-                    self.state
-                        .message_bytes(subject.len(), header_block.len(), payload.len());
-                self.in_flight.applied(subject, bytes);
-            }
-            Operation::Delete { sequence, .. } => {
-                self.releasing.remove(sequence);
-            }
-            Operation::Expire { sequences } => {
-                for sequence in sequences {
-                    self.expiring.remove(sequence);
-                }
-            }
-            _ => {}
-        }
+        self.leader.applying(&self.state, &operation);
         let applied = self.state.apply(operation).await?;
         let owed_here = |owed: &&mut OwedReply| owed.index == index;
         match applied {
             Applied::Message { sequence } => return Ok(Some(sequence)),
             Applied::Purged { count } => {
-                for OwedReply { owed, .. } in self.owed.iter_mut().take_while(owed_here) {
+                for OwedReply { owed, .. } in self.leader.owed.iter_mut().take_while(owed_here) {
                     if let Owed::Purge { origin, reply } = owed {
                         if let Some(reply) = reply.take() {
                             self.js
@@ -1357,7 +1063,7 @@ impl StreamTask {
                 }
             }
             Applied::Deleted { removed } => {
-                for OwedReply { owed, .. } in self.owed.iter_mut().take_while(owed_here) {
+                for OwedReply { owed, .. } in self.leader.owed.iter_mut().take_while(owed_here) {
                     if let Owed::Delete { origin, reply } = owed {
                         if let Some(reply) = reply.take() {
                             let body = if removed {
@@ -1383,6 +1089,7 @@ impl StreamTask {
                     self.refresh_snapshot();
                 }
                 let owed: Vec<(usize, Option<Bytes>)> = self
+                    .leader
                     .owed
                     .iter_mut()
                     .take_while(owed_here)
@@ -1406,19 +1113,8 @@ impl StreamTask {
     /// Owes a reply once the entry this leader proposed at `index` (in its
     /// current term) applies.
     fn owe(&mut self, index: u64, owed: Owed) {
-        assert!(
-            self.owed.back().is_none_or(|last| last.index <= index),
-            "replies are owed in index order"
-        );
-        assert!(
-            index > self.state.applied_index,
-            "a reply is owed by an entry not yet applied"
-        );
-        self.owed.push_back(OwedReply {
-            term: self.node.term(),
-            index,
-            owed,
-        });
+        self.leader
+            .owe(self.node.term(), index, self.state.applied_index, owed);
     }
 
     fn send_owed(&self, owed: Owed) {
@@ -1435,130 +1131,6 @@ impl StreamTask {
             Owed::Consumer(owed) => self.send_consumer_owed(owed),
             Owed::Purge { .. } | Owed::Delete { .. } | Owed::Update { .. } => {}
         }
-    }
-
-    /// Leader: proposes the removal of the messages whose TTL is due by
-    /// its clock, at most [`EXPIRED_PER_TURN_MAX`] per turn (the timer
-    /// brings the rest).
-    fn expire_due(&mut self, now_ns: u64) {
-        let Some(expiry) = &self.state.expiry else {
-            return;
-        };
-        let due: Vec<u64> = expiry
-            .due(now_ns)
-            .filter(|sequence| !self.expiring.contains(sequence) && !expiry.is_replacing(*sequence))
-            .take(EXPIRED_PER_TURN_MAX)
-            .collect();
-        let mut removals = Vec::new();
-        for sequence in due {
-            self.expire_message(sequence, &mut removals);
-        }
-        self.propose_expired(removals);
-    }
-
-    /// Leader: an expired message (TTL or max_age) is to be removed, added
-    /// to `removals`. With delete markers, a subject's last message is
-    /// replaced by a marker instead: a new message through the log whose
-    /// `Nats-Rollup: sub` removes the old one.
-    fn expire_message(&mut self, sequence: u64, removals: &mut Vec<u64>) {
-        if self.expiring.contains(&sequence) {
-            return; // proposed already
-        }
-        let Some(subject) =
-            with_store!(&self.state.store, log => log.subject_of(sequence).map(<[u8]>::to_vec))
-        else {
-            // Removed already (a note that outlived its message).
-            if let Some(expiry) = &mut self.state.expiry {
-                expiry.removed(sequence);
-            }
-            return;
-        };
-        let marker_ttl_seconds =
-            (self.state.config.subject_delete_marker_ttl_ns.max(0) as u64) / 1_000_000_000;
-        let wants_marker = marker_ttl_seconds > 0
-            && self
-                .state
-                .expiry
-                .as_ref()
-                .is_some_and(|expiry| !expiry.is_marker(sequence))
-            && with_store!(&self.state.store, log => log.subject_state(&subject))
-                .is_some_and(|(_, _, count)| count == 1)
-            && !self.in_flight.subjects.contains_key(&subject[..]);
-        if wants_marker {
-            let before = self.last_sequence;
-            let headers = expiry::marker_headers(marker_ttl_seconds);
-            self.ingest(Inbound {
-                message: PendingMessage::new(&subject, &headers, b""),
-                reply: None,
-            });
-            if self.last_sequence > before {
-                if let Some(expiry) = &mut self.state.expiry {
-                    expiry.start_replacing(sequence);
-                }
-                return;
-            }
-            // Refused (a limit, deny_purge): remove without a marker.
-        }
-        removals.push(sequence);
-    }
-
-    /// Leader: proposes [`Operation::Expire`] entries for `removals`.
-    fn propose_expired(&mut self, mut removals: Vec<u64>) {
-        removals.sort_unstable();
-        removals.dedup();
-        removals.retain(|sequence| !self.expiring.contains(sequence));
-        for chunk in removals.chunks(entry::EXPIRE_SEQUENCES_MAX) {
-            let operation = Operation::Expire {
-                sequences: chunk.to_vec(),
-            };
-            match self.node.propose(operation.encode()) {
-                Ok(_) => self.expiring.extend(chunk.iter().copied()),
-                Err(error) => {
-                    log::warn!(target: "tern::jetstream", "stream {}: expiring {} messages refused: {error:?}", self.handle.name, chunk.len());
-                    return;
-                }
-            }
-        }
-    }
-
-    /// Leader: proposes the removal of messages past max_age by its clock,
-    /// in sequence order, passing over those that never expire and those a
-    /// marker is replacing (nats-server's walk). Returns whether more may
-    /// remain than one turn proposes.
-    fn expire_aged(&mut self, now_ns: u64) -> bool {
-        let max_age_ns = self.state.config.max_age_ns;
-        assert!(max_age_ns > 0, "called only with max_age");
-        let mut removals = Vec::new();
-        let mut from = 0;
-        while removals.len() < EXPIRED_PER_TURN_MAX {
-            let Some(sequence) =
-                with_store!(&self.state.store, log => log.next_matching(from, |_| true))
-            else {
-                break;
-            };
-            let Some(timestamp_ns) =
-                with_store!(&self.state.store, log => log.timestamp_of(sequence))
-            else {
-                break;
-            };
-            if now_ns.saturating_sub(timestamp_ns) <= max_age_ns as u64 {
-                break;
-            }
-            from = sequence + 1;
-            if self.expiring.contains(&sequence) {
-                continue;
-            }
-            match &self.state.expiry {
-                Some(expiry) if expiry.never_expires(sequence) || expiry.is_replacing(sequence) => {
-                    continue
-                }
-                Some(_) => self.expire_message(sequence, &mut removals),
-                None => removals.push(sequence),
-            }
-        }
-        let full = removals.len() >= EXPIRED_PER_TURN_MAX;
-        self.propose_expired(removals);
-        full
     }
 
     // ----- API calls ----------------------------------------------------------------
@@ -1607,7 +1179,7 @@ impl StreamTask {
                     return Ok(());
                 }
                 let operation = Operation::Purge {
-                    last: self.last_sequence,
+                    last: self.leader.last_sequence,
                     filter: request.filter.map(Bytes::from),
                     sequence: request.sequence,
                     keep: request.keep,
@@ -1759,7 +1331,7 @@ impl StreamTask {
 
     fn fail_pending(&mut self, reason: &str) {
         let error = ApiError::store_failed(reason);
-        let owed: Vec<OwedReply> = self.owed.drain(..).collect();
+        let owed: Vec<OwedReply> = self.leader.owed.drain(..).collect();
         for OwedReply { owed, .. } in owed {
             if let Owed::PubAck { reply } | Owed::Duplicate { reply, .. } = owed {
                 self.js.publish_reply(
@@ -2169,6 +1741,7 @@ mod consumers;
 mod leader;
 mod persistence;
 pub use consumers::ConsumerCommand;
-use leader::{Dedupe, InFlight, Owed, OwedReply};
+use leader::{Ingested, Leader, Owed, OwedReply};
 mod state;
 use state::{Applied, ReplicatedState};
+pub mod replica;

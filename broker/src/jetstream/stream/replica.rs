@@ -1,0 +1,354 @@
+//! One replica of a stream, independent of any executor: the replicated
+//! state ([`ReplicatedState`]) and, while this replica leads, the leader's
+//! side ([`Leader`]). A host (the simulator today, the cluster's shard
+//! next) owns the Raft node and the disk, feeds committed entries to
+//! [`Replica::apply`] and routes the [`Answer`]s to clients. The stream
+//! task on a single node drives the same two pieces.
+//!
+//! Leadership is taken only once everything in the node's log applied in
+//! its term (the new leader's no-op included): until then the last
+//! sequence is unknown, and a publish is refused with nats-server's 10009.
+
+use std::collections::BTreeMap;
+use std::rc::Rc;
+
+use bytes::Bytes;
+use tern_raft::{Entry, EntryKind, Node, Role};
+use tern_storage::block_store::{Manifest, MemoryFiles, StoreError, StreamLog};
+
+use super::super::entry::{Operation, PendingMessage};
+use super::super::error::ApiError;
+use super::super::stream_config::StreamConfig;
+use super::leader::{Ingested, Leader, Owed};
+use super::state::{Applied, ReplicatedState};
+use super::{memory_message_bytes, Store};
+
+/// A known bug switched on, for the simulator's checkers to catch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StreamCanary {
+    /// PubAck once the leader's own copy is durable, before a quorum has it.
+    AckBeforeQuorum,
+    /// max_age removals from each replica's own clock, outside the log.
+    LocalExpiry,
+}
+
+/// What a client is told.
+#[derive(Debug)]
+pub enum Answer {
+    /// The publish is in the stream at `sequence` (`duplicate`: it was
+    /// already, from the same message id).
+    PubAck {
+        reply: Bytes,
+        sequence: u64,
+        duplicate: bool,
+    },
+    /// The publish failed (leadership lost, a check refused it).
+    Failed { reply: Bytes, error: ApiError },
+}
+
+/// A stored message as the checkers compare them.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct StoredSummary {
+    pub sequence: u64,
+    pub timestamp_ns: u64,
+    pub subject: Bytes,
+}
+
+pub struct Replica {
+    name: String,
+    state: ReplicatedState,
+    leader: Leader,
+    /// The term this replica took office in (it leads while the node is
+    /// leader in that term).
+    office_term: Option<u64>,
+    canary: Option<StreamCanary>,
+}
+
+impl Replica {
+    /// A replica with an empty memory store.
+    pub async fn in_memory(
+        config: StreamConfig,
+        canary: Option<StreamCanary>,
+    ) -> Result<Replica, StoreError> {
+        let store_config = tern_storage::block_store::StreamConfig {
+            message_bytes: memory_message_bytes,
+            // Synced appends: no executor for write-behind.
+            sync: true,
+            ..tern_storage::block_store::StreamConfig::default()
+        };
+        let (log, _) = StreamLog::open(MemoryFiles::new(), store_config, &Manifest::new(1)).await?;
+        let mut state = ReplicatedState {
+            store: Store::Memory(log),
+            config: Rc::new(config),
+            expiry: None,
+            consumers: BTreeMap::new(),
+            stored_last_unix_ns: 0,
+            applied_index: 0,
+            applied_term: 0,
+            applied_bytes_since_checkpoint: 0,
+        };
+        state.rebuild_expiry().await?;
+        Ok(Replica {
+            name: state.config.name.clone(),
+            state,
+            leader: Leader::default(),
+            office_term: None,
+            canary,
+        })
+    }
+
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    pub fn applied_index(&self) -> u64 {
+        self.state.applied_index
+    }
+
+    /// Whether this replica leads: its node is leader in the term it took
+    /// office in.
+    pub fn is_leading(&self, node: &Node) -> bool {
+        node.role() == Role::Leader && self.office_term == Some(node.term())
+    }
+
+    /// Takes office when the node leads and its log applied in full;
+    /// leaves it when the node no longer leads. Replies still owed from
+    /// an earlier term whose entries are gone from the log fail.
+    pub async fn follow_leadership(
+        &mut self,
+        node: &Node,
+        now_ns: u64,
+        answers: &mut Vec<Answer>,
+    ) -> Result<(), StoreError> {
+        let leads = node.role() == Role::Leader;
+        if !leads || self.office_term != Some(node.term()) {
+            self.office_term = None;
+        }
+        if leads
+            && self.office_term.is_none()
+            && node.applied_index() == node.last_index()
+            && self.state.applied_index == node.last_index()
+        {
+            for owed in self.leader.owed.drain(..) {
+                fail(owed.owed, &ApiError::cluster_not_leader(), answers);
+            }
+            self.leader.take_office(&self.state, now_ns).await?;
+            self.office_term = Some(node.term());
+        }
+        Ok(())
+    }
+
+    /// A publish: checked and proposed by the leader, its PubAck owed
+    /// until the entry applies.
+    pub fn publish(
+        &mut self,
+        node: &mut Node,
+        message: PendingMessage,
+        reply: Bytes,
+        now_ns: u64,
+        answers: &mut Vec<Answer>,
+    ) {
+        if !self.is_leading(node) {
+            answers.push(Answer::Failed {
+                reply,
+                error: ApiError::cluster_not_leader(),
+            });
+            return;
+        }
+        match self
+            .leader
+            .ingest(&self.state, node, &self.name, message, now_ns)
+        {
+            Ingested::Rejected(error) => answers.push(Answer::Failed { reply, error }),
+            Ingested::Duplicate { sequence } => {
+                if node.last_index() > self.state.applied_index {
+                    let index = node.last_index();
+                    self.leader.owe(
+                        node.term(),
+                        index,
+                        self.state.applied_index,
+                        Owed::Duplicate { reply, sequence },
+                    );
+                } else {
+                    answers.push(Answer::PubAck {
+                        reply,
+                        sequence,
+                        duplicate: true,
+                    });
+                }
+            }
+            Ingested::Proposed { index, .. } => {
+                self.leader.owe(
+                    node.term(),
+                    index,
+                    self.state.applied_index,
+                    Owed::PubAck { reply },
+                );
+            }
+        }
+    }
+
+    /// The leader's timer: proposes what max_age and TTLs removed by its
+    /// clock (with the local-expiry canary, every replica removes them
+    /// itself instead, outside the log).
+    pub async fn expire(&mut self, node: &mut Node, now_ns: u64) -> Result<(), StoreError> {
+        if self.canary == Some(StreamCanary::LocalExpiry) {
+            let max_age_ns = self.state.config.max_age_ns;
+            if max_age_ns > 0 {
+                let aged = self.aged(now_ns, max_age_ns as u64);
+                if !aged.is_empty() {
+                    self.state
+                        .apply(Operation::Expire { sequences: aged })
+                        .await?;
+                }
+            }
+            return Ok(());
+        }
+        if !self.is_leading(node) {
+            return Ok(());
+        }
+        self.leader
+            .expire_due(&mut self.state, node, &self.name, now_ns);
+        if self.state.config.max_age_ns > 0 {
+            self.leader
+                .expire_aged(&mut self.state, node, &self.name, now_ns);
+        }
+        Ok(())
+    }
+
+    fn aged(&self, now_ns: u64, max_age_ns: u64) -> Vec<u64> {
+        let mut aged = Vec::new();
+        let mut from = 0;
+        while let Some(sequence) =
+            with_store!(&self.state.store, log => log.next_matching(from, |_| true))
+        {
+            let timestamp_ns =
+                with_store!(&self.state.store, log => log.timestamp_of(sequence)).expect("listed");
+            if now_ns.saturating_sub(timestamp_ns) <= max_age_ns {
+                break;
+            }
+            aged.push(sequence);
+            from = sequence + 1;
+        }
+        aged
+    }
+
+    /// Entries this node made durable (the ack-before-quorum canary
+    /// answers PubAcks here instead of at apply).
+    pub fn persisted(&mut self, entries: &[Entry], answers: &mut Vec<Answer>) {
+        if self.canary != Some(StreamCanary::AckBeforeQuorum) {
+            return;
+        }
+        for entry in entries {
+            let Some(owed) = self.leader.owed.front() else {
+                return;
+            };
+            if owed.index != entry.index || owed.term != entry.term {
+                continue;
+            }
+            let EntryKind::Normal(data) = &entry.kind else {
+                continue;
+            };
+            let Ok(Operation::Message { sequence, .. }) = Operation::decode(data) else {
+                continue;
+            };
+            let owed = self.leader.owed.pop_front().expect("front exists");
+            if let Owed::PubAck { reply } = owed.owed {
+                answers.push(Answer::PubAck {
+                    reply,
+                    sequence,
+                    duplicate: false,
+                });
+            }
+        }
+    }
+
+    /// Applies one committed entry; the replies it releases (or fails, for
+    /// proposals it superseded) go to `answers`.
+    pub async fn apply(
+        &mut self,
+        entry: Entry,
+        answers: &mut Vec<Answer>,
+    ) -> Result<(), StoreError> {
+        assert!(
+            entry.index == self.state.applied_index + 1,
+            "stream {}: entry {} applies after {}",
+            self.name,
+            entry.index,
+            self.state.applied_index
+        );
+        while let Some(owed) = self.leader.pop_superseded(entry.term, entry.index) {
+            fail(owed, &ApiError::cluster_not_leader(), answers);
+        }
+        let mut stored_sequence = None;
+        if let EntryKind::Normal(data) = &entry.kind {
+            let operation = Operation::decode(data).unwrap_or_else(|error| {
+                panic!(
+                    "stream {}: entry {} does not decode: {error}",
+                    self.name, entry.index
+                )
+            });
+            self.leader.applying(&self.state, &operation);
+            if let Applied::Message { sequence } = self.state.apply(operation).await? {
+                stored_sequence = Some(sequence);
+            }
+        }
+        self.state.applied_index = entry.index;
+        self.state.applied_term = entry.term;
+        while let Some(owed) = self.leader.pop_owed_at(entry.index) {
+            match (owed, stored_sequence) {
+                (Owed::PubAck { reply }, Some(sequence)) => answers.push(Answer::PubAck {
+                    reply,
+                    sequence,
+                    duplicate: false,
+                }),
+                (Owed::Duplicate { reply, sequence }, _) => answers.push(Answer::PubAck {
+                    reply,
+                    sequence,
+                    duplicate: true,
+                }),
+                (owed, _) => fail(owed, &ApiError::cluster_not_leader(), answers),
+            }
+        }
+        Ok(())
+    }
+
+    /// What the store holds, in sequence order (sequence, time, subject).
+    pub fn contents(&self) -> Vec<StoredSummary> {
+        let mut found = Vec::new();
+        let mut from = 0;
+        while let Some(sequence) =
+            with_store!(&self.state.store, log => log.next_matching(from, |_| true))
+        {
+            let timestamp_ns =
+                with_store!(&self.state.store, log => log.timestamp_of(sequence)).expect("listed");
+            let subject = with_store!(&self.state.store, log => log.subject_of(sequence))
+                .map(Bytes::copy_from_slice)
+                .expect("listed");
+            found.push(StoredSummary {
+                sequence,
+                timestamp_ns,
+                subject,
+            });
+            from = sequence + 1;
+        }
+        found
+    }
+
+    /// A stored message's payload.
+    pub async fn payload(&self, sequence: u64) -> Result<Option<Vec<u8>>, StoreError> {
+        let message = with_store!(&self.state.store, log => log.get(sequence).await)?;
+        Ok(message.map(|message| message.payload))
+    }
+}
+
+fn fail(owed: Owed, error: &ApiError, answers: &mut Vec<Answer>) {
+    match owed {
+        Owed::PubAck { reply } | Owed::Duplicate { reply, .. } => answers.push(Answer::Failed {
+            reply,
+            error: error.clone(),
+        }),
+        // API answers and consumer replies are the stream task's.
+        Owed::Purge { .. } | Owed::Delete { .. } | Owed::Update { .. } | Owed::Consumer(_) => {}
+    }
+}
