@@ -10,6 +10,7 @@
 //! - [`config`]: flags, TOML file, limits.
 //! - [`proto`]: parser, encoder, CONNECT/INFO, subjects, `-ERR` texts.
 //! - [`sublist`]: the subject trie with its match cache.
+//! - [`cluster`]: many Raft groups per shard, and the cluster simulator.
 //! - [`router`]: local subscriptions, internal (JetStream) ones and other
 //!   shards' interest.
 //! - [`jetstream`]: streams, their API, journal, Raft group and recovery.
@@ -21,6 +22,7 @@
 //! - [`server`]: start-up and shard wiring.
 
 pub mod client;
+pub mod cluster;
 pub mod config;
 pub mod jetstream;
 pub mod logger;

@@ -1,0 +1,125 @@
+//! Runs the deterministic cluster simulator over a range of seeds: the
+//! production stream replicas and multi-Raft driver on 3 and 5 simulated
+//! nodes under faults (see `tern_broker::cluster::sim`).
+//!
+//! ```text
+//! cargo run --release -p tern-broker --example simulate_cluster -- --seeds N [--seed-start S] [--canary ack-before-quorum|local-expiry]
+//! ```
+//!
+//! Prints each violation (seed, invariant, detail; the trace of the first
+//! few) and, last, `seeds=N violations=V elapsed_s=T`. Without `--canary`
+//! it exits non-zero when there was a violation; with one (a known bug
+//! switched on) the violations are the point: it exits non-zero when there
+//! was none.
+
+use std::process::ExitCode;
+use std::time::Instant;
+
+use tern_broker::cluster::sim::{self, SimConfig};
+use tern_broker::jetstream::stream::replica::StreamCanary;
+
+/// Violations printed with their trace; later ones get one line.
+const FULL_TRACES: u64 = 2;
+
+struct Options {
+    seeds: u64,
+    seed_start: u64,
+    canary: Option<StreamCanary>,
+}
+
+fn parse(arguments: &[String]) -> Result<Options, String> {
+    let mut options = Options {
+        seeds: 100,
+        seed_start: 0,
+        canary: None,
+    };
+    let mut position = 0;
+    while position < arguments.len() {
+        let argument = arguments[position].as_str();
+        let value = arguments
+            .get(position + 1)
+            .ok_or(format!("{argument} needs a value"))?;
+        match argument {
+            "--seeds" | "--seed-start" => {
+                let number = value
+                    .parse()
+                    .map_err(|_| format!("{argument}: not a number: {value}"))?;
+                if argument == "--seeds" {
+                    options.seeds = number;
+                } else {
+                    options.seed_start = number;
+                }
+            }
+            "--canary" => {
+                options.canary = Some(match value.as_str() {
+                    "ack-before-quorum" => StreamCanary::AckBeforeQuorum,
+                    "local-expiry" => StreamCanary::LocalExpiry,
+                    other => return Err(format!("unknown canary: {other}")),
+                })
+            }
+            _ => return Err(format!("unknown argument: {argument}")),
+        }
+        position += 2;
+    }
+    Ok(options)
+}
+
+fn main() -> ExitCode {
+    let arguments: Vec<String> = std::env::args().skip(1).collect();
+    let options = match parse(&arguments) {
+        Ok(options) => options,
+        Err(message) => {
+            eprintln!("{message}");
+            eprintln!(
+                "usage: simulate_cluster --seeds N [--seed-start S] [--canary ack-before-quorum|local-expiry]"
+            );
+            return ExitCode::from(2);
+        }
+    };
+    // Panics inside the production code are caught and reported as
+    // violations; the default hook would only print them a second time.
+    std::panic::set_hook(Box::new(|_| {}));
+    if let Some(canary) = options.canary {
+        println!("canary={canary:?} (a known bug is on: violations are expected)");
+    }
+    let started = Instant::now();
+    let mut violations = 0u64;
+    let mut acknowledged = 0u64;
+    let mut first_violation = None;
+    for seed in options.seed_start..options.seed_start + options.seeds {
+        let config = SimConfig {
+            canary: options.canary,
+            ..SimConfig::new(seed)
+        };
+        let outcome = sim::run(&config);
+        acknowledged += outcome.acknowledged;
+        let Some(violation) = outcome.violations.first() else {
+            continue;
+        };
+        violations += 1;
+        first_violation.get_or_insert(seed);
+        println!(
+            "VIOLATION seed={seed} nodes={} invariant=\"{}\": {}",
+            outcome.nodes, violation.invariant, violation.detail
+        );
+        if violations <= FULL_TRACES {
+            for event in &outcome.trace {
+                println!("    {event}");
+            }
+        }
+    }
+    println!("publishes acknowledged in total: {acknowledged}");
+    if let Some(seed) = first_violation {
+        println!("first_violation_seed={seed}");
+    }
+    println!(
+        "seeds={} violations={violations} elapsed_s={:.1}",
+        options.seeds,
+        started.elapsed().as_secs_f64()
+    );
+    match options.canary {
+        None if violations > 0 => ExitCode::FAILURE,
+        Some(_) if violations == 0 => ExitCode::FAILURE,
+        _ => ExitCode::SUCCESS,
+    }
+}

@@ -1,0 +1,231 @@
+//! The cluster simulator's invariants, checked as the run goes and at its
+//! end. Each names what a client of a replicated stream relies on:
+//!
+//! - `acknowledged publish lost`: a PubAck's sequence holds another
+//!   message on some replica, or is missing after heal.
+//! - `sequence given to two messages`: two replicas applied different
+//!   messages at one sequence.
+//! - `acknowledged publish reordered`: a publish sent after another's
+//!   PubAck got a lower sequence; or a replica applied sequences out of
+//!   order.
+//! - `replicas diverged`: two replicas that applied the same prefix of the
+//!   log hold different stream contents.
+//! - `read back failed`: the leader after heal does not return an
+//!   acknowledged message's payload.
+//! - `no liveness after heal`: a stream has no leader taking publishes, or
+//!   its replicas do not catch up, once every fault stopped.
+
+use std::collections::BTreeMap;
+
+use bytes::Bytes;
+use tern_raft::NodeId;
+
+use super::super::multiraft::GroupId;
+
+#[derive(Debug, Clone)]
+pub struct Violation {
+    pub invariant: &'static str,
+    pub detail: String,
+}
+
+/// What one stream's replicas and clients did, as the checks need it.
+#[derive(Default)]
+struct StreamRecord {
+    /// The message first applied at each sequence, by any replica.
+    owner: BTreeMap<u64, Bytes>,
+    /// Acknowledged publishes: sequence -> payload.
+    acked: BTreeMap<u64, Bytes>,
+    /// Highest sequence acknowledged so far.
+    acked_sequence_max: u64,
+    /// Per replica: the last sequence it applied (since its last start).
+    last_applied: BTreeMap<NodeId, u64>,
+    /// Contents digest the first replica reported at an applied index.
+    digests: BTreeMap<u64, (NodeId, u64)>,
+}
+
+#[derive(Default)]
+pub struct Checker {
+    streams: BTreeMap<GroupId, StreamRecord>,
+    pub violations: Vec<Violation>,
+    pub acked_total: u64,
+}
+
+impl Checker {
+    fn violation(&mut self, invariant: &'static str, detail: String) {
+        self.violations.push(Violation { invariant, detail });
+    }
+
+    /// A replica restarted: its applied sequences start over.
+    pub fn restarted(&mut self, group: GroupId, node: NodeId) {
+        if let Some(record) = self.streams.get_mut(&group) {
+            record.last_applied.remove(&node);
+        }
+    }
+
+    /// What a publish sent now must exceed: the highest sequence acked.
+    pub fn publish_floor(&self, group: GroupId) -> u64 {
+        self.streams
+            .get(&group)
+            .map_or(0, |record| record.acked_sequence_max)
+    }
+
+    /// A replica applied a message entry.
+    pub fn applied_message(
+        &mut self,
+        group: GroupId,
+        node: NodeId,
+        sequence: u64,
+        payload: &Bytes,
+    ) {
+        let record = self.streams.entry(group).or_default();
+        let mut found = Vec::new();
+        let last = record.last_applied.insert(node, sequence).unwrap_or(0);
+        if sequence <= last {
+            found.push((
+                "acknowledged publish reordered",
+                format!("group {group}: node {node} applied sequence {sequence} after {last}"),
+            ));
+        }
+        match record.owner.get(&sequence) {
+            Some(owner) if owner != payload => found.push((
+                "sequence given to two messages",
+                format!(
+                    "group {group}: sequence {sequence} is {:?} on one replica, {:?} on node {node}",
+                    owner, payload
+                ),
+            )),
+            Some(_) => {}
+            None => {
+                record.owner.insert(sequence, payload.clone());
+            }
+        }
+        if let Some(acked) = record.acked.get(&sequence) {
+            if acked != payload {
+                found.push((
+                    "acknowledged publish lost",
+                    format!(
+                        "group {group}: {:?} was acknowledged at sequence {sequence}, node {node} applied {:?} there",
+                        acked, payload
+                    ),
+                ));
+            }
+        }
+        for (invariant, detail) in found {
+            self.violation(invariant, detail);
+        }
+    }
+
+    /// A client got a PubAck for `payload` at `sequence`; `floor` is what
+    /// [`Checker::publish_floor`] said when it was sent.
+    pub fn acknowledged(
+        &mut self,
+        group: GroupId,
+        sequence: u64,
+        payload: &Bytes,
+        floor: u64,
+        duplicate: bool,
+    ) {
+        self.acked_total += 1;
+        let record = self.streams.entry(group).or_default();
+        let mut found = Vec::new();
+        if sequence <= floor && !duplicate {
+            found.push((
+                "acknowledged publish reordered",
+                format!(
+                    "group {group}: {:?} sent after sequence {floor} was acknowledged got {sequence}",
+                    payload
+                ),
+            ));
+        }
+        if let Some(owner) = record.owner.get(&sequence) {
+            if owner != payload {
+                found.push((
+                    "acknowledged publish lost",
+                    format!(
+                        "group {group}: {:?} acknowledged at sequence {sequence}, which holds {:?}",
+                        payload, owner
+                    ),
+                ));
+            }
+        }
+        match record.acked.get(&sequence) {
+            Some(acked) if acked != payload => found.push((
+                "sequence given to two messages",
+                format!(
+                    "group {group}: sequence {sequence} acknowledged for {:?} and {:?}",
+                    acked, payload
+                ),
+            )),
+            _ => {
+                record.acked.insert(sequence, payload.clone());
+            }
+        }
+        record.acked_sequence_max = record.acked_sequence_max.max(sequence);
+        for (invariant, detail) in found {
+            self.violation(invariant, detail);
+        }
+    }
+
+    /// A replica's contents digest at `applied_index`.
+    pub fn contents_at(&mut self, group: GroupId, node: NodeId, applied_index: u64, digest: u64) {
+        let record = self.streams.entry(group).or_default();
+        match record.digests.get(&applied_index) {
+            Some(&(first, expected)) if expected != digest => {
+                self.violation(
+                    "replicas diverged",
+                    format!(
+                        "group {group}: after index {applied_index} node {node}'s contents differ from node {first}'s"
+                    ),
+                );
+            }
+            Some(_) => {}
+            None => {
+                record.digests.insert(applied_index, (node, digest));
+            }
+        }
+    }
+
+    /// Acknowledged sequences of a stream and their payloads.
+    pub fn acked(&self, group: GroupId) -> impl Iterator<Item = (u64, &Bytes)> + '_ {
+        self.streams.get(&group).into_iter().flat_map(|record| {
+            record
+                .acked
+                .iter()
+                .map(|(&sequence, payload)| (sequence, payload))
+        })
+    }
+
+    /// After heal: `node`'s replica must hold every acked message's entry.
+    pub fn check_replica_complete(
+        &mut self,
+        group: GroupId,
+        node: NodeId,
+        applied: &BTreeMap<u64, Bytes>,
+    ) {
+        let missing: Vec<u64> = self
+            .acked(group)
+            .filter(|(sequence, payload)| applied.get(sequence) != Some(payload))
+            .map(|(sequence, _)| sequence)
+            .take(5)
+            .collect();
+        if !missing.is_empty() {
+            self.violation(
+                "acknowledged publish lost",
+                format!("group {group}: node {node} after heal lacks acknowledged sequences {missing:?}"),
+            );
+        }
+    }
+
+    pub fn read_back_failed(&mut self, group: GroupId, sequence: u64, found: Option<Vec<u8>>) {
+        self.violation(
+            "read back failed",
+            format!(
+                "group {group}: the leader returns {found:?} for acknowledged sequence {sequence}"
+            ),
+        );
+    }
+
+    pub fn not_live(&mut self, group: GroupId, why: String) {
+        self.violation("no liveness after heal", format!("group {group}: {why}"));
+    }
+}

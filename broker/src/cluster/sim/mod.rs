@@ -1,0 +1,1009 @@
+//! The cluster simulator: 3 or 5 nodes, each with several shards, each
+//! shard a [`MultiRaft`] running the Raft groups of many streams (R1, R3,
+//! R5) whose replicas are the production [`Replica`] (the stream's
+//! replicated state and its leader), on memory stores. Seeded and
+//! deterministic: one seed is one run. The simulator owns time, the network
+//! and the disk:
+//!
+//! - **network**: every Raft message is encoded with `tern_raft::wire`
+//!   and decoded at the receiver; batches per peer shard lose, duplicate
+//!   and delay (so reorder) packets; partitions isolate one node, split a
+//!   majority from a minority, or cut one direction.
+//! - **disk**: each shard's flushes become durable after a latency (with
+//!   occasional stalls), in order; a crash loses flushes not yet durable;
+//!   a restart may find a corrupt entry (the log cut before it, its old end
+//!   passed as `acknowledged_index`, as recovery does), at most one replica
+//!   of a group damaged at a time.
+//! - **clocks**: each node's clock is the simulated time plus its own
+//!   offset; max_age is decided by the leader's clock through the log.
+//! - **clients** publish unique payloads (some with message ids, some sent
+//!   twice) to whichever replica they think leads; leaders are moved by
+//!   leader transfer.
+//!
+//! A safety phase with faults is followed by a liveness phase that heals
+//! everything; the [`checker`] judges both. See docs/cluster-simulator.md.
+
+pub mod checker;
+
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::hash::{Hash, Hasher};
+
+use bytes::{Bytes, BytesMut};
+use futures_lite::future::block_on;
+use tern_raft::sim::random::Random;
+use tern_raft::wire::{self, DecodeLimits};
+use tern_raft::{Config, Entry, EntryKind, HardState, Membership, Node, NodeId, Restore};
+
+use super::multiraft::{Durable, Flush, GroupId, GroupWrite, MultiRaft};
+use crate::jetstream::entry::{Operation, PendingMessage};
+use crate::jetstream::stream::replica::{Answer, Replica, StreamCanary};
+use crate::jetstream::stream_config;
+use checker::{Checker, Violation};
+
+/// One simulated step, in nanoseconds of every clock.
+const STEP_NS: u64 = 10_000_000;
+/// Where the simulated clocks start (2026-ish Unix time).
+const EPOCH_NS: u64 = 1_780_000_000_000_000_000;
+/// Shards per node.
+const SHARDS: usize = 2;
+/// Streams per run.
+const STREAMS: usize = 6;
+/// Contents digests are compared at every this many applied indexes.
+const DIGEST_EVERY: u64 = 3;
+/// Events kept for a violation's trace.
+const TRACE_EVENTS: usize = 120;
+
+#[derive(Clone, Debug)]
+pub struct SimConfig {
+    pub seed: u64,
+    pub canary: Option<StreamCanary>,
+    /// Steps with faults.
+    pub safety_steps: u64,
+    /// Steps after healing, by which every stream must be live.
+    pub liveness_steps: u64,
+}
+
+impl SimConfig {
+    pub fn new(seed: u64) -> SimConfig {
+        SimConfig {
+            seed,
+            canary: None,
+            safety_steps: 1500,
+            liveness_steps: 1000,
+        }
+    }
+}
+
+/// What one run found.
+#[derive(Debug)]
+pub struct Outcome {
+    pub seed: u64,
+    pub nodes: usize,
+    pub violations: Vec<Violation>,
+    /// The last events before the end, for a violation's report.
+    pub trace: Vec<String>,
+    pub acknowledged: u64,
+}
+
+/// A stream of the run: its group, where its replicas live, its config.
+struct StreamPlan {
+    group: GroupId,
+    name: String,
+    shard: usize,
+    voters: Vec<NodeId>,
+    config: stream_config::StreamConfig,
+    /// No limit removes messages: every acknowledged one must be readable.
+    keeps_everything: bool,
+}
+
+/// One group's durable log on one shard's disk.
+#[derive(Default, Clone)]
+struct DurableGroup {
+    hard_state: HardState,
+    entries: Vec<Entry>,
+    /// The log end before a corrupt entry cut it (kept until reached).
+    acknowledged_index: u64,
+}
+
+struct PendingFlush {
+    flush: Flush,
+    durable_at_step: u64,
+}
+
+struct Shard {
+    raft: MultiRaft,
+    replicas: BTreeMap<GroupId, Replica>,
+    /// Per group, the messages its replica applied: sequence -> payload.
+    applied_messages: BTreeMap<GroupId, BTreeMap<u64, Bytes>>,
+    disk: BTreeMap<GroupId, DurableGroup>,
+    flushes: VecDeque<PendingFlush>,
+}
+
+struct SimNode {
+    id: NodeId,
+    up: bool,
+    restart_at_step: u64,
+    clock_offset_ns: u64,
+    shards: Vec<Shard>,
+}
+
+struct Packet {
+    from: NodeId,
+    to: NodeId,
+    shard: usize,
+    group: GroupId,
+    bytes: Bytes,
+}
+
+/// A publish waiting for its answer.
+struct Pending {
+    group: GroupId,
+    payload: Bytes,
+    floor: u64,
+}
+
+/// A message a client may send again (same id, same payload).
+struct Sent {
+    group: GroupId,
+    subject: Bytes,
+    headers: Vec<u8>,
+    payload: Bytes,
+}
+
+struct World {
+    config: SimConfig,
+    random: Random,
+    step: u64,
+    nodes: Vec<SimNode>,
+    streams: Vec<StreamPlan>,
+    /// In flight, by (delivery step, order sent).
+    packets: BTreeMap<(u64, u64), Packet>,
+    packets_sent: u64,
+    /// Directed links that drop everything: (from, to).
+    cut: BTreeSet<(NodeId, NodeId)>,
+    heal_at_step: u64,
+    loss: f64,
+    duplication: f64,
+    delay_steps_max: u64,
+    pending: BTreeMap<Bytes, Pending>,
+    sent_with_id: Vec<Sent>,
+    next_payload: u64,
+    /// Groups with a replica whose log a corrupt entry cut, not yet healed.
+    damaged: BTreeMap<GroupId, NodeId>,
+    checker: Checker,
+    trace: VecDeque<String>,
+    /// Acks received in the liveness phase, per group.
+    live_acks: BTreeMap<GroupId, u64>,
+}
+
+pub fn run(config: &SimConfig) -> Outcome {
+    let mut world = World::new(config.clone());
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        world.safety();
+        world.liveness();
+    }));
+    if let Err(panic) = result {
+        let text = panic
+            .downcast_ref::<String>()
+            .cloned()
+            .or_else(|| panic.downcast_ref::<&str>().map(|text| text.to_string()))
+            .unwrap_or_else(|| "a panic".to_string());
+        world.checker.violations.push(Violation {
+            invariant: "panic",
+            detail: text,
+        });
+    }
+    Outcome {
+        seed: config.seed,
+        nodes: world.nodes.len(),
+        violations: std::mem::take(&mut world.checker.violations),
+        trace: world.trace.into_iter().collect(),
+        acknowledged: world.checker.acked_total,
+    }
+}
+
+impl World {
+    fn new(config: SimConfig) -> World {
+        let mut random = Random::new(config.seed);
+        let node_count = if random.chance(0.5) { 3 } else { 5 };
+        let mut streams = Vec::new();
+        for position in 0..STREAMS {
+            let group = 100 + position as u64;
+            let replicas = match random.below(3) {
+                0 => 1,
+                1 => 3,
+                _ => node_count.min(5),
+            };
+            let mut candidates: Vec<NodeId> = (1..=node_count as NodeId).collect();
+            let mut voters = Vec::new();
+            while voters.len() < replicas {
+                let pick = random.below(candidates.len() as u64) as usize;
+                voters.push(candidates.remove(pick));
+            }
+            voters.sort_unstable();
+            let name = format!("S{group}");
+            let (limits, keeps_everything) = match random.below(4) {
+                0 => (String::new(), true),
+                1 => (r#","max_msgs":12"#.to_string(), false),
+                2 => (r#","max_msgs_per_subject":2"#.to_string(), false),
+                _ => (r#","max_age":400000000"#.to_string(), false),
+            };
+            let body = format!(
+                r#"{{"name":"{name}","subjects":["{name}.>"],"storage":"memory"{limits}}}"#
+            );
+            let config = stream_config::parse(&name, body.as_bytes(), true)
+                .unwrap_or_else(|error| panic!("sim stream config {body}: {error:?}"));
+            streams.push(StreamPlan {
+                group,
+                name,
+                shard: (group as usize) % SHARDS,
+                voters,
+                config,
+                keeps_everything,
+            });
+        }
+        let mut nodes = Vec::new();
+        for id in 1..=node_count as NodeId {
+            let clock_offset_ns = random.below(300) * 1_000_000;
+            nodes.push(SimNode {
+                id,
+                up: true,
+                restart_at_step: 0,
+                clock_offset_ns,
+                shards: (0..SHARDS)
+                    .map(|_| Shard {
+                        raft: MultiRaft::new(),
+                        replicas: BTreeMap::new(),
+                        applied_messages: BTreeMap::new(),
+                        disk: BTreeMap::new(),
+                        flushes: VecDeque::new(),
+                    })
+                    .collect(),
+            });
+        }
+        let loss = random.below(20) as f64 / 100.0;
+        let duplication = random.below(5) as f64 / 100.0;
+        let delay_steps_max = random.between(1, 6);
+        let mut world = World {
+            config,
+            random,
+            step: 0,
+            nodes,
+            streams,
+            packets: BTreeMap::new(),
+            packets_sent: 0,
+            cut: BTreeSet::new(),
+            heal_at_step: 0,
+            loss,
+            duplication,
+            delay_steps_max,
+            pending: BTreeMap::new(),
+            sent_with_id: Vec::new(),
+            next_payload: 0,
+            damaged: BTreeMap::new(),
+            checker: Checker::default(),
+            trace: VecDeque::new(),
+            live_acks: BTreeMap::new(),
+        };
+        for position in 0..world.nodes.len() {
+            world.start_node(position);
+        }
+        let layout: Vec<String> = world
+            .streams
+            .iter()
+            .map(|plan| format!("{}@{:?}", plan.name, plan.voters))
+            .collect();
+        world.note(format!(
+            "{} nodes, loss {:.2}, duplication {:.2}, delay ≤{} steps, streams {}",
+            world.nodes.len(),
+            world.loss,
+            world.duplication,
+            world.delay_steps_max,
+            layout.join(" ")
+        ));
+        world
+    }
+
+    fn note(&mut self, event: String) {
+        if self.trace.len() == TRACE_EVENTS {
+            self.trace.pop_front();
+        }
+        self.trace.push_back(format!("[{}] {event}", self.step));
+    }
+
+    fn now_ns(&self, position: usize) -> u64 {
+        EPOCH_NS + self.step * STEP_NS + self.nodes[position].clock_offset_ns
+    }
+
+    /// (Re)starts a node from what its disks hold.
+    fn start_node(&mut self, position: usize) {
+        let canary = self.config.canary;
+        let node_id = self.nodes[position].id;
+        for plan in &self.streams {
+            if !plan.voters.contains(&node_id) {
+                continue;
+            }
+            let shard = &mut self.nodes[position].shards[plan.shard];
+            let durable = shard.disk.entry(plan.group).or_default().clone();
+            let last_index = durable.entries.last().map_or(0, |entry| entry.index);
+            let node = Node::new(
+                Config::new(node_id),
+                Restore {
+                    hard_state: durable.hard_state,
+                    snapshot: None,
+                    entries: durable.entries,
+                    membership: Membership::new(plan.voters.clone()),
+                    acknowledged_index: durable.acknowledged_index.max(last_index),
+                    seed: self.config.seed ^ (plan.group << 8) ^ node_id ^ (self.step << 20),
+                },
+            );
+            shard.raft.remove(plan.group);
+            shard
+                .raft
+                .insert(plan.group, node)
+                .expect("one group per stream");
+            let replica = block_on(Replica::in_memory(plan.config.clone(), canary))
+                .expect("a memory store opens");
+            shard.replicas.insert(plan.group, replica);
+            shard.applied_messages.remove(&plan.group);
+            self.checker.restarted(plan.group, node_id);
+        }
+        self.nodes[position].up = true;
+    }
+
+    fn crash_node(&mut self, position: usize, down_steps: u64) {
+        let node = &mut self.nodes[position];
+        node.up = false;
+        node.restart_at_step = self.step + down_steps;
+        for shard in &mut node.shards {
+            // Not yet durable: lost.
+            shard.flushes.clear();
+            shard.raft = MultiRaft::new();
+            shard.replicas.clear();
+            shard.applied_messages.clear();
+        }
+        let id = node.id;
+        self.note(format!("crash node {id} for {down_steps} steps"));
+    }
+
+    fn restart_node(&mut self, position: usize) {
+        let node_id = self.nodes[position].id;
+        // A corrupt entry found at restart: the log is cut before it, at
+        // most one damaged replica per group.
+        if self.random.chance(0.3) {
+            let candidates: Vec<(usize, GroupId)> = self
+                .streams
+                .iter()
+                .filter(|plan| plan.voters.contains(&node_id) && plan.voters.len() > 1)
+                .filter(|plan| !self.damaged.contains_key(&plan.group))
+                .map(|plan| (plan.shard, plan.group))
+                .collect();
+            if !candidates.is_empty() {
+                let (shard, group) =
+                    candidates[self.random.below(candidates.len() as u64) as usize];
+                let disk = self.nodes[position].shards[shard]
+                    .disk
+                    .get_mut(&group)
+                    .expect("voters have disks");
+                if !disk.entries.is_empty() {
+                    let last = disk.entries.last().expect("not empty").index;
+                    let keep = self.random.below(disk.entries.len() as u64) as usize;
+                    disk.entries.truncate(keep);
+                    disk.acknowledged_index = disk.acknowledged_index.max(last);
+                    self.damaged.insert(group, node_id);
+                    self.note(format!(
+                        "node {node_id} group {group}: corrupt entry {} found, log cut (was {last})",
+                        keep + 1
+                    ));
+                }
+            }
+        }
+        self.start_node(position);
+        self.note(format!("restart node {node_id}"));
+    }
+
+    fn safety(&mut self) {
+        while self.step < self.config.safety_steps {
+            self.faults();
+            self.one_step(true, true);
+        }
+    }
+
+    fn liveness(&mut self) {
+        self.cut.clear();
+        self.loss = 0.0;
+        self.duplication = 0.0;
+        for position in 0..self.nodes.len() {
+            if !self.nodes[position].up {
+                self.restart_node(position);
+            }
+        }
+        self.note("heal: every node up, no partition, no loss".to_string());
+        // Publishes go on until every stream took one, then stop so the
+        // replicas can be seen to catch up.
+        let end = self.step + self.config.liveness_steps;
+        while self.step < end && !self.every_stream_acked_since_heal() {
+            self.one_step(false, true);
+        }
+        while self.step < end && !self.all_caught_up() {
+            self.one_step(false, false);
+        }
+        self.final_checks();
+    }
+
+    fn faults(&mut self) {
+        if self.step >= self.heal_at_step && !self.cut.is_empty() {
+            self.cut.clear();
+            self.note("partition healed".to_string());
+        }
+        for position in 0..self.nodes.len() {
+            if !self.nodes[position].up && self.step >= self.nodes[position].restart_at_step {
+                self.restart_node(position);
+            }
+        }
+        let up = self.nodes.iter().filter(|node| node.up).count();
+        if self.random.chance(0.004) && up > self.nodes.len() / 2 + 1 {
+            // Prefer a leader: that is where unreplicated acks would hide.
+            let position = self
+                .leader_position()
+                .unwrap_or_else(|| self.random.below(self.nodes.len() as u64) as usize);
+            if self.nodes[position].up {
+                let down = self.random.between(10, 200);
+                self.crash_node(position, down);
+            }
+        }
+        if self.cut.is_empty() && self.random.chance(0.006) {
+            self.partition();
+        }
+        if self.random.chance(0.004) {
+            self.transfer_leader();
+        }
+    }
+
+    /// The node leading the most streams now.
+    fn leader_position(&mut self) -> Option<usize> {
+        let mut leaders = Vec::new();
+        for (position, node) in self.nodes.iter().enumerate() {
+            for shard in &node.shards {
+                for (group, node_raft) in shard.raft.groups() {
+                    if shard.replicas[&group].is_leading(node_raft) {
+                        leaders.push(position);
+                    }
+                }
+            }
+        }
+        if leaders.is_empty() {
+            return None;
+        }
+        Some(leaders[self.random.below(leaders.len() as u64) as usize])
+    }
+
+    fn partition(&mut self) {
+        let ids: Vec<NodeId> = self.nodes.iter().map(|node| node.id).collect();
+        let kind = self.random.below(3);
+        let mut side: Vec<NodeId> = Vec::new();
+        let lonely = ids[self.random.below(ids.len() as u64) as usize];
+        match kind {
+            0 => side.push(lonely),
+            _ => {
+                for &id in &ids {
+                    if self.random.chance(0.4) {
+                        side.push(id);
+                    }
+                }
+            }
+        }
+        for &a in &side {
+            for &b in &ids {
+                if side.contains(&b) {
+                    continue;
+                }
+                self.cut.insert((b, a));
+                if kind != 2 {
+                    self.cut.insert((a, b));
+                }
+            }
+        }
+        self.heal_at_step = self.step + self.random.between(30, 300);
+        let how = ["isolated", "split", "one-way"][kind as usize];
+        let heal = self.heal_at_step;
+        self.note(format!("partition {how} {side:?} until {heal}"));
+    }
+
+    fn transfer_leader(&mut self) {
+        let plan = self.random.below(self.streams.len() as u64) as usize;
+        let (group, shard, voters) = {
+            let plan = &self.streams[plan];
+            (plan.group, plan.shard, plan.voters.clone())
+        };
+        if voters.len() < 2 {
+            return;
+        }
+        let target = voters[self.random.below(voters.len() as u64) as usize];
+        for node in &mut self.nodes {
+            if !node.up {
+                continue;
+            }
+            let Some(raft) = node.shards[shard].raft.node_mut(group) else {
+                continue;
+            };
+            if raft.role() == tern_raft::Role::Leader && raft.id() != target {
+                raft.transfer_leadership(target);
+                let from = node.id;
+                self.note(format!(
+                    "group {group}: leader {from} transfers to {target}"
+                ));
+                return;
+            }
+        }
+    }
+
+    fn one_step(&mut self, safety: bool, publishing: bool) {
+        self.deliver();
+        for node in &mut self.nodes {
+            if node.up {
+                for shard in &mut node.shards {
+                    shard.raft.tick();
+                }
+            }
+        }
+        for _ in 0..2 {
+            if publishing && self.random.chance(0.6) {
+                self.publish(safety);
+            }
+        }
+        let step = self.step;
+        for position in 0..self.nodes.len() {
+            if !self.nodes[position].up {
+                continue;
+            }
+            let now_ns = self.now_ns(position);
+            for shard in 0..SHARDS {
+                let mut answers = Vec::new();
+                {
+                    let shard = &mut self.nodes[position].shards[shard];
+                    let groups: Vec<GroupId> = shard.replicas.keys().copied().collect();
+                    for group in groups {
+                        let replica = shard.replicas.get_mut(&group).expect("listed");
+                        let node = shard.raft.node_mut(group).expect("runs");
+                        block_on(replica.follow_leadership(node, now_ns, &mut answers))
+                            .expect("memory stores do not fail");
+                        if step % 5 == 0 {
+                            block_on(replica.expire(node, now_ns))
+                                .expect("memory stores do not fail");
+                        }
+                    }
+                }
+                self.drive(position, shard, &mut answers);
+                self.answer(answers, safety);
+            }
+        }
+        self.step += 1;
+    }
+
+    /// Persists, sends and applies on one shard until it has nothing more
+    /// for this step.
+    fn drive(&mut self, position: usize, shard_index: usize, answers: &mut Vec<Answer>) {
+        let step = self.step;
+        for _round in 0..4 {
+            let mut durable_now = Vec::new();
+            {
+                let shard = &mut self.nodes[position].shards[shard_index];
+                while shard
+                    .flushes
+                    .front()
+                    .is_some_and(|pending| pending.durable_at_step <= step)
+                {
+                    let pending = shard.flushes.pop_front().expect("front exists");
+                    for write in &pending.flush.writes {
+                        write_durably(shard.disk.entry(write.group).or_default(), write);
+                        if let Some(replica) = shard.replicas.get_mut(&write.group) {
+                            replica.persisted(&write.entries, answers);
+                        }
+                    }
+                    durable_now.push(pending.flush.number);
+                }
+            }
+            let mut work = !durable_now.is_empty();
+            let durable = {
+                let shard = &mut self.nodes[position].shards[shard_index];
+                match durable_now.last() {
+                    Some(&number) => shard.raft.flushed(number),
+                    None => shard.raft.finish(),
+                }
+            };
+            work |= !durable.committed.is_empty();
+            self.apply(position, shard_index, durable, answers);
+            let latency = if self.random.chance(0.02) {
+                self.random.between(5, 30)
+            } else {
+                self.random.between(0, 2)
+            };
+            let shard = &mut self.nodes[position].shards[shard_index];
+            if let Some(flush) = shard.raft.take_flush() {
+                work = true;
+                let earlier = shard.flushes.back().map_or(0, |last| last.durable_at_step);
+                shard.flushes.push_back(PendingFlush {
+                    flush,
+                    durable_at_step: (step + latency).max(earlier),
+                });
+            }
+            let outgoing: Vec<_> = shard.raft.take_outgoing().collect();
+            work |= !outgoing.is_empty();
+            let from = self.nodes[position].id;
+            for batch in outgoing {
+                for (group, envelope) in batch.messages {
+                    self.send(from, batch.to, shard_index, group, &envelope.message);
+                }
+            }
+            if !work {
+                break;
+            }
+        }
+    }
+
+    fn apply(
+        &mut self,
+        position: usize,
+        shard_index: usize,
+        durable: Durable,
+        answers: &mut Vec<Answer>,
+    ) {
+        assert!(
+            durable.snapshots.is_empty(),
+            "the simulator never compacts, so no snapshot is installed"
+        );
+        let node_id = self.nodes[position].id;
+        for (group, entries) in durable.committed {
+            for entry in entries {
+                let message = match &entry.kind {
+                    EntryKind::Normal(data) => match Operation::decode(data) {
+                        Ok(Operation::Message {
+                            sequence, payload, ..
+                        }) => Some((sequence, payload)),
+                        _ => None,
+                    },
+                    _ => None,
+                };
+                let index = entry.index;
+                let shard = &mut self.nodes[position].shards[shard_index];
+                let replica = shard.replicas.get_mut(&group).expect("runs");
+                block_on(replica.apply(entry, answers)).expect("memory stores do not fail");
+                let digest = (index % DIGEST_EVERY == 0).then(|| digest(replica));
+                if let Some((sequence, payload)) = message {
+                    shard
+                        .applied_messages
+                        .entry(group)
+                        .or_default()
+                        .insert(sequence, payload.clone());
+                    self.checker
+                        .applied_message(group, node_id, sequence, &payload);
+                }
+                if let Some(digest) = digest {
+                    self.checker.contents_at(group, node_id, index, digest);
+                }
+            }
+            if self.damaged.get(&group) == Some(&node_id) {
+                let shard = &self.nodes[position].shards[shard_index];
+                if shard
+                    .raft
+                    .node(group)
+                    .is_some_and(|node| !node.is_damaged())
+                {
+                    self.damaged.remove(&group);
+                }
+            }
+        }
+    }
+
+    fn send(
+        &mut self,
+        from: NodeId,
+        to: NodeId,
+        shard: usize,
+        group: GroupId,
+        message: &tern_raft::Message,
+    ) {
+        if self.random.chance(self.loss) {
+            return;
+        }
+        let mut buffer = BytesMut::new();
+        wire::encode(message, &mut buffer);
+        let bytes = buffer.freeze();
+        let copies = if self.random.chance(self.duplication) {
+            2
+        } else {
+            1
+        };
+        for _ in 0..copies {
+            let at = self.step + self.random.between(1, self.delay_steps_max);
+            self.packets_sent += 1;
+            self.packets.insert(
+                (at, self.packets_sent),
+                Packet {
+                    from,
+                    to,
+                    shard,
+                    group,
+                    bytes: bytes.clone(),
+                },
+            );
+        }
+    }
+
+    fn deliver(&mut self) {
+        let limits = DecodeLimits::default();
+        while let Some(entry) = self.packets.first_entry() {
+            if entry.key().0 > self.step {
+                break;
+            }
+            let packet = entry.remove();
+            if self.cut.contains(&(packet.from, packet.to)) {
+                continue;
+            }
+            let Some(node) = self.nodes.iter_mut().find(|node| node.id == packet.to) else {
+                continue;
+            };
+            if !node.up {
+                continue;
+            }
+            let message = wire::decode(&packet.bytes, &limits).expect("the codec round-trips");
+            node.shards[packet.shard].raft.step(
+                packet.group,
+                tern_raft::Envelope {
+                    from: packet.from,
+                    to: packet.to,
+                    message,
+                },
+            );
+        }
+    }
+
+    /// A client publishes to one stream, at the replica it believes leads.
+    fn publish(&mut self, safety: bool) {
+        let plan = self.random.below(self.streams.len() as u64) as usize;
+        let (group, shard, voters) = {
+            let plan = &self.streams[plan];
+            (plan.group, plan.shard, plan.voters.clone())
+        };
+        // Usually the leader (clients learn it), sometimes any replica.
+        let mut target = voters[self.random.below(voters.len() as u64) as usize];
+        if self.random.chance(0.85) {
+            for node in &self.nodes {
+                if !node.up || !voters.contains(&node.id) {
+                    continue;
+                }
+                let shard = &node.shards[shard];
+                if let Some(raft) = shard.raft.node(group) {
+                    if shard.replicas[&group].is_leading(raft) {
+                        target = node.id;
+                    }
+                }
+            }
+        }
+        let position = (target - 1) as usize;
+        if !self.nodes[position].up {
+            return;
+        }
+        let resend = safety && !self.sent_with_id.is_empty() && self.random.chance(0.05);
+        let (subject, headers, payload) = if resend {
+            let pick = self.random.below(self.sent_with_id.len() as u64) as usize;
+            let sent = &self.sent_with_id[pick];
+            if sent.group != group {
+                return;
+            }
+            (
+                sent.subject.clone(),
+                sent.headers.clone(),
+                sent.payload.clone(),
+            )
+        } else {
+            self.next_payload += 1;
+            let number = self.next_payload;
+            let name = &self.streams[plan].name;
+            let subject = Bytes::from(format!("{name}.{}", number % 3));
+            let payload = Bytes::from(format!("p{number}"));
+            let headers = if self.random.chance(0.2) {
+                let block = format!("NATS/1.0\r\nNats-Msg-Id: id{number}\r\n\r\n");
+                self.sent_with_id.push(Sent {
+                    group,
+                    subject: subject.clone(),
+                    headers: block.clone().into_bytes(),
+                    payload: payload.clone(),
+                });
+                if self.sent_with_id.len() > 64 {
+                    self.sent_with_id.remove(0);
+                }
+                block.into_bytes()
+            } else {
+                Vec::new()
+            };
+            (subject, headers, payload)
+        };
+        self.next_payload += 1;
+        let reply = Bytes::from(format!("_INBOX.{}", self.next_payload));
+        let floor = self.checker.publish_floor(group);
+        self.pending.insert(
+            reply.clone(),
+            Pending {
+                group,
+                payload: payload.clone(),
+                floor,
+            },
+        );
+        let now_ns = self.now_ns(position);
+        let shard = &mut self.nodes[position].shards[shard];
+        let replica = shard.replicas.get_mut(&group).expect("voters run replicas");
+        let node = shard.raft.node_mut(group).expect("voters run nodes");
+        let mut answers = Vec::new();
+        replica.publish(
+            node,
+            PendingMessage::new(&subject, &headers, &payload),
+            reply,
+            now_ns,
+            &mut answers,
+        );
+        self.answer(answers, safety);
+    }
+
+    fn answer(&mut self, answers: Vec<Answer>, safety: bool) {
+        for answer in answers {
+            match answer {
+                Answer::PubAck {
+                    reply,
+                    sequence,
+                    duplicate,
+                } => {
+                    let Some(pending) = self.pending.remove(&reply) else {
+                        continue;
+                    };
+                    self.checker.acknowledged(
+                        pending.group,
+                        sequence,
+                        &pending.payload,
+                        pending.floor,
+                        duplicate,
+                    );
+                    if !safety {
+                        *self.live_acks.entry(pending.group).or_default() += 1;
+                    }
+                }
+                Answer::Failed { reply, .. } => {
+                    self.pending.remove(&reply);
+                }
+            }
+        }
+    }
+
+    fn every_stream_acked_since_heal(&self) -> bool {
+        self.streams
+            .iter()
+            .all(|plan| self.live_acks.get(&plan.group).copied().unwrap_or(0) > 0)
+    }
+
+    /// Every replica of every stream applied all of its log, the same.
+    fn all_caught_up(&self) -> bool {
+        self.streams.iter().all(|plan| {
+            let applied: Vec<(u64, u64)> = plan
+                .voters
+                .iter()
+                .map(|&id| {
+                    let shard = &self.nodes[(id - 1) as usize].shards[plan.shard];
+                    let node = shard.raft.node(plan.group).expect("runs");
+                    (
+                        shard.replicas[&plan.group].applied_index(),
+                        node.last_index(),
+                    )
+                })
+                .collect();
+            applied.windows(2).all(|pair| pair[0] == pair[1])
+                && applied.iter().all(|(applied, last)| applied == last)
+        })
+    }
+
+    fn final_checks(&mut self) {
+        for plan_position in 0..self.streams.len() {
+            let (group, shard, voters, keeps_everything) = {
+                let plan = &self.streams[plan_position];
+                (
+                    plan.group,
+                    plan.shard,
+                    plan.voters.clone(),
+                    plan.keeps_everything,
+                )
+            };
+            if self.live_acks.get(&group).copied().unwrap_or(0) == 0 {
+                self.checker
+                    .not_live(group, "no publish acknowledged after heal".to_string());
+            }
+            let mut applied = Vec::new();
+            let mut leader = None;
+            for &id in &voters {
+                let shard = &self.nodes[(id - 1) as usize].shards[shard];
+                let node = shard.raft.node(group).expect("runs");
+                let replica = &shard.replicas[&group];
+                applied.push(replica.applied_index());
+                if replica.is_leading(node) {
+                    leader = Some(id);
+                }
+            }
+            if applied.windows(2).any(|pair| pair[0] != pair[1]) {
+                self.checker
+                    .not_live(group, format!("replicas applied {applied:?} after heal"));
+                continue;
+            }
+            let Some(leader) = leader else {
+                self.checker
+                    .not_live(group, "no leader after heal".to_string());
+                continue;
+            };
+            let mut contents = Vec::new();
+            for &id in &voters {
+                let shard = &self.nodes[(id - 1) as usize].shards[shard];
+                let messages = shard
+                    .applied_messages
+                    .get(&group)
+                    .cloned()
+                    .unwrap_or_default();
+                self.checker.check_replica_complete(group, id, &messages);
+                contents.push(digest(&shard.replicas[&group]));
+            }
+            if contents.windows(2).any(|pair| pair[0] != pair[1]) {
+                self.checker
+                    .contents_at(group, voters[0], u64::MAX, contents[0]);
+                for (&id, &digest) in voters.iter().zip(&contents).skip(1) {
+                    self.checker.contents_at(group, id, u64::MAX, digest);
+                }
+            }
+            if keeps_everything {
+                let acked: Vec<(u64, Bytes)> = self
+                    .checker
+                    .acked(group)
+                    .map(|(sequence, payload)| (sequence, payload.clone()))
+                    .collect();
+                let replica = &self.nodes[(leader - 1) as usize].shards[shard].replicas[&group];
+                let mut failures = Vec::new();
+                for (sequence, payload) in acked {
+                    let found = block_on(replica.payload(sequence)).expect("memory stores read");
+                    if found.as_deref() != Some(&payload[..]) {
+                        failures.push((sequence, found));
+                    }
+                }
+                for (sequence, found) in failures.into_iter().take(3) {
+                    self.checker.read_back_failed(group, sequence, found);
+                }
+            }
+        }
+    }
+}
+
+/// Applies one group's write to its durable copy: hard state, truncation,
+/// entries, in that order.
+fn write_durably(durable: &mut DurableGroup, write: &GroupWrite) {
+    assert!(write.snapshot.is_none(), "the simulator never compacts");
+    if let Some(hard_state) = write.hard_state {
+        durable.hard_state = hard_state;
+    }
+    if let Some(from) = write.truncate_from {
+        durable.entries.retain(|entry| entry.index < from);
+    }
+    for entry in &write.entries {
+        let expected = durable.entries.last().map_or(1, |last| last.index + 1);
+        assert_eq!(entry.index, expected, "entries persist contiguously");
+        durable.entries.push(entry.clone());
+    }
+    if durable
+        .entries
+        .last()
+        .is_some_and(|last| last.index >= durable.acknowledged_index)
+    {
+        durable.acknowledged_index = 0;
+    }
+}
+
+/// A digest of what a replica stores (sequences, times, subjects).
+fn digest(replica: &Replica) -> u64 {
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    replica.contents().hash(&mut hasher);
+    hasher.finish()
+}
