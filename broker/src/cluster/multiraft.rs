@@ -340,18 +340,31 @@ mod tests {
         for _round in 0..50 {
             let mut mail = Vec::new();
             for (position, shard) in shards.iter_mut().enumerate() {
+                shard.tick();
+                let mut durables = Vec::new();
                 if let Some(flush) = shard.take_flush() {
                     let groups: Vec<GroupId> = flush.writes.iter().map(|w| w.group).collect();
                     let mut unique = groups.clone();
                     unique.dedup();
                     assert_eq!(groups, unique, "one write per group per flush");
-                    // Not durable yet: nothing committed may come out.
+                    // Not durable yet: nothing it writes may be applied.
                     let early = shard.finish();
-                    assert!(
-                        early.committed.is_empty(),
-                        "shard {position}: applied before its flush"
-                    );
-                    let durable = shard.flushed(flush.number);
+                    for (group, entries) in &early.committed {
+                        for entry in entries {
+                            assert!(
+                                !flush.writes.iter().any(|write| write.group == *group
+                                    && write.entries.iter().any(|e| e.index == entry.index)),
+                                "shard {position}: entry {} applied before its flush",
+                                entry.index
+                            );
+                        }
+                    }
+                    durables.push(early);
+                    durables.push(shard.flushed(flush.number));
+                } else {
+                    durables.push(shard.finish());
+                }
+                for durable in durables {
                     for (group, entries) in durable.committed {
                         for entry in entries {
                             if let tern_raft::EntryKind::Normal(data) = entry.kind {
@@ -359,8 +372,6 @@ mod tests {
                             }
                         }
                     }
-                } else {
-                    let _ = shard.finish();
                 }
                 mail.extend(shard.take_outgoing());
             }
