@@ -15,7 +15,7 @@
 use std::process::ExitCode;
 use std::time::Instant;
 
-use tern_broker::cluster::sim::{self, SimConfig};
+use tern_broker::cluster::sim::{self, Outcome, SimConfig};
 use tern_broker::jetstream::stream::replica::StreamCanary;
 
 /// Violations printed with their trace; later ones get one line.
@@ -86,12 +86,35 @@ fn main() -> ExitCode {
     let mut violations = 0u64;
     let mut acknowledged = 0u64;
     let mut first_violation = None;
-    for seed in options.seed_start..options.seed_start + options.seeds {
-        let config = SimConfig {
-            canary: options.canary,
-            ..SimConfig::new(seed)
-        };
-        let outcome = sim::run(&config);
+    // Seeds are independent: one worker per CPU, reported in seed order.
+    let workers = std::thread::available_parallelism().map_or(1, usize::from) as u64;
+    let outcomes: Vec<Outcome> = std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..workers)
+            .map(|worker| {
+                let canary = options.canary;
+                let (start, seeds) = (options.seed_start, options.seeds);
+                scope.spawn(move || {
+                    (start + worker..start + seeds)
+                        .step_by(workers as usize)
+                        .map(|seed| {
+                            sim::run(&SimConfig {
+                                canary,
+                                ..SimConfig::new(seed)
+                            })
+                        })
+                        .collect::<Vec<Outcome>>()
+                })
+            })
+            .collect();
+        let mut outcomes: Vec<Outcome> = handles
+            .into_iter()
+            .flat_map(|handle| handle.join().expect("a worker does not panic"))
+            .collect();
+        outcomes.sort_by_key(|outcome| outcome.seed);
+        outcomes
+    });
+    for outcome in outcomes {
+        let seed = outcome.seed;
         acknowledged += outcome.acknowledged;
         let Some(violation) = outcome.violations.first() else {
             continue;

@@ -49,7 +49,7 @@ const SHARDS: usize = 2;
 /// Streams per run.
 const STREAMS: usize = 6;
 /// Contents digests are compared at every this many applied indexes.
-const DIGEST_EVERY: u64 = 3;
+const DIGEST_EVERY: u64 = 5;
 /// Events kept for a violation's trace.
 const TRACE_EVENTS: usize = 120;
 
@@ -547,10 +547,8 @@ impl World {
                 }
             }
         }
-        for _ in 0..2 {
-            if publishing && self.random.chance(0.6) {
-                self.publish(safety);
-            }
+        if publishing && self.random.chance(0.7) {
+            self.publish(safety);
         }
         let step = self.step;
         for position in 0..self.nodes.len() {
@@ -1006,4 +1004,54 @@ fn digest(replica: &Replica) -> u64 {
     let mut hasher = std::collections::hash_map::DefaultHasher::new();
     replica.contents().hash(&mut hasher);
     hasher.finish()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn invariants(seeds: std::ops::Range<u64>, canary: Option<StreamCanary>) -> Vec<&'static str> {
+        seeds
+            .flat_map(|seed| {
+                let outcome = run(&SimConfig {
+                    canary,
+                    ..SimConfig::new(seed)
+                });
+                outcome
+                    .violations
+                    .into_iter()
+                    .map(|violation| violation.invariant)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn clean_runs_find_nothing() {
+        assert_eq!(invariants(0..12, None), Vec::<&str>::new());
+    }
+
+    #[test]
+    fn the_checkers_catch_an_ack_before_quorum() {
+        let found = invariants(0..12, Some(StreamCanary::AckBeforeQuorum));
+        assert!(
+            found
+                .iter()
+                .any(|invariant| invariant.starts_with("acknowledged publish")),
+            "{found:?}"
+        );
+    }
+
+    #[test]
+    fn the_checkers_catch_expiry_from_local_clocks() {
+        let found = invariants(0..12, Some(StreamCanary::LocalExpiry));
+        assert!(found.contains(&"replicas diverged"), "{found:?}");
+    }
+
+    #[test]
+    fn one_seed_is_one_run() {
+        let first = run(&SimConfig::new(7));
+        let second = run(&SimConfig::new(7));
+        assert_eq!(first.trace, second.trace);
+        assert_eq!(first.acknowledged, second.acknowledged);
+    }
 }
