@@ -126,6 +126,9 @@ fn main() -> ExitCode {
             outcome.nodes, violation.invariant, violation.detail
         );
         if violations <= FULL_TRACES {
+            for later in outcome.violations.iter().skip(1) {
+                println!("  and \"{}\": {}", later.invariant, later.detail);
+            }
             for event in &outcome.trace {
                 println!("    {event}");
             }

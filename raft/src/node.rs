@@ -421,6 +421,11 @@ impl Node {
         // (its own vote does not count, see `tally`). Raft dissertation §4.1.
         let removed = !self.membership.contains(id) && self.membership_index <= self.log.committed;
         if removed || self.damaged_until > 0 {
+            // It may not campaign, but its timeout passed without a word
+            // from the leader: the lease is over, so a candidate's vote
+            // request is heard (else a node added while it did not know,
+            // or a damaged one, could keep refusing every election).
+            self.leader = None;
             self.reset_election_timeout();
             return;
         }
@@ -1524,6 +1529,61 @@ mod tests {
             assert!(persist(&mut quiet).is_empty());
         }
         assert_eq!(quiet.role(), Role::Follower);
+    }
+
+    /// Found by the cluster simulator: a node outside its configuration
+    /// (added by an entry it has not received) heard from a leader once,
+    /// then reset its timeout at every expiry without forgetting that
+    /// leader, so its lease never ended and it ignored the real votes of
+    /// the candidates that needed it (a group of four with a damaged
+    /// voter stayed leaderless after every fault healed).
+    #[test]
+    fn a_node_that_may_not_campaign_still_ends_its_lease() {
+        let mut outsider = node(
+            4,
+            |_| {},
+            Restore {
+                hard_state: HardState {
+                    term: 1,
+                    vote: None,
+                },
+                membership: Membership::new(vec![1, 2, 3]),
+                seed: 7,
+                ..Restore::default()
+            },
+        );
+        let heartbeat = Message::Append {
+            term: 1,
+            prev_index: 0,
+            prev_term: 0,
+            commit: 0,
+            read_context: 0,
+            entries: Vec::new(),
+        };
+        deliver(&mut outsider, 1, heartbeat);
+        assert_eq!(outsider.leader(), Some(1));
+        let _ = persist(&mut outsider);
+        for _ in 0..2 * outsider.config.election_ticks {
+            outsider.tick();
+            assert!(persist(&mut outsider)
+                .iter()
+                .all(|envelope| !matches!(envelope.message, Message::Vote { .. })));
+        }
+        // Timed out twice without hearing from the leader: a vote of a
+        // later term is heard and granted at any point of its timer now.
+        let vote = Message::Vote {
+            term: 2,
+            last_index: 5,
+            last_term: 1,
+            pre_vote: false,
+            transfer: false,
+        };
+        deliver(&mut outsider, 2, vote);
+        assert_eq!(outsider.term(), 2);
+        assert!(persist(&mut outsider).iter().any(|envelope| matches!(
+            envelope.message,
+            Message::VoteResponse { granted: true, .. }
+        )));
     }
 
     fn install(term: Term, index: Index, snapshot_term: Term) -> Message {

@@ -320,9 +320,8 @@ impl World {
         let canary = self.config.canary;
         let node_id = self.nodes[position].id;
         for plan in &self.streams {
-            if !plan.voters.contains(&node_id) {
-                continue;
-            }
+            // Every node runs every group (those outside its membership
+            // wait to be added), so a membership change needs no set-up.
             let shard = &mut self.nodes[position].shards[plan.shard];
             let durable = shard.disk.entry(plan.group).or_default().clone();
             let last_index = durable.entries.last().map_or(0, |entry| entry.index);
@@ -374,7 +373,7 @@ impl World {
             let candidates: Vec<(usize, GroupId)> = self
                 .streams
                 .iter()
-                .filter(|plan| plan.voters.contains(&node_id) && plan.voters.len() > 1)
+                .filter(|plan| plan.voters.len() > 1)
                 .filter(|plan| !self.damaged.contains_key(&plan.group))
                 .map(|plan| (plan.shard, plan.group))
                 .collect();
@@ -384,7 +383,7 @@ impl World {
                 let disk = self.nodes[position].shards[shard]
                     .disk
                     .get_mut(&group)
-                    .expect("voters have disks");
+                    .expect("every node has every group's disk");
                 if !disk.entries.is_empty() {
                     let last = disk.entries.last().expect("not empty").index;
                     let keep = self.random.below(disk.entries.len() as u64) as usize;
@@ -425,6 +424,8 @@ impl World {
         while self.step < end && !self.every_stream_acked_since_heal() {
             self.one_step(false, true);
         }
+        let acked_at = self.step;
+        self.note(format!("every stream took a publish by step {acked_at}"));
         while self.step < end && !self.all_caught_up() {
             self.one_step(false, false);
         }
@@ -457,6 +458,9 @@ impl World {
         }
         if self.random.chance(0.004) {
             self.transfer_leader();
+        }
+        if self.random.chance(0.003) {
+            self.change_membership();
         }
     }
 
@@ -510,12 +514,59 @@ impl World {
         self.note(format!("partition {how} {side:?} until {heal}"));
     }
 
+    /// A stream's leader (the node whose replica leads) and its voters.
+    fn leadership(&self, plan: usize) -> Option<(NodeId, Vec<NodeId>)> {
+        let plan = &self.streams[plan];
+        self.nodes.iter().filter(|node| node.up).find_map(|node| {
+            let shard = &node.shards[plan.shard];
+            let raft = shard.raft.node(plan.group)?;
+            shard.replicas[&plan.group]
+                .is_leading(raft)
+                .then(|| (node.id, raft.membership().voters.clone()))
+        })
+    }
+
+    /// Adds a voter to a replicated stream or removes one (never below 3),
+    /// through its leader.
+    fn change_membership(&mut self) {
+        let plan = self.random.below(self.streams.len() as u64) as usize;
+        if self.streams[plan].voters.len() < 3 {
+            return;
+        }
+        let Some((leader, voters)) = self.leadership(plan) else {
+            return;
+        };
+        let outsiders: Vec<NodeId> = self
+            .nodes
+            .iter()
+            .map(|node| node.id)
+            .filter(|id| !voters.contains(id))
+            .collect();
+        let change = if voters.len() > 3 && (outsiders.is_empty() || self.random.chance(0.5)) {
+            EntryKind::RemoveVoter(voters[self.random.below(voters.len() as u64) as usize])
+        } else if !outsiders.is_empty() {
+            EntryKind::AddVoter(outsiders[self.random.below(outsiders.len() as u64) as usize])
+        } else {
+            return;
+        };
+        let (group, shard) = (self.streams[plan].group, self.streams[plan].shard);
+        let node = self.nodes[(leader - 1) as usize].shards[shard]
+            .raft
+            .node_mut(group)
+            .expect("the leader runs its group");
+        if node.propose_membership(change.clone()).is_ok() {
+            self.note(format!(
+                "group {group}: leader {leader} proposes {change:?}"
+            ));
+        }
+    }
+
     fn transfer_leader(&mut self) {
         let plan = self.random.below(self.streams.len() as u64) as usize;
-        let (group, shard, voters) = {
-            let plan = &self.streams[plan];
-            (plan.group, plan.shard, plan.voters.clone())
+        let Some((_, voters)) = self.leadership(plan) else {
+            return;
         };
+        let (group, shard) = (self.streams[plan].group, self.streams[plan].shard);
         if voters.len() < 2 {
             return;
         }
@@ -760,15 +811,12 @@ impl World {
     /// A client publishes to one stream, at the replica it believes leads.
     fn publish(&mut self, safety: bool) {
         let plan = self.random.below(self.streams.len() as u64) as usize;
-        let (group, shard, voters) = {
-            let plan = &self.streams[plan];
-            (plan.group, plan.shard, plan.voters.clone())
-        };
-        // Usually the leader (clients learn it), sometimes any replica.
-        let mut target = voters[self.random.below(voters.len() as u64) as usize];
+        let (group, shard) = (self.streams[plan].group, self.streams[plan].shard);
+        // Usually the leader (clients learn it), sometimes any node.
+        let mut target = 1 + self.random.below(self.nodes.len() as u64);
         if self.random.chance(0.85) {
             for node in &self.nodes {
-                if !node.up || !voters.contains(&node.id) {
+                if !node.up {
                     continue;
                 }
                 let shard = &node.shards[shard];
@@ -831,8 +879,14 @@ impl World {
         );
         let now_ns = self.now_ns(position);
         let shard = &mut self.nodes[position].shards[shard];
-        let replica = shard.replicas.get_mut(&group).expect("voters run replicas");
-        let node = shard.raft.node_mut(group).expect("voters run nodes");
+        let replica = shard
+            .replicas
+            .get_mut(&group)
+            .expect("every node runs every group");
+        let node = shard
+            .raft
+            .node_mut(group)
+            .expect("every node runs every group");
         let mut answers = Vec::new();
         replica.publish(
             node,
@@ -881,9 +935,12 @@ impl World {
 
     /// Every replica of every stream applied all of its log, the same.
     fn all_caught_up(&self) -> bool {
-        self.streams.iter().all(|plan| {
-            let applied: Vec<(u64, u64)> = plan
-                .voters
+        (0..self.streams.len()).all(|position| {
+            let plan = &self.streams[position];
+            let Some((_, voters)) = self.leadership(position) else {
+                return false;
+            };
+            let applied: Vec<(u64, u64)> = voters
                 .iter()
                 .map(|&id| {
                     let shard = &self.nodes[(id - 1) as usize].shards[plan.shard];
@@ -901,14 +958,33 @@ impl World {
 
     fn final_checks(&mut self) {
         for plan_position in 0..self.streams.len() {
-            let (group, shard, voters, keeps_everything) = {
+            let (group, shard, keeps_everything) = {
                 let plan = &self.streams[plan_position];
-                (
-                    plan.group,
-                    plan.shard,
-                    plan.voters.clone(),
-                    plan.keeps_everything,
-                )
+                (plan.group, plan.shard, plan.keeps_everything)
+            };
+            let Some((_, voters)) = self.leadership(plan_position) else {
+                let states: Vec<String> = self
+                    .nodes
+                    .iter()
+                    .map(|node| {
+                        let raft = node.shards[shard].raft.node(group).expect("runs");
+                        format!(
+                            "node {}: {:?} term {} commit {} last {} damaged {} voters {:?}",
+                            node.id,
+                            raft.role(),
+                            raft.term(),
+                            raft.commit_index(),
+                            raft.last_index(),
+                            raft.is_damaged(),
+                            raft.membership().voters
+                        )
+                    })
+                    .collect();
+                self.checker.not_live(
+                    group,
+                    format!("no leader after heal ({})", states.join("; ")),
+                );
+                continue;
             };
             if self.live_acks.get(&group).copied().unwrap_or(0) == 0 {
                 self.checker
@@ -916,18 +992,35 @@ impl World {
             }
             let mut applied = Vec::new();
             let mut leader = None;
+            let mut states = Vec::new();
             for &id in &voters {
                 let shard = &self.nodes[(id - 1) as usize].shards[shard];
                 let node = shard.raft.node(group).expect("runs");
                 let replica = &shard.replicas[&group];
                 applied.push(replica.applied_index());
+                states.push(format!(
+                    "node {id}: flushes {:?} waiting {} {:?} term {} commit {} last {} applied {} voters {:?}",
+                    shard.flushes.iter().map(|f| (f.flush.number, f.durable_at_step)).collect::<Vec<_>>(),
+                    shard.raft.is_waiting(),
+                    node.role(),
+                    node.term(),
+                    node.commit_index(),
+                    node.last_index(),
+                    replica.applied_index(),
+                    node.membership().voters
+                ));
                 if replica.is_leading(node) {
                     leader = Some(id);
                 }
             }
             if applied.windows(2).any(|pair| pair[0] != pair[1]) {
-                self.checker
-                    .not_live(group, format!("replicas applied {applied:?} after heal"));
+                self.checker.not_live(
+                    group,
+                    format!(
+                        "replicas applied {applied:?} after heal ({})",
+                        states.join("; ")
+                    ),
+                );
                 continue;
             }
             let Some(leader) = leader else {
