@@ -85,6 +85,7 @@ fn main() -> ExitCode {
     let started = Instant::now();
     let mut violations = 0u64;
     let mut acknowledged = 0u64;
+    let mut counts = std::collections::BTreeMap::new();
     let mut first_violation = None;
     // Seeds are independent: one worker per CPU, reported in seed order.
     let workers = std::thread::available_parallelism().map_or(1, usize::from) as u64;
@@ -116,6 +117,9 @@ fn main() -> ExitCode {
     for outcome in outcomes {
         let seed = outcome.seed;
         acknowledged += outcome.acknowledged;
+        for (what, count) in &outcome.counts {
+            *counts.entry(*what).or_insert(0u64) += count;
+        }
         let Some(violation) = outcome.violations.first() else {
             continue;
         };
@@ -134,7 +138,14 @@ fn main() -> ExitCode {
             }
         }
     }
-    println!("publishes acknowledged in total: {acknowledged}");
+    let counted: Vec<String> = counts
+        .iter()
+        .map(|(what, count)| format!("{what} {count}"))
+        .collect();
+    println!(
+        "in total: publishes acknowledged {acknowledged}, {}",
+        counted.join(", ")
+    );
     if let Some(seed) = first_violation {
         println!("first_violation_seed={seed}");
     }

@@ -195,16 +195,24 @@ impl Checker {
         })
     }
 
-    /// After heal: `node`'s replica must hold every acked message's entry.
+    /// After heal: `node`'s replica must hold every acked message's entry
+    /// (past what a snapshot gave it).
     pub fn check_replica_complete(
         &mut self,
         group: GroupId,
         node: NodeId,
         applied: &BTreeMap<u64, Bytes>,
+        snapshot_through: u64,
     ) {
+        // Up to `snapshot_through` the replica holds what a snapshot held:
+        // what limits removed before it is not there (its contents are
+        // compared with the replica that took it instead).
         let missing: Vec<u64> = self
             .acked(group)
-            .filter(|(sequence, payload)| applied.get(sequence) != Some(payload))
+            .filter(|(sequence, payload)| match applied.get(sequence) {
+                Some(found) => found != *payload,
+                None => *sequence > snapshot_through,
+            })
             .map(|(sequence, _)| sequence)
             .take(5)
             .collect();

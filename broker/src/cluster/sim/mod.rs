@@ -32,11 +32,12 @@ use bytes::{Bytes, BytesMut};
 use futures_lite::future::block_on;
 use tern_raft::sim::random::Random;
 use tern_raft::wire::{self, DecodeLimits};
-use tern_raft::{Config, Entry, EntryKind, HardState, Membership, Node, NodeId, Restore};
+use tern_raft::{Config, Entry, EntryKind, HardState, Membership, Node, NodeId, Restore, Snapshot};
 
 use super::multiraft::{Durable, Flush, GroupId, GroupWrite, MultiRaft};
 use crate::jetstream::entry::{Operation, PendingMessage};
 use crate::jetstream::stream::replica::{Answer, Replica, StreamCanary};
+use crate::jetstream::stream::snapshot::StreamSnapshot;
 use crate::jetstream::stream_config;
 use checker::{Checker, Violation};
 
@@ -52,6 +53,8 @@ const STREAMS: usize = 6;
 const DIGEST_EVERY: u64 = 5;
 /// Events kept for a violation's trace.
 const TRACE_EVENTS: usize = 120;
+/// A replica compacts at most once per this many applied entries.
+const COMPACT_AFTER_ENTRIES: u64 = 40;
 
 #[derive(Clone, Debug)]
 pub struct SimConfig {
@@ -83,6 +86,8 @@ pub struct Outcome {
     /// The last events before the end, for a violation's report.
     pub trace: Vec<String>,
     pub acknowledged: u64,
+    /// Faults and events, counted (crashes, partitions, snapshots, ...).
+    pub counts: BTreeMap<&'static str, u64>,
 }
 
 /// A stream of the run: its group, where its replicas live, its config.
@@ -100,6 +105,8 @@ struct StreamPlan {
 #[derive(Default, Clone)]
 struct DurableGroup {
     hard_state: HardState,
+    /// The last snapshot taken or installed; `entries` follow it.
+    snapshot: Option<Snapshot>,
     entries: Vec<Entry>,
     /// The log end before a corrupt entry cut it (kept until reached).
     acknowledged_index: u64,
@@ -115,6 +122,11 @@ struct Shard {
     replicas: BTreeMap<GroupId, Replica>,
     /// Per group, the messages its replica applied: sequence -> payload.
     applied_messages: BTreeMap<GroupId, BTreeMap<u64, Bytes>>,
+    /// Per group, sequences up to this came from a snapshot (what limits
+    /// removed before it is not in `applied_messages`).
+    snapshot_through: BTreeMap<GroupId, u64>,
+    /// Per group, the voters as of the replica's applied index.
+    applied_voters: BTreeMap<GroupId, Vec<NodeId>>,
     disk: BTreeMap<GroupId, DurableGroup>,
     flushes: VecDeque<PendingFlush>,
 }
@@ -174,6 +186,7 @@ struct World {
     trace: VecDeque<String>,
     /// Acks received in the liveness phase, per group.
     live_acks: BTreeMap<GroupId, u64>,
+    counts: BTreeMap<&'static str, u64>,
 }
 
 pub fn run(config: &SimConfig) -> Outcome {
@@ -199,6 +212,7 @@ pub fn run(config: &SimConfig) -> Outcome {
         violations: std::mem::take(&mut world.checker.violations),
         trace: world.trace.into_iter().collect(),
         acknowledged: world.checker.acked_total,
+        counts: world.counts,
     }
 }
 
@@ -255,6 +269,8 @@ impl World {
                         raft: MultiRaft::new(),
                         replicas: BTreeMap::new(),
                         applied_messages: BTreeMap::new(),
+                        snapshot_through: BTreeMap::new(),
+                        applied_voters: BTreeMap::new(),
                         disk: BTreeMap::new(),
                         flushes: VecDeque::new(),
                     })
@@ -284,6 +300,7 @@ impl World {
             checker: Checker::default(),
             trace: VecDeque::new(),
             live_acks: BTreeMap::new(),
+            counts: BTreeMap::new(),
         };
         for position in 0..world.nodes.len() {
             world.start_node(position);
@@ -302,6 +319,10 @@ impl World {
             layout.join(" ")
         ));
         world
+    }
+
+    fn count(&mut self, what: &'static str) {
+        *self.counts.entry(what).or_default() += 1;
     }
 
     fn note(&mut self, event: String) {
@@ -324,12 +345,12 @@ impl World {
             // wait to be added), so a membership change needs no set-up.
             let shard = &mut self.nodes[position].shards[plan.shard];
             let durable = shard.disk.entry(plan.group).or_default().clone();
-            let last_index = durable.entries.last().map_or(0, |entry| entry.index);
+            let last_index = durable.durable_last();
             let node = Node::new(
                 Config::new(node_id),
                 Restore {
                     hard_state: durable.hard_state,
-                    snapshot: None,
+                    snapshot: durable.snapshot.clone(),
                     entries: durable.entries,
                     membership: Membership::new(plan.voters.clone()),
                     acknowledged_index: durable.acknowledged_index.max(last_index),
@@ -341,11 +362,25 @@ impl World {
                 .raft
                 .insert(plan.group, node)
                 .expect("one group per stream");
-            let replica = block_on(Replica::in_memory(plan.config.clone(), canary))
-                .expect("a memory store opens");
-            shard.replicas.insert(plan.group, replica);
             shard.applied_messages.remove(&plan.group);
+            shard.snapshot_through.remove(&plan.group);
             self.checker.restarted(plan.group, node_id);
+            match &durable.snapshot {
+                Some(snapshot) => install(
+                    shard,
+                    &mut self.checker,
+                    node_id,
+                    plan.group,
+                    snapshot,
+                    canary,
+                ),
+                None => {
+                    let replica = block_on(Replica::in_memory(plan.config.clone(), canary))
+                        .expect("a memory store opens");
+                    shard.replicas.insert(plan.group, replica);
+                    shard.applied_voters.insert(plan.group, plan.voters.clone());
+                }
+            }
         }
         self.nodes[position].up = true;
     }
@@ -360,8 +395,11 @@ impl World {
             shard.raft = MultiRaft::new();
             shard.replicas.clear();
             shard.applied_messages.clear();
+            shard.snapshot_through.clear();
+            shard.applied_voters.clear();
         }
         let id = node.id;
+        self.count("crashes");
         self.note(format!("crash node {id} for {down_steps} steps"));
     }
 
@@ -390,6 +428,7 @@ impl World {
                     disk.entries.truncate(keep);
                     disk.acknowledged_index = disk.acknowledged_index.max(last);
                     self.damaged.insert(group, node_id);
+                    self.count("corrupt entries");
                     self.note(format!(
                         "node {node_id} group {group}: corrupt entry {} found, log cut (was {last})",
                         keep + 1
@@ -509,6 +548,7 @@ impl World {
             }
         }
         self.heal_at_step = self.step + self.random.between(30, 300);
+        self.count("partitions");
         let how = ["isolated", "split", "one-way"][kind as usize];
         let heal = self.heal_at_step;
         self.note(format!("partition {how} {side:?} until {heal}"));
@@ -555,6 +595,7 @@ impl World {
             .node_mut(group)
             .expect("the leader runs its group");
         if node.propose_membership(change.clone()).is_ok() {
+            self.count("membership changes");
             self.note(format!(
                 "group {group}: leader {leader} proposes {change:?}"
             ));
@@ -580,6 +621,7 @@ impl World {
             };
             if raft.role() == tern_raft::Role::Leader && raft.id() != target {
                 raft.transfer_leadership(target);
+                *self.counts.entry("leader transfers").or_default() += 1;
                 let from = node.id;
                 self.note(format!(
                     "group {group}: leader {from} transfers to {target}"
@@ -698,13 +740,34 @@ impl World {
         durable: Durable,
         answers: &mut Vec<Answer>,
     ) {
-        assert!(
-            durable.snapshots.is_empty(),
-            "the simulator never compacts, so no snapshot is installed"
-        );
         let node_id = self.nodes[position].id;
+        let canary = self.config.canary;
+        for (group, snapshot) in durable.snapshots {
+            let shard = &mut self.nodes[position].shards[shard_index];
+            self.checker.restarted(group, node_id);
+            install(shard, &mut self.checker, node_id, group, &snapshot, canary);
+            self.count("snapshots installed");
+            self.note(format!(
+                "node {node_id} group {group}: installs the snapshot at {}",
+                snapshot.index
+            ));
+        }
         for (group, entries) in durable.committed {
             for entry in entries {
+                {
+                    let voters = self.nodes[position].shards[shard_index]
+                        .applied_voters
+                        .entry(group)
+                        .or_default();
+                    match entry.kind {
+                        EntryKind::AddVoter(id) if !voters.contains(&id) => {
+                            voters.push(id);
+                            voters.sort_unstable();
+                        }
+                        EntryKind::RemoveVoter(id) => voters.retain(|voter| *voter != id),
+                        _ => {}
+                    }
+                }
                 let message = match &entry.kind {
                     EntryKind::Normal(data) => match Operation::decode(data) {
                         Ok(Operation::Message {
@@ -732,6 +795,7 @@ impl World {
                     self.checker.contents_at(group, node_id, index, digest);
                 }
             }
+            self.maybe_compact(position, shard_index, group);
             if self.damaged.get(&group) == Some(&node_id) {
                 let shard = &self.nodes[position].shards[shard_index];
                 if shard
@@ -743,6 +807,39 @@ impl World {
                 }
             }
         }
+    }
+
+    /// Now and then a replica snapshots what it applied and compacts its
+    /// log up to there (followers that need older entries then get the
+    /// snapshot).
+    fn maybe_compact(&mut self, position: usize, shard_index: usize, group: GroupId) {
+        let chance = self.random.chance(0.2);
+        let node_id = self.nodes[position].id;
+        let shard = &mut self.nodes[position].shards[shard_index];
+        let replica = &shard.replicas[&group];
+        let index = replica.applied_index();
+        let disk = shard.disk.entry(group).or_default();
+        let compacted = disk.snapshot.as_ref().map_or(0, |snapshot| snapshot.index);
+        if !chance || index < compacted + COMPACT_AFTER_ENTRIES || index > disk.durable_last() {
+            return;
+        }
+        let taken = block_on(replica.snapshot()).expect("memory stores read");
+        let snapshot = Snapshot {
+            index,
+            term: taken.applied_term,
+            membership: Membership::new(shard.applied_voters[&group].clone()),
+            data: taken.encode(),
+        };
+        let digest = digest(replica);
+        shard
+            .raft
+            .node_mut(group)
+            .expect("runs")
+            .compact(snapshot.clone());
+        disk.entries.retain(|entry| entry.index > index);
+        disk.snapshot = Some(snapshot);
+        self.checker.contents_at(group, node_id, index, digest);
+        self.count("snapshots taken");
     }
 
     fn send(
@@ -1036,7 +1133,9 @@ impl World {
                     .get(&group)
                     .cloned()
                     .unwrap_or_default();
-                self.checker.check_replica_complete(group, id, &messages);
+                let snapshot_through = shard.snapshot_through.get(&group).copied().unwrap_or(0);
+                self.checker
+                    .check_replica_complete(group, id, &messages, snapshot_through);
                 contents.push(digest(&shard.replicas[&group]));
             }
             if contents.windows(2).any(|pair| pair[0] != pair[1]) {
@@ -1068,18 +1167,61 @@ impl World {
     }
 }
 
-/// Applies one group's write to its durable copy: hard state, truncation,
-/// entries, in that order.
+impl DurableGroup {
+    /// The last durable index (the snapshot's when no entry follows it).
+    fn durable_last(&self) -> u64 {
+        self.entries.last().map_or(
+            self.snapshot.as_ref().map_or(0, |snapshot| snapshot.index),
+            |entry| entry.index,
+        )
+    }
+}
+
+/// A replica from `snapshot` on `shard`: its contents are compared with
+/// the replica that took it, its messages checked like applied ones.
+fn install(
+    shard: &mut Shard,
+    checker: &mut Checker,
+    node_id: NodeId,
+    group: GroupId,
+    snapshot: &Snapshot,
+    canary: Option<StreamCanary>,
+) {
+    let replica =
+        block_on(Replica::from_snapshot(&snapshot.data, canary)).unwrap_or_else(|error| {
+            panic!("group {group}: a snapshot taken does not install: {error}")
+        });
+    assert_eq!(replica.applied_index(), snapshot.index);
+    let taken = StreamSnapshot::decode(&snapshot.data).expect("installed above");
+    let mut messages = BTreeMap::new();
+    for message in &taken.messages {
+        checker.applied_message(group, node_id, message.sequence, &message.payload);
+        messages.insert(message.sequence, message.payload.clone());
+    }
+    checker.contents_at(group, node_id, snapshot.index, digest(&replica));
+    shard.applied_messages.insert(group, messages);
+    shard.snapshot_through.insert(group, taken.last_sequence);
+    shard
+        .applied_voters
+        .insert(group, snapshot.membership.voters.clone());
+    shard.replicas.insert(group, replica);
+}
+
+/// Applies one group's write to its durable copy: hard state, snapshot,
+/// truncation, entries, in that order.
 fn write_durably(durable: &mut DurableGroup, write: &GroupWrite) {
-    assert!(write.snapshot.is_none(), "the simulator never compacts");
     if let Some(hard_state) = write.hard_state {
         durable.hard_state = hard_state;
+    }
+    if let Some(snapshot) = &write.snapshot {
+        durable.entries.clear();
+        durable.snapshot = Some(snapshot.clone());
     }
     if let Some(from) = write.truncate_from {
         durable.entries.retain(|entry| entry.index < from);
     }
     for entry in &write.entries {
-        let expected = durable.entries.last().map_or(1, |last| last.index + 1);
+        let expected = durable.durable_last() + 1;
         assert_eq!(entry.index, expected, "entries persist contiguously");
         durable.entries.push(entry.clone());
     }

@@ -1745,3 +1745,4 @@ use leader::{Ingested, Leader, Owed, OwedReply};
 mod state;
 use state::{Applied, ReplicatedState};
 pub mod replica;
+pub mod snapshot;

@@ -14,12 +14,13 @@ use std::rc::Rc;
 
 use bytes::Bytes;
 use tern_raft::{Entry, EntryKind, Node, Role};
-use tern_storage::block_store::{Manifest, MemoryFiles, StoreError, StreamLog};
+use tern_storage::block_store::{Manifest, MemoryFiles, NewMessage, StoreError, StreamLog};
 
 use super::super::entry::{Operation, PendingMessage};
 use super::super::error::ApiError;
 use super::super::stream_config::StreamConfig;
 use super::leader::{Ingested, Leader, Owed};
+use super::snapshot::{SnapshotError, SnapshotMessage, StreamSnapshot};
 use super::state::{Applied, ReplicatedState};
 use super::{memory_message_bytes, Store};
 
@@ -52,6 +53,17 @@ pub struct StoredSummary {
     pub sequence: u64,
     pub timestamp_ns: u64,
     pub subject: Bytes,
+}
+
+/// Why a snapshot could not be installed.
+#[derive(Debug, thiserror::Error)]
+pub enum InstallError {
+    #[error(transparent)]
+    Snapshot(#[from] SnapshotError),
+    #[error("stream snapshot: its config does not decode: {0}")]
+    Config(String),
+    #[error(transparent)]
+    Store(#[from] StoreError),
 }
 
 pub struct Replica {
@@ -95,6 +107,80 @@ impl Replica {
             office_term: None,
             canary,
         })
+    }
+
+    /// What this replica holds at its applied index, for followers that
+    /// need what the log no longer has.
+    pub async fn snapshot(&self) -> Result<StreamSnapshot, StoreError> {
+        let mut messages = Vec::new();
+        let mut from = 0;
+        while let Some(sequence) =
+            with_store!(&self.state.store, log => log.next_matching(from, |_| true))
+        {
+            if let Some(message) = with_store!(&self.state.store, log => log.get(sequence).await)? {
+                messages.push(SnapshotMessage {
+                    sequence,
+                    timestamp_ns: message.timestamp_ns,
+                    subject: Bytes::from(message.subject),
+                    headers: Bytes::from(message.headers),
+                    payload: Bytes::from(message.payload),
+                });
+            }
+            from = sequence + 1;
+        }
+        Ok(StreamSnapshot {
+            applied_index: self.state.applied_index,
+            applied_term: self.state.applied_term,
+            stored_last_unix_ns: self.state.stored_last_unix_ns,
+            last_sequence: with_store!(&self.state.store, log => log.last_sequence()),
+            config_json: Bytes::from(self.state.config.to_stored_json()),
+            messages,
+        })
+    }
+
+    /// A replica holding what `data` (a [`StreamSnapshot`]) says, on a new
+    /// memory store. Replies this replica owed are the caller's to fail.
+    pub async fn from_snapshot(
+        data: &Bytes,
+        canary: Option<StreamCanary>,
+    ) -> Result<Replica, InstallError> {
+        let snapshot = StreamSnapshot::decode(data)?;
+        let config =
+            StreamConfig::from_stored_json(&snapshot.config_json).map_err(InstallError::Config)?;
+        let mut replica = Replica::in_memory(config, canary).await?;
+        let state = &mut replica.state;
+        for message in &snapshot.messages {
+            with_store!(&mut state.store, log => log.append(NewMessage {
+                sequence: message.sequence,
+                timestamp_ns: message.timestamp_ns,
+                subject: &message.subject,
+                headers: &message.headers,
+                payload: &message.payload,
+            }).await)?;
+        }
+        let stored_last = with_store!(&state.store, log => log.last_sequence());
+        if snapshot.last_sequence > stored_last {
+            // Trailing sequences were used and removed: one placeholder
+            // carries the last sequence, then goes.
+            with_store!(&mut state.store, log => log.append(NewMessage {
+                sequence: snapshot.last_sequence,
+                timestamp_ns: snapshot.stored_last_unix_ns,
+                subject: b"",
+                headers: b"",
+                payload: b"",
+            }).await)?;
+            with_store!(&mut state.store, log => log.delete(snapshot.last_sequence));
+        }
+        let first = snapshot
+            .messages
+            .first()
+            .map_or(snapshot.last_sequence + 1, |message| message.sequence);
+        with_store!(&mut state.store, log => log.purge_below(first).await)?;
+        state.stored_last_unix_ns = snapshot.stored_last_unix_ns;
+        state.applied_index = snapshot.applied_index;
+        state.applied_term = snapshot.applied_term;
+        state.rebuild_expiry().await?;
+        Ok(replica)
     }
 
     pub fn name(&self) -> &str {
