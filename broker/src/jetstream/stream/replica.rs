@@ -438,3 +438,108 @@ fn fail(owed: Owed, error: &ApiError, answers: &mut Vec<Answer>) {
         Owed::Purge { .. } | Owed::Delete { .. } | Owed::Update { .. } | Owed::Consumer(_) => {}
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use futures_lite::future::block_on;
+    use tern_raft::{Config, Membership, Restore};
+
+    use super::super::super::stream_config;
+    use super::*;
+
+    fn leader_node() -> Node {
+        let mut node = Node::new(
+            Config::new(1),
+            Restore {
+                membership: Membership::new(vec![1]),
+                seed: 1,
+                ..Restore::default()
+            },
+        );
+        node.campaign_now();
+        node
+    }
+
+    /// Drives the single voter until everything proposed applied.
+    fn settle(node: &mut Node, replica: &mut Replica, answers: &mut Vec<Answer>) {
+        while node.has_ready() {
+            let ready = node.ready();
+            node.advance(ready.number);
+            for entry in ready.committed {
+                block_on(replica.apply(entry, answers)).expect("memory store");
+            }
+        }
+    }
+
+    /// A snapshot holds what the replica holds: installed elsewhere it
+    /// gives the same contents, payloads, applied index and last sequence
+    /// (with the last messages deleted), and the new replica leads on
+    /// from there with the next sequence.
+    #[test]
+    fn a_snapshot_installs_the_same_stream() {
+        let config = stream_config::parse(
+            "S",
+            br#"{"name":"S","subjects":["s.>"],"storage":"memory","max_msgs_per_subject":2}"#,
+            true,
+        )
+        .expect("valid");
+        let mut node = leader_node();
+        let mut replica = block_on(Replica::in_memory(config, None)).expect("opens");
+        let mut answers = Vec::new();
+        settle(&mut node, &mut replica, &mut answers);
+        block_on(replica.follow_leadership(&node, 1_000, &mut answers)).expect("memory");
+        assert!(replica.is_leading(&node));
+        for (number, subject) in ["s.a", "s.b", "s.a", "s.a", "s.c"].iter().enumerate() {
+            let message =
+                PendingMessage::new(subject.as_bytes(), b"", format!("m{number}").as_bytes());
+            replica.publish(
+                &mut node,
+                message,
+                Bytes::from("reply"),
+                2_000,
+                &mut answers,
+            );
+            settle(&mut node, &mut replica, &mut answers);
+        }
+        let delete = Operation::Delete {
+            sequence: 5,
+            erase: false,
+        };
+        node.propose(delete.encode()).expect("leads");
+        settle(&mut node, &mut replica, &mut answers);
+        let sequences: Vec<u64> = answers
+            .iter()
+            .filter_map(|answer| match answer {
+                Answer::PubAck { sequence, .. } => Some(*sequence),
+                Answer::Failed { error, .. } => panic!("refused: {error:?}"),
+            })
+            .collect();
+        assert_eq!(sequences, [1, 2, 3, 4, 5]);
+        let snapshot = block_on(replica.snapshot()).expect("reads");
+        assert_eq!(snapshot.last_sequence, 5, "the deleted last still counts");
+        let installed =
+            block_on(Replica::from_snapshot(&snapshot.encode(), None)).expect("installs");
+        assert_eq!(installed.applied_index(), replica.applied_index());
+        assert_eq!(installed.contents(), replica.contents());
+        assert_eq!(
+            installed
+                .contents()
+                .iter()
+                .map(|m| m.sequence)
+                .collect::<Vec<_>>(),
+            [2, 3, 4],
+            "s.a keeps two, 5 deleted"
+        );
+        for sequence in 2..=4 {
+            assert_eq!(
+                block_on(installed.payload(sequence)).expect("reads"),
+                block_on(replica.payload(sequence)).expect("reads")
+            );
+        }
+        let again = block_on(installed.snapshot()).expect("reads");
+        assert_eq!(
+            again, snapshot,
+            "a snapshot of the installed replica is the same"
+        );
+    }
+}
