@@ -509,8 +509,8 @@ mod tests {
         settle(&mut node, &mut replica, &mut answers);
         let sequences: Vec<u64> = answers
             .iter()
-            .filter_map(|answer| match answer {
-                Answer::PubAck { sequence, .. } => Some(*sequence),
+            .map(|answer| match answer {
+                Answer::PubAck { sequence, .. } => *sequence,
                 Answer::Failed { error, .. } => panic!("refused: {error:?}"),
             })
             .collect();
