@@ -9,7 +9,6 @@
 //! its term (the new leader's no-op included): until then the last
 //! sequence is unknown, and a publish is refused with nats-server's 10009.
 
-use std::collections::BTreeMap;
 use std::rc::Rc;
 
 use bytes::Bytes;
@@ -89,16 +88,7 @@ impl Replica {
             ..tern_storage::block_store::StreamConfig::default()
         };
         let (log, _) = StreamLog::open(MemoryFiles::new(), store_config, &Manifest::new(1)).await?;
-        let mut state = ReplicatedState {
-            store: Store::Memory(log),
-            config: Rc::new(config),
-            expiry: None,
-            consumers: BTreeMap::new(),
-            stored_last_unix_ns: 0,
-            applied_index: 0,
-            applied_term: 0,
-            applied_bytes_since_checkpoint: 0,
-        };
+        let mut state = ReplicatedState::new(Store::Memory(log), Rc::new(config));
         state.rebuild_expiry().await?;
         Ok(Replica {
             name: state.config.name.clone(),

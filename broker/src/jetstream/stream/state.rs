@@ -57,6 +57,20 @@ pub(super) enum Applied {
 }
 
 impl ReplicatedState {
+    /// Nothing applied yet, on `store`, with `config` in force.
+    pub(super) fn new(store: Store, config: Rc<StreamConfig>) -> ReplicatedState {
+        ReplicatedState {
+            store,
+            config,
+            expiry: None,
+            consumers: BTreeMap::new(),
+            stored_last_unix_ns: 0,
+            applied_index: 0,
+            applied_term: 0,
+            applied_bytes_since_checkpoint: 0,
+        }
+    }
+
     /// Applies one stream operation (consumer operations are the task's).
     pub(super) async fn apply(&mut self, operation: Operation) -> Result<Applied, StoreError> {
         match operation {
@@ -424,16 +438,7 @@ mod tests {
             &Manifest::new(1),
         ))
         .expect("an empty memory store opens");
-        ReplicatedState {
-            store: Store::Memory(log),
-            config: Rc::new(config),
-            expiry: None,
-            consumers: BTreeMap::new(),
-            stored_last_unix_ns: 0,
-            applied_index: 0,
-            applied_term: 0,
-            applied_bytes_since_checkpoint: 0,
-        }
+        ReplicatedState::new(Store::Memory(log), Rc::new(config))
     }
 
     /// A stored message: sequence, time, subject, headers, payload.
