@@ -292,21 +292,13 @@ impl Replica {
         Ok(())
     }
 
+    /// Canary only: what is past max_age by this replica's clock.
     fn aged(&self, now_ns: u64, max_age_ns: u64) -> Vec<u64> {
-        let mut aged = Vec::new();
-        let mut from = 0;
-        while let Some(sequence) =
-            with_store!(&self.state.store, log => log.next_matching(from, |_| true))
-        {
-            let timestamp_ns =
-                with_store!(&self.state.store, log => log.timestamp_of(sequence)).expect("listed");
-            if now_ns.saturating_sub(timestamp_ns) <= max_age_ns {
-                break;
-            }
-            aged.push(sequence);
-            from = sequence + 1;
-        }
-        aged
+        self.contents()
+            .into_iter()
+            .take_while(|stored| now_ns.saturating_sub(stored.timestamp_ns) > max_age_ns)
+            .map(|stored| stored.sequence)
+            .collect()
     }
 
     /// Entries this node made durable (the ack-before-quorum canary
