@@ -3,7 +3,7 @@
 //! nodes under faults (see `tern_broker::cluster::sim`).
 //!
 //! ```text
-//! cargo run --release -p tern-broker --example simulate_cluster -- --seeds N [--seed-start S] [--canary ack-before-quorum|local-expiry]
+//! cargo run --release -p tern-broker --example simulate_cluster -- --seeds N [--seed-start S] [--canary ack-before-quorum|local-expiry|ack-before-state]
 //! ```
 //!
 //! Prints each violation (seed, invariant, detail; the trace of the first
@@ -54,6 +54,7 @@ fn parse(arguments: &[String]) -> Result<Options, String> {
                 options.canary = Some(match value.as_str() {
                     "ack-before-quorum" => StreamCanary::AckBeforeQuorum,
                     "local-expiry" => StreamCanary::LocalExpiry,
+                    "ack-before-state" => StreamCanary::AckBeforeState,
                     other => return Err(format!("unknown canary: {other}")),
                 })
             }
@@ -71,7 +72,7 @@ fn main() -> ExitCode {
         Err(message) => {
             eprintln!("{message}");
             eprintln!(
-                "usage: simulate_cluster --seeds N [--seed-start S] [--canary ack-before-quorum|local-expiry]"
+                "usage: simulate_cluster --seeds N [--seed-start S] [--canary ack-before-quorum|local-expiry|ack-before-state]"
             );
             return ExitCode::from(2);
         }

@@ -174,6 +174,19 @@ impl DeliveryState {
         }
     }
 
+    /// [`encode`](Self::encode) of a new state at `start_stream_sequence`
+    /// (the encoding holds nothing of the config).
+    pub fn initial_encoding(start_stream_sequence: u64) -> Vec<u8> {
+        let config = DeliveryConfig {
+            ack: AckMode::None,
+            ack_wait_ns: 0,
+            backoff_ns: Vec::new(),
+            max_deliver: None,
+            max_ack_pending: None,
+        };
+        DeliveryState::new(config, start_stream_sequence).encode()
+    }
+
     pub fn config(&self) -> &DeliveryConfig {
         &self.config
     }

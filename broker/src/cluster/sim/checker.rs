@@ -13,14 +13,25 @@
 //! - `read back failed`: the leader after heal does not return an
 //!   acknowledged message's payload.
 //! - `no liveness after heal`: a stream has no leader taking publishes, or
-//!   its replicas do not catch up, once every fault stopped.
+//!   its replicas do not catch up, or it has no durable consumer, once
+//!   every fault stopped.
+//! - `acknowledged ack lost`: a delivery whose double ack was confirmed is
+//!   delivered again, or the leader after heal has it pending or not
+//!   delivered.
+//! - `consumer state went back`: a replica applied a consumer state whose
+//!   delivered or ack floor is below one it applied before (or one that
+//!   does not decode).
+//!
+//! Divergence covers consumers too: the contents digest includes every
+//! replica's durable consumers (configs and delivery states).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use bytes::Bytes;
 use tern_raft::NodeId;
 
 use super::super::multiraft::GroupId;
+use crate::jetstream::delivery::{AckMode, DeliveryConfig, DeliveryState};
 
 #[derive(Debug, Clone)]
 pub struct Violation {
@@ -41,6 +52,11 @@ struct StreamRecord {
     last_applied: BTreeMap<NodeId, u64>,
     /// Contents digest the first replica reported at an applied index.
     digests: BTreeMap<u64, (NodeId, u64)>,
+    /// Stream sequences whose double ack the consumer's client saw confirmed.
+    acks_confirmed: BTreeSet<u64>,
+    /// Per replica: (delivered, ack floor) stream sequences of the last
+    /// consumer state it applied (since its last start).
+    consumer_floors: BTreeMap<NodeId, (u64, u64)>,
 }
 
 #[derive(Default)]
@@ -59,6 +75,7 @@ impl Checker {
     pub fn restarted(&mut self, group: GroupId, node: NodeId) {
         if let Some(record) = self.streams.get_mut(&group) {
             record.last_applied.remove(&node);
+            record.consumer_floors.remove(&node);
         }
     }
 
@@ -231,6 +248,79 @@ impl Checker {
                 "group {group}: the leader returns {found:?} for acknowledged sequence {sequence}"
             ),
         );
+    }
+
+    /// A replica applied a consumer state entry.
+    pub fn applied_consumer_state(&mut self, group: GroupId, node: NodeId, state: &[u8]) {
+        let config = DeliveryConfig {
+            ack: AckMode::Explicit,
+            ack_wait_ns: 0,
+            backoff_ns: Vec::new(),
+            max_deliver: None,
+            max_ack_pending: None,
+        };
+        let decoded =
+            match DeliveryState::decode(config, state) {
+                Ok(decoded) => decoded,
+                Err(error) => return self.violation(
+                    "consumer state went back",
+                    format!(
+                        "group {group}: node {node} applied a state that does not decode: {error}"
+                    ),
+                ),
+            };
+        let now = (decoded.delivered().1, decoded.ack_floor().1);
+        let record = self.streams.entry(group).or_default();
+        let before = record.consumer_floors.insert(node, now).unwrap_or((0, 0));
+        if now.0 < before.0 || now.1 < before.1 {
+            self.violation(
+                "consumer state went back",
+                format!(
+                    "group {group}: node {node} applied delivered/ack floor {now:?} after {before:?}"
+                ),
+            );
+        }
+    }
+
+    /// The consumer's client got a delivery of `sequence` from `node`.
+    pub fn consumer_delivered(&mut self, group: GroupId, sequence: u64, node: NodeId) {
+        let record = self.streams.entry(group).or_default();
+        if record.acks_confirmed.contains(&sequence) {
+            self.violation(
+                "acknowledged ack lost",
+                format!("group {group}: node {node} delivered sequence {sequence} again after its ack was confirmed"),
+            );
+        }
+    }
+
+    /// The consumer's client saw its double ack of `sequence` confirmed.
+    pub fn ack_confirmed(&mut self, group: GroupId, sequence: u64) {
+        self.streams
+            .entry(group)
+            .or_default()
+            .acks_confirmed
+            .insert(sequence);
+    }
+
+    /// After heal: the leader's consumer has every confirmed ack acked.
+    pub fn check_acks_kept(&mut self, group: GroupId, leader: NodeId, delivery: &DeliveryState) {
+        let lost: Vec<u64> = self
+            .streams
+            .get(&group)
+            .into_iter()
+            .flat_map(|record| &record.acks_confirmed)
+            .copied()
+            .filter(|&sequence| {
+                sequence >= delivery.next_stream_sequence() || delivery.is_pending(sequence)
+            })
+            .take(5)
+            .collect();
+        if !lost.is_empty() {
+            self.violation(
+                "acknowledged ack lost",
+                format!("group {group}: leader {leader} after heal has confirmed acks {lost:?} pending or undelivered"),
+            );
+        }
     }
 
     pub fn not_live(&mut self, group: GroupId, why: String) {

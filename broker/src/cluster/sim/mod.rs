@@ -18,7 +18,9 @@
 //!   offset; max_age is decided by the leader's clock through the log.
 //! - **clients** publish unique payloads (some with message ids, some sent
 //!   twice) to whichever replica they think leads; leaders are moved by
-//!   leader transfer.
+//!   leader transfer. Every stream gets a durable consumer (created through
+//!   the log by its first leader); consumers fetch from whichever replica
+//!   they think leads and double-ack most deliveries.
 //!
 //! A safety phase with faults is followed by a liveness phase that heals
 //! everything; the [`checker`] judges both. See docs/cluster-simulator.md.
@@ -35,6 +37,7 @@ use tern_raft::wire::{self, DecodeLimits};
 use tern_raft::{Config, Entry, EntryKind, HardState, Membership, Node, NodeId, Restore, Snapshot};
 
 use super::multiraft::{Durable, Flush, GroupId, GroupWrite, MultiRaft};
+use crate::jetstream::delivery::Delivery;
 use crate::jetstream::entry::{Operation, PendingMessage};
 use crate::jetstream::stream::replica::{Answer, Replica, StreamCanary};
 use crate::jetstream::stream::snapshot::StreamSnapshot;
@@ -55,6 +58,13 @@ const DIGEST_EVERY: u64 = 5;
 const TRACE_EVENTS: usize = 120;
 /// A replica compacts at most once per this many applied entries.
 const COMPACT_AFTER_ENTRIES: u64 = 40;
+/// The durable consumer every stream gets.
+const CONSUMER: &str = "C";
+/// Its config (stored JSON): explicit acks, redelivery after 50 steps.
+const CONSUMER_CONFIG: &str = r#"{"name":"C","durable_name":"C","deliver_policy":"all","ack_policy":"explicit","ack_wait":500000000,"max_deliver":-1,"replay_policy":"instant"}"#;
+/// Deliveries a consumer client holds unacked at most (older ones it
+/// forgets: they are redelivered after their ack wait).
+const UNACKED_MAX: usize = 32;
 
 #[derive(Clone, Debug)]
 pub struct SimConfig {
@@ -186,6 +196,10 @@ struct World {
     trace: VecDeque<String>,
     /// Acks received in the liveness phase, per group.
     live_acks: BTreeMap<GroupId, u64>,
+    /// Per group, deliveries the consumer client has not acked yet.
+    unacked: BTreeMap<GroupId, VecDeque<Delivery>>,
+    /// Double acks waiting for their confirmation: reply -> (group, sequence).
+    pending_acks: BTreeMap<Bytes, (GroupId, u64)>,
     counts: BTreeMap<&'static str, u64>,
 }
 
@@ -300,6 +314,8 @@ impl World {
             checker: Checker::default(),
             trace: VecDeque::new(),
             live_acks: BTreeMap::new(),
+            unacked: BTreeMap::new(),
+            pending_acks: BTreeMap::new(),
             counts: BTreeMap::new(),
         };
         for position in 0..world.nodes.len() {
@@ -643,6 +659,9 @@ impl World {
         if publishing && self.random.chance(0.7) {
             self.publish(safety);
         }
+        if publishing && self.random.chance(0.5) {
+            self.consume();
+        }
         let step = self.step;
         for position in 0..self.nodes.len() {
             if !self.nodes[position].up {
@@ -663,6 +682,14 @@ impl World {
                             block_on(replica.expire(node, now_ns))
                                 .expect("memory stores do not fail");
                         }
+                        if replica.is_leading(node)
+                            && !replica.logged_consumers().contains_key(CONSUMER)
+                            && step % 10 == 0
+                        {
+                            let config = Bytes::from_static(CONSUMER_CONFIG.as_bytes());
+                            let _ = replica.add_consumer(node, CONSUMER, config, now_ns);
+                        }
+                        replica.propose_consumer_states(node, &mut answers);
                     }
                 }
                 self.drive(position, shard, &mut answers);
@@ -768,15 +795,16 @@ impl World {
                         _ => {}
                     }
                 }
-                let message = match &entry.kind {
-                    EntryKind::Normal(data) => match Operation::decode(data) {
+                let (mut message, mut consumer_state) = (None, None);
+                if let EntryKind::Normal(data) = &entry.kind {
+                    match Operation::decode(data) {
                         Ok(Operation::Message {
                             sequence, payload, ..
-                        }) => Some((sequence, payload)),
-                        _ => None,
-                    },
-                    _ => None,
-                };
+                        }) => message = Some((sequence, payload)),
+                        Ok(Operation::ConsumerState { state, .. }) => consumer_state = Some(state),
+                        _ => {}
+                    }
+                }
                 let index = entry.index;
                 let shard = &mut self.nodes[position].shards[shard_index];
                 let replica = shard.replicas.get_mut(&group).expect("runs");
@@ -790,6 +818,9 @@ impl World {
                         .insert(sequence, payload.clone());
                     self.checker
                         .applied_message(group, node_id, sequence, &payload);
+                }
+                if let Some(state) = consumer_state {
+                    self.checker.applied_consumer_state(group, node_id, &state);
                 }
                 if let Some(digest) = digest {
                     self.checker.contents_at(group, node_id, index, digest);
@@ -995,6 +1026,67 @@ impl World {
         self.answer(answers, safety);
     }
 
+    /// A consumer client fetches from one stream's durable consumer at the
+    /// replica it believes leads, and double-acks most of what it holds.
+    fn consume(&mut self) {
+        let plan = self.random.below(self.streams.len() as u64) as usize;
+        let (group, shard) = (self.streams[plan].group, self.streams[plan].shard);
+        let mut target = 1 + self.random.below(self.nodes.len() as u64);
+        if self.random.chance(0.85) {
+            for node in &self.nodes {
+                if !node.up {
+                    continue;
+                }
+                let shard = &node.shards[shard];
+                if let Some(raft) = shard.raft.node(group) {
+                    if shard.replicas[&group].is_leading(raft) {
+                        target = node.id;
+                    }
+                }
+            }
+        }
+        let position = (target - 1) as usize;
+        if !self.nodes[position].up {
+            return;
+        }
+        let now_ns = self.now_ns(position);
+        let count = self.random.between(1, 4) as usize;
+        let acks = self.random.below(4) as usize;
+        let mut answers = Vec::new();
+        let mut fetched = Vec::new();
+        let mut acked = Vec::new();
+        {
+            let shard = &mut self.nodes[position].shards[shard];
+            let replica = shard.replicas.get_mut(&group).expect("runs");
+            let node = shard.raft.node_mut(group).expect("runs");
+            if let Ok(deliveries) = replica.fetch(node, CONSUMER, count, now_ns) {
+                fetched = deliveries;
+            }
+            let unacked = self.unacked.entry(group).or_default();
+            unacked.extend(fetched.iter().copied());
+            while unacked.len() > UNACKED_MAX {
+                unacked.pop_front();
+            }
+            for _ in 0..acks.min(unacked.len()) {
+                let delivery = unacked.pop_front().expect("counted");
+                self.next_payload += 1;
+                let reply = Bytes::from(format!("_ACK.{}", self.next_payload));
+                acked.push((reply.clone(), delivery.stream_sequence));
+                self.pending_acks
+                    .insert(reply.clone(), (group, delivery.stream_sequence));
+                replica.ack(node, CONSUMER, delivery, reply, &mut answers);
+            }
+        }
+        for delivery in &fetched {
+            self.checker
+                .consumer_delivered(group, delivery.stream_sequence, target);
+        }
+        if !fetched.is_empty() || !acked.is_empty() {
+            self.count("consumer fetches and acks");
+        }
+        self.answer(answers, true);
+    }
+
     fn answer(&mut self, answers: Vec<Answer>, safety: bool) {
         for answer in answers {
             match answer {
@@ -1019,6 +1111,13 @@ impl World {
                 }
                 Answer::Failed { reply, .. } => {
                     self.pending.remove(&reply);
+                    self.pending_acks.remove(&reply);
+                }
+                Answer::AckConfirmed { reply } => {
+                    if let Some((group, sequence)) = self.pending_acks.remove(&reply) {
+                        self.checker.ack_confirmed(group, sequence);
+                        self.count("consumer acks confirmed");
+                    }
                 }
             }
         }
@@ -1145,6 +1244,19 @@ impl World {
                     self.checker.contents_at(group, id, u64::MAX, digest);
                 }
             }
+            let delivery = {
+                let leader_shard = &self.nodes[(leader - 1) as usize].shards[shard];
+                let node = leader_shard.raft.node(group).expect("runs");
+                leader_shard.replicas[&group]
+                    .live_delivery(node, CONSUMER)
+                    .cloned()
+            };
+            match delivery {
+                Some(delivery) => self.checker.check_acks_kept(group, leader, &delivery),
+                None => self
+                    .checker
+                    .not_live(group, "no durable consumer after heal".to_string()),
+            }
             if keeps_everything {
                 let acked: Vec<(u64, Bytes)> = self
                     .checker
@@ -1234,10 +1346,12 @@ fn write_durably(durable: &mut DurableGroup, write: &GroupWrite) {
     }
 }
 
-/// A digest of what a replica stores (sequences, times, subjects).
+/// A digest of what a replica stores (sequences, times, subjects) and of
+/// its durable consumers (configs and delivery states).
 fn digest(replica: &Replica) -> u64 {
     let mut hasher = std::collections::hash_map::DefaultHasher::new();
     replica.contents().hash(&mut hasher);
+    replica.logged_consumers().hash(&mut hasher);
     hasher.finish()
 }
 
@@ -1280,6 +1394,12 @@ mod tests {
     fn the_checkers_catch_expiry_from_local_clocks() {
         let found = invariants(0..12, Some(StreamCanary::LocalExpiry));
         assert!(found.contains(&"replicas diverged"), "{found:?}");
+    }
+
+    #[test]
+    fn the_checkers_catch_an_ack_confirmed_before_its_state_committed() {
+        let found = invariants(0..12, Some(StreamCanary::AckBeforeState));
+        assert!(found.contains(&"acknowledged ack lost"), "{found:?}");
     }
 
     #[test]

@@ -446,14 +446,10 @@ impl StreamTask {
             js,
             handle,
             state: ReplicatedState {
-                store,
-                config,
-                expiry: None,
-                consumers: std::collections::BTreeMap::new(),
                 stored_last_unix_ns: raft.last_unix_ns,
                 applied_index: raft.applied_index,
                 applied_term: raft.applied_term,
-                applied_bytes_since_checkpoint: 0,
+                ..ReplicatedState::new(store, config)
             },
             created_unix_ns,
             group,
@@ -997,17 +993,7 @@ impl StreamTask {
         let mut stored_sequence = None;
         if let EntryKind::Normal(data) = &entry.kind {
             match Operation::decode(data) {
-                Ok(
-                    operation @ (Operation::ConsumerCreate { .. }
-                    | Operation::ConsumerDelete { .. }
-                    | Operation::ConsumerState { .. }),
-                ) => self.apply_consumer_operation(index, operation)?,
-                Ok(operation) => {
-                    stored_sequence = self
-                        .apply_operation(index, operation)
-                        .await
-                        .map_err(|error| error.to_string())?
-                }
+                Ok(operation) => stored_sequence = self.apply_operation(index, operation).await?,
                 Err(error) => {
                     // A checksummed record that does not decode is a bug
                     // or a format change: stop rather than guess.
@@ -1039,19 +1025,34 @@ impl StreamTask {
         Ok(())
     }
 
-    /// Applies one stream operation to the replicated state, then does
-    /// what only this task does: the leader's bookkeeping and the replies
-    /// owed. A message's sequence is returned for its PubAck.
+    /// Applies one operation to the replicated state, then does what only
+    /// this task does: the leader's bookkeeping, live consumers following
+    /// the log, and the replies owed. A message's sequence is returned for
+    /// its PubAck.
     async fn apply_operation(
         &mut self,
         index: u64,
         operation: Operation,
-    ) -> Result<Option<u64>, StoreError> {
+    ) -> Result<Option<u64>, String> {
         self.leader.applying(&self.state, &operation);
-        let applied = self.state.apply(operation).await?;
+        let applied = self
+            .state
+            .apply(operation)
+            .await
+            .map_err(|error| error.to_string())?;
         let owed_here = |owed: &&mut OwedReply| owed.index == index;
         match applied {
             Applied::Message { sequence } => return Ok(Some(sequence)),
+            Applied::ConsumerCreated {
+                name,
+                start_sequence,
+            } => self.consumer_created(index, &name, start_sequence)?,
+            Applied::ConsumerDeleted { name } => self.consumer_deleted(&name),
+            Applied::ConsumerState { name, known } => {
+                if known {
+                    self.consumer_state_applied(index, &name)?;
+                }
+            }
             Applied::Purged { count } => {
                 for OwedReply { owed, .. } in self.leader.owed.iter_mut().take_while(owed_here) {
                     if let Owed::Purge { origin, reply } = owed {
@@ -1737,6 +1738,7 @@ fn status_headers(status: &str) -> Bytes {
     Bytes::from(format!("NATS/1.0 {status}\r\n\r\n"))
 }
 
+mod consumer_leader;
 mod consumers;
 mod leader;
 mod persistence;

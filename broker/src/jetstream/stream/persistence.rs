@@ -36,6 +36,7 @@ use super::super::error::ApiError;
 use super::super::persist;
 use super::super::responses;
 use super::consumers::Created;
+use super::state::LoggedConsumer;
 use super::{now_unix_ns, Owed, StreamTask};
 
 /// The numbers that move whenever a delivery state's pending set does (a
@@ -69,10 +70,9 @@ pub(super) enum Waiter {
     Info { origin: usize, reply: Bytes },
 }
 
-/// What the log and the checkpoint hold of one durable consumer.
+/// The leader's bookkeeping of one durable consumer's state snapshots
+/// (what the log holds of it is the replicated state's `logged_consumers`).
 pub(super) struct Durable {
-    /// The last snapshot applied (what a checkpoint writes).
-    applied_state: Bytes,
     /// The last snapshot proposed, and its signature.
     proposed_state: Bytes,
     proposed_signature: Signature,
@@ -87,10 +87,8 @@ pub(super) struct Durable {
 
 impl Durable {
     fn new(state: &DeliveryState) -> Durable {
-        let encoded = Bytes::from(state.encode());
         Durable {
-            applied_state: encoded.clone(),
-            proposed_state: encoded,
+            proposed_state: Bytes::from(state.encode()),
             proposed_signature: Signature::of(state),
             touched: false,
             in_flight: None,
@@ -378,76 +376,72 @@ impl StreamTask {
 
     // ----- apply ---------------------------------------------------------------
 
-    /// Applies a consumer operation (the caller answers what is owed).
-    pub(super) fn apply_consumer_operation(
+    /// A durable's create or update applied (the replicated state holds
+    /// it in `logged_consumers`): the live consumer follows.
+    pub(super) fn consumer_created(
         &mut self,
         index: u64,
-        operation: Operation,
+        name: &str,
+        start_sequence: u64,
     ) -> Result<(), String> {
-        match operation {
-            Operation::ConsumerCreate {
-                name,
-                created_unix_ns,
-                start_sequence,
-                json,
-            } => {
-                let config = ConsumerConfig::from_stored_json(&json)
-                    .map_err(|error| format!("entry {index}: consumer {name}: {error}"))?;
-                let mut spec = ConsumerSpec::from_config(&config).map_err(|error| {
-                    format!("entry {index}: consumer {name}: {}", error.description)
-                })?;
-                spec.limit_pending(self.durable_pending_max(&name));
-                match self.state.consumers.get_mut(&name) {
-                    Some(consumer) => {
-                        consumer.delivery.set_config(spec.delivery.clone());
-                        consumer.spec = spec;
-                        consumer.config = config;
-                    }
-                    None => {
-                        let created = Created {
-                            unix_ns: created_unix_ns,
-                            start_sequence,
-                        };
-                        self.add_consumer_at(name.clone(), config, spec, created);
-                    }
-                }
-                let consumer = &self.state.consumers[&name];
-                self.durables
-                    .entry(name)
-                    .or_insert_with(|| Durable::new(&consumer.delivery));
+        let logged = &self.state.logged_consumers[name];
+        let created_unix_ns = logged.created_unix_ns;
+        let config = ConsumerConfig::from_stored_json(&logged.config_json)
+            .map_err(|error| format!("entry {index}: consumer {name}: {error}"))?;
+        let mut spec = ConsumerSpec::from_config(&config)
+            .map_err(|error| format!("entry {index}: consumer {name}: {}", error.description))?;
+        spec.limit_pending(self.durable_pending_max(name));
+        match self.state.consumers.get_mut(name) {
+            Some(consumer) => {
+                consumer.delivery.set_config(spec.delivery.clone());
+                consumer.spec = spec;
+                consumer.config = config;
             }
-            Operation::ConsumerDelete { name } => {
-                if let Some(durable) = self.durables.remove(&name) {
-                    // Acks processed before the delete: answered.
-                    for waiter in durable.waiting {
-                        if let Waiter::Ack { reply } = waiter {
-                            self.js.publish_reply(&reply, b"");
-                        }
-                    }
-                }
-                self.remove_consumer(&name);
-            }
-            Operation::ConsumerState { name, state } => {
-                let recovering = self.recovering;
-                let (Some(durable), Some(consumer)) = (
-                    self.durables.get_mut(&name),
-                    self.state.consumers.get_mut(&name),
-                ) else {
-                    return Ok(()); // deleted later in the log
+            None => {
+                let created = Created {
+                    unix_ns: created_unix_ns,
+                    start_sequence,
                 };
-                if recovering {
-                    // Replay rebuilds the state; live, memory is ahead of
-                    // the log already.
-                    consumer.delivery =
-                        DeliveryState::decode(consumer.spec.delivery.clone(), &state)
-                            .map_err(|error| format!("entry {index}: consumer {name}: {error}"))?;
-                }
-                durable.applied_state = state;
-                if durable.in_flight == Some(index) {
-                    durable.in_flight = None;
+                self.add_consumer_at(name.to_string(), config, spec, created);
+            }
+        }
+        let consumer = &self.state.consumers[name];
+        self.durables
+            .entry(name.to_string())
+            .or_insert_with(|| Durable::new(&consumer.delivery));
+        Ok(())
+    }
+
+    /// A durable's delete applied: the live consumer goes; acks processed
+    /// before the delete are answered.
+    pub(super) fn consumer_deleted(&mut self, name: &str) {
+        if let Some(durable) = self.durables.remove(name) {
+            for waiter in durable.waiting {
+                if let Waiter::Ack { reply } = waiter {
+                    self.js.publish_reply(&reply, b"");
                 }
             }
-            other => unreachable!("not a consumer operation: {other:?}"),
+        }
+        self.remove_consumer(name);
+    }
+
+    /// A durable's delivery state applied. Replaying (recovery), it is the
+    /// live state; live, memory is ahead of the log already.
+    pub(super) fn consumer_state_applied(&mut self, index: u64, name: &str) -> Result<(), String> {
+        let recovering = self.recovering;
+        let (Some(durable), Some(consumer)) = (
+            self.durables.get_mut(name),
+            self.state.consumers.get_mut(name),
+        ) else {
+            return Ok(());
+        };
+        if recovering {
+            let state = &self.state.logged_consumers[name].delivery_state;
+            consumer.delivery = DeliveryState::decode(consumer.spec.delivery.clone(), state)
+                .map_err(|error| format!("entry {index}: consumer {name}: {error}"))?;
+        }
+        if durable.in_flight == Some(index) {
+            durable.in_flight = None;
         }
         Ok(())
     }
@@ -516,22 +510,20 @@ impl StreamTask {
         let Some(files) = &self.files else {
             return Ok(());
         };
-        if self.durables.is_empty() && !self.consumers_file_written {
+        if self.state.logged_consumers.is_empty() && !self.consumers_file_written {
             return Ok(());
         }
         let stored = StoredConsumers {
             applied_index: self.state.applied_index,
             consumers: self
-                .durables
+                .state
+                .logged_consumers
                 .iter()
-                .filter_map(|(name, durable)| {
-                    let consumer = self.state.consumers.get(name)?;
-                    Some(StoredConsumer {
-                        name: name.clone(),
-                        created_unix_ns: consumer.created_unix_ns,
-                        json: consumer.config.to_stored_json().into_bytes(),
-                        state: durable.applied_state.to_vec(),
-                    })
+                .map(|(name, logged)| StoredConsumer {
+                    name: name.clone(),
+                    created_unix_ns: logged.created_unix_ns,
+                    json: logged.config_json.to_vec(),
+                    state: logged.delivery_state.to_vec(),
                 })
                 .collect(),
         };
@@ -620,10 +612,17 @@ impl StreamTask {
             })?;
             let mut consumer = Consumer::new(name.clone(), config, spec, created_unix_ns, 1, 0);
             consumer.delivery = delivery;
-            let mut durable = Durable::new(&consumer.delivery);
-            durable.applied_state = Bytes::from(state);
-            self.durables.insert(name.clone(), durable);
-            self.state.consumers.insert(name, consumer);
+            self.durables
+                .insert(name.clone(), Durable::new(&consumer.delivery));
+            self.state.consumers.insert(name.clone(), consumer);
+            self.state.logged_consumers.insert(
+                name,
+                LoggedConsumer {
+                    created_unix_ns,
+                    config_json: Bytes::from(json),
+                    delivery_state: Bytes::from(state),
+                },
+            );
         }
         Ok(())
     }

@@ -8,18 +8,27 @@
 //! Leadership is taken only once everything in the node's log applied in
 //! its term (the new leader's no-op included): until then the last
 //! sequence is unknown, and a publish is refused with nats-server's 10009.
+//!
+//! Durable consumers are in the log too (create, update, delete, delivery
+//! state); the leader runs them live ([`ConsumerLeader`]) and confirms a
+//! double ack only once a state entry holding it applied.
 
+use std::collections::BTreeMap;
 use std::rc::Rc;
 
 use bytes::Bytes;
 use tern_raft::{Entry, EntryKind, Node, Role};
 use tern_storage::block_store::{Manifest, MemoryFiles, NewMessage, StoreError, StreamLog};
 
+use super::super::delivery::{Delivery, DeliveryState};
 use super::super::entry::{Operation, PendingMessage};
 use super::super::error::ApiError;
 use super::super::stream_config::StreamConfig;
+use super::consumer_leader::{self, ConsumerLeader, LoggedConsumerError};
 use super::leader::{Ingested, Leader, Owed};
-use super::snapshot::{SnapshotError, SnapshotMessage, StreamSnapshot};
+use super::persistence::ConsumerOwed;
+use super::snapshot::{SnapshotConsumer, SnapshotError, SnapshotMessage, StreamSnapshot};
+pub use super::state::LoggedConsumer;
 use super::state::{Applied, ReplicatedState};
 use super::{memory_message_bytes, Store};
 
@@ -30,6 +39,9 @@ pub enum StreamCanary {
     AckBeforeQuorum,
     /// max_age removals from each replica's own clock, outside the log.
     LocalExpiry,
+    /// A double ack confirmed at once, before a state entry holding it
+    /// committed.
+    AckBeforeState,
 }
 
 /// What a client is told.
@@ -42,8 +54,19 @@ pub enum Answer {
         sequence: u64,
         duplicate: bool,
     },
-    /// The publish failed (leadership lost, a check refused it).
+    /// The publish or ack failed (leadership lost, a check refused it).
     Failed { reply: Bytes, error: ApiError },
+    /// A double ack's confirmation: the ack is in the replicated state.
+    AckConfirmed { reply: Bytes },
+}
+
+/// Why a replica cannot go on (the host takes it offline).
+#[derive(Debug, thiserror::Error)]
+pub enum ReplicaError {
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error(transparent)]
+    Consumer(#[from] LoggedConsumerError),
 }
 
 /// A stored message as the checkers compare them.
@@ -63,12 +86,15 @@ pub enum InstallError {
     Config(String),
     #[error(transparent)]
     Store(#[from] StoreError),
+    #[error("stream snapshot: {0}")]
+    Consumer(#[from] LoggedConsumerError),
 }
 
 pub struct Replica {
     name: String,
     state: ReplicatedState,
     leader: Leader,
+    consumers: ConsumerLeader,
     /// The term this replica took office in (it leads while the node is
     /// leader in that term).
     office_term: Option<u64>,
@@ -94,6 +120,7 @@ impl Replica {
             name: state.config.name.clone(),
             state,
             leader: Leader::default(),
+            consumers: ConsumerLeader::default(),
             office_term: None,
             canary,
         })
@@ -125,6 +152,17 @@ impl Replica {
             last_sequence: with_store!(&self.state.store, log => log.last_sequence()),
             config_json: Bytes::from(self.state.config.to_stored_json()),
             messages,
+            consumers: self
+                .state
+                .logged_consumers
+                .iter()
+                .map(|(name, logged)| SnapshotConsumer {
+                    name: name.clone(),
+                    created_unix_ns: logged.created_unix_ns,
+                    config_json: logged.config_json.clone(),
+                    delivery_state: logged.delivery_state.clone(),
+                })
+                .collect(),
         })
     }
 
@@ -137,6 +175,13 @@ impl Replica {
         let snapshot = StreamSnapshot::decode(data)?;
         let config =
             StreamConfig::from_stored_json(&snapshot.config_json).map_err(InstallError::Config)?;
+        for consumer in &snapshot.consumers {
+            consumer_leader::check_logged(
+                &consumer.name,
+                &consumer.config_json,
+                &consumer.delivery_state,
+            )?;
+        }
         let mut replica = Replica::in_memory(config, canary).await?;
         let state = &mut replica.state;
         for message in &snapshot.messages {
@@ -166,6 +211,18 @@ impl Replica {
             .first()
             .map_or(snapshot.last_sequence + 1, |message| message.sequence);
         with_store!(&mut state.store, log => log.purge_below(first).await)?;
+        state.logged_consumers = snapshot
+            .consumers
+            .into_iter()
+            .map(|consumer| {
+                let logged = LoggedConsumer {
+                    created_unix_ns: consumer.created_unix_ns,
+                    config_json: consumer.config_json,
+                    delivery_state: consumer.delivery_state,
+                };
+                (consumer.name, logged)
+            })
+            .collect();
         state.stored_last_unix_ns = snapshot.stored_last_unix_ns;
         state.applied_index = snapshot.applied_index;
         state.applied_term = snapshot.applied_term;
@@ -195,10 +252,16 @@ impl Replica {
         node: &Node,
         now_ns: u64,
         answers: &mut Vec<Answer>,
-    ) -> Result<(), StoreError> {
+    ) -> Result<(), ReplicaError> {
         let leads = node.role() == Role::Leader;
-        if !leads || self.office_term != Some(node.term()) {
+        if (!leads || self.office_term != Some(node.term())) && self.office_term.is_some() {
             self.office_term = None;
+            for reply in self.consumers.leave_office() {
+                answers.push(Answer::Failed {
+                    reply,
+                    error: ApiError::cluster_not_leader(),
+                });
+            }
         }
         if leads
             && self.office_term.is_none()
@@ -209,6 +272,7 @@ impl Replica {
                 fail(owed.owed, &ApiError::cluster_not_leader(), answers);
             }
             self.leader.take_office(&self.state, now_ns).await?;
+            self.consumers.take_office(&self.state)?;
             self.office_term = Some(node.term());
         }
         Ok(())
@@ -337,7 +401,7 @@ impl Replica {
         &mut self,
         entry: Entry,
         answers: &mut Vec<Answer>,
-    ) -> Result<(), StoreError> {
+    ) -> Result<(), ReplicaError> {
         assert!(
             entry.index == self.state.applied_index + 1,
             "stream {}: entry {} applies after {}",
@@ -357,8 +421,17 @@ impl Replica {
                 )
             });
             self.leader.applying(&self.state, &operation);
-            if let Applied::Message { sequence } = self.state.apply(operation).await? {
+            let applied = self.state.apply(operation).await?;
+            if let Applied::Message { sequence } = applied {
                 stored_sequence = Some(sequence);
+            }
+            if self.office_term.is_some() {
+                for reply in self.consumers.applied(&self.state, entry.index, &applied)? {
+                    answers.push(Answer::Failed {
+                        reply,
+                        error: ApiError::consumer_not_found(),
+                    });
+                }
             }
         }
         self.state.applied_index = entry.index;
@@ -375,10 +448,168 @@ impl Replica {
                     sequence,
                     duplicate: true,
                 }),
+                (
+                    Owed::Consumer(ConsumerOwed::Reply {
+                        origin: None,
+                        reply,
+                        ..
+                    }),
+                    _,
+                ) => answers.push(Answer::AckConfirmed { reply }),
                 (owed, _) => fail(owed, &ApiError::cluster_not_leader(), answers),
             }
         }
         Ok(())
+    }
+
+    // ----- durable consumers --------------------------------------------------
+
+    /// Proposes a durable consumer's create (or config update) with
+    /// `config_json` (a consumer config's stored JSON); it exists once the
+    /// entry applies.
+    pub fn add_consumer(
+        &mut self,
+        node: &mut Node,
+        name: &str,
+        config_json: Bytes,
+        now_ns: u64,
+    ) -> Result<u64, ApiError> {
+        if !self.is_leading(node) {
+            return Err(ApiError::cluster_not_leader());
+        }
+        let created_unix_ns = self
+            .state
+            .logged_consumers
+            .get(name)
+            .map_or(now_ns, |logged| logged.created_unix_ns);
+        let operation = Operation::ConsumerCreate {
+            name: name.to_string(),
+            created_unix_ns,
+            start_sequence: 1,
+            json: config_json,
+        };
+        node.propose(operation.encode())
+            .map_err(|_| ApiError::cluster_not_leader())
+    }
+
+    /// Up to `count` deliveries of consumer `name` (the leader's).
+    pub fn fetch(
+        &mut self,
+        node: &Node,
+        name: &str,
+        count: usize,
+        now_ns: u64,
+    ) -> Result<Vec<Delivery>, ApiError> {
+        if !self.is_leading(node) {
+            return Err(ApiError::cluster_not_leader());
+        }
+        self.consumers
+            .fetch(&self.state, name, count, now_ns)
+            .ok_or_else(ApiError::consumer_not_found)
+    }
+
+    /// A double ack of one delivery: confirmed by an
+    /// [`Answer::AckConfirmed`] once a state entry holding it applied.
+    pub fn ack(
+        &mut self,
+        node: &Node,
+        name: &str,
+        delivery: Delivery,
+        reply: Bytes,
+        answers: &mut Vec<Answer>,
+    ) {
+        if !self.is_leading(node) {
+            answers.push(Answer::Failed {
+                reply,
+                error: ApiError::cluster_not_leader(),
+            });
+            return;
+        }
+        let (stream_sequence, consumer_sequence) =
+            (delivery.stream_sequence, delivery.consumer_sequence);
+        if self.canary == Some(StreamCanary::AckBeforeState) {
+            if self
+                .consumers
+                .ack_unconfirmed(name, stream_sequence, consumer_sequence)
+            {
+                answers.push(Answer::AckConfirmed { reply });
+            } else {
+                answers.push(Answer::Failed {
+                    reply,
+                    error: ApiError::consumer_not_found(),
+                });
+            }
+            return;
+        }
+        if let Err(reply) = self
+            .consumers
+            .ack(name, stream_sequence, consumer_sequence, reply)
+        {
+            answers.push(Answer::Failed {
+                reply,
+                error: ApiError::consumer_not_found(),
+            });
+        }
+    }
+
+    /// The leader's timer: a state entry for every consumer whose live
+    /// state moved (at most one in flight each); acks that need none are
+    /// confirmed at once.
+    pub fn propose_consumer_states(&mut self, node: &mut Node, answers: &mut Vec<Answer>) {
+        if !self.is_leading(node) {
+            return;
+        }
+        for proposal in self.consumers.due_proposals() {
+            if proposal.state.is_empty() {
+                answers.extend(
+                    proposal
+                        .acks
+                        .into_iter()
+                        .map(|reply| Answer::AckConfirmed { reply }),
+                );
+                continue;
+            }
+            let operation = Operation::ConsumerState {
+                name: proposal.name.clone(),
+                state: proposal.state.clone(),
+            };
+            let Ok(index) = node.propose(operation.encode()) else {
+                for reply in proposal.acks {
+                    answers.push(Answer::Failed {
+                        reply,
+                        error: ApiError::cluster_not_leader(),
+                    });
+                }
+                continue;
+            };
+            self.consumers
+                .proposed(&proposal.name, proposal.state, index);
+            for reply in proposal.acks {
+                self.leader.owe(
+                    node.term(),
+                    index,
+                    self.state.applied_index,
+                    Owed::Consumer(ConsumerOwed::Reply {
+                        origin: None,
+                        reply,
+                        body: Bytes::new(),
+                    }),
+                );
+            }
+        }
+    }
+
+    /// The durable consumers as this replica applied them.
+    pub fn logged_consumers(&self) -> &BTreeMap<String, LoggedConsumer> {
+        &self.state.logged_consumers
+    }
+
+    /// The leader's live delivery state of consumer `name`.
+    pub fn live_delivery(&self, node: &Node, name: &str) -> Option<&DeliveryState> {
+        if !self.is_leading(node) {
+            return None;
+        }
+        self.consumers.get(name).map(|consumer| &consumer.delivery)
     }
 
     /// What the store holds, in sequence order (sequence, time, subject).
@@ -412,7 +643,13 @@ impl Replica {
 
 fn fail(owed: Owed, error: &ApiError, answers: &mut Vec<Answer>) {
     match owed {
-        Owed::PubAck { reply } | Owed::Duplicate { reply, .. } => answers.push(Answer::Failed {
+        Owed::PubAck { reply }
+        | Owed::Duplicate { reply, .. }
+        | Owed::Consumer(ConsumerOwed::Reply {
+            origin: None,
+            reply,
+            ..
+        }) => answers.push(Answer::Failed {
             reply,
             error: error.clone(),
         }),
@@ -451,6 +688,100 @@ mod tests {
                 block_on(replica.apply(entry, answers)).expect("memory store");
             }
         }
+    }
+
+    /// A durable consumer lives in the log: its create and its delivery
+    /// state apply on the replica, a double ack is confirmed only once a
+    /// state entry holding it applied, and a replica installed from a
+    /// snapshot leads on with the same state (acked messages stay acked,
+    /// the unacked one is redelivered after its ack wait).
+    #[test]
+    fn a_consumer_state_survives_a_snapshot_and_a_new_leader() {
+        let config = stream_config::parse(
+            "S",
+            br#"{"name":"S","subjects":["s.>"],"storage":"memory"}"#,
+            true,
+        )
+        .expect("valid");
+        let mut node = leader_node();
+        let mut replica = block_on(Replica::in_memory(config, None)).expect("opens");
+        let mut answers = Vec::new();
+        settle(&mut node, &mut replica, &mut answers);
+        block_on(replica.follow_leadership(&node, 1_000, &mut answers)).expect("memory");
+        let consumer_config = Bytes::from_static(
+            br#"{"name":"C","durable_name":"C","deliver_policy":"all","ack_policy":"explicit","ack_wait":1000}"#,
+        );
+        replica
+            .add_consumer(&mut node, "C", consumer_config, 1_000)
+            .expect("leads");
+        settle(&mut node, &mut replica, &mut answers);
+        assert!(replica.logged_consumers().contains_key("C"));
+        for number in 0..3 {
+            let message = PendingMessage::new(b"s.a", b"", format!("m{number}").as_bytes());
+            replica.publish(&mut node, message, Bytes::from("p"), 2_000, &mut answers);
+        }
+        settle(&mut node, &mut replica, &mut answers);
+        answers.clear();
+        let deliveries = replica.fetch(&node, "C", 10, 3_000).expect("leads");
+        let sequences: Vec<u64> = deliveries.iter().map(|d| d.stream_sequence).collect();
+        assert_eq!(sequences, [1, 2, 3]);
+        for delivery in &deliveries[..2] {
+            let reply = Bytes::from(format!("ack{}", delivery.stream_sequence));
+            replica.ack(&node, "C", *delivery, reply, &mut answers);
+        }
+        assert!(answers.is_empty(), "not confirmed before its state entry");
+        replica.propose_consumer_states(&mut node, &mut answers);
+        assert!(answers.is_empty(), "not confirmed before the entry applied");
+        settle(&mut node, &mut replica, &mut answers);
+        let confirmed: Vec<Bytes> = answers
+            .drain(..)
+            .map(|answer| match answer {
+                Answer::AckConfirmed { reply } => reply,
+                other => panic!("{other:?}"),
+            })
+            .collect();
+        assert_eq!(confirmed, [Bytes::from("ack1"), Bytes::from("ack2")]);
+        // An ack of a sequence this leader never delivered is refused.
+        let never = Delivery {
+            stream_sequence: 9,
+            consumer_sequence: 9,
+            delivery_count: 1,
+        };
+        replica.ack(&node, "C", never, Bytes::from("ack9"), &mut answers);
+        assert!(matches!(answers.pop(), Some(Answer::Failed { .. })));
+
+        let snapshot = block_on(replica.snapshot()).expect("reads");
+        assert_eq!(snapshot.consumers.len(), 1);
+        let mut installed =
+            block_on(Replica::from_snapshot(&snapshot.encode(), None)).expect("installs");
+        assert_eq!(installed.logged_consumers(), replica.logged_consumers());
+        let mut other = Node::new(
+            Config::new(1),
+            Restore {
+                membership: Membership::new(vec![1]),
+                snapshot: Some(tern_raft::Snapshot {
+                    index: snapshot.applied_index,
+                    term: snapshot.applied_term,
+                    membership: Membership::new(vec![1]),
+                    data: snapshot.encode(),
+                }),
+                seed: 2,
+                ..Restore::default()
+            },
+        );
+        other.campaign_now();
+        settle(&mut other, &mut installed, &mut answers);
+        block_on(installed.follow_leadership(&other, 4_000, &mut answers)).expect("memory");
+        assert!(installed.is_leading(&other));
+        let live = installed.live_delivery(&other, "C").expect("runs");
+        assert_eq!(live.ack_floor().1, 2, "the confirmed acks");
+        let again = installed.fetch(&other, "C", 10, 1_000_000).expect("leads");
+        let sequences: Vec<u64> = again.iter().map(|d| d.stream_sequence).collect();
+        assert_eq!(
+            sequences,
+            [3],
+            "only the unacked message, after its ack wait"
+        );
     }
 
     /// A snapshot holds what the replica holds: installed elsewhere it
@@ -494,6 +825,7 @@ mod tests {
             .map(|answer| match answer {
                 Answer::PubAck { sequence, .. } => *sequence,
                 Answer::Failed { error, .. } => panic!("refused: {error:?}"),
+                Answer::AckConfirmed { .. } => panic!("no consumer here"),
             })
             .collect();
         assert_eq!(sequences, [1, 2, 3, 4, 5]);

@@ -1,7 +1,7 @@
 //! A stream replica's snapshot: what a follower that lags behind the
 //! leader's compacted log installs instead of the entries. Its messages,
-//! its config and where it stands in the log; byte for byte (all integers
-//! little-endian):
+//! its durable consumers, its config and where it stands in the log; byte
+//! for byte (all integers little-endian):
 //!
 //! | bytes | field |
 //! |---|---|
@@ -17,17 +17,27 @@
 //! | 2 | · subject length, |
 //! | 4 | · headers length, |
 //! | 4 | · payload length, then subject, headers, payload |
+//! | 4 | consumer count, then per consumer, in increasing name order: |
+//! | 2 | · name length, |
+//! | 8 | · created (ns since the Unix epoch), |
+//! | 4 | · config length, |
+//! | 4 | · delivery state length, then name (UTF-8), config's stored JSON, delivery state (`delivery.rs`) |
 //! | 4 | CRC-32C of every byte before it |
 //!
 //! Decoding is strict (magic, lengths against the bytes present and
-//! [`SNAPSHOT_MESSAGES_MAX`], sequences increasing and ≤ the last, no
-//! trailing bytes, the checksum) and allocates nothing before checking.
-//! Consumers are not in it yet (the simulator's streams have none).
+//! [`SNAPSHOT_MESSAGES_MAX`] / [`SNAPSHOT_CONSUMERS_MAX`], sequences
+//! increasing and ≤ the last, names increasing and UTF-8, no trailing
+//! bytes, the checksum) and allocates nothing before checking.
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 
 /// Messages one snapshot may hold.
 pub const SNAPSHOT_MESSAGES_MAX: u32 = 1 << 24;
+/// Durable consumers one snapshot may hold.
+pub const SNAPSHOT_CONSUMERS_MAX: u32 = 1 << 16;
+/// Bytes of a message's fixed fields, and of a consumer's.
+const MESSAGE_FIXED_BYTES: usize = 26;
+const CONSUMER_FIXED_BYTES: usize = 18;
 
 const MAGIC: &[u8; 4] = b"TSS1";
 
@@ -40,6 +50,15 @@ pub struct SnapshotMessage {
     pub payload: Bytes,
 }
 
+/// A durable consumer as the log holds it (`state::LoggedConsumer`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SnapshotConsumer {
+    pub name: String,
+    pub created_unix_ns: u64,
+    pub config_json: Bytes,
+    pub delivery_state: Bytes,
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StreamSnapshot {
     pub applied_index: u64,
@@ -48,6 +67,8 @@ pub struct StreamSnapshot {
     pub last_sequence: u64,
     pub config_json: Bytes,
     pub messages: Vec<SnapshotMessage>,
+    /// In increasing name order.
+    pub consumers: Vec<SnapshotConsumer>,
 }
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -64,6 +85,10 @@ pub enum SnapshotError {
         previous: u64,
         last: u64,
     },
+    #[error("stream snapshot: {count} consumers, more than {SNAPSHOT_CONSUMERS_MAX}")]
+    TooManyConsumers { count: u32 },
+    #[error("stream snapshot: consumer names not increasing or not UTF-8")]
+    ConsumerName,
     #[error("stream snapshot: {count} bytes after the checksum")]
     Trailing { count: usize },
     #[error("stream snapshot: checksum mismatch")]
@@ -76,10 +101,24 @@ impl StreamSnapshot {
             .messages
             .iter()
             .map(|message| {
-                26 + message.subject.len() + message.headers.len() + message.payload.len()
+                MESSAGE_FIXED_BYTES
+                    + message.subject.len()
+                    + message.headers.len()
+                    + message.payload.len()
             })
             .sum();
-        let mut out = BytesMut::with_capacity(48 + self.config_json.len() + messages_bytes);
+        let consumers_bytes: usize = self
+            .consumers
+            .iter()
+            .map(|consumer| {
+                CONSUMER_FIXED_BYTES
+                    + consumer.name.len()
+                    + consumer.config_json.len()
+                    + consumer.delivery_state.len()
+            })
+            .sum();
+        let mut out =
+            BytesMut::with_capacity(52 + self.config_json.len() + messages_bytes + consumers_bytes);
         out.put_slice(MAGIC);
         out.put_u64_le(self.applied_index);
         out.put_u64_le(self.applied_term);
@@ -102,6 +141,23 @@ impl StreamSnapshot {
             out.put_slice(&message.subject);
             out.put_slice(&message.headers);
             out.put_slice(&message.payload);
+        }
+        let count = u32::try_from(self.consumers.len()).expect("bounded by the stream");
+        assert!(
+            count <= SNAPSHOT_CONSUMERS_MAX,
+            "snapshot of {count} consumers"
+        );
+        out.put_u32_le(count);
+        for consumer in &self.consumers {
+            out.put_u16_le(u16::try_from(consumer.name.len()).expect("names are short"));
+            out.put_u64_le(consumer.created_unix_ns);
+            out.put_u32_le(u32::try_from(consumer.config_json.len()).expect("a config is small"));
+            out.put_u32_le(
+                u32::try_from(consumer.delivery_state.len()).expect("bounded delivery state"),
+            );
+            out.put_slice(consumer.name.as_bytes());
+            out.put_slice(&consumer.config_json);
+            out.put_slice(&consumer.delivery_state);
         }
         let checksum = crc32c::crc32c(&out);
         out.put_u32_le(checksum);
@@ -132,7 +188,7 @@ impl StreamSnapshot {
         }
         // Every message takes at least 26 bytes: the count is checked
         // against what is there before anything is allocated.
-        if (count as usize).saturating_mul(26) > reader.data.len() {
+        if (count as usize).saturating_mul(MESSAGE_FIXED_BYTES) > reader.data.len() {
             return Err(SnapshotError::Truncated { field: "messages" });
         }
         let mut messages = Vec::with_capacity(count as usize);
@@ -159,6 +215,34 @@ impl StreamSnapshot {
                 payload: reader.take(payload_length, "payload")?,
             });
         }
+        let count = reader.u32("consumer count")?;
+        if count > SNAPSHOT_CONSUMERS_MAX {
+            return Err(SnapshotError::TooManyConsumers { count });
+        }
+        if (count as usize).saturating_mul(CONSUMER_FIXED_BYTES) > reader.data.len() {
+            return Err(SnapshotError::Truncated { field: "consumers" });
+        }
+        let mut consumers: Vec<SnapshotConsumer> = Vec::with_capacity(count as usize);
+        for _ in 0..count {
+            let name_length = reader.u16("consumer name length")? as usize;
+            let created_unix_ns = reader.u64("consumer created")?;
+            let config_length = reader.u32("consumer config length")? as usize;
+            let state_length = reader.u32("consumer state length")? as usize;
+            let name = reader.take(name_length, "consumer name")?;
+            let name = String::from_utf8(name.to_vec()).map_err(|_| SnapshotError::ConsumerName)?;
+            if consumers
+                .last()
+                .is_some_and(|previous| previous.name >= name)
+            {
+                return Err(SnapshotError::ConsumerName);
+            }
+            consumers.push(SnapshotConsumer {
+                name,
+                created_unix_ns,
+                config_json: reader.take(config_length, "consumer config")?,
+                delivery_state: reader.take(state_length, "consumer state")?,
+            });
+        }
         if !reader.data.is_empty() {
             return Err(SnapshotError::Trailing {
                 count: reader.data.len(),
@@ -175,6 +259,7 @@ impl StreamSnapshot {
             last_sequence,
             config_json,
             messages,
+            consumers,
         })
     }
 }
@@ -231,6 +316,12 @@ mod tests {
                     payload: Bytes::new(),
                 },
             ],
+            consumers: vec![SnapshotConsumer {
+                name: "C".into(),
+                created_unix_ns: 11,
+                config_json: Bytes::from_static(br#"{"durable_name":"C"}"#),
+                delivery_state: Bytes::from_static(b"state"),
+            }],
         }
     }
 
@@ -244,10 +335,16 @@ mod tests {
         assert_eq!(&bytes[36..40], &12u32.to_le_bytes(), "config length");
         assert_eq!(&bytes[52..56], &2u32.to_le_bytes(), "message count");
         assert_eq!(&bytes[56..64], &2u64.to_le_bytes(), "first sequence");
+        let consumers_at = 56 + (26 + 3 + 3) + (26 + 3 + 12);
+        assert_eq!(
+            &bytes[consumers_at..consumers_at + 4],
+            &1u32.to_le_bytes(),
+            "consumer count"
+        );
         assert_eq!(
             bytes.len(),
-            56 + (26 + 3 + 3) + (26 + 3 + 12) + 4,
-            "header, two messages, checksum"
+            consumers_at + 4 + (18 + 1 + 20 + 5) + 4,
+            "header, two messages, one consumer, checksum"
         );
         assert_eq!(StreamSnapshot::decode(&bytes), Ok(snapshot));
     }

@@ -1,17 +1,22 @@
 //! A stream's replicated state and the one function that changes it:
 //! [`ReplicatedState::apply`], deterministic on every replica. It holds the
-//! block store, the config in force, the TTL notes and the consumers, and
-//! reads no clock, no randomness and nothing of the leader: the same log
-//! applied to the same store gives byte-identical state. What an entry's
-//! apply means for clients (PubAcks, API answers, subscriptions following
-//! a config) is the task's, from the [`Applied`] it returns.
+//! block store, the config in force, the TTL notes, the durable consumers
+//! as the log has them ([`LoggedConsumer`]: config and last delivery state
+//! applied) and the live consumers it keeps counts for, and reads no clock,
+//! no randomness and nothing of the leader: the same log applied to the
+//! same store gives byte-identical state. What an entry's apply means for
+//! clients (PubAcks, API answers, subscriptions following a config, live
+//! consumers following the log) is the host's, from the [`Applied`] it
+//! returns.
 
 use std::collections::BTreeMap;
 use std::rc::Rc;
 
+use bytes::Bytes;
 use tern_storage::block_store::{NewMessage, StoreError};
 
 use super::super::consumer::Consumer;
+use super::super::delivery::DeliveryState;
 use super::super::entry::Operation;
 use super::super::expiry::Expiry;
 use super::super::headers;
@@ -24,14 +29,29 @@ pub(super) struct ReplicatedState {
     pub(super) config: Rc<StreamConfig>,
     /// TTLs and delete markers; `Some` while the stream allows message TTLs.
     pub(super) expiry: Option<Expiry>,
-    /// The stream's consumers, by name.
+    /// The stream's live consumers, by name (the task's delivery state;
+    /// apply keeps their pending counts).
     pub(super) consumers: BTreeMap<String, Consumer>,
+    /// The durable consumers the log created, by name: identical on every
+    /// replica at one applied index.
+    pub(super) logged_consumers: BTreeMap<String, LoggedConsumer>,
     /// Time of the last message applied (info's `last_ts`, kept after it
     /// is removed, as nats-server does until a restart).
     pub(super) stored_last_unix_ns: u64,
     pub(super) applied_index: u64,
     pub(super) applied_term: u64,
     pub(super) applied_bytes_since_checkpoint: u64,
+}
+
+/// A durable consumer as the log holds it.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct LoggedConsumer {
+    pub created_unix_ns: u64,
+    /// Its config's stored JSON (the last create or update applied).
+    pub config_json: Bytes,
+    /// The last delivery state applied ([`DeliveryState::encode`]): the
+    /// initial one at its start sequence until a state entry applies.
+    pub delivery_state: Bytes,
 }
 
 /// What applying one operation did, for the task to answer.
@@ -54,6 +74,22 @@ pub(super) enum Applied {
     Config {
         changed_from: Option<Rc<StreamConfig>>,
     },
+    /// A durable consumer was created starting at `start_sequence`, or
+    /// its config updated.
+    ConsumerCreated {
+        name: String,
+        start_sequence: u64,
+    },
+    /// A durable consumer's delete (applied whether or not it existed).
+    ConsumerDeleted {
+        name: String,
+    },
+    /// A durable consumer's delivery state (`known`: the consumer exists;
+    /// a state entry after its delete changes nothing).
+    ConsumerState {
+        name: String,
+        known: bool,
+    },
 }
 
 impl ReplicatedState {
@@ -64,6 +100,7 @@ impl ReplicatedState {
             config,
             expiry: None,
             consumers: BTreeMap::new(),
+            logged_consumers: BTreeMap::new(),
             stored_last_unix_ns: 0,
             applied_index: 0,
             applied_term: 0,
@@ -71,7 +108,7 @@ impl ReplicatedState {
         }
     }
 
-    /// Applies one stream operation (consumer operations are the task's).
+    /// Applies one operation.
     pub(super) async fn apply(&mut self, operation: Operation) -> Result<Applied, StoreError> {
         match operation {
             Operation::Message {
@@ -158,10 +195,47 @@ impl ReplicatedState {
                 }
                 Ok(Applied::Expired)
             }
-            Operation::ConsumerCreate { .. }
-            | Operation::ConsumerDelete { .. }
-            | Operation::ConsumerState { .. } => {
-                unreachable!("consumer operations apply in apply_consumer_operation")
+            Operation::ConsumerCreate {
+                name,
+                created_unix_ns,
+                start_sequence,
+                json,
+            } => {
+                // Sequences start at 1 (a start of 0 is the stream's first).
+                let start_sequence = start_sequence.max(1);
+                match self.logged_consumers.get_mut(&name) {
+                    Some(logged) => logged.config_json = json,
+                    None => {
+                        self.logged_consumers.insert(
+                            name.clone(),
+                            LoggedConsumer {
+                                created_unix_ns,
+                                config_json: json,
+                                delivery_state: Bytes::from(DeliveryState::initial_encoding(
+                                    start_sequence,
+                                )),
+                            },
+                        );
+                    }
+                }
+                Ok(Applied::ConsumerCreated {
+                    name,
+                    start_sequence,
+                })
+            }
+            Operation::ConsumerDelete { name } => {
+                self.logged_consumers.remove(&name);
+                Ok(Applied::ConsumerDeleted { name })
+            }
+            Operation::ConsumerState { name, state } => {
+                let known = match self.logged_consumers.get_mut(&name) {
+                    Some(logged) => {
+                        logged.delivery_state = state;
+                        true
+                    }
+                    None => false,
+                };
+                Ok(Applied::ConsumerState { name, known })
             }
         }
     }

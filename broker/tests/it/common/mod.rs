@@ -31,7 +31,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 /// Default bound for anything a test waits for.
 pub const TIMEOUT: Duration = Duration::from_secs(10);
 /// How long the harness waits for a server to report its ports.
-pub const START_TIMEOUT: Duration = Duration::from_secs(15);
+pub const START_TIMEOUT: Duration = Duration::from_secs(60);
 /// How long a test waits to prove that something does NOT happen.
 pub const QUIET: Duration = Duration::from_millis(300);
 const LOG_LINES_KEPT: usize = 200;
