@@ -259,16 +259,17 @@ impl Checker {
             max_deliver: None,
             max_ack_pending: None,
         };
-        let decoded =
-            match DeliveryState::decode(config, state) {
-                Ok(decoded) => decoded,
-                Err(error) => return self.violation(
+        let decoded = match DeliveryState::decode(config, state) {
+            Ok(decoded) => decoded,
+            Err(error) => {
+                return self.violation(
                     "consumer state went back",
                     format!(
                         "group {group}: node {node} applied a state that does not decode: {error}"
                     ),
-                ),
-            };
+                )
+            }
+        };
         let now = (decoded.delivered().1, decoded.ack_floor().1);
         let record = self.streams.entry(group).or_default();
         let before = record.consumer_floors.insert(node, now).unwrap_or((0, 0));

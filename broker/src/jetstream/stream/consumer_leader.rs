@@ -8,8 +8,8 @@
 //!
 //! Deliveries and acks are not log entries each: one state entry carries
 //! everything that changed while the previous one was being committed (at
-//! most one in flight per consumer), as the stream task does for its
-//! durables (`persistence.rs`).
+//! most one in flight per consumer), with the same bookkeeping as the
+//! stream task's durables ([`StateEntries`], shared with `persistence.rs`).
 
 use std::collections::BTreeMap;
 
@@ -20,6 +20,7 @@ use super::super::consumer_config::ConsumerConfig;
 use super::super::delivery::{Delivery, DeliveryState, Next, StateDecodeError};
 use super::super::stream_config::subject_matches;
 use super::state::{Applied, ReplicatedState};
+use super::state_entries::{Signature, StateEntries};
 use super::Store;
 
 /// Deliveries one fetch hands out at most.
@@ -44,12 +45,8 @@ pub enum LoggedConsumerError {
 pub(super) struct LiveConsumer {
     pub(super) delivery: DeliveryState,
     filters: Vec<String>,
-    /// The state last proposed (or applied when taking office).
-    proposed: Bytes,
-    /// The index of the state entry in flight.
-    in_flight: Option<u64>,
-    /// Double-ack replies for the next state entry.
-    waiting: Vec<Bytes>,
+    /// Its state entries; double-ack replies wait for the next.
+    entries: StateEntries<Bytes>,
 }
 
 /// Whether `subject` passes `filters` (none: everything).
@@ -63,10 +60,12 @@ fn passes(filters: &[String], subject: &[u8]) -> bool {
         .any(|filter| subject_matches(filter, &subject))
 }
 
-/// A state entry to propose, and the acks it answers once applied.
+/// A state entry to propose (`None`: the state did not move since an
+/// entry that applied, so the acks are confirmed already), and the acks it
+/// confirms once applied.
 pub(super) struct StateProposal {
     pub(super) name: String,
-    pub(super) state: Bytes,
+    pub(super) state: Option<(Bytes, Signature)>,
     pub(super) acks: Vec<Bytes>,
 }
 
@@ -103,11 +102,9 @@ fn live(
         }
     })?;
     Ok(LiveConsumer {
+        entries: StateEntries::new(&delivery),
         delivery,
         filters: spec.filters,
-        proposed: delivery_state.clone(),
-        in_flight: None,
-        waiting: Vec::new(),
     })
 }
 
@@ -140,7 +137,7 @@ impl ConsumerLeader {
         let consumers = std::mem::take(&mut self.consumers);
         consumers
             .into_values()
-            .flat_map(|consumer| consumer.waiting)
+            .flat_map(|consumer| consumer.entries.into_waiting())
             .collect()
     }
 
@@ -174,14 +171,12 @@ impl ConsumerLeader {
             }
             Applied::ConsumerDeleted { name } => {
                 if let Some(consumer) = self.consumers.remove(name) {
-                    return Ok(consumer.waiting);
+                    return Ok(consumer.entries.into_waiting());
                 }
             }
             Applied::ConsumerState { name, .. } => {
                 if let Some(consumer) = self.consumers.get_mut(name) {
-                    if consumer.in_flight == Some(index) {
-                        consumer.in_flight = None;
-                    }
+                    consumer.entries.applied(index);
                 }
             }
             _ => {}
@@ -249,13 +244,13 @@ impl ConsumerLeader {
         let Some(consumer) = self.consumers.get_mut(name) else {
             return Err(reply);
         };
-        if consumer.waiting.len() >= ACKS_WAITING_MAX
+        if consumer.entries.waiting_count() >= ACKS_WAITING_MAX
             || stream_sequence >= consumer.delivery.next_stream_sequence()
         {
             return Err(reply);
         }
         consumer.delivery.ack(stream_sequence, consumer_sequence);
-        consumer.waiting.push(reply);
+        consumer.entries.wait(reply);
         Ok(())
     }
 
@@ -279,41 +274,26 @@ impl ConsumerLeader {
     }
 
     /// The state entries due: every consumer with none in flight whose
-    /// state changed or that has acks waiting. An unchanged state with
-    /// acks waiting needs no entry: what they acked is applied already
-    /// (`state` empty in the proposal).
+    /// state moved or that has acks waiting.
     pub(super) fn due_proposals(&mut self) -> Vec<StateProposal> {
         let mut due = Vec::new();
         for (name, consumer) in &mut self.consumers {
-            if consumer.in_flight.is_some() {
+            if !consumer.entries.is_due(&consumer.delivery) {
                 continue;
             }
-            let state = Bytes::from(consumer.delivery.encode());
-            if state == consumer.proposed && consumer.waiting.is_empty() {
-                continue;
-            }
-            let acks = std::mem::take(&mut consumer.waiting);
-            if state == consumer.proposed {
-                due.push(StateProposal {
-                    name: name.clone(),
-                    state: Bytes::new(),
-                    acks,
-                });
-                continue;
-            }
+            let taken = consumer.entries.take_due(&consumer.delivery);
             due.push(StateProposal {
                 name: name.clone(),
-                state,
-                acks,
+                state: taken.state,
+                acks: taken.waiting,
             });
         }
         due
     }
 
     /// `name`'s state entry was proposed at `index`.
-    pub(super) fn proposed(&mut self, name: &str, state: Bytes, index: u64) {
+    pub(super) fn proposed(&mut self, name: &str, state: Bytes, signature: Signature, index: u64) {
         let consumer = self.consumers.get_mut(name).expect("a due consumer");
-        consumer.proposed = state;
-        consumer.in_flight = Some(index);
+        consumer.entries.proposed(state, signature, index);
     }
 }

@@ -1745,6 +1745,7 @@ mod persistence;
 pub use consumers::ConsumerCommand;
 use leader::{Ingested, Leader, Owed, OwedReply};
 mod state;
+mod state_entries;
 use state::{Applied, ReplicatedState};
 pub mod replica;
 pub mod snapshot;

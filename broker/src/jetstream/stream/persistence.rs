@@ -37,30 +37,8 @@ use super::super::persist;
 use super::super::responses;
 use super::consumers::Created;
 use super::state::LoggedConsumer;
+use super::state_entries::StateEntries;
 use super::{now_unix_ns, Owed, StreamTask};
-
-/// The numbers that move whenever a delivery state's pending set does (a
-/// delivery or redelivery moves `delivered`, an ack, term or give-up drops
-/// `num_ack_pending` or moves the floor): compared after each turn instead
-/// of encoding every durable's state.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub(super) struct Signature {
-    delivered: (u64, u64),
-    ack_floor: (u64, u64),
-    ack_pending: usize,
-    redelivered: usize,
-}
-
-impl Signature {
-    fn of(state: &DeliveryState) -> Signature {
-        Signature {
-            delivered: state.delivered(),
-            ack_floor: state.ack_floor(),
-            ack_pending: state.num_ack_pending(),
-            redelivered: state.num_redelivered(),
-        }
-    }
-}
 
 /// A reply that waits for the next snapshot of its consumer.
 pub(super) enum Waiter {
@@ -70,36 +48,11 @@ pub(super) enum Waiter {
     Info { origin: usize, reply: Bytes },
 }
 
-/// The leader's bookkeeping of one durable consumer's state snapshots
-/// (what the log holds of it is the replicated state's `logged_consumers`).
-pub(super) struct Durable {
-    /// The last snapshot proposed, and its signature.
-    proposed_state: Bytes,
-    proposed_signature: Signature,
-    /// Changed in ways the signature does not show (ack deadlines moved).
-    touched: bool,
-    /// The index of the snapshot proposed and not yet applied.
-    in_flight: Option<u64>,
-    /// Replies for the next snapshot (bounded by the commands of a turn:
-    /// each snapshot takes all of them).
-    waiting: Vec<Waiter>,
-}
-
-impl Durable {
-    fn new(state: &DeliveryState) -> Durable {
-        Durable {
-            proposed_state: Bytes::from(state.encode()),
-            proposed_signature: Signature::of(state),
-            touched: false,
-            in_flight: None,
-            waiting: Vec::new(),
-        }
-    }
-
-    fn changed(&self, state: &DeliveryState) -> bool {
-        self.touched || self.proposed_signature != Signature::of(state)
-    }
-}
+/// The leader's bookkeeping of one durable consumer's state entries
+/// (what the log holds of it is the replicated state's `logged_consumers`);
+/// replies waiting are bounded by the commands of a turn: each entry takes
+/// all of them.
+pub(super) type Durable = StateEntries<Waiter>;
 
 /// The durable consumers of a stream, by name.
 pub(super) type Durables = BTreeMap<String, Durable>;
@@ -197,7 +150,7 @@ impl StreamTask {
     /// Something changed `name`'s delivery state (an ack, nak, progress).
     pub(super) fn consumer_touched(&mut self, name: &str) {
         if let Some(durable) = self.durables.get_mut(name) {
-            durable.touched = true;
+            durable.touch();
         }
     }
 
@@ -206,8 +159,8 @@ impl StreamTask {
     pub(super) fn answer_ack(&mut self, name: &str, reply: Bytes) {
         match self.durables.get_mut(name) {
             Some(durable) => {
-                durable.touched = true;
-                durable.waiting.push(Waiter::Ack { reply });
+                durable.touch();
+                durable.wait(Waiter::Ack { reply });
             }
             None => self.js.publish_reply(&reply, b""),
         }
@@ -226,12 +179,12 @@ impl StreamTask {
         if durable.changed(&consumer.delivery) {
             if let Some(reply) = reply {
                 let durable = self.durables.get_mut(name).expect("looked up above");
-                durable.waiting.push(Waiter::Info { origin, reply });
+                durable.wait(Waiter::Info { origin, reply });
             }
             return None;
         }
         let body = self.consumer_info(consumer, "consumer_info_response");
-        if durable.in_flight.is_none() {
+        if durable.in_flight().is_none() {
             return Some(body);
         }
         // What it reports is in the snapshot in flight: answer once
@@ -256,14 +209,11 @@ impl StreamTask {
         let due: Vec<String> = self
             .durables
             .iter()
-            .filter(|(_, durable)| durable.in_flight.is_none())
             .filter(|(name, durable)| {
-                !durable.waiting.is_empty()
-                    || self
-                        .state
-                        .consumers
-                        .get(*name)
-                        .is_some_and(|consumer| durable.changed(&consumer.delivery))
+                self.state
+                    .consumers
+                    .get(*name)
+                    .is_some_and(|consumer| durable.is_due(&consumer.delivery))
             })
             .map(|(name, _)| name.clone())
             .collect();
@@ -317,16 +267,10 @@ impl StreamTask {
             );
         }
         let consumer = &self.state.consumers[name];
-        let state = Bytes::from(consumer.delivery.encode());
-        let signature = Signature::of(&consumer.delivery);
         let durable = self.durables.get_mut(name).expect("due names a durable");
-        durable.touched = false;
-        let waiting = std::mem::take(&mut durable.waiting);
-        let index = if state == durable.proposed_state {
-            // Nothing new (the one proposed before applied): what the
-            // waiting replies report is durable already.
-            None
-        } else {
+        let due = durable.take_due(&consumer.delivery);
+        let waiting = due.waiting;
+        let index = if let Some((state, signature)) = due.state {
             let operation = Operation::ConsumerState {
                 name: name.to_string(),
                 state: state.clone(),
@@ -345,10 +289,12 @@ impl StreamTask {
                 .propose(operation.encode())
                 .map_err(|error| format!("consumer state refused: {error:?}"))?;
             let durable = self.durables.get_mut(name).expect("due names a durable");
-            durable.in_flight = Some(index);
-            durable.proposed_state = state;
-            durable.proposed_signature = signature;
+            durable.proposed(state, signature, index);
             Some(index)
+        } else {
+            // Nothing new (the one proposed before applied): what the
+            // waiting replies report is durable already.
+            None
         };
         for waiter in waiting {
             let owed = match waiter {
@@ -416,7 +362,7 @@ impl StreamTask {
     /// before the delete are answered.
     pub(super) fn consumer_deleted(&mut self, name: &str) {
         if let Some(durable) = self.durables.remove(name) {
-            for waiter in durable.waiting {
+            for waiter in durable.into_waiting() {
                 if let Waiter::Ack { reply } = waiter {
                     self.js.publish_reply(&reply, b"");
                 }
@@ -440,9 +386,7 @@ impl StreamTask {
             consumer.delivery = DeliveryState::decode(consumer.spec.delivery.clone(), state)
                 .map_err(|error| format!("entry {index}: consumer {name}: {error}"))?;
         }
-        if durable.in_flight == Some(index) {
-            durable.in_flight = None;
-        }
+        durable.applied(index);
         Ok(())
     }
 
@@ -649,10 +593,7 @@ impl StreamTask {
                 consumer.wake_at(Some(now_ns));
             }
             let durable = self.durables.get_mut(&name).expect("a durable");
-            durable.proposed_state = Bytes::from(consumer.delivery.encode());
-            durable.proposed_signature = Signature::of(&consumer.delivery);
-            durable.touched = false;
-            durable.in_flight = None;
+            durable.reset(&consumer.delivery);
         }
     }
 }

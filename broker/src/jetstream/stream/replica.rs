@@ -560,7 +560,7 @@ impl Replica {
             return;
         }
         for proposal in self.consumers.due_proposals() {
-            if proposal.state.is_empty() {
+            let Some((state, signature)) = proposal.state else {
                 answers.extend(
                     proposal
                         .acks
@@ -568,10 +568,10 @@ impl Replica {
                         .map(|reply| Answer::AckConfirmed { reply }),
                 );
                 continue;
-            }
+            };
             let operation = Operation::ConsumerState {
                 name: proposal.name.clone(),
-                state: proposal.state.clone(),
+                state: state.clone(),
             };
             let Ok(index) = node.propose(operation.encode()) else {
                 for reply in proposal.acks {
@@ -583,7 +583,7 @@ impl Replica {
                 continue;
             };
             self.consumers
-                .proposed(&proposal.name, proposal.state, index);
+                .proposed(&proposal.name, state, signature, index);
             for reply in proposal.acks {
                 self.leader.owe(
                     node.term(),
