@@ -6,10 +6,10 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use tern_broker::jetstream::consumer_config::{
-    self, ConsumerConfig, CreateContext, CreateTarget,
+use tern_broker::jetstream::consumer::config::{
+    self as consumer_config, ConsumerConfig, CreateContext, CreateTarget,
 };
-use tern_broker::jetstream::consumer_requests::{
+use tern_broker::jetstream::consumer::requests::{
     AckBody, AckSubject, ConsumersRequest, PullRequest,
 };
 use tern_broker::jetstream::stream_config::{self, StreamConfig};
@@ -20,7 +20,10 @@ fn stream(name: &str, body: &str) -> StreamConfig {
 
 fuzz_target!(|data: &[u8]| {
     let limits = stream("S", r#"{"name":"S","subjects":["s.>"]}"#);
-    let workqueue = stream("S", r#"{"name":"S","subjects":["s.>"],"retention":"workqueue"}"#);
+    let workqueue = stream(
+        "S",
+        r#"{"name":"S","subjects":["s.>"],"retention":"workqueue"}"#,
+    );
     let existing = ConsumerConfig {
         durable_name: "D".into(),
         name: "D".into(),
@@ -71,7 +74,10 @@ fuzz_target!(|data: &[u8]| {
     if let Some(subject) = AckSubject::decode(data) {
         // What decodes re-encodes to the same v1 subject.
         if subject.domain.is_none() {
-            assert_eq!(AckSubject::decode(subject.encode().as_bytes()), Some(subject));
+            assert_eq!(
+                AckSubject::decode(subject.encode().as_bytes()),
+                Some(subject)
+            );
         }
     }
     let _ = ConsumersRequest::parse(data);

@@ -7,8 +7,8 @@
 
 use bytes::Bytes;
 use libfuzzer_sys::fuzz_target;
-use tern_broker::jetstream::consumer_store;
-use tern_broker::jetstream::delivery::{AckMode, DeliveryConfig, DeliveryState, Next};
+use tern_broker::jetstream::consumer::delivery::{AckMode, DeliveryConfig, DeliveryState, Next};
+use tern_broker::jetstream::consumer::store as consumer_store;
 use tern_broker::jetstream::entry::{
     decode_hard_state, encode_hard_state, entry_kind, entry_record, Operation,
 };
@@ -55,7 +55,12 @@ fuzz_target!(|data: &[u8]| {
             match state.next_to_deliver() {
                 Next::Redeliver { stream_sequence } | Next::FromStream { stream_sequence } => {
                     let delivery = state.delivered_at(stream_sequence, now_ns);
-                    state.nak(delivery.stream_sequence, delivery.consumer_sequence, None, now_ns);
+                    state.nak(
+                        delivery.stream_sequence,
+                        delivery.consumer_sequence,
+                        None,
+                        now_ns,
+                    );
                 }
                 Next::Stalled => break,
             }

@@ -6,8 +6,8 @@
 
 use std::fmt::Write as _;
 
-use super::consumer_config::EPHEMERAL_NAME_ALPHABET;
-use super::delivery::Event;
+use super::consumer::config::EPHEMERAL_NAME_ALPHABET;
+use super::consumer::delivery::Event;
 use super::json;
 
 /// Characters in an advisory id (a NUID's length).

@@ -42,10 +42,12 @@ pub const EXPIRE_SEQUENCES_MAX: usize = 4096;
 /// Longest consumer name an entry may carry (the API allows far less).
 pub const CONSUMER_NAME_BYTES_MAX: usize = 1024;
 /// Largest consumer delivery state an entry may carry: a full
-/// [`DeliveryState`](super::delivery::DeliveryState) encoding at its pending
+/// [`DeliveryState`](super::consumer::delivery::DeliveryState) encoding at its pending
 /// limit (the journal's record limit bounds it far lower in practice).
-pub const CONSUMER_STATE_BYTES_MAX: usize =
-    41 + super::delivery::PENDING_MAX * 24 + 4 + super::delivery::PENDING_MAX * 16;
+pub const CONSUMER_STATE_BYTES_MAX: usize = 41
+    + super::consumer::delivery::PENDING_MAX * 24
+    + 4
+    + super::consumer::delivery::PENDING_MAX * 16;
 
 /// One operation on a stream.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -37,12 +37,6 @@
 
 pub mod advisory;
 pub mod consumer;
-pub mod consumer_config;
-pub mod consumer_error;
-pub mod consumer_requests;
-pub mod consumer_responses;
-pub mod consumer_store;
-pub mod delivery;
 pub mod entry;
 pub mod error;
 pub mod expiry;
@@ -50,8 +44,6 @@ pub mod headers;
 pub mod json;
 pub mod layout;
 pub mod persist;
-pub mod pull;
-pub mod rate_limit;
 pub mod requests;
 pub mod responses;
 pub mod store_check;

@@ -4,11 +4,11 @@ Starts `nats-server -js -sd <tmp> -p <port>` (the binary on PATH), talks the
 raw NATS protocol over a socket so every reply is kept byte for byte, and
 writes two Rust files:
 
-- broker/src/jetstream/consumer_config_corpus_tests.rs: CONSUMER.CREATE /
+- broker/src/jetstream/consumer/config_corpus_tests.rs: CONSUMER.CREATE /
   DURABLE.CREATE requests (subject, body, consumers created first) and the
   server's answer: the error object, or the consumer name and `config` of the
   create response (plus the whole response with `created`/`ts` masked).
-- broker/src/jetstream/consumer_requests_corpus_tests.rs: MSG.NEXT bodies
+- broker/src/jetstream/consumer/requests_corpus_tests.rs: MSG.NEXT bodies
   sent to a pull consumer of an empty stream, and the status header blocks
   the server answers within a short window.
 
@@ -29,8 +29,8 @@ import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
-CONFIG_OUT = os.path.join(ROOT, "broker/src/jetstream/consumer_config_corpus_tests.rs")
-PULL_OUT = os.path.join(ROOT, "broker/src/jetstream/consumer_requests_corpus_tests.rs")
+CONFIG_OUT = os.path.join(ROOT, "broker/src/jetstream/consumer/config_corpus_tests.rs")
+PULL_OUT = os.path.join(ROOT, "broker/src/jetstream/consumer/requests_corpus_tests.rs")
 PORT = 14_333
 
 

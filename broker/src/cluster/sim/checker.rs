@@ -31,7 +31,7 @@ use bytes::Bytes;
 use tern_raft::NodeId;
 
 use super::super::multiraft::GroupId;
-use crate::jetstream::delivery::{AckMode, DeliveryConfig, DeliveryState};
+use crate::jetstream::consumer::delivery::{AckMode, DeliveryConfig, DeliveryState};
 
 #[derive(Debug, Clone)]
 pub struct Violation {

@@ -37,7 +37,7 @@ use tern_raft::wire::{self, DecodeLimits};
 use tern_raft::{Config, Entry, EntryKind, HardState, Membership, Node, NodeId, Restore, Snapshot};
 
 use super::multiraft::{Durable, Flush, GroupId, GroupWrite, MultiRaft};
-use crate::jetstream::delivery::Delivery;
+use crate::jetstream::consumer::delivery::Delivery;
 use crate::jetstream::entry::{Operation, PendingMessage};
 use crate::jetstream::stream::replica::{Answer, Replica, StreamCanary};
 use crate::jetstream::stream::snapshot::StreamSnapshot;

@@ -31,10 +31,10 @@ use super::journal::{GroupRecords, JournalExamination, JournalState, StreamOfGro
 use super::read_only::ReadOnlyFiles;
 use super::report::{Action, Discard, Finding, Health, RepairReport, Severity};
 use super::{io_error, CheckError, CheckOptions, RepairTarget};
+use crate::jetstream::consumer::config::ConsumerConfig;
+use crate::jetstream::consumer::delivery::DeliveryState;
+use crate::jetstream::consumer::store::{self as consumer_store, StoredConsumers, CONSUMERS_FILE};
 use crate::jetstream::consumer::ConsumerSpec;
-use crate::jetstream::consumer_config::ConsumerConfig;
-use crate::jetstream::consumer_store::{self, StoredConsumers, CONSUMERS_FILE};
-use crate::jetstream::delivery::DeliveryState;
 use crate::jetstream::persist::{self, ConsumersReference, RaftState, CONFIG_FILE, RAFT_FILE};
 use crate::jetstream::stream_config::StreamConfig;
 use crate::jetstream::CREATING_PREFIX;

@@ -18,7 +18,7 @@ use super::layout::{rebuild, Rebuild};
 use super::report::{Discard, Severity};
 use super::stream::rebuilt_applied_index;
 use super::*;
-use crate::jetstream::consumer_store::{self, StoredConsumers};
+use crate::jetstream::consumer::store::{self as consumer_store, StoredConsumers};
 use crate::jetstream::entry::{self, Operation};
 use crate::jetstream::layout::{self as store_layout, journal_directory, Layout};
 use crate::jetstream::persist::{self, RaftState};

@@ -15,9 +15,9 @@ use std::collections::BTreeMap;
 
 use bytes::Bytes;
 
+use super::super::consumer::config::ConsumerConfig;
+use super::super::consumer::delivery::{Delivery, DeliveryState, Next, StateDecodeError};
 use super::super::consumer::ConsumerSpec;
-use super::super::consumer_config::ConsumerConfig;
-use super::super::delivery::{Delivery, DeliveryState, Next, StateDecodeError};
 use super::super::stream_config::subject_matches;
 use super::state::{Applied, ReplicatedState};
 use super::state_entries::{Signature, StateEntries};

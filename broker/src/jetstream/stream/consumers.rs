@@ -9,16 +9,22 @@ use std::borrow::Cow;
 use bytes::Bytes;
 
 use super::super::advisory;
+use super::super::consumer::config::{
+    self as consumer_config, CreateContext, CreateKind, CreateTarget,
+};
+use super::super::consumer::delivery::{AckMode, Next};
+use super::super::consumer::pull::{PullRequest, Reply, Status};
+use super::super::consumer::rate_limit::RateLimit;
+use super::super::consumer::requests::{
+    self as consumer_requests, AckBody, AckSubject, ConsumersRequest,
+};
+use super::super::consumer::responses::{
+    self as consumer_responses, ConsumerInfoState, PullStatus, SequencePair,
+};
 use super::super::consumer::{
     headers_only, write_ack_subject, Consumer, ConsumerSpec, PushState, Start,
 };
-use super::super::consumer_config::{self, CreateContext, CreateKind, CreateTarget};
-use super::super::consumer_requests::{self, AckBody, AckSubject, ConsumersRequest};
-use super::super::consumer_responses::{self, ConsumerInfoState, PullStatus, SequencePair};
-use super::super::delivery::{AckMode, Next};
 use super::super::error::ApiError;
-use super::super::pull::{PullRequest, Reply, Status};
-use super::super::rate_limit::RateLimit;
 use super::super::stream_config::StreamConfig;
 use super::super::JetStream;
 use super::{now_unix_ns, Operation, Retention, Store, StoreError, StreamTask};

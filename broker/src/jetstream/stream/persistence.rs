@@ -24,13 +24,13 @@ use std::collections::BTreeMap;
 
 use bytes::Bytes;
 
-use super::super::consumer::{Consumer, ConsumerSpec};
-use super::super::consumer_config::ConsumerConfig;
-use super::super::consumer_responses;
-use super::super::consumer_store::{self, StoredConsumer, StoredConsumers};
-use super::super::delivery::{
+use super::super::consumer::config::ConsumerConfig;
+use super::super::consumer::delivery::{
     DeliveryState, STATE_BYTES_PER_PENDING, STATE_BYTES_PER_REDELIVERED, STATE_FIXED_BYTES,
 };
+use super::super::consumer::responses as consumer_responses;
+use super::super::consumer::store::{self as consumer_store, StoredConsumer, StoredConsumers};
+use super::super::consumer::{Consumer, ConsumerSpec};
 use super::super::entry::{Operation, CONSUMER_STATE_BYTES_MAX};
 use super::super::error::ApiError;
 use super::super::persist;

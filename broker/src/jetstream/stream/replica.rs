@@ -20,7 +20,7 @@ use bytes::Bytes;
 use tern_raft::{Entry, EntryKind, Node, Role};
 use tern_storage::block_store::{Manifest, MemoryFiles, NewMessage, StoreError, StreamLog};
 
-use super::super::delivery::{Delivery, DeliveryState};
+use super::super::consumer::delivery::{Delivery, DeliveryState};
 use super::super::entry::{Operation, PendingMessage};
 use super::super::error::ApiError;
 use super::super::stream_config::StreamConfig;

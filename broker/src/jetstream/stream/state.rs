@@ -15,8 +15,8 @@ use std::rc::Rc;
 use bytes::Bytes;
 use tern_storage::block_store::{NewMessage, StoreError};
 
+use super::super::consumer::delivery::DeliveryState;
 use super::super::consumer::Consumer;
-use super::super::delivery::DeliveryState;
 use super::super::entry::Operation;
 use super::super::expiry::Expiry;
 use super::super::headers;

@@ -13,7 +13,7 @@
 
 use bytes::Bytes;
 
-use super::super::delivery::DeliveryState;
+use super::super::consumer::delivery::DeliveryState;
 
 /// The numbers that move whenever a delivery state's pending set does (a
 /// delivery or redelivery moves `delivered`, an ack, term or give-up drops
@@ -153,7 +153,7 @@ impl<W> StateEntries<W> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::super::delivery::{AckMode, DeliveryConfig};
+    use super::super::super::consumer::delivery::{AckMode, DeliveryConfig};
     use super::*;
 
     fn explicit() -> DeliveryConfig {

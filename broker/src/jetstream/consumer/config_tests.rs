@@ -3,11 +3,11 @@
 //! create cases are in the corpus.
 
 use super::*;
-use crate::jetstream::consumer_responses::{consumer_info_response, ConsumerInfoState};
+use crate::jetstream::consumer::responses::{consumer_info_response, ConsumerInfoState};
 use crate::jetstream::stream_config;
 use crate::jetstream::stream_config::REQUIRED_LEVEL_KEY;
 
-#[path = "consumer_config_corpus_tests.rs"]
+#[path = "config_corpus_tests.rs"]
 mod corpus;
 
 fn error_json(error: &ApiError) -> String {

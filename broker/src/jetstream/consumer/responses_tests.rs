@@ -7,7 +7,7 @@ fn config() -> ConsumerConfig {
     ConsumerConfig {
         durable_name: "P1".into(),
         name: "P1".into(),
-        ack_policy: super::super::consumer_config::AckPolicy::Explicit,
+        ack_policy: super::super::config::AckPolicy::Explicit,
         ack_wait_ns: 30_000_000_000,
         max_deliver: -1,
         filter_subject: "orders.*".into(),

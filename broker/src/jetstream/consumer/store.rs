@@ -22,8 +22,8 @@
 use tern_storage::block_store::StoreFiles;
 use tern_storage::format::{checksum, checksum_append};
 
-use super::entry::{CONFIG_BYTES_MAX, CONSUMER_NAME_BYTES_MAX, CONSUMER_STATE_BYTES_MAX};
-use super::persist::{corrupt, read_if_present, replace, PersistError};
+use super::super::entry::{CONFIG_BYTES_MAX, CONSUMER_NAME_BYTES_MAX, CONSUMER_STATE_BYTES_MAX};
+use super::super::persist::{corrupt, read_if_present, replace, PersistError};
 
 pub const CONSUMERS_FILE: &str = "consumers";
 const MAGIC: &[u8; 8] = b"TERNCONS";
@@ -176,7 +176,7 @@ pub fn decode(bytes: &[u8]) -> Result<StoredConsumers, PersistError> {
 
 /// The checksum a verified file carries (what the `raft` file records of
 /// the consumers file a checkpoint wrote).
-pub(super) fn file_checksum(bytes: &[u8]) -> u32 {
+pub(in crate::jetstream) fn file_checksum(bytes: &[u8]) -> u32 {
     u32_at(bytes, 32)
 }
 

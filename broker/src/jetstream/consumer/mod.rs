@@ -9,14 +9,23 @@
 //! The JSON side (config parsing, info responses) lives elsewhere; this is
 //! what the delivery loop needs.
 
+pub mod config;
+pub mod delivery;
+pub mod error;
+pub mod pull;
+pub mod rate_limit;
+pub mod requests;
+pub mod responses;
+pub mod store;
+
 use std::collections::VecDeque;
 
 use bytes::Bytes;
 
-use super::consumer_config::{AckPolicy, ConsumerConfig, DeliverPolicy, ReplayPolicy};
-use super::delivery::{AckMode, DeliveryConfig, DeliveryState};
+use self::config::{AckPolicy, ConsumerConfig, DeliverPolicy, ReplayPolicy};
+use self::delivery::{AckMode, DeliveryConfig, DeliveryState};
+use self::pull::PullQueue;
 use super::error::ApiError;
-use super::pull::PullQueue;
 use super::stream_config::subject_matches;
 
 /// Where a new consumer starts, as its deliver policy resolves it.
@@ -211,7 +220,7 @@ pub struct PushState {
     /// When the next idle heartbeat is due (Unix ns; 0: none).
     pub heartbeat_due_ns: u64,
     /// The `rate_limit_bps` bucket, made at the first paced delivery.
-    pub rate_limit: Option<super::rate_limit::RateLimit>,
+    pub rate_limit: Option<self::rate_limit::RateLimit>,
 }
 
 impl PushState {
@@ -439,7 +448,7 @@ pub fn headers_only(header_block: &[u8], payload_bytes: usize) -> Vec<u8> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::jetstream::delivery::AckMode;
+    use crate::jetstream::consumer::delivery::AckMode;
 
     fn spec(filters: &[&str]) -> ConsumerSpec {
         ConsumerSpec {

@@ -32,14 +32,14 @@ use std::fmt;
 
 use serde::de::{Deserialize, Deserializer};
 
-use super::consumer_error::go_duration_text;
-use super::error::ApiError;
-use super::json::{self, GoSchema, GoTime, RawJsonVisitor, RAW_JSON};
-use super::stream_config::{
+use super::super::error::ApiError;
+use super::super::json::{self, GoSchema, GoTime, RawJsonVisitor, RAW_JSON};
+use super::super::stream_config::{
     is_valid_subject, subject_is_subset, subjects_overlap, Retention, StreamConfig, API_LEVEL,
     DESCRIPTION_BYTES_MAX, METADATA_BYTES_MAX, NAME_BYTES_MAX, SERVER_LEVEL_KEY, SERVER_VERSION,
     SERVER_VERSION_KEY,
 };
+use super::error::go_duration_text;
 
 /// nats-server's `JsAckWaitDefault`: 30 s, for ack policies all/explicit.
 pub const ACK_WAIT_DEFAULT_NS: i64 = 30_000_000_000;
@@ -1333,7 +1333,7 @@ impl ConsumerConfig {
     /// store `_nats.req.level`.
     pub fn set_static_metadata(&mut self) {
         let level = self.required_api_level();
-        super::stream_config::set_static_metadata(&mut self.metadata, level);
+        super::super::stream_config::set_static_metadata(&mut self.metadata, level);
     }
 
     /// Whether a `"create"` of `other` is idempotent against this existing
@@ -1342,7 +1342,7 @@ impl ConsumerConfig {
     pub fn same_as(&self, other: &ConsumerConfig) -> bool {
         let strip = |config: &ConsumerConfig| {
             let mut config = config.clone();
-            super::stream_config::strip_server_metadata(&mut config.metadata);
+            super::super::stream_config::strip_server_metadata(&mut config.metadata);
             config
         };
         strip(self) == strip(other)
@@ -1516,5 +1516,5 @@ fn strings_json(values: &[String]) -> String {
 }
 
 #[cfg(test)]
-#[path = "consumer_config_tests.rs"]
+#[path = "config_tests.rs"]
 mod tests;

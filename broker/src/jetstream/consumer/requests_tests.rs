@@ -2,9 +2,9 @@
 //! nats-server 2.15.1 by `broker/tests/py/record_consumer_corpus.py`.
 
 use super::*;
-use crate::jetstream::consumer_config::AckPolicy;
+use crate::jetstream::consumer::config::AckPolicy;
 
-#[path = "consumer_requests_corpus_tests.rs"]
+#[path = "requests_corpus_tests.rs"]
 mod corpus;
 
 /// The corpus window: statuses sent within 500 ms.

@@ -9,7 +9,7 @@
 //!   "ts"[,"priority_groups"]}`; `last_active` omitted until set;
 //! - delete: `{<type>,"success":true}`; names: `"consumers":[…]` sorted,
 //!   `[]` when empty; list: `"consumers":[<info without type>…]`.
-//!   Errors: [`super::responses::error_response`].
+//!   Errors: [`super::super::responses::error_response`].
 //!
 //! Status header blocks (empty payload; `processNextMsgRequest`,
 //! `processWaiting`, `sendIdleHeartbeat`, `sendFlowControl`): pull 404 /
@@ -18,9 +18,9 @@
 
 use std::fmt::Write as _;
 
-use super::consumer_config::ConsumerConfig;
-use super::json;
-use super::responses::TYPE_PREFIX;
+use super::super::json;
+use super::super::responses::TYPE_PREFIX;
+use super::config::ConsumerConfig;
 
 /// CONSUMER.NAMES page size (`JSApiNamesLimit`).
 pub const NAMES_LIMIT: usize = 1024;
@@ -394,7 +394,7 @@ impl PullStatus {
             }
             PullStatus::ExceededMaxRequestExpires(limit_ns) => simple(&format!(
                 "409 Exceeded MaxRequestExpires of {}",
-                super::consumer_error::go_duration_text(*limit_ns)
+                super::error::go_duration_text(*limit_ns)
             )),
             PullStatus::ExceededMaxRequestMaxBytes(limit) => {
                 simple(&format!("409 Exceeded MaxRequestMaxBytes of {limit}"))
@@ -455,13 +455,11 @@ pub fn flow_control_reply(stream: &str, consumer: &str, random_bits: u32) -> Str
     let suffix: String = random_bits
         .to_le_bytes()
         .iter()
-        .map(|byte| {
-            char::from(super::consumer_config::EPHEMERAL_NAME_ALPHABET[usize::from(*byte) % 62])
-        })
+        .map(|byte| char::from(super::config::EPHEMERAL_NAME_ALPHABET[usize::from(*byte) % 62]))
         .collect();
     format!("$JS.FC.{stream}.{consumer}.{suffix}")
 }
 
 #[cfg(test)]
-#[path = "consumer_responses_tests.rs"]
+#[path = "responses_tests.rs"]
 mod tests;

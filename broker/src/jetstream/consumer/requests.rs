@@ -15,11 +15,11 @@
 //! - [`ConsumersRequest`]: the CONSUMER.NAMES / LIST paging body
 //!   (`JSApiConsumersRequest`: only `offset`; strict).
 
-use super::consumer_config::{ConsumerConfig, PriorityPolicy};
-use super::consumer_responses::PullStatus;
-use super::error::ApiError;
-use super::expiry::parse_go_duration_ns;
-use super::json::{self, DecodeMode, GoSchema};
+use super::super::error::ApiError;
+use super::super::expiry::parse_go_duration_ns;
+use super::super::json::{self, DecodeMode, GoSchema};
+use super::config::{ConsumerConfig, PriorityPolicy};
+use super::responses::PullStatus;
 
 // ---------------------------------------------------------------------------
 // Pull requests.
@@ -455,5 +455,5 @@ impl ConsumersRequest {
 }
 
 #[cfg(test)]
-#[path = "consumer_requests_tests.rs"]
+#[path = "requests_tests.rs"]
 mod tests;
