@@ -70,6 +70,7 @@ use crate::message::ShardMessage;
 use crate::router::{InternalHandler, InternalSubscription};
 use crate::shard::Shard;
 use error::ApiError;
+use stream::groups::StreamGroups;
 use stream::{ApiCall, Inbound, Recovered, StreamApi, StreamHandle, StreamTask};
 use stream_config::{StorageType, StreamConfig};
 
@@ -190,6 +191,8 @@ pub struct JetStream {
     root: PathBuf,
     shard: Weak<Shard>,
     journal: OnceCell<Rc<Journal<DmaDevice>>>,
+    /// The Raft groups of the streams this shard owns, and their driver.
+    groups: OnceCell<Rc<StreamGroups>>,
     /// Why the journal could not be opened (then `journal` stays empty).
     journal_damage: RefCell<Option<String>>,
     streams: RefCell<BTreeMap<String, Rc<StreamHandle>>>,
@@ -257,6 +260,7 @@ impl JetStream {
             root: root.clone(),
             shard: Rc::downgrade(shard),
             journal: OnceCell::new(),
+            groups: OnceCell::new(),
             journal_damage: RefCell::new(None),
             streams: RefCell::new(BTreeMap::new()),
             subscriptions: RefCell::new(FxHashMap::default()),
@@ -483,6 +487,9 @@ impl JetStream {
             )),
             (Err(damage), _) => Some(damage),
         };
+        let groups = StreamGroups::new(js.journal.get().cloned());
+        glommio::spawn_local(groups.clone().run()).detach();
+        let _ = js.groups.set(groups);
         if let Some(damage) = &journal_damage {
             log::error!(target: "tern::jetstream", "shard {index}: {damage}; the file streams of this shard stay offline and new ones cannot be created on it until the journal is repaired (nothing was deleted; see `tern storage check`)");
             *js.journal_damage.borrow_mut() = Some(damage.clone());
@@ -550,6 +557,13 @@ impl JetStream {
         self.journal
             .get()
             .expect("file streams run only with a journal")
+    }
+
+    /// The Raft groups of the streams this shard owns.
+    pub fn groups(&self) -> &Rc<StreamGroups> {
+        self.groups
+            .get()
+            .expect("groups run once the journal is opened")
     }
 
     /// The journal, unless it was found damaged at start-up.

@@ -821,7 +821,7 @@ impl StreamTask {
                 sequence: candidate,
                 erase: false,
             };
-            match self.node.propose(operation.encode()) {
+            match self.propose(&operation) {
                 Ok(_) => {
                     self.leader.releasing.insert(candidate);
                 }

@@ -1,21 +1,23 @@
-//! One stream on its owner shard: a task that owns the stream's Raft node
-//! (one voter here), its block store and its ingest state, fed by a command
-//! queue. Everything that touches the stream goes through that queue, in
-//! order, so a read sees every write acknowledged before it.
+//! One stream on its owner shard: a task that owns the stream's block store
+//! and its ingest state, fed by a command queue, whose Raft group (one voter
+//! here) runs with every other stream group of the shard in the shard's
+//! [`StreamGroups`] (a `MultiRaft`). Everything that touches the stream
+//! goes through that queue, in order, so a read sees every write
+//! acknowledged before it.
 //!
 //! Publish path inside the owner shard:
 //! 1. the router matches the stream's internal subscription and calls
 //!    [`StreamHandle::publish`], which queues the message (no I/O);
 //! 2. the task checks the publish headers and limits against the state
 //!    including messages still in flight, assigns the sequence and time, and
-//!    proposes the encoded [`Operation::Message`] to the Raft node;
-//! 3. the node's ready hands the entry (and any hard state) to the shard's
-//!    journal (`try_append`): records of every stream on the shard share the
-//!    journal's open batch, so one O_DIRECT write + sync commits them all
-//!    (group commit; no timer);
-//! 4. when the journal says the batch is durable, the node advances, the
-//!    entry commits (the only voter has it), and the task applies it to the
-//!    block store (buffered) and sends the PubAck.
+//!    proposes the encoded [`Operation::Message`] to its group's node;
+//! 3. the shard's groups driver takes one flush of every group's ready and
+//!    appends its entries and hard states to the shard's journal: one
+//!    O_DIRECT write + sync commits them all (group commit; no timer);
+//! 4. when the journal says the flush is durable, the groups advance, the
+//!    entry commits (the only voter has it), the driver hands it to the
+//!    task, which applies it to the block store (buffered) and sends the
+//!    PubAck.
 //!
 //! Checkpoints flush the block store (synced), record the applied index in
 //! the `raft` file, and tell the journal it may recycle what is older.
@@ -34,9 +36,8 @@ use tern_shard::Waiters;
 use tern_storage::block_store::{
     DmaFiles, Manifest, MemoryFiles, StoreError, StoredMessage, StreamLog, StreamState,
 };
-use tern_storage::{AppendError, NewRecord};
 
-use super::entry::{self, Operation, PendingMessage, RECORD_HARD_STATE};
+use super::entry::{Operation, PendingMessage};
 use super::error::ApiError;
 use super::expiry::Expiry;
 use super::persist::{self, RaftState};
@@ -44,6 +45,7 @@ use super::requests::{self, MessageGet};
 use super::responses;
 use super::stream_config::{subject_matches, Retention, StorageType, StreamConfig};
 use super::{now_unix_ns, JetStream};
+use groups::{Persistence, StreamGroups};
 
 /// Commands one turn of the task handles before driving Raft and the journal.
 const COMMANDS_PER_TURN_MAX: usize = 4096;
@@ -61,6 +63,9 @@ const AGE_CHECK_INTERVAL: Duration = Duration::from_secs(1);
 const EXPIRED_PER_TURN_MAX: usize = 4096;
 /// The one voter of a single-node stream group.
 const NODE_ID: u64 = 1;
+/// Committed entries a turn applies at most (the rest wait a turn, so
+/// commands are not starved).
+const COMMITTED_PER_TURN_MAX: usize = 8192;
 
 /// A message published into the stream, already encoded as the operation
 /// that will store it (sequence and time filled in at ingest).
@@ -135,6 +140,9 @@ pub struct StreamHandle {
     /// Its Raft group (the journal's record group).
     pub group: u64,
     commands: RefCell<VecDeque<Command>>,
+    /// Entries of its group that committed, handed over by the shard's
+    /// groups driver, for the task to apply.
+    committed: RefCell<VecDeque<Entry>>,
     wake: Waiters,
     stopped: Cell<bool>,
     /// Stored bytes last counted in the shard's storage usage.
@@ -168,6 +176,7 @@ impl StreamHandle {
             name,
             group,
             commands: RefCell::new(VecDeque::new()),
+            committed: RefCell::new(VecDeque::new()),
             wake: Waiters::new(),
             stopped: Cell::new(false),
             counted_bytes: Cell::new(0),
@@ -212,6 +221,13 @@ impl StreamHandle {
             return;
         }
         self.push(Command::Consumer(command));
+    }
+
+    /// Entries of its group that committed (none: look at the groups'
+    /// failure).
+    pub(super) fn committed(&self, entries: Vec<Entry>) {
+        self.committed.borrow_mut().extend(entries);
+        self.wake.wake_all();
     }
 
     fn push(&self, command: Command) {
@@ -300,10 +316,9 @@ pub struct StreamTask {
     created_unix_ns: u64,
     group: u64,
     files: Option<DmaFiles>,
-    node: Node,
-    durable_journal: bool,
-    /// Ready numbers waiting for the journal: (ready, journal sequence).
-    outstanding: VecDeque<(u64, u64)>,
+    /// The shard's stream groups, this stream's among them.
+    groups: Rc<StreamGroups>,
+    persistence: Persistence,
     /// The leader's side: sequences, checks, dedupe, replies owed.
     leader: Leader,
     checkpointed_index: u64,
@@ -321,6 +336,8 @@ pub struct StreamTask {
     read_damage: RefCell<Option<String>>,
     /// Replaying the log in `open`: consumer snapshots rebuild state.
     recovering: bool,
+    /// The hard state recovered (the checkpoint's until the groups make
+    /// a newer one durable).
     hard_state: HardState,
     failure: Option<String>,
     /// `{"stream":"<name>","seq":`, and a buffer PubAcks are built in.
@@ -406,7 +423,10 @@ impl StreamTask {
                 Store::Memory(log)
             }
         };
-        let durable_journal = config.storage == StorageType::File;
+        let persistence = match config.storage {
+            StorageType::File => Persistence::Journal,
+            StorageType::Memory => Persistence::Memory,
+        };
         let raft = recovered
             .raft
             .clone()
@@ -442,6 +462,10 @@ impl StreamTask {
                 seed: group,
             },
         );
+        let groups = js.groups().clone();
+        groups
+            .insert(group, node, persistence, handle.clone())
+            .map_err(|error| error.to_string())?;
         let mut task = StreamTask {
             js,
             handle,
@@ -454,9 +478,8 @@ impl StreamTask {
             created_unix_ns,
             group,
             files,
-            node,
-            durable_journal,
-            outstanding: VecDeque::new(),
+            groups,
+            persistence,
             leader: Leader::default(),
             checkpointed_index: raft.applied_index,
             last_checkpoint: Instant::now(),
@@ -478,15 +501,26 @@ impl StreamTask {
                 .expect("a PubAck ends with the sequence")
                 .to_string()
         };
+        match task.recover(&raft).await {
+            Ok(()) => Ok(task),
+            Err(error) => {
+                task.groups.remove(group);
+                Err(error)
+            }
+        }
+    }
+
+    /// Consumers as of the checkpoint, then everything the log holds
+    /// after it, applied as the only voter.
+    async fn recover(&mut self, raft: &RaftState) -> Result<(), String> {
         // Durable consumers as of the checkpoint; the log's consumer
         // entries after it apply on top.
-        task.load_consumers(&raft).await?;
+        self.load_consumers(raft).await?;
         // Become leader (the only voter) and apply everything recovered.
-        task.node.campaign_now();
-        task.settle().await?;
-        task.recovering = false;
-        task.after_recovery().await?;
-        Ok(task)
+        self.groups.with_node(self.group, Node::campaign_now);
+        self.settle().await?;
+        self.recovering = false;
+        self.after_recovery().await
     }
 
     /// State that follows from the store once recovery applied everything.
@@ -506,11 +540,12 @@ impl StreamTask {
         // What aged out while the server was down goes before the stream
         // serves, through the log like any expiry.
         let now_ns = now_unix_ns();
-        while self.state.config.max_age_ns > 0
-            && self
-                .leader
-                .expire_aged(&mut self.state, &mut self.node, &self.handle.name, now_ns)
-        {
+        while self.state.config.max_age_ns > 0 && {
+            let (leader, state, name) = (&mut self.leader, &mut self.state, &self.handle.name);
+            self.groups.with_node(self.group, |node| {
+                leader.expire_aged(state, node, name, now_ns)
+            })
+        } {
             self.settle().await?;
         }
         self.settle().await?;
@@ -519,13 +554,63 @@ impl StreamTask {
         Ok(())
     }
 
-    /// Drives Raft and waits for the journal until everything proposed has
-    /// applied (opening: the only voter commits alone).
+    /// Applies what commits until everything proposed has applied
+    /// (opening: the only voter commits alone).
     async fn settle(&mut self) -> Result<(), String> {
-        while self.node.applied_index() < self.node.last_index() || self.node.has_ready() {
-            self.drive().await?;
-            self.wait_journal().await?;
+        loop {
+            self.apply_committed().await?;
+            if self.state.applied_index >= self.groups.node(self.group, Node::last_index) {
+                return Ok(());
+            }
+            let (handle, groups) = (self.handle.clone(), self.groups.clone());
+            let journal = self.persistence == Persistence::Journal;
+            handle
+                .wake
+                .wait_until(|| {
+                    !handle.committed.borrow().is_empty() || (journal && groups.failure().is_some())
+                })
+                .await;
         }
+    }
+
+    /// Why this stream's group cannot go on (the journal stopped).
+    fn groups_failure(&self) -> Option<String> {
+        match self.persistence {
+            Persistence::Journal => self.groups.failure(),
+            Persistence::Memory => None,
+        }
+    }
+
+    /// Applies what the groups driver handed over (at most
+    /// [`COMMITTED_PER_TURN_MAX`] entries), then compacts the node's
+    /// in-memory log up to there: the only voter never sends applied
+    /// entries to a follower, and the journal keeps them until the
+    /// checkpoint.
+    async fn apply_committed(&mut self) -> Result<(), String> {
+        if let Some(failure) = self.groups_failure() {
+            return Err(failure);
+        }
+        let entries: Vec<Entry> = {
+            let mut committed = self.handle.committed.borrow_mut();
+            let count = committed.len().min(COMMITTED_PER_TURN_MAX);
+            committed.drain(..count).collect()
+        };
+        if entries.is_empty() {
+            return Ok(());
+        }
+        if !self.handle.committed.borrow().is_empty() {
+            self.handle.wake.wake_all();
+        }
+        for entry in entries {
+            self.apply(entry).await?;
+        }
+        let snapshot = Snapshot {
+            index: self.state.applied_index,
+            term: self.state.applied_term,
+            membership: Membership::new(vec![NODE_ID]),
+            data: Bytes::new(),
+        };
+        self.groups.compact(self.group, snapshot);
         Ok(())
     }
 
@@ -545,24 +630,24 @@ impl StreamTask {
             }
         }
         self.handle.stopped.set(true);
+        self.groups.remove(self.group);
     }
 
     async fn wait_for_work(&self) {
         let handle = self.handle.clone();
         let js = self.js.clone();
+        let groups = self.groups.clone();
+        let journal = self.persistence == Persistence::Journal;
         let commands = async {
             handle
                 .wake
-                .wait_until(|| !handle.commands.borrow().is_empty() || js.stopping())
+                .wait_until(|| {
+                    !handle.commands.borrow().is_empty()
+                        || !handle.committed.borrow().is_empty()
+                        || (journal && groups.failure().is_some())
+                        || js.stopping()
+                })
                 .await;
-        };
-        let journal = async {
-            match self.outstanding.front() {
-                Some(&(_, sequence)) => {
-                    let _ = self.js.journal().wait_durable(sequence).await;
-                }
-                None => std::future::pending::<()>().await,
-            }
         };
         let timer = tern_shard::timer::sleep(self.next_timer());
         let stopping = self.js.wait_stopping();
@@ -580,7 +665,7 @@ impl StreamTask {
             }
         };
         futures_lite::future::or(
-            futures_lite::future::or(commands, journal),
+            commands,
             futures_lite::future::or(futures_lite::future::or(timer, stopping), interest),
         )
         .await;
@@ -605,7 +690,7 @@ impl StreamTask {
     }
 
     async fn turn(&mut self) -> Result<(), String> {
-        self.collect_durable();
+        self.apply_committed().await?;
         let commands: Vec<Command> = {
             let mut queue = self.handle.commands.borrow_mut();
             let count = queue.len().min(COMMANDS_PER_TURN_MAX);
@@ -633,7 +718,6 @@ impl StreamTask {
                 return Ok(());
             }
         }
-        self.drive().await?;
         let now_ns = now_unix_ns();
         if self
             .consumers_wake_at_ns()
@@ -646,15 +730,11 @@ impl StreamTask {
                 .await
                 .map_err(|error| error.to_string())?;
             self.publish_all_events();
-            // Removals of messages no consumer needs any more.
-            if self.node.has_ready() {
-                self.drive().await?;
-            }
         }
-        // Durable consumers' state snapshots (a drive may apply the one in
-        // flight, freeing its consumer for the next).
-        while !self.durables.is_empty() && self.propose_consumer_snapshots()? {
-            self.drive().await?;
+        // Durable consumers' state entries (one in flight each; the next
+        // once it applied).
+        if !self.durables.is_empty() {
+            self.propose_consumer_snapshots()?;
         }
         if self
             .state
@@ -663,26 +743,22 @@ impl StreamTask {
             .and_then(Expiry::next_due_ns)
             .is_some_and(|due_ns| due_ns <= now_ns)
         {
-            self.leader
-                .expire_due(&mut self.state, &mut self.node, &self.handle.name, now_ns);
+            let (leader, state, name) = (&mut self.leader, &mut self.state, &self.handle.name);
+            self.groups.with_node(self.group, |node| {
+                leader.expire_due(state, node, name, now_ns)
+            });
         }
         if Instant::now() >= self.age_check_at {
             self.age_check_at = Instant::now() + AGE_CHECK_INTERVAL;
-            if self.state.config.max_age_ns > 0
-                && self.leader.expire_aged(
-                    &mut self.state,
-                    &mut self.node,
-                    &self.handle.name,
-                    now_ns,
-                )
-            {
+            if self.state.config.max_age_ns > 0 && {
+                let (leader, state, name) = (&mut self.leader, &mut self.state, &self.handle.name);
+                self.groups.with_node(self.group, |node| {
+                    leader.expire_aged(state, node, name, now_ns)
+                })
+            } {
                 // More aged out than one entry holds: again next turn.
                 self.age_check_at = Instant::now();
             }
-        }
-        // Expiries and delete markers proposed above.
-        if self.node.has_ready() {
-            self.drive().await?;
         }
         if self.state.applied_index > self.checkpointed_index
             && (self.state.applied_bytes_since_checkpoint >= CHECKPOINT_BYTES
@@ -779,125 +855,6 @@ impl StreamTask {
         }
     }
 
-    // ----- Raft and the journal ----------------------------------------------
-
-    /// Marks readies whose journal records are durable.
-    fn collect_durable(&mut self) {
-        if self.outstanding.is_empty() {
-            // Nothing waits for the journal (always so for memory streams,
-            // which also run on a shard whose journal is damaged).
-            return;
-        }
-        let durable = self.js.journal().durable_sequence();
-        while let Some(&(number, sequence)) = self.outstanding.front() {
-            if sequence > durable {
-                break;
-            }
-            self.outstanding.pop_front();
-            self.node.advance(number);
-        }
-    }
-
-    async fn wait_journal(&mut self) -> Result<(), String> {
-        if let Some(&(_, sequence)) = self.outstanding.back() {
-            self.js
-                .journal()
-                .wait_durable(sequence)
-                .await
-                .map_err(|error| error.to_string())?;
-        }
-        self.collect_durable();
-        Ok(())
-    }
-
-    /// Persists what the node produced and applies what committed, until
-    /// the node has nothing more to hand out.
-    async fn drive(&mut self) -> Result<(), String> {
-        while self.node.has_ready() {
-            let ready = self.node.ready();
-            // The one voter never hears from peers, installs no snapshot,
-            // rewrites none of its log and asks for no read index.
-            assert!(
-                ready.messages.is_empty()
-                    && ready.persisted_messages.is_empty()
-                    && ready.truncate_from.is_none()
-                    && ready.snapshot.is_none()
-                    && ready.read_states.is_empty(),
-                "stream {}: a single-voter group's ready carries only hard state, entries and commits",
-                self.handle.name
-            );
-            let mut last_record = None;
-            if self.durable_journal {
-                if let Some(hard_state) = ready.hard_state {
-                    let body = entry::encode_hard_state(&hard_state);
-                    last_record = Some(
-                        self.append_record(RECORD_HARD_STATE, hard_state.term, 0, &body)
-                            .await?,
-                    );
-                    self.hard_state = hard_state;
-                }
-                for entry in &ready.entries {
-                    let (kind, body) = entry::entry_record(entry);
-                    last_record = Some(
-                        self.append_record(kind, entry.term, entry.index, &body)
-                            .await?,
-                    );
-                }
-            } else if let Some(hard_state) = ready.hard_state {
-                self.hard_state = hard_state;
-            }
-            match last_record {
-                Some(sequence) => self.outstanding.push_back((ready.number, sequence)),
-                None if self.outstanding.is_empty() => self.node.advance(ready.number),
-                // Durable only after everything before it.
-                None => {
-                    let sequence = self.outstanding.back().expect("not empty").1;
-                    self.outstanding.push_back((ready.number, sequence));
-                }
-            }
-            let applied_any = !ready.committed.is_empty();
-            for entry in ready.committed {
-                self.apply(entry).await?;
-            }
-            if applied_any {
-                // The only voter: no follower will ever need applied
-                // entries from memory (the journal keeps them until the
-                // checkpoint), so the in-memory log stays small.
-                self.node.compact(Snapshot {
-                    index: self.state.applied_index,
-                    term: self.state.applied_term,
-                    membership: Membership::new(vec![NODE_ID]),
-                    data: Bytes::new(),
-                });
-            }
-            self.collect_durable();
-        }
-        Ok(())
-    }
-
-    async fn append_record(
-        &self,
-        kind: u8,
-        term: u64,
-        index: u64,
-        body: &[u8],
-    ) -> Result<u64, String> {
-        let journal = self.js.journal();
-        loop {
-            match journal.try_append(NewRecord {
-                kind,
-                group: self.group,
-                term,
-                index,
-                body,
-            }) {
-                Ok(sequence) => return Ok(sequence),
-                Err(AppendError::Busy) => journal.wait_for_room().await,
-                Err(AppendError::Failed(error)) => return Err(error.to_string()),
-            }
-        }
-    }
-
     /// Flushes the store (synced), records the applied index, and lets the
     /// journal recycle what is older.
     async fn checkpoint(&mut self) -> Result<(), String> {
@@ -908,9 +865,13 @@ impl StreamTask {
         let manifest = with_store!(&mut self.state.store, log => log.sync().await)
             .map_err(|error| error.to_string())?;
         if let Some(files) = &self.files {
+            let hard_state = self
+                .groups
+                .durable_hard_state(self.group)
+                .unwrap_or(self.hard_state);
             let state = RaftState {
-                term: self.hard_state.term,
-                vote: self.hard_state.vote.unwrap_or(0),
+                term: hard_state.term,
+                vote: hard_state.vote.unwrap_or(0),
                 applied_index: self.state.applied_index,
                 applied_term: self.state.applied_term,
                 last_unix_ns: self.state.stored_last_unix_ns,
@@ -940,13 +901,10 @@ impl StreamTask {
     /// until its entry applies (a duplicate's until what is in flight has).
     fn ingest(&mut self, inbound: Inbound) {
         let Inbound { message, reply } = inbound;
-        let ingested = self.leader.ingest(
-            &self.state,
-            &mut self.node,
-            &self.handle.name,
-            message,
-            now_unix_ns(),
-        );
+        let (leader, state, name) = (&mut self.leader, &self.state, &self.handle.name);
+        let ingested = self.groups.with_node(self.group, |node| {
+            leader.ingest(state, node, name, message, now_unix_ns())
+        });
         let reply = match ingested {
             Ingested::Rejected(error) => return self.reject(&reply, error),
             _ if self.state.config.no_ack => return,
@@ -960,8 +918,9 @@ impl StreamTask {
             Ingested::Duplicate { sequence } => {
                 let owed = Owed::Duplicate { reply, sequence };
                 // The original may still be in flight: answer after it.
-                if self.node.last_index() > self.state.applied_index {
-                    self.owe(self.node.last_index(), owed);
+                let last_index = self.last_index();
+                if last_index > self.state.applied_index {
+                    self.owe(last_index, owed);
                 } else {
                     self.send_owed(owed);
                 }
@@ -1114,8 +1073,19 @@ impl StreamTask {
     /// Owes a reply once the entry this leader proposed at `index` (in its
     /// current term) applies.
     fn owe(&mut self, index: u64, owed: Owed) {
-        self.leader
-            .owe(self.node.term(), index, self.state.applied_index, owed);
+        let term = self.groups.node(self.group, Node::term);
+        self.leader.owe(term, index, self.state.applied_index, owed);
+    }
+
+    /// The last index of the group's log (proposed, maybe not committed).
+    fn last_index(&self) -> u64 {
+        self.groups.node(self.group, Node::last_index)
+    }
+
+    /// Proposes `operation` to the group.
+    fn propose(&self, operation: &Operation) -> Result<u64, tern_raft::ProposeError> {
+        self.groups
+            .with_node(self.group, |node| node.propose(operation.encode()))
     }
 
     fn send_owed(&self, owed: Owed) {
@@ -1186,8 +1156,7 @@ impl StreamTask {
                     keep: request.keep,
                 };
                 let index = self
-                    .node
-                    .propose(operation.encode())
+                    .propose(&operation)
                     .map_err(|error| format!("purge refused: {error:?}"))?;
                 self.owe(index, Owed::Purge { origin, reply });
             }
@@ -1229,8 +1198,7 @@ impl StreamTask {
                     erase: !request.no_erase,
                 };
                 let index = self
-                    .node
-                    .propose(operation.encode())
+                    .propose(&operation)
                     .map_err(|error| format!("delete refused: {error:?}"))?;
                 self.owe(index, Owed::Delete { origin, reply });
             }
@@ -1301,8 +1269,7 @@ impl StreamTask {
                     json: Bytes::from(json),
                 };
                 let index = self
-                    .node
-                    .propose(operation.encode())
+                    .propose(&operation)
                     .map_err(|error| format!("config update refused: {error:?}"))?;
                 self.owe(index, Owed::Update { origin, reply });
             }
@@ -1740,6 +1707,7 @@ fn status_headers(status: &str) -> Bytes {
 
 mod consumer_leader;
 mod consumers;
+pub mod groups;
 mod leader;
 mod persistence;
 pub use consumers::ConsumerCommand;

@@ -36,6 +36,7 @@ use super::super::error::ApiError;
 use super::super::persist;
 use super::super::responses;
 use super::consumers::Created;
+use super::groups::Persistence;
 use super::state::LoggedConsumer;
 use super::state_entries::StateEntries;
 use super::{now_unix_ns, Owed, StreamTask};
@@ -80,7 +81,7 @@ impl StreamTask {
     /// Whether a consumer with this config lives in the log: durables of
     /// streams whose log is on the journal.
     pub(super) fn persists(&self, config: &ConsumerConfig) -> bool {
-        self.durable_journal && config.is_durable()
+        self.persistence == Persistence::Journal && config.is_durable()
     }
 
     /// Proposes a durable's create or config update; answered when it
@@ -107,8 +108,7 @@ impl StreamTask {
             json: Bytes::from(config.to_stored_json()),
         };
         let index = self
-            .node
-            .propose(operation.encode())
+            .propose(&operation)
             .map_err(|error| ApiError::store_failed(&format!("not the leader: {error:?}")))?;
         self.owe(
             index,
@@ -132,8 +132,7 @@ impl StreamTask {
             name: name.to_string(),
         };
         let index = self
-            .node
-            .propose(operation.encode())
+            .propose(&operation)
             .map_err(|error| ApiError::store_failed(&format!("not the leader: {error:?}")))?;
         self.owe(
             index,
@@ -190,7 +189,7 @@ impl StreamTask {
         // What it reports is in the snapshot in flight: answer once
         // everything proposed so far applied.
         if let Some(reply) = reply {
-            let last_index = self.node.last_index();
+            let last_index = self.last_index();
             self.owe(
                 last_index,
                 Owed::Consumer(ConsumerOwed::Reply {
@@ -285,8 +284,7 @@ impl StreamTask {
                 ));
             }
             let index = self
-                .node
-                .propose(operation.encode())
+                .propose(&operation)
                 .map_err(|error| format!("consumer state refused: {error:?}"))?;
             let durable = self.durables.get_mut(name).expect("due names a durable");
             durable.proposed(state, signature, index);
