@@ -7,11 +7,16 @@
 //!
 //! The `Ready` contract of docs/raft.md, per group: `messages` leave at
 //! once; `hard_state`, `truncate_from`, `entries` and `snapshot` go into
-//! the next flush; `persisted_messages`, `committed`, the snapshot to
-//! install and `read_states` are released when that flush (and every
-//! earlier one) is durable, in ready order, and only then is the ready
-//! advanced. A ready with nothing to write waits for the flushes before it
-//! (durable "after everything before it").
+//! the next flush; `persisted_messages`, the snapshot to install and
+//! `read_states` are released when that flush (and every earlier one) is
+//! durable, in ready order, and only then is the ready advanced. A ready
+//! with nothing to write waits for the flushes before it (durable "after
+//! everything before it"). `committed` entries are durable on this node
+//! already (the node never hands out more), so they are released at once
+//! (by the next [`MultiRaft::finish`] or [`MultiRaft::flushed`]), while
+//! the ready's own writes are in flight; only a snapshot to install, in
+//! that ready or an unfinished earlier one, holds them back until it is
+//! durable (entries apply after the snapshot they follow).
 
 use std::collections::{BTreeMap, VecDeque};
 
@@ -83,6 +88,9 @@ struct Waiting {
 struct Group {
     node: Node,
     waiting: VecDeque<Waiting>,
+    /// Committed entries released at once (no snapshot waits before
+    /// them), for the next finish.
+    released: Vec<Entry>,
 }
 
 pub struct MultiRaft {
@@ -125,6 +133,7 @@ impl MultiRaft {
             Group {
                 node,
                 waiting: VecDeque::new(),
+                released: Vec::new(),
             },
         );
         Ok(())
@@ -203,11 +212,24 @@ impl MultiRaft {
                         .back()
                         .map_or(self.durable_flush, |waiting| waiting.flush)
                 };
+                // Locally durable already: out now, unless a snapshot to
+                // install comes first (then in order, after it).
+                let held = ready.snapshot.is_some()
+                    || group
+                        .waiting
+                        .iter()
+                        .any(|waiting| waiting.snapshot.is_some() || !waiting.committed.is_empty());
+                let committed = if held {
+                    ready.committed
+                } else {
+                    group.released.extend(ready.committed);
+                    Vec::new()
+                };
                 group.waiting.push_back(Waiting {
                     flush,
                     ready: ready.number,
                     persisted_messages: ready.persisted_messages,
-                    committed: ready.committed,
+                    committed,
                     snapshot: ready.snapshot,
                     read_states: ready.read_states,
                 });
@@ -239,7 +261,7 @@ impl MultiRaft {
         let mut durable = Durable::default();
         for (&id, group) in self.groups.iter_mut() {
             let mut last_ready = None;
-            let mut committed = Vec::new();
+            let mut committed = std::mem::take(&mut group.released);
             while group
                 .waiting
                 .front()
