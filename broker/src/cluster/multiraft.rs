@@ -18,7 +18,7 @@
 //! that ready or an unfinished earlier one, holds them back until it is
 //! durable (entries apply after the snapshot they follow).
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use tern_raft::{Entry, Envelope, HardState, Index, Node, NodeId, ReadState, Snapshot};
 
@@ -95,6 +95,13 @@ struct Group {
 
 pub struct MultiRaft {
     groups: BTreeMap<GroupId, Group>,
+    /// Groups that may have a ready (changed since the last
+    /// [`MultiRaft::take_flush`]): a flush looks at these, not at every
+    /// group, so an idle group costs nothing per flush.
+    touched: BTreeSet<GroupId>,
+    /// Groups with readies taken and not finished, or committed entries
+    /// released and not yet handed out: what [`MultiRaft::finish`] visits.
+    unfinished: BTreeSet<GroupId>,
     /// The number the next flush gets (flushes are durable in order).
     next_flush: u64,
     /// Every flush up to this one is durable.
@@ -114,6 +121,8 @@ impl MultiRaft {
     pub fn new() -> MultiRaft {
         MultiRaft {
             groups: BTreeMap::new(),
+            touched: BTreeSet::new(),
+            unfinished: BTreeSet::new(),
             next_flush: 1,
             durable_flush: 0,
             outgoing: BTreeMap::new(),
@@ -136,11 +145,14 @@ impl MultiRaft {
                 released: Vec::new(),
             },
         );
+        self.touched.insert(group);
         Ok(())
     }
 
     /// Stops running `group`; what its readies still owed is dropped.
     pub fn remove(&mut self, group: GroupId) -> Option<Node> {
+        self.touched.remove(&group);
+        self.unfinished.remove(&group);
         self.groups.remove(&group).map(|group| group.node)
     }
 
@@ -148,8 +160,12 @@ impl MultiRaft {
         self.groups.get(&group).map(|group| &group.node)
     }
 
+    /// The node, to propose, campaign or compact with: the group is
+    /// looked at by the next flush.
     pub fn node_mut(&mut self, group: GroupId) -> Option<&mut Node> {
-        self.groups.get_mut(&group).map(|group| &mut group.node)
+        let node = self.groups.get_mut(&group).map(|group| &mut group.node)?;
+        self.touched.insert(group);
+        Some(node)
     }
 
     pub fn groups(&self) -> impl Iterator<Item = (GroupId, &Node)> + '_ {
@@ -166,15 +182,19 @@ impl MultiRaft {
 
     /// One tick of the shard's timer, for every group.
     pub fn tick(&mut self) {
-        for group in self.groups.values_mut() {
+        for (&id, group) in self.groups.iter_mut() {
             group.node.tick();
+            self.touched.insert(id);
         }
     }
 
     /// A message from a peer for `group`.
     pub fn step(&mut self, group: GroupId, envelope: Envelope) {
         match self.groups.get_mut(&group) {
-            Some(group) => group.node.step(envelope),
+            Some(state) => {
+                state.node.step(envelope);
+                self.touched.insert(group);
+            }
             None => self.unknown_group_messages += 1,
         }
     }
@@ -185,7 +205,10 @@ impl MultiRaft {
     pub fn take_flush(&mut self) -> Option<Flush> {
         let number = self.next_flush;
         let mut writes = Vec::new();
-        for (&id, group) in self.groups.iter_mut() {
+        for id in std::mem::take(&mut self.touched) {
+            let Some(group) = self.groups.get_mut(&id) else {
+                continue;
+            };
             while group.node.has_ready() {
                 let ready = group.node.ready();
                 for envelope in ready.messages {
@@ -233,6 +256,7 @@ impl MultiRaft {
                     snapshot: ready.snapshot,
                     read_states: ready.read_states,
                 });
+                self.unfinished.insert(id);
             }
         }
         if writes.is_empty() {
@@ -259,7 +283,9 @@ impl MultiRaft {
     /// nothing), without a new flush.
     pub fn finish(&mut self) -> Durable {
         let mut durable = Durable::default();
-        for (&id, group) in self.groups.iter_mut() {
+        let unfinished: Vec<GroupId> = self.unfinished.iter().copied().collect();
+        for id in unfinished {
+            let group = self.groups.get_mut(&id).expect("unfinished groups run");
             let mut last_ready = None;
             let mut committed = std::mem::take(&mut group.released);
             while group
@@ -287,14 +313,31 @@ impl MultiRaft {
             }
             if let Some(ready) = last_ready {
                 group.node.advance(ready);
+                // Advancing may commit (or let it send) more.
+                self.touched.insert(id);
+            }
+            if group.waiting.is_empty() && group.released.is_empty() {
+                self.unfinished.remove(&id);
             }
         }
         durable
     }
 
+    /// Whether a group may have a ready to take (changed since the last
+    /// flush and with one now).
+    pub fn has_ready(&self) -> bool {
+        self.touched.iter().any(|id| {
+            self.groups
+                .get(id)
+                .is_some_and(|group| group.node.has_ready())
+        })
+    }
+
     /// Whether readies are taken and not finished (a flush in flight).
     pub fn is_waiting(&self) -> bool {
-        self.groups.values().any(|group| !group.waiting.is_empty())
+        self.unfinished
+            .iter()
+            .any(|id| !self.groups[id].waiting.is_empty())
     }
 
     /// The batches for each peer, taken.

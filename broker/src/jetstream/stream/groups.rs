@@ -204,8 +204,7 @@ impl StreamGroups {
     }
 
     fn has_ready(&self) -> bool {
-        let ready =
-            |raft: &RefCell<MultiRaft>| raft.borrow().groups().any(|(_, node)| node.has_ready());
+        let ready = |raft: &RefCell<MultiRaft>| raft.borrow().has_ready();
         ready(&self.memory) || (self.failure.borrow().is_none() && ready(&self.file))
     }
 
@@ -221,11 +220,7 @@ impl StreamGroups {
             };
             let empty = durable.committed.is_empty();
             self.dispatch(durable);
-            let more = self
-                .memory
-                .borrow()
-                .groups()
-                .any(|(_, node)| node.has_ready());
+            let more = self.memory.borrow().has_ready();
             if empty && !more {
                 return;
             }

@@ -492,6 +492,42 @@ mod tests {
     /// What the stream should hold: sequence -> (subject, payload).
     type Model = BTreeMap<u64, (String, Vec<u8>)>;
 
+    /// What the log made of the durable consumers: name -> (created,
+    /// config, delivery state).
+    type ConsumersModel = BTreeMap<String, (u64, Bytes, Bytes)>;
+
+    const CONSUMERS: [&str; 2] = ["C1", "C2"];
+
+    /// The model's view of a consumer operation: a create keeps the first
+    /// created time and the state, an update replaces the config; a state
+    /// entry after a delete changes nothing.
+    fn model_consumers(model: &mut ConsumersModel, operation: &Operation) {
+        match operation {
+            Operation::ConsumerCreate {
+                name,
+                created_unix_ns,
+                start_sequence,
+                json,
+            } => {
+                let initial =
+                    Bytes::from(DeliveryState::initial_encoding((*start_sequence).max(1)));
+                model
+                    .entry(name.clone())
+                    .and_modify(|(_, config, _)| *config = json.clone())
+                    .or_insert((*created_unix_ns, json.clone(), initial));
+            }
+            Operation::ConsumerDelete { name } => {
+                model.remove(name);
+            }
+            Operation::ConsumerState { name, state } => {
+                if let Some((_, _, current)) = model.get_mut(name) {
+                    *current = state.clone();
+                }
+            }
+            _ => {}
+        }
+    }
+
     fn config(extra: &str) -> StreamConfig {
         let body = format!(
             r#"{{"name":"S","subjects":["s.>"],"storage":"memory","allow_rollup_hdrs":true{extra}}}"#
@@ -614,7 +650,9 @@ mod tests {
                 });
             }
             Operation::Config { .. } => model_limits(model, config, None),
-            other => unreachable!("not generated: {other:?}"),
+            Operation::ConsumerCreate { .. }
+            | Operation::ConsumerDelete { .. }
+            | Operation::ConsumerState { .. } => {}
         }
     }
 
@@ -660,7 +698,7 @@ mod tests {
         let mut log = Vec::new();
         let mut last = 0;
         for _ in 0..length {
-            let operation = match random.below(20) {
+            let operation = match random.below(24) {
                 0..=11 => {
                     last += 1;
                     let rollup = match random.below(12) {
@@ -694,6 +732,19 @@ mod tests {
                     sequence: (random.below(3) == 0).then(|| 1 + random.below(last + 1)),
                     keep: (random.below(3) == 0).then(|| random.below(4)),
                 },
+                20 | 21 => Operation::ConsumerCreate {
+                    name: CONSUMERS[random.below(2) as usize].to_string(),
+                    created_unix_ns: 7_000 + random.below(100),
+                    start_sequence: random.below(last + 2),
+                    json: Bytes::from(format!(r#"{{"ack_wait":{}}}"#, random.below(9))),
+                },
+                22 => Operation::ConsumerDelete {
+                    name: CONSUMERS[random.below(2) as usize].to_string(),
+                },
+                23 => Operation::ConsumerState {
+                    name: CONSUMERS[random.below(2) as usize].to_string(),
+                    state: Bytes::from(DeliveryState::initial_encoding(1 + random.below(last + 1))),
+                },
                 _ => {
                     let extra = format!(
                         r#","max_msgs":{},"max_msgs_per_subject":{}"#,
@@ -711,10 +762,11 @@ mod tests {
     }
 
     /// Apply against a model: after every operation of random logs, the
-    /// store holds exactly what the model says; a second replica applying
-    /// the same log holds byte-identical contents; the log's messages
-    /// applied again over the result change nothing (a restart replays
-    /// entries the store may already hold).
+    /// store and the durable consumers hold exactly what the model says; a
+    /// second replica applying the same log holds byte-identical contents
+    /// and consumers; the log's messages applied again over the result
+    /// change nothing (a restart replays entries the store may already
+    /// hold).
     #[test]
     fn apply_matches_the_model_and_replicas_agree() {
         for seed in 0..60u64 {
@@ -722,10 +774,28 @@ mod tests {
             let mut first = replica(config(""));
             let mut second = replica(config(""));
             let mut model = Model::new();
+            let mut consumers = ConsumersModel::new();
             for (position, operation) in log.iter().enumerate() {
                 block_on(first.apply(operation.clone())).expect("applies");
                 block_on(second.apply(operation.clone())).expect("applies");
                 model_apply(&mut model, &first.config, operation);
+                model_consumers(&mut consumers, operation);
+                let logged: ConsumersModel = first
+                    .logged_consumers
+                    .iter()
+                    .map(|(name, logged)| {
+                        let LoggedConsumer {
+                            created_unix_ns,
+                            config_json,
+                            delivery_state,
+                        } = logged.clone();
+                        (name.clone(), (created_unix_ns, config_json, delivery_state))
+                    })
+                    .collect();
+                assert_eq!(
+                    logged, consumers,
+                    "seed {seed}, after operation {position}: {operation:?}"
+                );
                 let stored: Model = contents(&first)
                     .into_iter()
                     .map(|(sequence, _, subject, _, payload)| (sequence, (subject, payload)))
@@ -736,6 +806,10 @@ mod tests {
                 );
             }
             assert_eq!(contents(&first), contents(&second), "seed {seed}");
+            assert_eq!(
+                first.logged_consumers, second.logged_consumers,
+                "seed {seed}"
+            );
             let Store::Memory(log_state) = &first.store else {
                 unreachable!()
             };
