@@ -936,11 +936,11 @@ impl World {
         }
     }
 
-    /// A client publishes to one stream, at the replica it believes leads.
-    fn publish(&mut self, safety: bool) {
+    /// A client's stream (its plan's position) and the node it talks to:
+    /// usually the leader (clients learn it), sometimes any node.
+    fn client_target(&mut self) -> (usize, NodeId) {
         let plan = self.random.below(self.streams.len() as u64) as usize;
         let (group, shard) = (self.streams[plan].group, self.streams[plan].shard);
-        // Usually the leader (clients learn it), sometimes any node.
         let mut target = 1 + self.random.below(self.nodes.len() as u64);
         if self.random.chance(0.85) {
             for node in &self.nodes {
@@ -955,6 +955,13 @@ impl World {
                 }
             }
         }
+        (plan, target)
+    }
+
+    /// A client publishes to one stream, at the replica it believes leads.
+    fn publish(&mut self, safety: bool) {
+        let (plan, target) = self.client_target();
+        let (group, shard) = (self.streams[plan].group, self.streams[plan].shard);
         let position = (target - 1) as usize;
         if !self.nodes[position].up {
             return;
@@ -1029,22 +1036,8 @@ impl World {
     /// A consumer client fetches from one stream's durable consumer at the
     /// replica it believes leads, and double-acks most of what it holds.
     fn consume(&mut self) {
-        let plan = self.random.below(self.streams.len() as u64) as usize;
+        let (plan, target) = self.client_target();
         let (group, shard) = (self.streams[plan].group, self.streams[plan].shard);
-        let mut target = 1 + self.random.below(self.nodes.len() as u64);
-        if self.random.chance(0.85) {
-            for node in &self.nodes {
-                if !node.up {
-                    continue;
-                }
-                let shard = &node.shards[shard];
-                if let Some(raft) = shard.raft.node(group) {
-                    if shard.replicas[&group].is_leading(raft) {
-                        target = node.id;
-                    }
-                }
-            }
-        }
         let position = (target - 1) as usize;
         if !self.nodes[position].up {
             return;
