@@ -52,11 +52,11 @@ struct StreamRecord {
     last_applied: BTreeMap<NodeId, u64>,
     /// Contents digest the first replica reported at an applied index.
     digests: BTreeMap<u64, (NodeId, u64)>,
-    /// Stream sequences whose double ack the consumer's client saw confirmed.
-    acks_confirmed: BTreeSet<u64>,
-    /// Per replica: (delivered, ack floor) stream sequences of the last
-    /// consumer state it applied (since its last start).
-    consumer_floors: BTreeMap<NodeId, (u64, u64)>,
+    /// (consumer, stream sequence) whose double ack a client saw confirmed.
+    acks_confirmed: BTreeSet<(String, u64)>,
+    /// Per replica and consumer: (delivered, ack floor) stream sequences of
+    /// the last state it applied (since its last start).
+    consumer_floors: BTreeMap<(NodeId, String), (u64, u64)>,
 }
 
 #[derive(Default)]
@@ -75,7 +75,9 @@ impl Checker {
     pub fn restarted(&mut self, group: GroupId, node: NodeId) {
         if let Some(record) = self.streams.get_mut(&group) {
             record.last_applied.remove(&node);
-            record.consumer_floors.remove(&node);
+            record
+                .consumer_floors
+                .retain(|(floor_node, _), _| *floor_node != node);
         }
     }
 
@@ -250,8 +252,14 @@ impl Checker {
         );
     }
 
-    /// A replica applied a consumer state entry.
-    pub fn applied_consumer_state(&mut self, group: GroupId, node: NodeId, state: &[u8]) {
+    /// A replica applied a state entry of consumer `name`.
+    pub fn applied_consumer_state(
+        &mut self,
+        group: GroupId,
+        node: NodeId,
+        name: &str,
+        state: &[u8],
+    ) {
         let config = DeliveryConfig {
             ack: AckMode::Explicit,
             ack_wait_ns: 0,
@@ -265,52 +273,66 @@ impl Checker {
                 return self.violation(
                     "consumer state went back",
                     format!(
-                        "group {group}: node {node} applied a state that does not decode: {error}"
+                        "group {group}: node {node} applied a state of {name} that does not decode: {error}"
                     ),
                 )
             }
         };
         let now = (decoded.delivered().1, decoded.ack_floor().1);
         let record = self.streams.entry(group).or_default();
-        let before = record.consumer_floors.insert(node, now).unwrap_or((0, 0));
+        let before = record
+            .consumer_floors
+            .insert((node, name.to_string()), now)
+            .unwrap_or((0, 0));
         if now.0 < before.0 || now.1 < before.1 {
             self.violation(
                 "consumer state went back",
                 format!(
-                    "group {group}: node {node} applied delivered/ack floor {now:?} after {before:?}"
+                    "group {group}: node {node} applied {name}'s delivered/ack floor {now:?} after {before:?}"
                 ),
             );
         }
     }
 
-    /// The consumer's client got a delivery of `sequence` from `node`.
-    pub fn consumer_delivered(&mut self, group: GroupId, sequence: u64, node: NodeId) {
+    /// A client got a delivery of `sequence` from consumer `name` on `node`.
+    pub fn consumer_delivered(&mut self, group: GroupId, name: &str, sequence: u64, node: NodeId) {
         let record = self.streams.entry(group).or_default();
-        if record.acks_confirmed.contains(&sequence) {
+        if record
+            .acks_confirmed
+            .contains(&(name.to_string(), sequence))
+        {
             self.violation(
                 "acknowledged ack lost",
-                format!("group {group}: node {node} delivered sequence {sequence} again after its ack was confirmed"),
+                format!("group {group}: node {node} delivered sequence {sequence} of {name} again after its ack was confirmed"),
             );
         }
     }
 
-    /// The consumer's client saw its double ack of `sequence` confirmed.
-    pub fn ack_confirmed(&mut self, group: GroupId, sequence: u64) {
+    /// A client saw its double ack of `sequence` on consumer `name` confirmed.
+    pub fn ack_confirmed(&mut self, group: GroupId, name: &str, sequence: u64) {
         self.streams
             .entry(group)
             .or_default()
             .acks_confirmed
-            .insert(sequence);
+            .insert((name.to_string(), sequence));
     }
 
-    /// After heal: the leader's consumer has every confirmed ack acked.
-    pub fn check_acks_kept(&mut self, group: GroupId, leader: NodeId, delivery: &DeliveryState) {
+    /// After heal: the leader's consumer `name` has every confirmed ack of
+    /// it acked.
+    pub fn check_acks_kept(
+        &mut self,
+        group: GroupId,
+        name: &str,
+        leader: NodeId,
+        delivery: &DeliveryState,
+    ) {
         let lost: Vec<u64> = self
             .streams
             .get(&group)
             .into_iter()
             .flat_map(|record| &record.acks_confirmed)
-            .copied()
+            .filter(|(consumer, _)| consumer == name)
+            .map(|&(_, sequence)| sequence)
             .filter(|&sequence| {
                 sequence >= delivery.next_stream_sequence() || delivery.is_pending(sequence)
             })
@@ -319,7 +341,7 @@ impl Checker {
         if !lost.is_empty() {
             self.violation(
                 "acknowledged ack lost",
-                format!("group {group}: leader {leader} after heal has confirmed acks {lost:?} pending or undelivered"),
+                format!("group {group}: leader {leader} after heal has confirmed acks {lost:?} of {name} pending or undelivered"),
             );
         }
     }

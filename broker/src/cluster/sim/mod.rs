@@ -19,8 +19,9 @@
 //! - **clients** publish unique payloads (some with message ids, some sent
 //!   twice) to whichever replica they think leads; leaders are moved by
 //!   leader transfer. Every stream gets a durable consumer (created through
-//!   the log by its first leader); consumers fetch from whichever replica
-//!   they think leads and double-ack most deliveries.
+//!   the log by its first leader, now and then deleted and replaced by one
+//!   under a new name); consumers fetch from whichever replica they think
+//!   leads and double-ack most deliveries.
 //!
 //! A safety phase with faults is followed by a liveness phase that heals
 //! everything; the [`checker`] judges both. See docs/cluster-simulator.md.
@@ -58,10 +59,16 @@ const DIGEST_EVERY: u64 = 5;
 const TRACE_EVENTS: usize = 120;
 /// A replica compacts at most once per this many applied entries.
 const COMPACT_AFTER_ENTRIES: u64 = 40;
-/// The durable consumer every stream gets.
-const CONSUMER: &str = "C";
-/// Its config (stored JSON): explicit acks, redelivery after 50 steps.
-const CONSUMER_CONFIG: &str = r#"{"name":"C","durable_name":"C","deliver_policy":"all","ack_policy":"explicit","ack_wait":500000000,"max_deliver":-1,"replay_policy":"instant"}"#;
+/// The config of the durable consumer every stream gets (stored JSON):
+/// explicit acks, redelivery after 50 steps.
+fn consumer_config(name: &str) -> Bytes {
+    Bytes::from(format!(
+        r#"{{"name":"{name}","durable_name":"{name}","deliver_policy":"all","ack_policy":"explicit","ack_wait":500000000,"max_deliver":-1,"replay_policy":"instant"}}"#
+    ))
+}
+/// Chance per step that a stream's leader deletes its consumer (during the
+/// faults; a new one, under the next name, replaces it).
+const CONSUMER_DELETE_CHANCE: f64 = 0.003;
 /// Deliveries a consumer client holds unacked at most (older ones it
 /// forgets: they are redelivered after their ack wait).
 const UNACKED_MAX: usize = 32;
@@ -196,10 +203,13 @@ struct World {
     trace: VecDeque<String>,
     /// Acks received in the liveness phase, per group.
     live_acks: BTreeMap<GroupId, u64>,
+    /// Per group, the consumer the clients use: `C<generation>`.
+    consumer_generations: BTreeMap<GroupId, u64>,
     /// Per group, deliveries the consumer client has not acked yet.
     unacked: BTreeMap<GroupId, VecDeque<Delivery>>,
-    /// Double acks waiting for their confirmation: reply -> (group, sequence).
-    pending_acks: BTreeMap<Bytes, (GroupId, u64)>,
+    /// Double acks waiting for their confirmation: reply -> (group,
+    /// consumer, sequence).
+    pending_acks: BTreeMap<Bytes, (GroupId, String, u64)>,
     counts: BTreeMap<&'static str, u64>,
 }
 
@@ -314,6 +324,7 @@ impl World {
             checker: Checker::default(),
             trace: VecDeque::new(),
             live_acks: BTreeMap::new(),
+            consumer_generations: BTreeMap::new(),
             unacked: BTreeMap::new(),
             pending_acks: BTreeMap::new(),
             counts: BTreeMap::new(),
@@ -663,6 +674,7 @@ impl World {
             self.consume();
         }
         let step = self.step;
+        let mut deleted = Vec::new();
         for position in 0..self.nodes.len() {
             if !self.nodes[position].up {
                 continue;
@@ -671,6 +683,8 @@ impl World {
             for shard in 0..SHARDS {
                 let mut answers = Vec::new();
                 {
+                    let generations = &self.consumer_generations;
+                    let random = &mut self.random;
                     let shard = &mut self.nodes[position].shards[shard];
                     let groups: Vec<GroupId> = shard.replicas.keys().copied().collect();
                     for group in groups {
@@ -682,12 +696,19 @@ impl World {
                             block_on(replica.expire(node, now_ns))
                                 .expect("memory stores do not fail");
                         }
+                        let name = consumer_name(generations, group);
+                        let logged = replica.logged_consumers().contains_key(&name);
+                        if replica.is_leading(node) && !logged && step % 10 == 0 {
+                            let config = consumer_config(&name);
+                            let _ = replica.add_consumer(node, &name, config, now_ns);
+                        }
                         if replica.is_leading(node)
-                            && !replica.logged_consumers().contains_key(CONSUMER)
-                            && step % 10 == 0
+                            && logged
+                            && safety
+                            && random.chance(CONSUMER_DELETE_CHANCE)
+                            && replica.delete_consumer(node, &name).is_ok()
                         {
-                            let config = Bytes::from_static(CONSUMER_CONFIG.as_bytes());
-                            let _ = replica.add_consumer(node, CONSUMER, config, now_ns);
+                            deleted.push((group, name));
                         }
                         replica.propose_consumer_states(node, &mut answers);
                     }
@@ -695,6 +716,14 @@ impl World {
                 self.drive(position, shard, &mut answers);
                 self.answer(answers, safety);
             }
+        }
+        for (group, name) in deleted {
+            // The clients move on to the next consumer (the delete may
+            // still be lost with its leader: the old one then stays, unused).
+            *self.consumer_generations.entry(group).or_insert(1) += 1;
+            self.unacked.remove(&group);
+            self.count("consumers deleted");
+            self.note(format!("group {group}: consumer {name} deleted"));
         }
         self.step += 1;
     }
@@ -801,7 +830,9 @@ impl World {
                         Ok(Operation::Message {
                             sequence, payload, ..
                         }) => message = Some((sequence, payload)),
-                        Ok(Operation::ConsumerState { state, .. }) => consumer_state = Some(state),
+                        Ok(Operation::ConsumerState { name, state }) => {
+                            consumer_state = Some((name, state))
+                        }
                         _ => {}
                     }
                 }
@@ -819,8 +850,9 @@ impl World {
                     self.checker
                         .applied_message(group, node_id, sequence, &payload);
                 }
-                if let Some(state) = consumer_state {
-                    self.checker.applied_consumer_state(group, node_id, &state);
+                if let Some((name, state)) = consumer_state {
+                    self.checker
+                        .applied_consumer_state(group, node_id, &name, &state);
                 }
                 if let Some(digest) = digest {
                     self.checker.contents_at(group, node_id, index, digest);
@@ -1045,6 +1077,7 @@ impl World {
         let now_ns = self.now_ns(position);
         let count = self.random.between(1, 4) as usize;
         let acks = self.random.below(4) as usize;
+        let name = consumer_name(&self.consumer_generations, group);
         let mut answers = Vec::new();
         let mut fetched = Vec::new();
         let mut acked = Vec::new();
@@ -1052,7 +1085,7 @@ impl World {
             let shard = &mut self.nodes[position].shards[shard];
             let replica = shard.replicas.get_mut(&group).expect("runs");
             let node = shard.raft.node_mut(group).expect("runs");
-            if let Ok(deliveries) = replica.fetch(node, CONSUMER, count, now_ns) {
+            if let Ok(deliveries) = replica.fetch(node, &name, count, now_ns) {
                 fetched = deliveries;
             }
             let unacked = self.unacked.entry(group).or_default();
@@ -1065,14 +1098,16 @@ impl World {
                 self.next_payload += 1;
                 let reply = Bytes::from(format!("_ACK.{}", self.next_payload));
                 acked.push((reply.clone(), delivery.stream_sequence));
-                self.pending_acks
-                    .insert(reply.clone(), (group, delivery.stream_sequence));
-                replica.ack(node, CONSUMER, delivery, reply, &mut answers);
+                self.pending_acks.insert(
+                    reply.clone(),
+                    (group, name.clone(), delivery.stream_sequence),
+                );
+                replica.ack(node, &name, delivery, reply, &mut answers);
             }
         }
         for delivery in &fetched {
             self.checker
-                .consumer_delivered(group, delivery.stream_sequence, target);
+                .consumer_delivered(group, &name, delivery.stream_sequence, target);
         }
         if !fetched.is_empty() || !acked.is_empty() {
             self.count("consumer fetches and acks");
@@ -1107,8 +1142,8 @@ impl World {
                     self.pending_acks.remove(&reply);
                 }
                 Answer::AckConfirmed { reply } => {
-                    if let Some((group, sequence)) = self.pending_acks.remove(&reply) {
-                        self.checker.ack_confirmed(group, sequence);
+                    if let Some((group, name, sequence)) = self.pending_acks.remove(&reply) {
+                        self.checker.ack_confirmed(group, &name, sequence);
                         self.count("consumer acks confirmed");
                     }
                 }
@@ -1237,15 +1272,18 @@ impl World {
                     self.checker.contents_at(group, id, u64::MAX, digest);
                 }
             }
+            let name = consumer_name(&self.consumer_generations, group);
             let delivery = {
                 let leader_shard = &self.nodes[(leader - 1) as usize].shards[shard];
                 let node = leader_shard.raft.node(group).expect("runs");
                 leader_shard.replicas[&group]
-                    .live_delivery(node, CONSUMER)
+                    .live_delivery(node, &name)
                     .cloned()
             };
             match delivery {
-                Some(delivery) => self.checker.check_acks_kept(group, leader, &delivery),
+                Some(delivery) => self
+                    .checker
+                    .check_acks_kept(group, &name, leader, &delivery),
                 None => self
                     .checker
                     .not_live(group, "no durable consumer after heal".to_string()),
@@ -1337,6 +1375,11 @@ fn write_durably(durable: &mut DurableGroup, write: &GroupWrite) {
     {
         durable.acknowledged_index = 0;
     }
+}
+
+/// The name of `group`'s current consumer.
+fn consumer_name(generations: &BTreeMap<GroupId, u64>, group: GroupId) -> String {
+    format!("C{}", generations.get(&group).copied().unwrap_or(1))
 }
 
 /// A digest of what a replica stores (sequences, times, subjects) and of

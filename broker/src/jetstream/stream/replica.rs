@@ -492,6 +492,19 @@ impl Replica {
             .map_err(|_| ApiError::cluster_not_leader())
     }
 
+    /// Proposes a durable consumer's delete; it is gone once the entry
+    /// applies (acks still waiting for it then fail).
+    pub fn delete_consumer(&mut self, node: &mut Node, name: &str) -> Result<u64, ApiError> {
+        if !self.is_leading(node) {
+            return Err(ApiError::cluster_not_leader());
+        }
+        let operation = Operation::ConsumerDelete {
+            name: name.to_string(),
+        };
+        node.propose(operation.encode())
+            .map_err(|_| ApiError::cluster_not_leader())
+    }
+
     /// Up to `count` deliveries of consumer `name` (the leader's).
     pub fn fetch(
         &mut self,
