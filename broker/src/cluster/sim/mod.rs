@@ -484,10 +484,13 @@ impl World {
             }
         }
         self.note("heal: every node up, no partition, no loss".to_string());
-        // Publishes go on until every stream took one, then stop so the
-        // replicas can be seen to catch up.
+        // Publishes go on until every stream took one and has its current
+        // consumer (one deleted just before the heal is replaced now), then
+        // stop so the replicas can be seen to catch up.
         let end = self.step + self.config.liveness_steps;
-        while self.step < end && !self.every_stream_acked_since_heal() {
+        while self.step < end
+            && !(self.every_stream_acked_since_heal() && self.every_consumer_present())
+        {
             self.one_step(false, true);
         }
         let acked_at = self.step;
@@ -1149,6 +1152,20 @@ impl World {
                 }
             }
         }
+    }
+
+    /// Every stream's leader holds the consumer the clients use.
+    fn every_consumer_present(&self) -> bool {
+        self.streams.iter().all(|plan| {
+            let name = consumer_name(&self.consumer_generations, plan.group);
+            self.nodes.iter().filter(|node| node.up).any(|node| {
+                let shard = &node.shards[plan.shard];
+                shard.raft.node(plan.group).is_some_and(|raft| {
+                    let replica = &shard.replicas[&plan.group];
+                    replica.is_leading(raft) && replica.logged_consumers().contains_key(&name)
+                })
+            })
+        })
     }
 
     fn every_stream_acked_since_heal(&self) -> bool {
