@@ -260,14 +260,8 @@ impl Checker {
         name: &str,
         state: &[u8],
     ) {
-        let config = DeliveryConfig {
-            ack: AckMode::Explicit,
-            ack_wait_ns: 0,
-            backoff_ns: Vec::new(),
-            max_deliver: None,
-            max_ack_pending: None,
-        };
-        let decoded = match DeliveryState::decode(config, state) {
+        let decoded = match DeliveryState::decode(DeliveryConfig::unlimited(AckMode::Explicit), state)
+        {
             Ok(decoded) => decoded,
             Err(error) => {
                 return self.violation(

@@ -70,6 +70,20 @@ pub struct DeliveryConfig {
     pub max_ack_pending: Option<usize>,
 }
 
+impl DeliveryConfig {
+    /// `ack` with no ack wait, backoff or limits (what reading an encoded
+    /// state needs: the encoding holds nothing of the config).
+    pub fn unlimited(ack: AckMode) -> DeliveryConfig {
+        DeliveryConfig {
+            ack,
+            ack_wait_ns: 0,
+            backoff_ns: Vec::new(),
+            max_deliver: None,
+            max_ack_pending: None,
+        }
+    }
+}
+
 /// A delivered message awaiting its ack.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Pending {
@@ -177,14 +191,11 @@ impl DeliveryState {
     /// [`encode`](Self::encode) of a new state at `start_stream_sequence`
     /// (the encoding holds nothing of the config).
     pub fn initial_encoding(start_stream_sequence: u64) -> Vec<u8> {
-        let config = DeliveryConfig {
-            ack: AckMode::None,
-            ack_wait_ns: 0,
-            backoff_ns: Vec::new(),
-            max_deliver: None,
-            max_ack_pending: None,
-        };
-        DeliveryState::new(config, start_stream_sequence).encode()
+        DeliveryState::new(
+            DeliveryConfig::unlimited(AckMode::None),
+            start_stream_sequence,
+        )
+        .encode()
     }
 
     pub fn config(&self) -> &DeliveryConfig {

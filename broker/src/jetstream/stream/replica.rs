@@ -278,6 +278,24 @@ impl Replica {
         Ok(())
     }
 
+    /// `Some(reply)` while this replica leads; otherwise the reply fails
+    /// with nats-server's 10009 and `None`.
+    fn refused_unless_leading(
+        &self,
+        node: &Node,
+        reply: Bytes,
+        answers: &mut Vec<Answer>,
+    ) -> Option<Bytes> {
+        if self.is_leading(node) {
+            return Some(reply);
+        }
+        answers.push(Answer::Failed {
+            reply,
+            error: ApiError::cluster_not_leader(),
+        });
+        None
+    }
+
     /// A publish: checked and proposed by the leader, its PubAck owed
     /// until the entry applies.
     pub fn publish(
@@ -288,13 +306,9 @@ impl Replica {
         now_ns: u64,
         answers: &mut Vec<Answer>,
     ) {
-        if !self.is_leading(node) {
-            answers.push(Answer::Failed {
-                reply,
-                error: ApiError::cluster_not_leader(),
-            });
+        let Some(reply) = self.refused_unless_leading(node, reply, answers) else {
             return;
-        }
+        };
         match self
             .leader
             .ingest(&self.state, node, &self.name, message, now_ns)
@@ -531,13 +545,9 @@ impl Replica {
         reply: Bytes,
         answers: &mut Vec<Answer>,
     ) {
-        if !self.is_leading(node) {
-            answers.push(Answer::Failed {
-                reply,
-                error: ApiError::cluster_not_leader(),
-            });
+        let Some(reply) = self.refused_unless_leading(node, reply, answers) else {
             return;
-        }
+        };
         let (stream_sequence, consumer_sequence) =
             (delivery.stream_sequence, delivery.consumer_sequence);
         if self.canary == Some(StreamCanary::AckBeforeState) {
