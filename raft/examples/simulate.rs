@@ -1,7 +1,7 @@
 //! Runs the deterministic Raft simulator over a range of seeds.
 //!
 //! ```text
-//! cargo run --release -p tern-raft --example simulate -- --seeds N [--seed-start S] [--canary [vote|commit]]
+//! cargo run --release -p tern-raft --example simulate -- --seeds N [--seed-start S] [--canary [vote|commit|chunk]]
 //! ```
 //!
 //! Prints each violation (seed, invariant and a readable trace; the full
@@ -53,6 +53,10 @@ fn parse(arguments: &[String]) -> Result<Options, String> {
                     options.canary = Some(Canary::CommitBeforeDurable);
                     position += 2;
                 }
+                Some("chunk") => {
+                    options.canary = Some(Canary::SnapshotChunkGap);
+                    position += 2;
+                }
                 Some("vote") => {
                     options.canary = Some(Canary::VoteWithoutLogCheck);
                     position += 2;
@@ -74,7 +78,7 @@ fn main() -> ExitCode {
         Ok(options) => options,
         Err(message) => {
             eprintln!("{message}");
-            eprintln!("usage: simulate --seeds N [--seed-start S] [--canary [vote|commit]]");
+            eprintln!("usage: simulate --seeds N [--seed-start S] [--canary [vote|commit|chunk]]");
             return ExitCode::from(2);
         }
     };

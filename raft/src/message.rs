@@ -3,7 +3,9 @@
 //! is independent of the others). Wire encoding is the caller's (see
 //! docs/raft.md).
 
-use crate::types::{Entry, Index, NodeId, Snapshot, Term};
+use bytes::Bytes;
+
+use crate::types::{Entry, Index, Membership, NodeId, Term};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Message {
@@ -38,19 +40,32 @@ pub enum Message {
         hint: Index,
         read_context: u64,
     },
+    /// One chunk of the snapshot ending at `index`: its bytes
+    /// `[offset, offset + chunk.len())` of `total_bytes`. Every chunk names
+    /// the whole snapshot, so a follower can start from any offset-0 chunk.
     InstallSnapshot {
         term: Term,
-        snapshot: Snapshot,
+        index: Index,
+        snapshot_term: Term,
+        membership: Membership,
+        total_bytes: u64,
+        offset: u64,
+        chunk: Bytes,
     },
-    /// Sent after the snapshot is installed and durable.
-    InstallSnapshotResponse {
+    /// The follower holds the first `received` bytes of the snapshot ending
+    /// at `index`. `gap`: the chunk it answers began past them (lost or
+    /// reordered chunks, or a follower that restarted): resend from
+    /// `received`.
+    SnapshotReceived {
         term: Term,
         index: Index,
+        received: u64,
+        gap: bool,
     },
+    /// Sent after the snapshot is installed and durable.
+    InstallSnapshotResponse { term: Term, index: Index },
     /// Leader transfer: start an election now.
-    TimeoutNow {
-        term: Term,
-    },
+    TimeoutNow { term: Term },
 }
 
 impl Message {
@@ -61,6 +76,7 @@ impl Message {
             | Message::Append { term, .. }
             | Message::AppendResponse { term, .. }
             | Message::InstallSnapshot { term, .. }
+            | Message::SnapshotReceived { term, .. }
             | Message::InstallSnapshotResponse { term, .. }
             | Message::TimeoutNow { term } => *term,
         }

@@ -16,7 +16,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 
 use crate::log::RaftLog;
 use crate::message::{Envelope, Message};
@@ -31,8 +31,10 @@ pub struct Config {
     /// Caps of one append message.
     pub max_append_entries: usize,
     pub max_append_bytes: usize,
-    /// Append messages in flight to one follower.
+    /// Append messages (or snapshot chunks) in flight to one follower.
     pub max_inflight: usize,
+    /// Bytes of one `InstallSnapshot` chunk.
+    pub max_snapshot_chunk_bytes: usize,
     /// Committed entries handed out per ready.
     pub max_apply_entries: usize,
     pub pre_vote: bool,
@@ -49,6 +51,9 @@ pub enum Canary {
     VoteWithoutLogCheck,
     /// Count the leader's own entries toward commit before they are durable.
     CommitBeforeDurable,
+    /// Write a snapshot chunk at its offset even past a lost one (the gap
+    /// stays zeros), as a careless sparse-file writer would.
+    SnapshotChunkGap,
 }
 
 impl Config {
@@ -60,6 +65,7 @@ impl Config {
             max_append_entries: 256,
             max_append_bytes: 1 << 20,
             max_inflight: 8,
+            max_snapshot_chunk_bytes: 1 << 20,
             max_apply_entries: 4096,
             pre_vote: true,
             check_quorum: true,
@@ -152,6 +158,55 @@ struct Progress {
     recent_active: bool,
     /// `match_index` at the last stall check (see `restart_stalled_replication`).
     checked_match: Index,
+    /// The snapshot being sent (state `Snapshot`).
+    transfer: Option<SnapshotTransfer>,
+    /// The transfer's acknowledged bytes at the last stall check.
+    checked_snapshot_bytes: u64,
+}
+
+/// A snapshot going to one follower chunk by chunk, at most `max_inflight`
+/// chunks ahead of what it acknowledged.
+#[derive(Debug, Clone, Copy)]
+struct SnapshotTransfer {
+    index: Index,
+    /// The next offset to send.
+    sent: u64,
+    /// Bytes the follower said it holds.
+    acknowledged: u64,
+    /// The first chunk went out (an empty snapshot is one empty chunk).
+    started: bool,
+}
+
+impl SnapshotTransfer {
+    fn new(index: Index) -> SnapshotTransfer {
+        SnapshotTransfer {
+            index,
+            sent: 0,
+            acknowledged: 0,
+            started: false,
+        }
+    }
+}
+
+/// The fields of one `InstallSnapshot` message.
+struct SnapshotChunk {
+    index: Index,
+    snapshot_term: Term,
+    membership: Membership,
+    total_bytes: u64,
+    offset: u64,
+    chunk: Bytes,
+}
+
+/// A snapshot a follower is receiving: chunks in order from one leader.
+struct IncomingSnapshot {
+    from: NodeId,
+    term: Term,
+    index: Index,
+    snapshot_term: Term,
+    membership: Membership,
+    total_bytes: u64,
+    data: BytesMut,
 }
 
 impl Progress {
@@ -164,6 +219,8 @@ impl Progress {
             paused: false,
             recent_active: false,
             checked_match: 0,
+            transfer: None,
+            checked_snapshot_bytes: 0,
         }
     }
 }
@@ -203,6 +260,8 @@ pub struct Node {
     snapshot_to_install: Option<Snapshot>,
     /// The latest snapshot the state machine gave (sent to lagging followers).
     snapshot: Option<Snapshot>,
+    /// Chunks received so far of a snapshot from the leader.
+    incoming_snapshot: Option<IncomingSnapshot>,
     pending_reads: Vec<PendingRead>,
     read_states: Vec<ReadState>,
     next_read_context: u64,
@@ -248,6 +307,7 @@ impl Node {
             persisted_messages: Vec::new(),
             snapshot_to_install: None,
             snapshot: restore.snapshot,
+            incoming_snapshot: None,
             pending_reads: Vec::new(),
             read_states: Vec::new(),
             next_read_context: 1,
@@ -365,19 +425,41 @@ impl Node {
     fn restart_stalled_replication(&mut self) {
         let last = self.log.last_index();
         let mut stalled = Vec::new();
+        let mut resumed = Vec::new();
         for (peer, progress) in self.progress.iter_mut() {
             let waiting = progress.state != ProgressState::Probe && progress.match_index < last;
-            if waiting && progress.match_index == progress.checked_match {
-                progress.state = ProgressState::Probe;
-                progress.inflight.clear();
-                progress.paused = false;
-                progress.next_index = progress.match_index + 1;
-                stalled.push(*peer);
+            let snapshot_bytes = progress
+                .transfer
+                .map_or(0, |transfer| transfer.acknowledged);
+            if waiting
+                && progress.match_index == progress.checked_match
+                && snapshot_bytes == progress.checked_snapshot_bytes
+            {
+                match &mut progress.transfer {
+                    // Chunks were lost: resend from what the follower holds.
+                    Some(transfer) if progress.state == ProgressState::Snapshot => {
+                        transfer.sent = transfer.acknowledged;
+                        transfer.started = transfer.acknowledged > 0;
+                        resumed.push(*peer);
+                    }
+                    _ => {
+                        progress.state = ProgressState::Probe;
+                        progress.inflight.clear();
+                        progress.paused = false;
+                        progress.next_index = progress.match_index + 1;
+                        progress.transfer = None;
+                        stalled.push(*peer);
+                    }
+                }
             }
             progress.checked_match = progress.match_index;
+            progress.checked_snapshot_bytes = snapshot_bytes;
         }
         for peer in stalled {
             self.send_append(peer);
+        }
+        for peer in resumed {
+            self.send_snapshot_chunks(peer);
         }
     }
 
@@ -766,7 +848,31 @@ impl Node {
                 read_context,
                 ..
             } => self.on_append_response(from, success, match_index, hint, read_context),
-            Message::InstallSnapshot { snapshot, .. } => self.on_install_snapshot(from, snapshot),
+            Message::InstallSnapshot {
+                index,
+                snapshot_term,
+                membership,
+                total_bytes,
+                offset,
+                chunk,
+                ..
+            } => {
+                let chunk = SnapshotChunk {
+                    index,
+                    snapshot_term,
+                    membership,
+                    total_bytes,
+                    offset,
+                    chunk,
+                };
+                self.on_snapshot_chunk(from, chunk)
+            }
+            Message::SnapshotReceived {
+                index,
+                received,
+                gap,
+                ..
+            } => self.on_snapshot_received(from, index, received, gap),
             Message::InstallSnapshotResponse { index, .. } => {
                 self.on_snapshot_installed(from, index)
             }
@@ -976,27 +1082,113 @@ impl Node {
         }
     }
 
-    fn on_install_snapshot(&mut self, from: NodeId, snapshot: Snapshot) {
+    /// A chunk of the leader's snapshot: kept if it continues the snapshot
+    /// being received, answered with what is held; the last one installs.
+    fn on_snapshot_chunk(&mut self, from: NodeId, chunk: SnapshotChunk) {
         self.leader = Some(from);
         self.election_elapsed = 0;
         if self.role != Role::Follower {
             self.become_follower(self.hard.term, Some(from));
         }
         let term = self.hard.term;
-        if snapshot.index <= self.log.committed {
+        if chunk.index <= self.log.committed {
+            self.incoming_snapshot = None;
             let index = self.log.committed;
             self.send(from, Message::InstallSnapshotResponse { term, index });
             return;
         }
-        if self.log.term_at(snapshot.index) == Some(snapshot.term) {
+        if self.log.term_at(chunk.index) == Some(chunk.snapshot_term) {
             // Our log already holds the snapshot's last entry (a snapshot sent
             // while we lagged, delivered late): keep the log, whose entries
             // after it we may have acknowledged already, and only commit.
-            self.log.committed = snapshot.index;
-            let index = snapshot.index;
+            self.incoming_snapshot = None;
+            self.log.committed = chunk.index;
+            let index = chunk.index;
             self.send_after_persist(from, Message::InstallSnapshotResponse { term, index });
             return;
         }
+        let index = chunk.index;
+        let continues = self.incoming_snapshot.as_ref().is_some_and(|incoming| {
+            incoming.from == from
+                && incoming.term == term
+                && incoming.index == chunk.index
+                && incoming.snapshot_term == chunk.snapshot_term
+                && incoming.total_bytes == chunk.total_bytes
+        });
+        if !continues {
+            if chunk.offset != 0 {
+                // Mid-snapshot of one we do not hold: start it over.
+                let received = 0;
+                let gap = true;
+                self.send(
+                    from,
+                    Message::SnapshotReceived {
+                        term,
+                        index,
+                        received,
+                        gap,
+                    },
+                );
+                return;
+            }
+            self.incoming_snapshot = Some(IncomingSnapshot {
+                from,
+                term,
+                index: chunk.index,
+                snapshot_term: chunk.snapshot_term,
+                membership: chunk.membership,
+                total_bytes: chunk.total_bytes,
+                data: BytesMut::new(),
+            });
+        }
+        let incoming = self.incoming_snapshot.as_mut().expect("set above");
+        let held = incoming.data.len() as u64;
+        let end = chunk.offset + chunk.chunk.len() as u64;
+        if self.config.canary == Some(Canary::SnapshotChunkGap)
+            && chunk.offset > held
+            && end <= incoming.total_bytes
+        {
+            incoming.data.resize(chunk.offset as usize, 0);
+        }
+        let held = incoming.data.len() as u64;
+        if chunk.offset != held || end > incoming.total_bytes {
+            // A duplicate, or a chunk past a lost one.
+            let gap = chunk.offset > held;
+            let received = held;
+            self.send(
+                from,
+                Message::SnapshotReceived {
+                    term,
+                    index,
+                    received,
+                    gap,
+                },
+            );
+            return;
+        }
+        incoming.data.extend_from_slice(&chunk.chunk);
+        if end < incoming.total_bytes {
+            let received = end;
+            let gap = false;
+            self.send(
+                from,
+                Message::SnapshotReceived {
+                    term,
+                    index,
+                    received,
+                    gap,
+                },
+            );
+            return;
+        }
+        let incoming = self.incoming_snapshot.take().expect("set above");
+        assert_eq!(incoming.data.len() as u64, incoming.total_bytes);
+        let snapshot = Snapshot {
+            index: incoming.index,
+            term: incoming.snapshot_term,
+            membership: incoming.membership,
+            data: incoming.data.freeze(),
+        };
         self.log.restore(snapshot.index, snapshot.term);
         // Writes handed out before this one may complete first, but the
         // snapshot's write then replaces the log they extended: their entries
@@ -1013,6 +1205,77 @@ impl Node {
         self.send_after_persist(from, Message::InstallSnapshotResponse { term, index });
     }
 
+    /// The follower's answer to a chunk: send what the window allows next
+    /// (from where it is, after a gap).
+    fn on_snapshot_received(&mut self, from: NodeId, index: Index, received: u64, gap: bool) {
+        if self.role != Role::Leader {
+            return;
+        }
+        let Some(progress) = self.progress.get_mut(&from) else {
+            return;
+        };
+        progress.recent_active = true;
+        if progress.state != ProgressState::Snapshot {
+            return;
+        }
+        if let Some(transfer) = progress.transfer.as_mut().filter(|t| t.index == index) {
+            if gap {
+                transfer.acknowledged = received;
+                transfer.sent = received;
+                transfer.started = received > 0;
+            } else {
+                transfer.acknowledged = transfer.acknowledged.max(received);
+                transfer.sent = transfer.sent.max(transfer.acknowledged);
+            }
+        }
+        self.send_snapshot_chunks(from);
+    }
+
+    /// Sends `peer` the chunks of the current snapshot its window allows.
+    fn send_snapshot_chunks(&mut self, peer: NodeId) {
+        let Some(snapshot) = self.snapshot.clone() else {
+            return;
+        };
+        let chunk_bytes = self.config.max_snapshot_chunk_bytes.max(1) as u64;
+        let window_bytes = chunk_bytes * self.config.max_inflight.max(1) as u64;
+        let total_bytes = snapshot.data.len() as u64;
+        let term = self.hard.term;
+        let Some(progress) = self.progress.get_mut(&peer) else {
+            return;
+        };
+        if progress.state != ProgressState::Snapshot {
+            return;
+        }
+        let transfer = progress
+            .transfer
+            .get_or_insert_with(|| SnapshotTransfer::new(snapshot.index));
+        if transfer.index != snapshot.index {
+            // The state machine compacted again: send the newer snapshot.
+            *transfer = SnapshotTransfer::new(snapshot.index);
+        }
+        let mut chunks = Vec::new();
+        while (transfer.sent < total_bytes || !transfer.started)
+            && transfer.sent.saturating_sub(transfer.acknowledged) < window_bytes
+        {
+            let offset = transfer.sent;
+            let end = (offset + chunk_bytes).min(total_bytes);
+            chunks.push(Message::InstallSnapshot {
+                term,
+                index: snapshot.index,
+                snapshot_term: snapshot.term,
+                membership: snapshot.membership.clone(),
+                total_bytes,
+                offset,
+                chunk: snapshot.data.slice(offset as usize..end as usize),
+            });
+            transfer.sent = end;
+            transfer.started = true;
+        }
+        for chunk in chunks {
+            self.send(peer, chunk);
+        }
+    }
+
     fn on_snapshot_installed(&mut self, from: NodeId, index: Index) {
         if self.role != Role::Leader {
             return;
@@ -1025,6 +1288,7 @@ impl Node {
         progress.next_index = progress.match_index + 1;
         progress.state = ProgressState::Probe;
         progress.paused = false;
+        progress.transfer = None;
         self.maybe_commit();
         self.send_append(from);
     }
@@ -1084,12 +1348,13 @@ impl Node {
         }
         let term = self.hard.term;
         if progress.next_index <= self.log.snapshot_index() {
-            let Some(snapshot) = self.snapshot.clone() else {
+            let Some(snapshot_index) = self.snapshot.as_ref().map(|snapshot| snapshot.index) else {
                 return;
             };
             let progress = self.progress.get_mut(&peer).expect("checked");
             progress.state = ProgressState::Snapshot;
-            self.send(peer, Message::InstallSnapshot { term, snapshot });
+            progress.transfer = Some(SnapshotTransfer::new(snapshot_index));
+            self.send_snapshot_chunks(peer);
             return;
         }
         let prev_index = progress.next_index - 1;
@@ -1586,15 +1851,117 @@ mod tests {
         )));
     }
 
+    /// Chunks lost, reordered and duplicated on the way still assemble into
+    /// the leader's snapshot, byte for byte, within the window.
+    #[test]
+    fn a_snapshot_crosses_in_chunks_despite_loss_reordering_and_duplicates() {
+        let data = Bytes::from((0u8..100).collect::<Vec<_>>());
+        let chunked = |config: &mut Config| {
+            config.pre_vote = false;
+            config.check_quorum = false;
+            config.max_snapshot_chunk_bytes = 7;
+            config.max_inflight = 3;
+        };
+        let snapshot = Snapshot {
+            index: 5,
+            term: 1,
+            membership: Membership::new(vec![1, 2, 3]),
+            data: data.clone(),
+        };
+        let mut leader = node(
+            1,
+            chunked,
+            Restore {
+                snapshot: Some(snapshot),
+                ..restore(1, Vec::new())
+            },
+        );
+        let mut follower = node(2, chunked, restore(1, Vec::new()));
+        while leader.role() != Role::Candidate {
+            leader.tick();
+        }
+        persist(&mut leader);
+        let vote = Message::VoteResponse {
+            term: leader.term(),
+            granted: true,
+            pre_vote: false,
+        };
+        deliver(&mut leader, 2, vote);
+        assert_eq!(leader.role(), Role::Leader);
+
+        let mut installed = None;
+        let mut chunks_seen = 0u64;
+        let mut largest_window = 0;
+        for _round in 0..2_000 {
+            let mut to_follower: Vec<Message> = persist(&mut leader)
+                .into_iter()
+                .filter(|envelope| envelope.to == 2)
+                .map(|envelope| envelope.message)
+                .collect();
+            if let Some(transfer) = leader
+                .progress
+                .get(&2)
+                .and_then(|progress| progress.transfer)
+            {
+                largest_window = largest_window.max(transfer.sent - transfer.acknowledged);
+            }
+            // Lose every fourth chunk, duplicate every fifth, reverse each batch.
+            let mut perturbed = Vec::new();
+            for message in to_follower.drain(..) {
+                if let Message::InstallSnapshot { .. } = message {
+                    chunks_seen += 1;
+                    if chunks_seen % 4 == 0 {
+                        continue;
+                    }
+                    if chunks_seen % 5 == 0 {
+                        perturbed.push(message.clone());
+                    }
+                }
+                perturbed.push(message);
+            }
+            perturbed.reverse();
+            for message in perturbed {
+                deliver(&mut follower, 1, message);
+            }
+            let mut to_leader = Vec::new();
+            while follower.has_ready() {
+                let ready = follower.ready();
+                if let Some(snapshot) = ready.snapshot {
+                    installed = Some(snapshot);
+                }
+                to_leader.extend(ready.messages);
+                to_leader.extend(ready.persisted_messages);
+                follower.advance(ready.number);
+            }
+            for envelope in to_leader {
+                leader.step(envelope);
+            }
+            if installed.is_some() && follower.commit_index() >= 6 {
+                break;
+            }
+            leader.tick();
+        }
+        let installed = installed.expect("the snapshot arrived");
+        assert_eq!(installed.index, 5);
+        assert_eq!(installed.data, data, "assembled byte for byte");
+        assert_eq!(follower.commit_index(), 6, "and the log goes on after it");
+        assert!(largest_window > 7, "several chunks in flight");
+        assert!(
+            largest_window <= 3 * 7,
+            "at most max_inflight chunks in flight"
+        );
+        assert!(chunks_seen > 100 / 7, "losses were resent");
+    }
+
     fn install(term: Term, index: Index, snapshot_term: Term) -> Message {
         Message::InstallSnapshot {
             term,
-            snapshot: Snapshot {
-                index,
-                term: snapshot_term,
-                membership: Membership::new(vec![1, 2, 3]),
-                data: Bytes::new(),
-            },
+            index,
+            snapshot_term,
+            membership: Membership::new(vec![1, 2, 3]),
+            total_bytes: 0,
+            offset: 0,
+            chunk: Bytes::new(),
         }
     }
 

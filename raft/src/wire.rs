@@ -15,7 +15,7 @@
 use bytes::{BufMut, Bytes, BytesMut};
 
 use crate::message::Message;
-use crate::types::{Entry, EntryKind, Membership, Snapshot};
+use crate::types::{Entry, EntryKind, Membership};
 
 const TAG_VOTE: u8 = 1;
 const TAG_VOTE_RESPONSE: u8 = 2;
@@ -24,6 +24,7 @@ const TAG_APPEND_RESPONSE: u8 = 4;
 const TAG_INSTALL_SNAPSHOT: u8 = 5;
 const TAG_INSTALL_SNAPSHOT_RESPONSE: u8 = 6;
 const TAG_TIMEOUT_NOW: u8 = 7;
+const TAG_SNAPSHOT_RECEIVED: u8 = 8;
 
 const ENTRY_NOOP: u8 = 0;
 const ENTRY_NORMAL: u8 = 1;
@@ -35,6 +36,7 @@ const FLAG_VOTE_TRANSFER: u8 = 2;
 const FLAG_VOTE_RESPONSE_GRANTED: u8 = 1;
 const FLAG_VOTE_RESPONSE_PRE_VOTE: u8 = 2;
 const FLAG_APPEND_RESPONSE_SUCCESS: u8 = 1;
+const FLAG_SNAPSHOT_RECEIVED_GAP: u8 = 1;
 
 /// Bytes of an entry before its payload: term, index, kind.
 const ENTRY_HEADER_BYTES: usize = 8 + 8 + 1;
@@ -45,7 +47,10 @@ pub struct DecodeLimits {
     pub max_entries: usize,
     pub max_entry_bytes: usize,
     pub max_voters: usize,
+    /// A whole snapshot (what a follower may hold while receiving it).
     pub max_snapshot_bytes: usize,
+    /// One chunk of it.
+    pub max_snapshot_chunk_bytes: usize,
 }
 
 impl Default for DecodeLimits {
@@ -55,6 +60,7 @@ impl Default for DecodeLimits {
             max_entry_bytes: 64 << 20,
             max_voters: 64,
             max_snapshot_bytes: 256 << 20,
+            max_snapshot_chunk_bytes: 4 << 20,
         }
     }
 }
@@ -86,6 +92,12 @@ pub enum DecodeError {
     },
     /// Voters must be strictly increasing.
     VotersNotSorted,
+    /// A snapshot chunk ends past the snapshot's length.
+    ChunkPastEnd {
+        offset: u64,
+        length: u64,
+        total: u64,
+    },
     /// Bytes left after a complete message.
     TrailingBytes(usize),
 }
@@ -115,6 +127,14 @@ impl std::fmt::Display for DecodeError {
                 "entry {position} has index {found}, expected {expected}"
             ),
             DecodeError::VotersNotSorted => write!(formatter, "voters are not strictly increasing"),
+            DecodeError::ChunkPastEnd {
+                offset,
+                length,
+                total,
+            } => write!(
+                formatter,
+                "snapshot chunk of {length} bytes at {offset} ends past the snapshot's {total}"
+            ),
             DecodeError::TrailingBytes(count) => {
                 write!(formatter, "{count} bytes after the end of the message")
             }
@@ -134,9 +154,10 @@ pub fn encoded_size_bytes(message: &Message) -> usize {
                 8 + 8 + 8 + 8 + 4 + entries.iter().map(entry_size_bytes).sum::<usize>()
             }
             Message::AppendResponse { .. } => 1 + 8 + 8 + 8,
-            Message::InstallSnapshot { snapshot, .. } => {
-                8 + 8 + 4 + 8 * snapshot.membership.voters.len() + 4 + snapshot.data.len()
-            }
+            Message::InstallSnapshot {
+                membership, chunk, ..
+            } => 8 + 8 + 4 + 8 * membership.voters.len() + 8 + 8 + 4 + chunk.len(),
+            Message::SnapshotReceived { .. } => 8 + 8 + 1,
             Message::InstallSnapshotResponse { .. } => 8,
             Message::TimeoutNow { .. } => 0,
         }
@@ -217,17 +238,39 @@ pub fn encode(message: &Message, out: &mut BytesMut) {
             out.put_u64_le(*hint);
             out.put_u64_le(*read_context);
         }
-        Message::InstallSnapshot { term, snapshot } => {
+        Message::InstallSnapshot {
+            term,
+            index,
+            snapshot_term,
+            membership,
+            total_bytes,
+            offset,
+            chunk,
+        } => {
             out.put_u8(TAG_INSTALL_SNAPSHOT);
             out.put_u64_le(*term);
-            out.put_u64_le(snapshot.index);
-            out.put_u64_le(snapshot.term);
-            out.put_u32_le(length_u32(snapshot.membership.voters.len()));
-            for voter in &snapshot.membership.voters {
+            out.put_u64_le(*index);
+            out.put_u64_le(*snapshot_term);
+            out.put_u32_le(length_u32(membership.voters.len()));
+            for voter in &membership.voters {
                 out.put_u64_le(*voter);
             }
-            out.put_u32_le(length_u32(snapshot.data.len()));
-            out.put_slice(&snapshot.data);
+            out.put_u64_le(*total_bytes);
+            out.put_u64_le(*offset);
+            out.put_u32_le(length_u32(chunk.len()));
+            out.put_slice(chunk);
+        }
+        Message::SnapshotReceived {
+            term,
+            index,
+            received,
+            gap,
+        } => {
+            out.put_u8(TAG_SNAPSHOT_RECEIVED);
+            out.put_u64_le(*term);
+            out.put_u64_le(*index);
+            out.put_u64_le(*received);
+            out.put_u8(flag(*gap, FLAG_SNAPSHOT_RECEIVED_GAP));
         }
         Message::InstallSnapshotResponse { term, index } => {
             out.put_u8(TAG_INSTALL_SNAPSHOT_RESPONSE);
@@ -364,15 +407,46 @@ pub fn decode(input: &Bytes, limits: &DecodeLimits) -> Result<Message, DecodeErr
                 }
                 voters.push(voter);
             }
-            let data = reader.payload("snapshot data", limits.max_snapshot_bytes)?;
+            let total_bytes = reader.u64("snapshot length")?;
+            if total_bytes > limits.max_snapshot_bytes as u64 {
+                return Err(DecodeError::OverLimit {
+                    field: "snapshot length",
+                    value: total_bytes,
+                    limit: limits.max_snapshot_bytes as u64,
+                });
+            }
+            let offset = reader.u64("chunk offset")?;
+            let chunk = reader.payload("snapshot chunk", limits.max_snapshot_chunk_bytes)?;
+            let length = chunk.len() as u64;
+            if offset
+                .checked_add(length)
+                .is_none_or(|end| end > total_bytes)
+            {
+                return Err(DecodeError::ChunkPastEnd {
+                    offset,
+                    length,
+                    total: total_bytes,
+                });
+            }
             Message::InstallSnapshot {
                 term,
-                snapshot: Snapshot {
-                    index,
-                    term: snapshot_term,
-                    membership: Membership { voters },
-                    data,
-                },
+                index,
+                snapshot_term,
+                membership: Membership { voters },
+                total_bytes,
+                offset,
+                chunk,
+            }
+        }
+        TAG_SNAPSHOT_RECEIVED => {
+            let index = reader.u64("snapshot index")?;
+            let received = reader.u64("received")?;
+            let flags = reader.flags("snapshot received flags", FLAG_SNAPSHOT_RECEIVED_GAP)?;
+            Message::SnapshotReceived {
+                term,
+                index,
+                received,
+                gap: flags & FLAG_SNAPSHOT_RECEIVED_GAP != 0,
             }
         }
         TAG_INSTALL_SNAPSHOT_RESPONSE => Message::InstallSnapshotResponse {

@@ -3,7 +3,7 @@ use bytes::{Bytes, BytesMut};
 use super::{decode, encode, encoded_size_bytes, DecodeError, DecodeLimits};
 use crate::message::Message;
 use crate::sim::random::Random;
-use crate::types::{Entry, EntryKind, Membership, Snapshot};
+use crate::types::{Entry, EntryKind, Membership};
 
 fn encoded(message: &Message) -> Bytes {
     let mut out = BytesMut::new();
@@ -31,7 +31,7 @@ fn random_u64(random: &mut Random) -> u64 {
 
 fn random_message(random: &mut Random) -> Message {
     let term = random_u64(random);
-    match random.below(7) {
+    match random.below(8) {
         0 => Message::Vote {
             term,
             last_index: random_u64(random),
@@ -77,16 +77,24 @@ fn random_message(random: &mut Random) -> Message {
         },
         4 => {
             let voters = (0..random.below(7)).map(|_| random_u64(random)).collect();
+            let chunk = random_bytes(random, 2000);
+            let offset = random.below(1 << 20);
             Message::InstallSnapshot {
                 term,
-                snapshot: Snapshot {
-                    index: random_u64(random),
-                    term: random_u64(random),
-                    membership: Membership::new(voters),
-                    data: random_bytes(random, 2000),
-                },
+                index: random_u64(random),
+                snapshot_term: random_u64(random),
+                membership: Membership::new(voters),
+                total_bytes: offset + chunk.len() as u64 + random.below(3),
+                offset,
+                chunk,
             }
         }
+        6 => Message::SnapshotReceived {
+            term,
+            index: random_u64(random),
+            received: random_u64(random),
+            gap: random.chance(0.5),
+        },
         5 => Message::InstallSnapshotResponse {
             term,
             index: random_u64(random),
@@ -270,19 +278,39 @@ fn malformed_input_is_named() {
         })
     );
 
-    let unsorted = Message::InstallSnapshot {
+    let chunk = |membership, total_bytes, offset, length| Message::InstallSnapshot {
         term: 1,
-        snapshot: Snapshot {
-            index: 1,
-            term: 1,
-            membership: Membership { voters: vec![3, 2] },
-            data: Bytes::new(),
-        },
+        index: 1,
+        snapshot_term: 1,
+        membership,
+        total_bytes,
+        offset,
+        chunk: Bytes::from(vec![7u8; length]),
     };
+    let unsorted = chunk(Membership { voters: vec![3, 2] }, 0, 0, 0);
     assert_eq!(
         decode(&encoded(&unsorted), &limits),
         Err(DecodeError::VotersNotSorted)
     );
+    let voters = || Membership::new(vec![1, 2, 3]);
+    assert_eq!(
+        decode(&encoded(&chunk(voters(), 10, 8, 3)), &limits),
+        Err(DecodeError::ChunkPastEnd {
+            offset: 8,
+            length: 3,
+            total: 10
+        })
+    );
+    assert_eq!(
+        decode(&encoded(&chunk(voters(), 10, u64::MAX, 3)), &limits),
+        Err(DecodeError::ChunkPastEnd {
+            offset: u64::MAX,
+            length: 3,
+            total: 10
+        })
+    );
+    let whole = chunk(voters(), 10, 7, 3);
+    assert_eq!(decode(&encoded(&whole), &limits), Ok(whole));
 }
 
 #[test]
@@ -334,6 +362,37 @@ fn counts_and_lengths_are_bounded_before_allocating() {
             field: "entry data",
             value: 65,
             limit: 64
+        })
+    );
+
+    let chunk = |total_bytes, length| Message::InstallSnapshot {
+        term: 1,
+        index: 1,
+        snapshot_term: 1,
+        membership: Membership::new(vec![1]),
+        total_bytes,
+        offset: 0,
+        chunk: Bytes::from(vec![0u8; length]),
+    };
+    let small = DecodeLimits {
+        max_snapshot_bytes: 100,
+        max_snapshot_chunk_bytes: 10,
+        ..DecodeLimits::default()
+    };
+    assert_eq!(
+        decode(&encoded(&chunk(101, 1)), &small),
+        Err(DecodeError::OverLimit {
+            field: "snapshot length",
+            value: 101,
+            limit: 100
+        })
+    );
+    assert_eq!(
+        decode(&encoded(&chunk(100, 11)), &small),
+        Err(DecodeError::OverLimit {
+            field: "snapshot chunk",
+            value: 11,
+            limit: 10
         })
     );
 }

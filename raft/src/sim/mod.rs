@@ -357,6 +357,7 @@ impl Simulation {
             max_append_entries: scenario.max_append_entries,
             max_append_bytes: scenario.max_append_bytes,
             max_inflight: scenario.max_inflight,
+            max_snapshot_chunk_bytes: scenario.max_snapshot_chunk_bytes,
             max_apply_entries: scenario.max_apply_entries,
             pre_vote: scenario.pre_vote,
             check_quorum: scenario.check_quorum,

@@ -20,6 +20,8 @@ pub struct Scenario {
     pub max_append_entries: usize,
     pub max_append_bytes: usize,
     pub max_inflight: usize,
+    /// Small chunks make every snapshot travel in many pieces.
+    pub max_snapshot_chunk_bytes: usize,
     pub max_apply_entries: usize,
     pub pre_vote: bool,
     pub check_quorum: bool,
@@ -93,6 +95,7 @@ impl Scenario {
             },
             transfer_per_tick: random.pick(&[0.0, 0.005, 0.02]).expect("choices"),
             read_per_tick: random.pick(&[0.0, 0.02, 0.1]).expect("choices"),
+            max_snapshot_chunk_bytes: random.pick(&[1, 16, 256, 1 << 20]).expect("choices"),
         }
     }
 }
@@ -126,7 +129,7 @@ impl fmt::Display for Scenario {
              delay_steps={}..={} long_delay={} crash_per_tick={} leader_crash_per_tick={} unsynced_leader_crash={} restart_after_ticks={:?} \
              corruption_on_restart={} partition_per_tick={} partition_ticks={:?} \
              persist_delay_steps={:?} persist_stall={} propose_per_tick={} compact_after_entries={} \
-             membership_per_tick={} transfer_per_tick={} read_per_tick={}",
+             membership_per_tick={} transfer_per_tick={} read_per_tick={} max_snapshot_chunk_bytes={}",
             self.nodes,
             self.initial_voters,
             self.heartbeat_ticks,
@@ -155,6 +158,7 @@ impl fmt::Display for Scenario {
             self.membership_per_tick,
             self.transfer_per_tick,
             self.read_per_tick,
+            self.max_snapshot_chunk_bytes,
         )
     }
 }

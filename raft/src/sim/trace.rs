@@ -42,6 +42,15 @@ pub enum MessageSummary {
         term: Term,
         index: Index,
         snapshot_term: Term,
+        offset: u64,
+        chunk_bytes: u64,
+        total_bytes: u64,
+    },
+    SnapshotReceived {
+        term: Term,
+        index: Index,
+        received: u64,
+        gap: bool,
     },
     InstallSnapshotResponse {
         term: Term,
@@ -104,10 +113,32 @@ impl MessageSummary {
                 match_index: *match_index,
                 hint: *hint,
             },
-            Message::InstallSnapshot { term, snapshot } => MessageSummary::InstallSnapshot {
+            Message::InstallSnapshot {
+                term,
+                index,
+                snapshot_term,
+                total_bytes,
+                offset,
+                chunk,
+                ..
+            } => MessageSummary::InstallSnapshot {
                 term: *term,
-                index: snapshot.index,
-                snapshot_term: snapshot.term,
+                index: *index,
+                snapshot_term: *snapshot_term,
+                offset: *offset,
+                chunk_bytes: chunk.len() as u64,
+                total_bytes: *total_bytes,
+            },
+            Message::SnapshotReceived {
+                term,
+                index,
+                received,
+                gap,
+            } => MessageSummary::SnapshotReceived {
+                term: *term,
+                index: *index,
+                received: *received,
+                gap: *gap,
             },
             Message::InstallSnapshotResponse { term, index } => {
                 MessageSummary::InstallSnapshotResponse {
@@ -190,9 +221,23 @@ impl fmt::Display for MessageSummary {
                 term,
                 index,
                 snapshot_term,
+                offset,
+                chunk_bytes,
+                total_bytes,
             } => write!(
                 formatter,
-                "InstallSnapshot term={term} snapshot={index}/{snapshot_term}"
+                "InstallSnapshot term={term} snapshot={index}/{snapshot_term} \
+                 bytes={offset}+{chunk_bytes}/{total_bytes}"
+            ),
+            MessageSummary::SnapshotReceived {
+                term,
+                index,
+                received,
+                gap,
+            } => write!(
+                formatter,
+                "SnapshotReceived term={term} snapshot={index} received={received}{}",
+                if gap { " gap" } else { "" }
             ),
             MessageSummary::InstallSnapshotResponse { term, index } => {
                 write!(

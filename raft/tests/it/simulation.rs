@@ -60,6 +60,20 @@ fn canary_commit_before_durable_is_caught() {
 }
 
 #[test]
+fn canary_snapshot_chunk_gap_is_caught() {
+    let config = SimConfig {
+        canary: Some(Canary::SnapshotChunkGap),
+        ..test_config()
+    };
+    let violation = first_violation(&config, CANARY_SEED_BOUND)
+        .expect("assembling a snapshot over a lost chunk went unnoticed");
+    println!(
+        "caught at seed {}: {}: {}",
+        violation.seed, violation.invariant, violation.detail
+    );
+}
+
+#[test]
 fn a_seed_reproduces_its_run() {
     let config = test_config();
     for seed in [3, 17] {

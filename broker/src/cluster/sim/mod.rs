@@ -194,6 +194,8 @@ struct World {
     loss: f64,
     duplication: f64,
     delay_steps_max: u64,
+    /// Small chunks send every snapshot in many pieces.
+    snapshot_chunk_bytes: usize,
     pending: BTreeMap<Bytes, Pending>,
     sent_with_id: Vec<Sent>,
     next_payload: u64,
@@ -304,6 +306,7 @@ impl World {
         let loss = random.below(20) as f64 / 100.0;
         let duplication = random.below(5) as f64 / 100.0;
         let delay_steps_max = random.between(1, 6);
+        let snapshot_chunk_bytes = [64, 1024, 1 << 20][random.below(3) as usize];
         let mut world = World {
             config,
             random,
@@ -317,6 +320,7 @@ impl World {
             loss,
             duplication,
             delay_steps_max,
+            snapshot_chunk_bytes,
             pending: BTreeMap::new(),
             sent_with_id: Vec::new(),
             next_payload: 0,
@@ -338,11 +342,12 @@ impl World {
             .map(|plan| format!("{}@{:?}", plan.name, plan.voters))
             .collect();
         world.note(format!(
-            "{} nodes, loss {:.2}, duplication {:.2}, delay ≤{} steps, streams {}",
+            "{} nodes, loss {:.2}, duplication {:.2}, delay ≤{} steps, snapshot chunks of {} bytes, streams {}",
             world.nodes.len(),
             world.loss,
             world.duplication,
             world.delay_steps_max,
+            world.snapshot_chunk_bytes,
             layout.join(" ")
         ));
         world
@@ -374,7 +379,10 @@ impl World {
             let durable = shard.disk.entry(plan.group).or_default().clone();
             let last_index = durable.durable_last();
             let node = Node::new(
-                Config::new(node_id),
+                Config {
+                    max_snapshot_chunk_bytes: self.snapshot_chunk_bytes,
+                    ..Config::new(node_id)
+                },
                 Restore {
                     hard_state: durable.hard_state,
                     snapshot: durable.snapshot.clone(),
@@ -916,6 +924,13 @@ impl World {
         group: GroupId,
         message: &tern_raft::Message,
     ) {
+        if let tern_raft::Message::InstallSnapshot { offset, .. } = message {
+            self.count(if *offset == 0 {
+                "snapshot first chunks sent"
+            } else {
+                "snapshot later chunks sent"
+            });
+        }
         if self.random.chance(self.loss) {
             return;
         }
