@@ -8,31 +8,28 @@
 //!
 //! Module map:
 //! - [`config`]: flags, TOML file, limits.
-//! - [`proto`]: parser, encoder, CONNECT/INFO, subjects, `-ERR` texts.
-//! - [`sublist`]: the subject trie with its match cache.
+//! - [`nats`]: the client protocol ([`nats::proto`]: parser, encoder,
+//!   CONNECT/INFO, subjects, `-ERR` texts), one connection's state and tasks
+//!   ([`nats::conn`]), the subject trie ([`nats::sublist`]) and interest:
+//!   local subscriptions, internal (JetStream) ones and other shards'
+//!   ([`nats::interest`]).
+//! - [`mesh`]: between the shards of one process: what crosses
+//!   ([`mesh::message`]) and the outboxes ([`mesh::outbox`]).
 //! - [`cluster`]: many Raft groups per shard, and the cluster simulator.
-//! - [`router`]: local subscriptions, internal (JetStream) ones and other
-//!   shards' interest.
-//! - [`jetstream`]: streams, their API, journal, Raft group and recovery.
-//! - [`client`]: one connection's state and tasks.
+//! - [`jetstream`]: streams, consumers, their API, journal, Raft groups and
+//!   recovery.
 //! - [`shard`]: one shard's connections and the publish path.
-//! - [`peer`]: outboxes to the other shards.
-//! - [`message`]: what crosses between shards.
-//! - [`monitor`]: `/healthz`, `/varz`, `/connz`, `/subsz`, `/metrics`.
+//! - [`monitor`]: `/healthz`, `/varz`, `/connz`, `/subsz`, `/metrics`
+//!   ([`monitor::http`]) and the reports behind them ([`monitor::stats`]).
 //! - [`server`]: start-up and shard wiring.
 
-pub mod client;
 pub mod cluster;
 pub mod config;
 pub mod jetstream;
 pub mod logger;
-pub mod message;
+pub mod mesh;
 pub mod monitor;
-pub mod peer;
-pub mod proto;
-pub mod router;
+pub mod nats;
 pub mod server;
 pub mod shard;
-pub mod stats;
-pub mod sublist;
 pub mod timestamp;

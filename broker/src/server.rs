@@ -14,10 +14,10 @@ use tern_shard::{run_shards, ShardContext, ShardSpec};
 
 use crate::config::Config;
 use crate::jetstream::JetStream;
-use crate::message::ShardMessage;
-use crate::monitor::Monitor;
-use crate::peer::PeerLinks;
-use crate::proto::info::{generate_server_id, NATS_COMPATIBLE_VERSION, TERN_VERSION};
+use crate::mesh::message::ShardMessage;
+use crate::mesh::outbox::PeerLinks;
+use crate::monitor::http::Monitor;
+use crate::nats::proto::info::{generate_server_id, NATS_COMPATIBLE_VERSION, TERN_VERSION};
 use crate::shard::{Shard, Shared};
 
 #[derive(Debug, thiserror::Error)]

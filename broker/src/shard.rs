@@ -24,18 +24,18 @@ use tern_shard::mesh::RingProgress;
 use tern_shard::spin::Spinner;
 use tern_shard::{Shutdown, Waiters};
 
-use crate::client::{self, Client, CloseReason, Subscription};
 use crate::config::Config;
 use crate::jetstream::JetStream;
-use crate::message::{InterestUpdate, ReportKind, RoutedMessage, ShardMessage};
-use crate::peer::PeerLinks;
-use crate::proto::encode::{self, Delivery};
-use crate::proto::errors;
-use crate::proto::info::{ServerInfo, NATS_COMPATIBLE_VERSION, TERN_VERSION};
-use crate::proto::parser::Publish;
-use crate::router::{InternalHandler, InternalSubscription, Router, Target};
-use crate::stats::{self, ConnectionInfo, ShardCounters, ShardReport};
-use crate::sublist::QueueMatches;
+use crate::mesh::message::{InterestUpdate, ReportKind, RoutedMessage, ShardMessage};
+use crate::mesh::outbox::PeerLinks;
+use crate::monitor::stats::{self, ConnectionInfo, ShardCounters, ShardReport};
+use crate::nats::conn::{self, Client, CloseReason, Subscription};
+use crate::nats::interest::{InternalHandler, InternalSubscription, Router, Target};
+use crate::nats::proto::encode::{self, Delivery};
+use crate::nats::proto::errors;
+use crate::nats::proto::info::{ServerInfo, NATS_COMPATIBLE_VERSION, TERN_VERSION};
+use crate::nats::proto::parser::Publish;
+use crate::nats::sublist::QueueMatches;
 use crate::timestamp::{go_duration, Civil};
 
 /// How long monitoring waits for the other shards' reports.
@@ -235,7 +235,7 @@ impl Shard {
             self.shared.connections.fetch_sub(1, Ordering::Relaxed);
             log::warn!(target: "tern::client", "{address} - cid:{id} - maximum connections exceeded");
             let info = self.server_info(&client).to_line();
-            glommio::spawn_local(client::reject(
+            glommio::spawn_local(conn::reject(
                 stream,
                 info,
                 errors::MAXIMUM_CONNECTIONS_EXCEEDED,
@@ -247,13 +247,13 @@ impl Shard {
         stats::add(&self.counters.total_connections, 1);
         self.clients.borrow_mut().insert(id, client.clone());
         log::debug!(target: "tern::client", "{address} - cid:{id} - client connection created on shard {}", self.index);
-        glommio::spawn_local(client::serve(self.clone(), client, stream)).detach();
+        glommio::spawn_local(conn::serve(self.clone(), client, stream)).detach();
     }
 
     /// Forgets a closed client: its subscriptions and its slot.
     pub fn remove_client(&self, client: &Client) {
         assert!(!client.is_open());
-        client::unsubscribe_all(self, client);
+        conn::unsubscribe_all(self, client);
         if self.clients.borrow_mut().remove(&client.id).is_some() {
             stats::subtract(&self.counters.connections, 1);
             self.shared.connections.fetch_sub(1, Ordering::Relaxed);
@@ -596,7 +596,7 @@ impl Shard {
         subscription.delivered.set(delivered);
         let max = subscription.max.get();
         if max > 0 && delivered > max {
-            client::unsubscribe(self, &client, subscription);
+            conn::unsubscribe(self, &client, subscription);
             return false;
         }
         client.queue_delivery(
@@ -606,14 +606,14 @@ impl Shard {
                 ..*delivery
             },
         );
-        if client.pending_bytes() > client::FLUSH_INLINE_BYTES && client.list_for_flush() {
+        if client.pending_bytes() > conn::FLUSH_INLINE_BYTES && client.list_for_flush() {
             self.flush_candidates.borrow_mut().push(client.clone());
         }
         if client.over_stall_threshold() && client.list_for_stall() {
             self.stalled.borrow_mut().push(client.clone());
         }
         if max > 0 && delivered == max {
-            client::unsubscribe(self, &client, subscription);
+            conn::unsubscribe(self, &client, subscription);
         }
         true
     }
@@ -661,7 +661,7 @@ impl Shard {
     }
 
     /// Writes out large backlogs queued during the current batch (see
-    /// [`client::FLUSH_INLINE_BYTES`]), so a producer that never waits does
+    /// [`conn::FLUSH_INLINE_BYTES`]), so a producer that never waits does
     /// not starve its consumers' write tasks.
     pub fn flush_inline(&self) {
         if self.flush_candidates.borrow().is_empty() {

@@ -2,7 +2,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use tern_broker::proto::connect::ConnectOptions;
+use tern_broker::nats::proto::connect::ConnectOptions;
 
 fuzz_target!(|data: &[u8]| {
     if let Ok(options) = ConnectOptions::parse(data) {

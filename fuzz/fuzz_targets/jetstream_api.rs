@@ -5,7 +5,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use tern_broker::jetstream::{requests, stream_config};
+use tern_broker::jetstream::{api::requests, stream_config};
 
 fuzz_target!(|data: &[u8]| {
     for create in [true, false] {

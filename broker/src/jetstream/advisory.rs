@@ -6,9 +6,9 @@
 
 use std::fmt::Write as _;
 
+use super::api::json;
 use super::consumer::config::EPHEMERAL_NAME_ALPHABET;
 use super::consumer::delivery::Event;
-use super::json;
 
 /// Characters in an advisory id (a NUID's length).
 pub const ID_CHARACTERS: usize = 22;

@@ -36,16 +36,13 @@
 //! - [`stream`]: one stream's task: ingest checks, Raft, journal, apply.
 
 pub mod advisory;
+pub mod api;
 pub mod consumer;
 pub mod entry;
-pub mod error;
 pub mod expiry;
 pub mod headers;
-pub mod json;
 pub mod layout;
 pub mod persist;
-pub mod requests;
-pub mod responses;
 pub mod store_check;
 pub mod stream;
 pub mod stream_config;
@@ -66,10 +63,11 @@ use tern_storage::free_space::{filesystem_free_bytes, filesystem_space_bytes, Fr
 use tern_storage::{Journal, JournalConfig, JournalError};
 
 use crate::config::JetStreamConfig;
-use crate::message::ShardMessage;
-use crate::router::{InternalHandler, InternalSubscription};
+use crate::mesh::message::ShardMessage;
+use crate::nats::interest::{InternalHandler, InternalSubscription};
 use crate::shard::Shard;
-use error::ApiError;
+use api::error::ApiError;
+use api::{json, requests, responses};
 use stream::groups::StreamGroups;
 use stream::{ApiCall, Inbound, Recovered, StreamApi, StreamHandle, StreamTask};
 use stream_config::{StorageType, StreamConfig};

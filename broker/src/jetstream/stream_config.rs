@@ -22,8 +22,8 @@ use std::fmt;
 
 use serde::de::{self, Deserialize, Deserializer};
 
-use super::error::ApiError;
-use super::json::{self, GoSchema, GoTime, RawJsonVisitor, RAW_JSON};
+use super::api::error::ApiError;
+use super::api::json::{self, GoSchema, GoTime, RawJsonVisitor, RAW_JSON};
 
 /// nats-server's `JSMaxNameLen`.
 pub const NAME_BYTES_MAX: usize = 255;
@@ -1637,7 +1637,7 @@ pub fn strip_server_metadata(metadata: &mut BTreeMap<String, String>) {
 }
 
 pub fn is_valid_subject(subject: &str) -> bool {
-    crate::proto::subject::is_valid_subject(subject.as_bytes())
+    crate::nats::proto::subject::is_valid_subject(subject.as_bytes())
 }
 
 /// nats-server's `SubjectsCollide`: whether some literal subject could match
@@ -1685,7 +1685,7 @@ pub fn any_subjects_overlap(a: &[String], b: &[String]) -> bool {
 /// Whether the literal `subject` matches `filter` (wildcards allowed in the
 /// filter only).
 pub fn subject_matches(filter: &str, subject: &str) -> bool {
-    crate::proto::subject::matches(filter.as_bytes(), subject.as_bytes())
+    crate::nats::proto::subject::matches(filter.as_bytes(), subject.as_bytes())
 }
 
 /// nats-server's `subjectIsSubsetMatch(subject, test)`: every subject

@@ -32,8 +32,8 @@ use std::fmt;
 
 use serde::de::{Deserialize, Deserializer};
 
-use super::super::error::ApiError;
-use super::super::json::{self, GoSchema, GoTime, RawJsonVisitor, RAW_JSON};
+use super::super::api::error::ApiError;
+use super::super::api::json::{self, GoSchema, GoTime, RawJsonVisitor, RAW_JSON};
 use super::super::stream_config::{
     is_valid_subject, subject_is_subset, subjects_overlap, Retention, StreamConfig, API_LEVEL,
     DESCRIPTION_BYTES_MAX, METADATA_BYTES_MAX, NAME_BYTES_MAX, SERVER_LEVEL_KEY, SERVER_VERSION,

@@ -6,7 +6,7 @@
 //! Also here: Go's `time.Duration.String()`, which some texts embed
 //! (`consumer inactive threshold exceeds system limit of 10s`).
 
-use super::super::error::ApiError;
+use super::super::api::error::ApiError;
 
 impl ApiError {
     /// 500 10012 `{text}` (consumer create/update failure, e.g. `ack policy can not be updated`).

@@ -25,7 +25,7 @@ use bytes::Bytes;
 use self::config::{AckPolicy, ConsumerConfig, DeliverPolicy, ReplayPolicy};
 use self::delivery::{AckMode, DeliveryConfig, DeliveryState};
 use self::pull::PullQueue;
-use super::error::ApiError;
+use super::api::error::ApiError;
 use super::stream_config::subject_matches;
 
 /// Where a new consumer starts, as its deliver policy resolves it.

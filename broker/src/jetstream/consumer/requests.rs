@@ -15,9 +15,9 @@
 //! - [`ConsumersRequest`]: the CONSUMER.NAMES / LIST paging body
 //!   (`JSApiConsumersRequest`: only `offset`; strict).
 
-use super::super::error::ApiError;
+use super::super::api::error::ApiError;
+use super::super::api::json::{self, DecodeMode, GoSchema};
 use super::super::expiry::parse_go_duration_ns;
-use super::super::json::{self, DecodeMode, GoSchema};
 use super::config::{ConsumerConfig, PriorityPolicy};
 use super::responses::PullStatus;
 

@@ -9,7 +9,7 @@
 //!   "ts"[,"priority_groups"]}`; `last_active` omitted until set;
 //! - delete: `{<type>,"success":true}`; names: `"consumers":[…]` sorted,
 //!   `[]` when empty; list: `"consumers":[<info without type>…]`.
-//!   Errors: [`super::super::responses::error_response`].
+//!   Errors: [`super::super::api::responses::error_response`].
 //!
 //! Status header blocks (empty payload; `processNextMsgRequest`,
 //! `processWaiting`, `sendIdleHeartbeat`, `sendFlowControl`): pull 404 /
@@ -18,8 +18,8 @@
 
 use std::fmt::Write as _;
 
-use super::super::json;
-use super::super::responses::TYPE_PREFIX;
+use super::super::api::json;
+use super::super::api::responses::TYPE_PREFIX;
 use super::config::ConsumerConfig;
 
 /// CONSUMER.NAMES page size (`JSApiNamesLimit`).

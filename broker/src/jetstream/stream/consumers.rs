@@ -9,6 +9,7 @@ use std::borrow::Cow;
 use bytes::Bytes;
 
 use super::super::advisory;
+use super::super::api::error::ApiError;
 use super::super::consumer::config::{
     self as consumer_config, CreateContext, CreateKind, CreateTarget,
 };
@@ -24,7 +25,6 @@ use super::super::consumer::responses::{
 use super::super::consumer::{
     headers_only, write_ack_subject, Consumer, ConsumerSpec, PushState, Start,
 };
-use super::super::error::ApiError;
 use super::super::stream_config::StreamConfig;
 use super::super::JetStream;
 use super::{now_unix_ns, Operation, Retention, Store, StoreError, StreamTask};

@@ -11,8 +11,8 @@ use rustc_hash::{FxHashMap, FxHashSet};
 use tern_raft::Node;
 use tern_storage::block_store::StoreError;
 
+use super::super::api::error::ApiError;
 use super::super::entry::{self, Operation, PendingMessage};
-use super::super::error::ApiError;
 use super::super::expiry::{self, MessageTtl};
 use super::super::headers;
 use super::super::stream_config::{subject_matches, Discard};

@@ -37,12 +37,12 @@ use tern_storage::block_store::{
     DmaFiles, Manifest, MemoryFiles, StoreError, StoredMessage, StreamLog, StreamState,
 };
 
+use super::api::error::ApiError;
+use super::api::requests::{self, MessageGet};
+use super::api::responses;
 use super::entry::{Operation, PendingMessage};
-use super::error::ApiError;
 use super::expiry::Expiry;
 use super::persist::{self, RaftState};
-use super::requests::{self, MessageGet};
-use super::responses;
 use super::stream_config::{subject_matches, Retention, StorageType, StreamConfig};
 use super::{now_unix_ns, JetStream};
 use groups::{Persistence, StreamGroups};
@@ -1480,7 +1480,7 @@ impl StreamTask {
             message.headers[..message.headers.len() - 2].to_vec()
         };
         let mut time = String::new();
-        super::json::write_time(&mut time, message.timestamp_ns);
+        super::api::json::write_time(&mut time, message.timestamp_ns);
         let time = time.trim_matches('"');
         block.extend_from_slice(
             format!(

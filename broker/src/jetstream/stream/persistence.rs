@@ -24,6 +24,8 @@ use std::collections::BTreeMap;
 
 use bytes::Bytes;
 
+use super::super::api::error::ApiError;
+use super::super::api::responses;
 use super::super::consumer::config::ConsumerConfig;
 use super::super::consumer::delivery::{
     DeliveryState, STATE_BYTES_PER_PENDING, STATE_BYTES_PER_REDELIVERED, STATE_FIXED_BYTES,
@@ -32,9 +34,7 @@ use super::super::consumer::responses as consumer_responses;
 use super::super::consumer::store::{self as consumer_store, StoredConsumer, StoredConsumers};
 use super::super::consumer::{Consumer, ConsumerSpec};
 use super::super::entry::{Operation, CONSUMER_STATE_BYTES_MAX};
-use super::super::error::ApiError;
 use super::super::persist;
-use super::super::responses;
 use super::consumers::Created;
 use super::groups::Persistence;
 use super::state::LoggedConsumer;

@@ -20,9 +20,9 @@ use bytes::Bytes;
 use tern_raft::{Entry, EntryKind, Node, Role};
 use tern_storage::block_store::{Manifest, MemoryFiles, NewMessage, StoreError, StreamLog};
 
+use super::super::api::error::ApiError;
 use super::super::consumer::delivery::{Delivery, DeliveryState};
 use super::super::entry::{Operation, PendingMessage};
-use super::super::error::ApiError;
 use super::super::stream_config::StreamConfig;
 use super::consumer_leader::{self, ConsumerLeader, LoggedConsumerError};
 use super::leader::{Ingested, Leader, Owed};

@@ -6,7 +6,7 @@ use std::cell::Cell;
 
 use serde::Serialize;
 
-use crate::sublist::SublistStats;
+use crate::nats::sublist::SublistStats;
 
 /// One shard's running totals.
 #[derive(Debug, Default)]

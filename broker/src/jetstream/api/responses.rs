@@ -12,9 +12,9 @@
 
 use std::fmt::Write as _;
 
+use super::super::stream_config::{StreamConfig, API_LEVEL};
 use super::error::ApiError;
 use super::json;
-use super::stream_config::{StreamConfig, API_LEVEL};
 
 /// `"type"` prefix of every API response.
 pub const TYPE_PREFIX: &str = "io.nats.jetstream.api.v1.";

@@ -16,10 +16,10 @@ use futures_lite::{AsyncReadExt, AsyncWriteExt};
 use glommio::net::{TcpListener, TcpStream};
 use serde::Serialize;
 
-use crate::message::ReportKind;
-use crate::proto::info::{NATS_COMPATIBLE_VERSION, TERN_VERSION};
+use crate::mesh::message::ReportKind;
+use crate::monitor::stats::{ConnectionInfo, ShardReport};
+use crate::nats::proto::info::{NATS_COMPATIBLE_VERSION, TERN_VERSION};
 use crate::shard::Shard;
-use crate::stats::{ConnectionInfo, ShardReport};
 use crate::timestamp::{go_duration, Civil};
 
 pub const REQUEST_HEAD_BYTES_MAX: usize = 16 * 1024;

@@ -18,9 +18,9 @@ use std::rc::{Rc, Weak};
 use bytes::Bytes;
 use rustc_hash::FxHashMap;
 
-use crate::client::{Client, Subscription};
-use crate::message::InterestUpdate;
-use crate::sublist::{InvalidSubject, Matches, Sublist, SublistEntry};
+use crate::mesh::message::InterestUpdate;
+use crate::nats::conn::{Client, Subscription};
+use crate::nats::sublist::{InvalidSubject, Matches, Sublist, SublistEntry};
 
 /// Another shard's interest in a (subject, queue); `weight` is its number of
 /// local queue members (1 for plain interest).
@@ -293,7 +293,7 @@ impl Router {
     }
 
     /// Matches cached by the first `prefix_tokens` tokens (see
-    /// [`crate::sublist::Sublist::matches_by_prefix`]).
+    /// [`crate::nats::sublist::Sublist::matches_by_prefix`]).
     pub fn matches_by_prefix(
         &mut self,
         subject: &[u8],

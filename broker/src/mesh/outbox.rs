@@ -16,7 +16,7 @@ use std::task::{Poll, Waker};
 
 use tern_shard::{Mesh, MeshError, Waiters};
 
-use crate::message::ShardMessage;
+use crate::mesh::message::ShardMessage;
 
 /// Messages an outbox holds before senders that can wait are made to.
 pub const OUTBOX_MESSAGES_MAX: usize = 4096;

@@ -20,13 +20,13 @@ use glommio::net::TcpStream;
 use rustc_hash::FxHashMap;
 use tern_shard::Waiters;
 
-use crate::proto::connect::{ConnectError, ConnectOptions};
-use crate::proto::encode::{self, Delivery};
-use crate::proto::errors;
-use crate::proto::parser::{ClientOp, ParseError, Parser, ParserLimits, Publish, Step};
-use crate::proto::subject;
+use crate::monitor::stats;
+use crate::nats::proto::connect::{ConnectError, ConnectOptions};
+use crate::nats::proto::encode::{self, Delivery};
+use crate::nats::proto::errors;
+use crate::nats::proto::parser::{ClientOp, ParseError, Parser, ParserLimits, Publish, Step};
+use crate::nats::proto::subject;
 use crate::shard::Shard;
-use crate::stats;
 
 /// Read buffer size a connection starts with and returns to when idle.
 pub const READ_BUFFER_INITIAL_BYTES: usize = 4 * 1024;
@@ -604,7 +604,7 @@ async fn read_loop(shard: &Rc<Shard>, client: &Rc<Client>, mut stream: SharedStr
     // and blanks) plus the largest payload and its CRLF.
     let limit_bytes = limits.max_control_line_bytes
         + limits.max_payload_bytes
-        + crate::proto::parser::OPERATION_PREFIX_BYTES_MAX
+        + crate::nats::proto::parser::OPERATION_PREFIX_BYTES_MAX
         + 16;
     let mut buffer = ReadBuffer::new(limit_bytes.max(READ_BUFFER_BUSY_BYTES));
     let mut bytes_needed = None;

@@ -7,7 +7,7 @@
 
 use bytes::Bytes;
 
-use crate::stats::ShardReport;
+use crate::monitor::stats::ShardReport;
 
 /// A shard's interest in `subject` (and `queue`) changed: it now has `count`
 /// local subscriptions for it (0 = none).
