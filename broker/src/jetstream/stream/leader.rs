@@ -8,7 +8,7 @@ use std::collections::VecDeque;
 
 use bytes::Bytes;
 use rustc_hash::{FxHashMap, FxHashSet};
-use tern_raft::Node;
+use tern_raft::{Entry, EntryKind, Node};
 use tern_storage::block_store::StoreError;
 
 use super::super::api::error::ApiError;
@@ -16,7 +16,7 @@ use super::super::entry::{self, Operation, PendingMessage};
 use super::super::expiry::{self, MessageTtl};
 use super::super::headers;
 use super::super::stream_config::{subject_matches, Discard};
-use super::state::ReplicatedState;
+use super::state::{Applied, ReplicatedState};
 use super::{persistence, Store, EXPIRED_PER_TURN_MAX};
 
 /// A reply owed once an entry is applied.
@@ -53,6 +53,18 @@ pub(super) struct OwedReply {
     pub(super) term: u64,
     pub(super) index: u64,
     pub(super) owed: Owed,
+}
+
+/// One committed entry applied: what each host (the stream task, a
+/// [`super::replica::Replica`]) answers from.
+pub(super) struct EntryApplied {
+    /// Replies owed by proposals the entry superseded: they fail with
+    /// nats-server's 10009 (leadership was lost before they committed).
+    pub(super) superseded: Vec<Owed>,
+    /// What the entry's operation did (`None`: a no-op or membership entry).
+    pub(super) applied: Option<Applied>,
+    /// Replies owed by the entry itself, in the order they were owed.
+    pub(super) released: Vec<Owed>,
 }
 
 /// Proposed, not yet applied: what ingest checks must count.
@@ -152,7 +164,7 @@ impl Leader {
     /// The next reply owed by a proposal that lost to the entry of `term`
     /// applying at `index` (another term at that index, or anything owed
     /// below it, which can only be left over from a lost leadership).
-    pub(super) fn pop_superseded(&mut self, term: u64, index: u64) -> Option<Owed> {
+    fn pop_superseded(&mut self, term: u64, index: u64) -> Option<Owed> {
         let front = self.owed.front()?;
         if front.index < index || (front.index == index && front.term != term) {
             return self.owed.pop_front().map(|owed| owed.owed);
@@ -161,15 +173,60 @@ impl Leader {
     }
 
     /// The next reply owed by the entry at `index`, which applied.
-    pub(super) fn pop_owed_at(&mut self, index: u64) -> Option<Owed> {
+    fn pop_owed_at(&mut self, index: u64) -> Option<Owed> {
         if self.owed.front()?.index == index {
             return self.owed.pop_front().map(|owed| owed.owed);
         }
         None
     }
 
+    /// Applies one committed entry to `state`, the one path every entry
+    /// takes on every replica: the replies it supersedes, its operation
+    /// (no longer in flight), the applied index, the replies it releases.
+    /// A checksummed entry that does not decode is a bug or a format
+    /// change: it stops the process rather than guess.
+    pub(super) async fn apply(
+        &mut self,
+        state: &mut ReplicatedState,
+        entry: &Entry,
+    ) -> Result<EntryApplied, StoreError> {
+        assert!(
+            entry.index > state.applied_index,
+            "stream {}: entry {} applies after {}",
+            state.config.name,
+            entry.index,
+            state.applied_index
+        );
+        let mut superseded = Vec::new();
+        while let Some(owed) = self.pop_superseded(entry.term, entry.index) {
+            superseded.push(owed);
+        }
+        let mut applied = None;
+        if let EntryKind::Normal(data) = &entry.kind {
+            let operation = Operation::decode(data).unwrap_or_else(|error| {
+                panic!(
+                    "stream {}: entry {} does not decode: {error}",
+                    state.config.name, entry.index
+                )
+            });
+            self.applying(state, &operation);
+            applied = Some(state.apply(operation).await?);
+        }
+        state.applied_index = entry.index;
+        state.applied_term = entry.term;
+        let mut released = Vec::new();
+        while let Some(owed) = self.pop_owed_at(entry.index) {
+            released.push(owed);
+        }
+        Ok(EntryApplied {
+            superseded,
+            applied,
+            released,
+        })
+    }
+
     /// Before `operation` applies: it is no longer in flight.
-    pub(super) fn applying(&mut self, state: &ReplicatedState, operation: &Operation) {
+    fn applying(&mut self, state: &ReplicatedState, operation: &Operation) {
         match operation {
             Operation::Message {
                 subject,

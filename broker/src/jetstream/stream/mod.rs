@@ -31,7 +31,7 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use rustc_hash::FxHashMap;
-use tern_raft::{Entry, EntryKind, HardState, Membership, Node, Restore, Snapshot};
+use tern_raft::{Entry, HardState, Membership, Node, Restore, Snapshot};
 use tern_shard::Waiters;
 use tern_storage::block_store::{
     DmaFiles, Manifest, MemoryFiles, StoreError, StoredMessage, StreamLog, StreamState,
@@ -830,15 +830,6 @@ impl StreamTask {
         }
     }
 
-    /// Fails the replies owed at `index` by proposals of another term than
-    /// the entry now applying there (and any owed below it, which can only
-    /// be left over from a lost leadership).
-    fn fail_superseded_owed(&mut self, term: u64, index: u64) {
-        while let Some(owed) = self.leader.pop_superseded(term, index) {
-            self.fail_owed(owed, &ApiError::cluster_not_leader());
-        }
-    }
-
     fn refresh_snapshot(&self) {
         let mut snapshot = self.handle.snapshot.borrow_mut();
         snapshot.config = self.state.config.clone();
@@ -942,30 +933,28 @@ impl StreamTask {
 
     // ----- apply -----------------------------------------------------------------
 
+    /// Applies one committed entry (the path `Replica` takes too), then
+    /// does what only this task does with it: live consumers following the
+    /// log, subscriptions following a config, and the replies it releases.
     async fn apply(&mut self, entry: Entry) -> Result<(), String> {
-        assert!(
-            entry.index > self.state.applied_index,
-            "entries apply once, in order"
-        );
         let index = entry.index;
-        self.fail_superseded_owed(entry.term, index);
-        let mut stored_sequence = None;
-        if let EntryKind::Normal(data) = &entry.kind {
-            match Operation::decode(data) {
-                Ok(operation) => stored_sequence = self.apply_operation(index, operation).await?,
-                Err(error) => {
-                    // A checksummed record that does not decode is a bug
-                    // or a format change: stop rather than guess.
-                    panic!(
-                        "stream {}: entry {index} does not decode: {error}",
-                        self.handle.name
-                    );
-                }
-            }
+        let EntryApplied {
+            superseded,
+            applied,
+            mut released,
+        } = self
+            .leader
+            .apply(&mut self.state, &entry)
+            .await
+            .map_err(|error| error.to_string())?;
+        for owed in superseded {
+            self.fail_owed(owed, &ApiError::cluster_not_leader());
         }
-        self.state.applied_index = index;
-        self.state.applied_term = entry.term;
-        while let Some(owed) = self.leader.pop_owed_at(index) {
+        let stored_sequence = match applied {
+            Some(applied) => self.follow_applied(index, applied, &mut released)?,
+            None => None,
+        };
+        for owed in released {
             {
                 match (owed, stored_sequence) {
                     (Owed::PubAck { reply }, Some(sequence)) => {
@@ -984,22 +973,16 @@ impl StreamTask {
         Ok(())
     }
 
-    /// Applies one operation to the replicated state, then does what only
-    /// this task does: the leader's bookkeeping, live consumers following
-    /// the log, and the replies owed. A message's sequence is returned for
-    /// its PubAck.
-    async fn apply_operation(
+    /// What the operation at `index` did, followed by this task: live
+    /// consumers, subscriptions, and the API answers among `released` that
+    /// need the result (taken out of them). A message's sequence is
+    /// returned for its PubAck.
+    fn follow_applied(
         &mut self,
         index: u64,
-        operation: Operation,
+        applied: Applied,
+        released: &mut [Owed],
     ) -> Result<Option<u64>, String> {
-        self.leader.applying(&self.state, &operation);
-        let applied = self
-            .state
-            .apply(operation)
-            .await
-            .map_err(|error| error.to_string())?;
-        let owed_here = |owed: &&mut OwedReply| owed.index == index;
         match applied {
             Applied::Message { sequence } => return Ok(Some(sequence)),
             Applied::ConsumerCreated {
@@ -1013,7 +996,7 @@ impl StreamTask {
                 }
             }
             Applied::Purged { count } => {
-                for OwedReply { owed, .. } in self.leader.owed.iter_mut().take_while(owed_here) {
+                for owed in released.iter_mut() {
                     if let Owed::Purge { origin, reply } = owed {
                         if let Some(reply) = reply.take() {
                             self.js
@@ -1023,7 +1006,7 @@ impl StreamTask {
                 }
             }
             Applied::Deleted { removed } => {
-                for OwedReply { owed, .. } in self.leader.owed.iter_mut().take_while(owed_here) {
+                for owed in released.iter_mut() {
                     if let Owed::Delete { origin, reply } = owed {
                         if let Some(reply) = reply.take() {
                             let body = if removed {
@@ -1048,12 +1031,9 @@ impl StreamTask {
                     self.age_check_at = Instant::now();
                     self.refresh_snapshot();
                 }
-                let owed: Vec<(usize, Option<Bytes>)> = self
-                    .leader
-                    .owed
+                let owed: Vec<(usize, Option<Bytes>)> = released
                     .iter_mut()
-                    .take_while(owed_here)
-                    .filter_map(|owed| match &mut owed.owed {
+                    .filter_map(|owed| match owed {
                         Owed::Update { origin, reply } => Some((*origin, reply.take())),
                         _ => None,
                     })
@@ -1711,7 +1691,7 @@ pub mod groups;
 mod leader;
 mod persistence;
 pub use consumers::ConsumerCommand;
-use leader::{Ingested, Leader, Owed, OwedReply};
+use leader::{EntryApplied, Ingested, Leader, Owed, OwedReply};
 mod state;
 mod state_entries;
 use state::{Applied, ReplicatedState};

@@ -25,7 +25,7 @@ use super::super::consumer::delivery::{Delivery, DeliveryState};
 use super::super::entry::{Operation, PendingMessage};
 use super::super::stream_config::StreamConfig;
 use super::consumer_leader::{self, ConsumerLeader, LoggedConsumerError};
-use super::leader::{Ingested, Leader, Owed};
+use super::leader::{EntryApplied, Ingested, Leader, Owed};
 use super::persistence::ConsumerOwed;
 use super::snapshot::{SnapshotConsumer, SnapshotError, SnapshotMessage, StreamSnapshot};
 pub use super::state::LoggedConsumer;
@@ -423,34 +423,27 @@ impl Replica {
             entry.index,
             self.state.applied_index
         );
-        while let Some(owed) = self.leader.pop_superseded(entry.term, entry.index) {
+        let EntryApplied {
+            superseded,
+            applied,
+            released,
+        } = self.leader.apply(&mut self.state, &entry).await?;
+        for owed in superseded {
             fail(owed, &ApiError::cluster_not_leader(), answers);
         }
-        let mut stored_sequence = None;
-        if let EntryKind::Normal(data) = &entry.kind {
-            let operation = Operation::decode(data).unwrap_or_else(|error| {
-                panic!(
-                    "stream {}: entry {} does not decode: {error}",
-                    self.name, entry.index
-                )
-            });
-            self.leader.applying(&self.state, &operation);
-            let applied = self.state.apply(operation).await?;
-            if let Applied::Message { sequence } = applied {
-                stored_sequence = Some(sequence);
-            }
-            if self.office_term.is_some() {
-                for reply in self.consumers.applied(&self.state, entry.index, &applied)? {
-                    answers.push(Answer::Failed {
-                        reply,
-                        error: ApiError::consumer_not_found(),
-                    });
-                }
+        let stored_sequence = match &applied {
+            Some(Applied::Message { sequence }) => Some(*sequence),
+            _ => None,
+        };
+        if let (Some(applied), Some(_)) = (&applied, self.office_term) {
+            for reply in self.consumers.applied(&self.state, entry.index, applied)? {
+                answers.push(Answer::Failed {
+                    reply,
+                    error: ApiError::consumer_not_found(),
+                });
             }
         }
-        self.state.applied_index = entry.index;
-        self.state.applied_term = entry.term;
-        while let Some(owed) = self.leader.pop_owed_at(entry.index) {
+        for owed in released {
             match (owed, stored_sequence) {
                 (Owed::PubAck { reply }, Some(sequence)) => answers.push(Answer::PubAck {
                     reply,
