@@ -67,7 +67,7 @@ pub struct Outgoing {
     pub messages: Vec<(GroupId, Envelope)>,
 }
 
-#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[derive(Debug, Clone, thiserror::Error, PartialEq, Eq)]
 pub enum GroupError {
     #[error("group {0} already runs on this shard")]
     Exists(GroupId),

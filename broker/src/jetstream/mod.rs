@@ -719,7 +719,8 @@ impl JetStream {
             files,
             recovered,
         )
-        .await?;
+        .await
+        .map_err(|failure| failure.to_string())?;
         self.streams.borrow_mut().insert(name, handle.clone());
         self.subscribe_stream(&handle, &config);
         glommio::spawn_local(task.run()).detach();

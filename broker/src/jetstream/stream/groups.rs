@@ -24,8 +24,8 @@ use rustc_hash::FxHashMap;
 use tern_raft::{HardState, Node};
 use tern_shard::Waiters;
 use tern_storage::dma::DmaDevice;
-use tern_storage::Journal;
 use tern_storage::{AppendError, NewRecord};
+use tern_storage::{Journal, JournalError};
 
 use super::super::entry::{self, RECORD_HARD_STATE};
 use super::StreamHandle;
@@ -57,7 +57,7 @@ pub struct StreamGroups {
     /// Per file group, the last hard state made durable.
     durable_hard_states: RefCell<FxHashMap<GroupId, HardState>>,
     /// Why the journal stopped taking records, once it did.
-    failure: RefCell<Option<String>>,
+    failure: RefCell<Option<JournalError>>,
     /// Something was proposed (or a group came or went) since the driver
     /// last looked.
     work: Cell<bool>,
@@ -156,7 +156,7 @@ impl StreamGroups {
     }
 
     /// Why the journal stopped, once it did (every file group then stops).
-    pub fn failure(&self) -> Option<String> {
+    pub fn failure(&self) -> Option<JournalError> {
         self.failure.borrow().clone()
     }
 
@@ -192,7 +192,7 @@ impl StreamGroups {
                     (Some(flush), Some(journal)) => journal
                         .wait_durable(flush.journal_sequence)
                         .await
-                        .map_err(|error| error.to_string()),
+                        .map(|_| ()),
                     _ => std::future::pending().await,
                 }
             };
@@ -229,7 +229,7 @@ impl StreamGroups {
 
     /// File groups: the next flush into the journal, and every flush the
     /// journal made durable since finished.
-    async fn drive_journal(&self, in_flight: &mut VecDeque<InFlight>) -> Result<(), String> {
+    async fn drive_journal(&self, in_flight: &mut VecDeque<InFlight>) -> Result<(), JournalError> {
         let Some(journal) = &self.journal else {
             return Ok(());
         };
@@ -286,7 +286,7 @@ impl StreamGroups {
     }
 
     /// The journal stopped: every file stream stops with its error.
-    fn fail_file_groups(&self, error: String) {
+    fn fail_file_groups(&self, error: JournalError) {
         log::error!(target: "tern::jetstream", "the journal stopped: {error}");
         *self.failure.borrow_mut() = Some(error);
         for (persistence, handle) in self.handles.borrow().values() {
@@ -298,7 +298,7 @@ impl StreamGroups {
 }
 
 /// Appends one flush's records; returns the journal sequence of the last.
-async fn append_flush(journal: &Journal<DmaDevice>, flush: &Flush) -> Result<u64, String> {
+async fn append_flush(journal: &Journal<DmaDevice>, flush: &Flush) -> Result<u64, JournalError> {
     let mut last = journal.durable_sequence();
     for write in &flush.writes {
         assert!(
@@ -344,7 +344,7 @@ async fn append_record(
     term: u64,
     index: u64,
     body: &[u8],
-) -> Result<u64, String> {
+) -> Result<u64, JournalError> {
     loop {
         match journal.try_append(NewRecord {
             kind,
@@ -355,7 +355,7 @@ async fn append_record(
         }) {
             Ok(sequence) => return Ok(sequence),
             Err(AppendError::Busy) => journal.wait_for_room().await,
-            Err(AppendError::Failed(error)) => return Err(error.to_string()),
+            Err(AppendError::Failed(error)) => return Err(error),
         }
     }
 }

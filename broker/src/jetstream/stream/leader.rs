@@ -8,6 +8,7 @@ use std::collections::VecDeque;
 
 use bytes::Bytes;
 use rustc_hash::{FxHashMap, FxHashSet};
+use smallvec::SmallVec;
 use tern_raft::{Entry, EntryKind, Node};
 use tern_storage::block_store::StoreError;
 
@@ -60,11 +61,11 @@ pub(super) struct OwedReply {
 pub(super) struct EntryApplied {
     /// Replies owed by proposals the entry superseded: they fail with
     /// nats-server's 10009 (leadership was lost before they committed).
-    pub(super) superseded: Vec<Owed>,
+    pub(super) superseded: SmallVec<[Owed; 1]>,
     /// What the entry's operation did (`None`: a no-op or membership entry).
     pub(super) applied: Option<Applied>,
     /// Replies owed by the entry itself, in the order they were owed.
-    pub(super) released: Vec<Owed>,
+    pub(super) released: SmallVec<[Owed; 1]>,
 }
 
 /// Proposed, not yet applied: what ingest checks must count.
@@ -197,7 +198,7 @@ impl Leader {
             entry.index,
             state.applied_index
         );
-        let mut superseded = Vec::new();
+        let mut superseded = SmallVec::new();
         while let Some(owed) = self.pop_superseded(entry.term, entry.index) {
             superseded.push(owed);
         }
@@ -214,7 +215,7 @@ impl Leader {
         }
         state.applied_index = entry.index;
         state.applied_term = entry.term;
-        let mut released = Vec::new();
+        let mut released = SmallVec::new();
         while let Some(owed) = self.pop_owed_at(entry.index) {
             released.push(owed);
         }

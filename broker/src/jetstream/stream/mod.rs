@@ -36,6 +36,7 @@ use tern_shard::Waiters;
 use tern_storage::block_store::{
     DmaFiles, Manifest, MemoryFiles, StoreError, StoredMessage, StreamLog, StreamState,
 };
+use tern_storage::JournalError;
 
 use super::api::error::ApiError;
 use super::api::requests::{self, MessageGet};
@@ -45,6 +46,7 @@ use super::expiry::Expiry;
 use super::persist::{self, RaftState};
 use super::stream_config::{subject_matches, Retention, StorageType, StreamConfig};
 use super::{now_unix_ns, JetStream};
+use failure::StreamFailure;
 use groups::{Persistence, StreamGroups};
 
 /// Commands one turn of the task handles before driving Raft and the journal.
@@ -333,7 +335,7 @@ pub struct StreamTask {
     /// The `consumers` file the next `raft` file names (the last written).
     consumers_reference: Option<persist::ConsumersReference>,
     /// A client read found damage: the stream stops after answering it.
-    read_damage: RefCell<Option<String>>,
+    read_damage: RefCell<Option<StoreError>>,
     /// Replaying the log in `open`: consumer snapshots rebuild state.
     recovering: bool,
     /// The hard state recovered (the checkpoint's until the groups make
@@ -368,13 +370,17 @@ impl StreamTask {
         group: u64,
         files: Option<DmaFiles>,
         recovered: Recovered,
-    ) -> Result<StreamTask, String> {
+    ) -> Result<StreamTask, StreamFailure> {
         let store = match config.storage {
             StorageType::File => {
                 let directory = js.stream_directory(&handle.name).join("messages");
-                let files = DmaFiles::open(&directory)
-                    .await
-                    .map_err(|error| format!("opening {}: {error}", directory.display()))?;
+                let files =
+                    DmaFiles::open(&directory)
+                        .await
+                        .map_err(|source| StreamFailure::Open {
+                            directory: directory.display().to_string(),
+                            source,
+                        })?;
                 let store_config = tern_storage::block_store::StreamConfig {
                     message_bytes: file_message_bytes,
                     // The journal makes messages durable; the store syncs
@@ -401,7 +407,10 @@ impl StreamTask {
                     .manifest;
                 let (log, report) = StreamLog::open(files, store_config, manifest)
                     .await
-                    .map_err(|error| format!("{}: {error}", directory.display()))?;
+                    .map_err(|source| StreamFailure::Recover {
+                        directory: directory.display().to_string(),
+                        source,
+                    })?;
                 if !report.files_removed.is_empty() {
                     log::info!(target: "tern::jetstream", "stream {}: removed {:?} (not in the checkpoint)", handle.name, report.files_removed);
                 }
@@ -417,9 +426,8 @@ impl StreamTask {
                     ..tern_storage::block_store::StreamConfig::default()
                 };
                 // A memory store is new at every start: an empty log.
-                let (log, _) = StreamLog::open(MemoryFiles::new(), store_config, &Manifest::new(1))
-                    .await
-                    .map_err(|error| error.to_string())?;
+                let (log, _) =
+                    StreamLog::open(MemoryFiles::new(), store_config, &Manifest::new(1)).await?;
                 Store::Memory(log)
             }
         };
@@ -463,9 +471,7 @@ impl StreamTask {
             },
         );
         let groups = js.groups().clone();
-        groups
-            .insert(group, node, persistence, handle.clone())
-            .map_err(|error| error.to_string())?;
+        groups.insert(group, node, persistence, handle.clone())?;
         let mut task = StreamTask {
             js,
             handle,
@@ -512,7 +518,7 @@ impl StreamTask {
 
     /// Consumers as of the checkpoint, then everything the log holds
     /// after it, applied as the only voter.
-    async fn recover(&mut self, raft: &RaftState) -> Result<(), String> {
+    async fn recover(&mut self, raft: &RaftState) -> Result<(), StreamFailure> {
         // Durable consumers as of the checkpoint; the log's consumer
         // entries after it apply on top.
         self.load_consumers(raft).await?;
@@ -524,18 +530,12 @@ impl StreamTask {
     }
 
     /// State that follows from the store once recovery applied everything.
-    async fn after_recovery(&mut self) -> Result<(), String> {
+    async fn after_recovery(&mut self) -> Result<(), StreamFailure> {
         let state = with_store!(&self.state.store, log => log.state());
         self.state.stored_last_unix_ns =
             self.state.stored_last_unix_ns.max(state.last_timestamp_ns);
-        self.leader
-            .take_office(&self.state, now_unix_ns())
-            .await
-            .map_err(|error| error.to_string())?;
-        self.state
-            .rebuild_expiry()
-            .await
-            .map_err(|error| error.to_string())?;
+        self.leader.take_office(&self.state, now_unix_ns()).await?;
+        self.state.rebuild_expiry().await?;
         self.state.enforce_size_limits();
         // What aged out while the server was down goes before the stream
         // serves, through the log like any expiry.
@@ -556,7 +556,7 @@ impl StreamTask {
 
     /// Applies what commits until everything proposed has applied
     /// (opening: the only voter commits alone).
-    async fn settle(&mut self) -> Result<(), String> {
+    async fn settle(&mut self) -> Result<(), StreamFailure> {
         loop {
             self.apply_committed().await?;
             if self.state.applied_index >= self.groups.node(self.group, Node::last_index) {
@@ -574,7 +574,7 @@ impl StreamTask {
     }
 
     /// Why this stream's group cannot go on (the journal stopped).
-    fn groups_failure(&self) -> Option<String> {
+    fn groups_failure(&self) -> Option<JournalError> {
         match self.persistence {
             Persistence::Journal => self.groups.failure(),
             Persistence::Memory => None,
@@ -586,9 +586,9 @@ impl StreamTask {
     /// in-memory log up to there: the only voter never sends applied
     /// entries to a follower, and the journal keeps them until the
     /// checkpoint.
-    async fn apply_committed(&mut self) -> Result<(), String> {
+    async fn apply_committed(&mut self) -> Result<(), StreamFailure> {
         if let Some(failure) = self.groups_failure() {
-            return Err(failure);
+            return Err(failure.into());
         }
         let entries: Vec<Entry> = {
             let mut committed = self.handle.committed.borrow_mut();
@@ -689,7 +689,7 @@ impl StreamTask {
         next.max(Duration::from_millis(1))
     }
 
-    async fn turn(&mut self) -> Result<(), String> {
+    async fn turn(&mut self) -> Result<(), StreamFailure> {
         self.apply_committed().await?;
         let commands: Vec<Command> = {
             let mut queue = self.handle.commands.borrow_mut();
@@ -708,7 +708,7 @@ impl StreamTask {
                 Command::Api(call) => {
                     self.api(call).await?;
                     if let Some(damage) = self.read_damage.borrow_mut().take() {
-                        return Err(damage);
+                        return Err(damage.into());
                     }
                     commands_now_ns = now_unix_ns();
                 }
@@ -726,9 +726,7 @@ impl StreamTask {
             self.consumer_timers(now_ns);
         }
         if !self.state.consumers.is_empty() {
-            self.deliver_to_consumers()
-                .await
-                .map_err(|error| error.to_string())?;
+            self.deliver_to_consumers().await?;
             self.publish_all_events();
         }
         // Durable consumers' state entries (one in flight each; the next
@@ -770,9 +768,9 @@ impl StreamTask {
         Ok(())
     }
 
-    fn fail(&mut self, error: String) {
+    fn fail(&mut self, error: StreamFailure) {
         log::error!(target: "tern::jetstream", "stream {} stopped: {error}", self.handle.name);
-        self.failure = Some(error);
+        self.failure = Some(error.to_string());
         self.refresh_snapshot();
         // Everything owed fails; nothing more is accepted.
         let owed: Vec<OwedReply> = self.leader.owed.drain(..).collect();
@@ -848,13 +846,12 @@ impl StreamTask {
 
     /// Flushes the store (synced), records the applied index, and lets the
     /// journal recycle what is older.
-    async fn checkpoint(&mut self) -> Result<(), String> {
+    async fn checkpoint(&mut self) -> Result<(), StreamFailure> {
         if self.state.applied_index == self.checkpointed_index {
             return Ok(());
         }
         self.checkpoint_consumers().await?;
-        let manifest = with_store!(&mut self.state.store, log => log.sync().await)
-            .map_err(|error| error.to_string())?;
+        let manifest = with_store!(&mut self.state.store, log => log.sync().await)?;
         if let Some(files) = &self.files {
             let hard_state = self
                 .groups
@@ -869,17 +866,14 @@ impl StreamTask {
                 consumers: self.consumers_reference,
                 manifest,
             };
-            persist::write_raft(files, &state)
-                .await
-                .map_err(|error| error.to_string())?;
+            persist::write_raft(files, &state).await?;
             // Only now may the journal recycle what the block store holds,
             // and the block store drop files the older checkpoint named.
             self.js
                 .journal()
                 .checkpoint(self.group, self.state.applied_index);
         }
-        with_store!(&mut self.state.store, log => log.checkpointed().await)
-            .map_err(|error| error.to_string())?;
+        with_store!(&mut self.state.store, log => log.checkpointed().await)?;
         self.checkpointed_index = self.state.applied_index;
         self.state.applied_bytes_since_checkpoint = 0;
         self.last_checkpoint = Instant::now();
@@ -936,17 +930,13 @@ impl StreamTask {
     /// Applies one committed entry (the path `Replica` takes too), then
     /// does what only this task does with it: live consumers following the
     /// log, subscriptions following a config, and the replies it releases.
-    async fn apply(&mut self, entry: Entry) -> Result<(), String> {
+    async fn apply(&mut self, entry: Entry) -> Result<(), StreamFailure> {
         let index = entry.index;
         let EntryApplied {
             superseded,
             applied,
             mut released,
-        } = self
-            .leader
-            .apply(&mut self.state, &entry)
-            .await
-            .map_err(|error| error.to_string())?;
+        } = self.leader.apply(&mut self.state, &entry).await?;
         for owed in superseded {
             self.fail_owed(owed, &ApiError::cluster_not_leader());
         }
@@ -982,7 +972,7 @@ impl StreamTask {
         index: u64,
         applied: Applied,
         released: &mut [Owed],
-    ) -> Result<Option<u64>, String> {
+    ) -> Result<Option<u64>, StreamFailure> {
         match applied {
             Applied::Message { sequence } => return Ok(Some(sequence)),
             Applied::ConsumerCreated {
@@ -1086,7 +1076,7 @@ impl StreamTask {
 
     // ----- API calls ----------------------------------------------------------------
 
-    async fn api(&mut self, call: ApiCall) -> Result<(), String> {
+    async fn api(&mut self, call: ApiCall) -> Result<(), StreamFailure> {
         let ApiCall {
             origin,
             reply,
@@ -1137,7 +1127,10 @@ impl StreamTask {
                 };
                 let index = self
                     .propose(&operation)
-                    .map_err(|error| format!("purge refused: {error:?}"))?;
+                    .map_err(|error| StreamFailure::Refused {
+                        what: "purge",
+                        error,
+                    })?;
                 self.owe(index, Owed::Purge { origin, reply });
             }
             StreamApi::MessageDelete => {
@@ -1179,7 +1172,10 @@ impl StreamTask {
                 };
                 let index = self
                     .propose(&operation)
-                    .map_err(|error| format!("delete refused: {error:?}"))?;
+                    .map_err(|error| StreamFailure::Refused {
+                        what: "delete",
+                        error,
+                    })?;
                 self.owe(index, Owed::Delete { origin, reply });
             }
             StreamApi::MessageGet => {
@@ -1241,16 +1237,17 @@ impl StreamTask {
                 let json = config.to_stored_json();
                 let stored = self.js.stored_config_json(self.group, &json);
                 if let Some(files) = &self.files {
-                    persist::write_config(files, stored.as_bytes(), self.created_unix_ns)
-                        .await
-                        .map_err(|error| error.to_string())?;
+                    persist::write_config(files, stored.as_bytes(), self.created_unix_ns).await?;
                 }
                 let operation = Operation::Config {
                     json: Bytes::from(json),
                 };
                 let index = self
                     .propose(&operation)
-                    .map_err(|error| format!("config update refused: {error:?}"))?;
+                    .map_err(|error| StreamFailure::Refused {
+                        what: "config update",
+                        error,
+                    })?;
                 self.owe(index, Owed::Update { origin, reply });
             }
             StreamApi::Consumer { tokens } => {
@@ -1387,7 +1384,7 @@ impl StreamTask {
         if let Err(error @ StoreError::Corrupt { .. }) = &read {
             self.read_damage
                 .borrow_mut()
-                .get_or_insert_with(|| error.to_string());
+                .get_or_insert_with(|| error.clone());
         }
         read
     }
@@ -1687,6 +1684,7 @@ fn status_headers(status: &str) -> Bytes {
 
 mod consumer_leader;
 mod consumers;
+pub mod failure;
 pub mod groups;
 mod leader;
 mod persistence;

@@ -36,6 +36,7 @@ use super::super::consumer::{Consumer, ConsumerSpec};
 use super::super::entry::{Operation, CONSUMER_STATE_BYTES_MAX};
 use super::super::persist;
 use super::consumers::Created;
+use super::failure::{ConsumerOrigin, StreamFailure};
 use super::groups::Persistence;
 use super::state::LoggedConsumer;
 use super::state_entries::StateEntries;
@@ -204,7 +205,7 @@ impl StreamTask {
 
     /// After a turn: one snapshot for every durable whose state changed
     /// and has none in flight. Returns whether anything was proposed.
-    pub(super) fn propose_consumer_snapshots(&mut self) -> Result<bool, String> {
+    pub(super) fn propose_consumer_snapshots(&mut self) -> Result<bool, StreamFailure> {
         let due: Vec<String> = self
             .durables
             .iter()
@@ -241,7 +242,7 @@ impl StreamTask {
         (room / STATE_BYTES_PER_PENDING).max(1)
     }
 
-    fn propose_consumer_snapshot(&mut self, name: &str) -> Result<bool, String> {
+    fn propose_consumer_snapshot(&mut self, name: &str) -> Result<bool, StreamFailure> {
         let record_bytes_max = self.consumer_state_bytes_max();
         let Some(consumer) = self.state.consumers.get_mut(name) else {
             return Ok(false);
@@ -276,16 +277,19 @@ impl StreamTask {
             };
             let entry_bytes = operation.encoded_bytes();
             if entry_bytes > record_bytes_max {
-                return Err(format!(
-                    "consumer {name}: its delivery state snapshot of {entry_bytes} bytes \
-                     ({} pending acks) exceeds the journal record limit of {record_bytes_max} bytes; \
-                     lower its max_ack_pending",
-                    consumer.delivery.num_ack_pending()
-                ));
+                return Err(StreamFailure::ConsumerStateTooLarge {
+                    name: name.to_string(),
+                    entry_bytes,
+                    pending: consumer.delivery.num_ack_pending(),
+                    max_bytes: record_bytes_max,
+                });
             }
             let index = self
                 .propose(&operation)
-                .map_err(|error| format!("consumer state refused: {error:?}"))?;
+                .map_err(|error| StreamFailure::Refused {
+                    what: "consumer state",
+                    error,
+                })?;
             let durable = self.durables.get_mut(name).expect("due names a durable");
             durable.proposed(state, signature, index);
             Some(index)
@@ -327,13 +331,11 @@ impl StreamTask {
         index: u64,
         name: &str,
         start_sequence: u64,
-    ) -> Result<(), String> {
+    ) -> Result<(), StreamFailure> {
         let logged = &self.state.logged_consumers[name];
         let created_unix_ns = logged.created_unix_ns;
-        let config = ConsumerConfig::from_stored_json(&logged.config_json)
-            .map_err(|error| format!("entry {index}: consumer {name}: {error}"))?;
-        let mut spec = ConsumerSpec::from_config(&config)
-            .map_err(|error| format!("entry {index}: consumer {name}: {}", error.description))?;
+        let (config, mut spec) =
+            consumer_spec(ConsumerOrigin::Entry(index), name, &logged.config_json)?;
         spec.limit_pending(self.durable_pending_max(name));
         match self.state.consumers.get_mut(name) {
             Some(consumer) => {
@@ -371,7 +373,11 @@ impl StreamTask {
 
     /// A durable's delivery state applied. Replaying (recovery), it is the
     /// live state; live, memory is ahead of the log already.
-    pub(super) fn consumer_state_applied(&mut self, index: u64, name: &str) -> Result<(), String> {
+    pub(super) fn consumer_state_applied(
+        &mut self,
+        index: u64,
+        name: &str,
+    ) -> Result<(), StreamFailure> {
         let recovering = self.recovering;
         let (Some(durable), Some(consumer)) = (
             self.durables.get_mut(name),
@@ -382,7 +388,11 @@ impl StreamTask {
         if recovering {
             let state = &self.state.logged_consumers[name].delivery_state;
             consumer.delivery = DeliveryState::decode(consumer.spec.delivery.clone(), state)
-                .map_err(|error| format!("entry {index}: consumer {name}: {error}"))?;
+                .map_err(|source| StreamFailure::ConsumerState {
+                    origin: ConsumerOrigin::Entry(index),
+                    name: name.to_string(),
+                    source,
+                })?;
         }
         durable.applied(index);
         Ok(())
@@ -448,7 +458,7 @@ impl StreamTask {
 
     /// Writes the `consumers` file (before the `raft` file: the journal
     /// drops the entries once that one is written).
-    pub(super) async fn checkpoint_consumers(&mut self) -> Result<(), String> {
+    pub(super) async fn checkpoint_consumers(&mut self) -> Result<(), StreamFailure> {
         let Some(files) = &self.files else {
             return Ok(());
         };
@@ -469,9 +479,7 @@ impl StreamTask {
                 })
                 .collect(),
         };
-        let checksum = consumer_store::write(files, &stored)
-            .await
-            .map_err(|error| error.to_string())?;
+        let checksum = consumer_store::write(files, &stored).await?;
         self.consumers_file_written = true;
         self.consumers_reference = Some(persist::ConsumersReference {
             applied_index: stored.applied_index,
@@ -485,7 +493,10 @@ impl StreamTask {
     /// checkpoint was interrupted before its `raft` file was written (the
     /// journal then still holds everything after the older checkpoint, and
     /// its consumer entries replay idempotently on top).
-    pub(super) async fn load_consumers(&mut self, raft: &persist::RaftState) -> Result<(), String> {
+    pub(super) async fn load_consumers(
+        &mut self,
+        raft: &persist::RaftState,
+    ) -> Result<(), StreamFailure> {
         let Some(files) = &self.files else {
             return Ok(());
         };
@@ -493,18 +504,18 @@ impl StreamTask {
             .js
             .stream_directory(&self.handle.name)
             .join(consumer_store::CONSUMERS_FILE);
-        let found = consumer_store::read(files)
-            .await
-            .map_err(|error| format!("{}: {error}", path.display()))?;
+        let found = consumer_store::read(files).await?;
+        let path = path.display().to_string();
         let stored = match (found, raft.consumers) {
             (None, None) => return Ok(()),
             (None, Some(expected)) => {
-                return Err(format!(
-                    "{} is missing (the checkpoint at index {} recorded it, with the durable consumers as of index {})",
-                    path.display(),
-                    raft.applied_index,
-                    expected.applied_index
-                ))
+                return Err(StreamFailure::ConsumersFile {
+                    path,
+                    problem: format!(
+                        "is missing (the checkpoint at index {} recorded it, with the durable consumers as of index {})",
+                        raft.applied_index, expected.applied_index
+                    ),
+                })
             }
             (Some((stored, _)), _) if stored.applied_index > raft.applied_index => stored,
             (Some((stored, checksum)), Some(expected))
@@ -514,9 +525,10 @@ impl StreamTask {
                 stored
             }
             (Some((stored, checksum)), expected) => {
-                return Err(format!(
-                    "{} is not the one the checkpoint recorded (it holds index {} with checksum {checksum:#x}; the checkpoint at index {} expects {})",
-                    path.display(),
+                return Err(StreamFailure::ConsumersFile {
+                    path,
+                    problem: format!(
+                    "is not the one the checkpoint recorded (it holds index {} with checksum {checksum:#x}; the checkpoint at index {} expects {})",
                     stored.applied_index,
                     raft.applied_index,
                     match expected {
@@ -526,7 +538,8 @@ impl StreamTask {
                         ),
                         None => "no consumers file".into(),
                     }
-                ))
+                ),
+                })
             }
         };
         self.consumers_reference = raft.consumers;
@@ -538,20 +551,17 @@ impl StreamTask {
             state,
         } in stored.consumers
         {
-            let rebuilt = ConsumerConfig::from_stored_json(&json).and_then(|config| {
-                let mut spec = ConsumerSpec::from_config(&config)
-                    .map_err(|error| error.description.to_string())?;
-                spec.limit_pending(self.durable_pending_max(&name));
-                let delivery = DeliveryState::decode(spec.delivery.clone(), &state)
-                    .map_err(|error| error.to_string())?;
-                Ok((config, spec, delivery))
-            });
-            let (config, spec, delivery) = rebuilt.map_err(|error| {
-                format!(
-                    "stream {}: consumers file: consumer {name}: {error}",
-                    self.handle.name
-                )
-            })?;
+            let origin = ConsumerOrigin::File;
+            let (config, mut spec) = consumer_spec(origin, &name, &json)?;
+            spec.limit_pending(self.durable_pending_max(&name));
+            let delivery =
+                DeliveryState::decode(spec.delivery.clone(), &state).map_err(|source| {
+                    StreamFailure::ConsumerState {
+                        origin,
+                        name: name.clone(),
+                        source,
+                    }
+                })?;
             let mut consumer = Consumer::new(name.clone(), config, spec, created_unix_ns, 1, 0);
             consumer.delivery = delivery;
             self.durables
@@ -594,4 +604,21 @@ impl StreamTask {
             durable.reset(&consumer.delivery);
         }
     }
+}
+
+/// A durable consumer's config from its stored JSON, and what it runs by.
+fn consumer_spec(
+    origin: ConsumerOrigin,
+    name: &str,
+    json: &[u8],
+) -> Result<(ConsumerConfig, ConsumerSpec), StreamFailure> {
+    let failure = |reason: String| StreamFailure::Consumer {
+        origin,
+        name: name.to_string(),
+        reason,
+    };
+    let config = ConsumerConfig::from_stored_json(json).map_err(failure)?;
+    let spec = ConsumerSpec::from_config(&config)
+        .map_err(|error| failure(error.description.to_string()))?;
+    Ok((config, spec))
 }

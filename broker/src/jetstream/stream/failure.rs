@@ -1,0 +1,94 @@
+//! Why a stream task stops. The stream then goes offline: every reply owed
+//! fails with nats-server's store error carrying this text, later requests
+//! get 10118 (stream offline), and stream info reports it, until a restart
+//! (or an operator's `tern storage repair`) brings the stream back.
+
+use tern_raft::ProposeError;
+use tern_storage::block_store::StoreError;
+use tern_storage::{DeviceError, JournalError};
+
+use super::super::consumer::delivery::StateDecodeError;
+use super::super::persist::PersistError;
+use crate::cluster::multiraft::GroupError;
+
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum StreamFailure {
+    /// The block store failed: an I/O error, or damage found while reading.
+    #[error("{0}")]
+    Store(#[from] StoreError),
+    /// Opening the block store's directory.
+    #[error("opening {directory}: {source}")]
+    Open {
+        directory: String,
+        source: DeviceError,
+    },
+    /// The block store's files do not match the checkpoint.
+    #[error("{directory}: {source}")]
+    Recover {
+        directory: String,
+        source: StoreError,
+    },
+    /// The shard's journal stopped (every file stream of the shard stops).
+    #[error("{0}")]
+    Journal(#[from] JournalError),
+    /// The shard could not run the stream's Raft group.
+    #[error("{0}")]
+    Group(#[from] GroupError),
+    /// A checkpoint file (`raft`, `consumers`) could not be written or read.
+    #[error("{0}")]
+    Persist(#[from] PersistError),
+    /// The only voter refused its own proposal: a bug, never expected.
+    #[error("{what} refused: {error:?}")]
+    Refused {
+        what: &'static str,
+        error: ProposeError,
+    },
+    /// A durable consumer the log (or the consumers file) holds that this
+    /// build cannot run.
+    #[error("{origin}: consumer {name}: {reason}")]
+    Consumer {
+        origin: ConsumerOrigin,
+        name: String,
+        reason: String,
+    },
+    /// A durable consumer's delivery state that does not decode.
+    #[error("{origin}: consumer {name}: {source}")]
+    ConsumerState {
+        origin: ConsumerOrigin,
+        name: String,
+        source: StateDecodeError,
+    },
+    /// A durable consumer whose delivery state outgrew a journal record.
+    #[error(
+        "consumer {name}: its delivery state snapshot of {entry_bytes} bytes \
+         ({pending} pending acks) exceeds the journal record limit of {max_bytes} bytes; \
+         lower its max_ack_pending"
+    )]
+    ConsumerStateTooLarge {
+        name: String,
+        entry_bytes: usize,
+        pending: usize,
+        max_bytes: usize,
+    },
+    /// The consumers file is missing or not the one the checkpoint names.
+    #[error("{path} {problem}")]
+    ConsumersFile { path: String, problem: String },
+}
+
+/// Where a durable consumer that failed came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ConsumerOrigin {
+    /// The log entry at this index.
+    Entry(u64),
+    /// The consumers checkpoint file.
+    File,
+}
+
+impl std::fmt::Display for ConsumerOrigin {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ConsumerOrigin::Entry(index) => write!(formatter, "entry {index}"),
+            ConsumerOrigin::File => write!(formatter, "consumers file"),
+        }
+    }
+}
