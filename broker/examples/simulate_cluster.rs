@@ -3,7 +3,7 @@
 //! nodes under faults (see `tern_broker::cluster::sim`).
 //!
 //! ```text
-//! cargo run --release -p tern-broker --example simulate_cluster -- --seeds N [--seed-start S] [--canary ack-before-quorum|local-expiry|ack-before-state]
+//! cargo run --release -p tern-broker --example simulate_cluster -- --seeds N [--seed-start S] [--canary ack-before-quorum|local-expiry|ack-before-state|local-interest]
 //! ```
 //!
 //! Prints each violation (seed, invariant, detail; the trace of the first
@@ -55,6 +55,7 @@ fn parse(arguments: &[String]) -> Result<Options, String> {
                     "ack-before-quorum" => StreamCanary::AckBeforeQuorum,
                     "local-expiry" => StreamCanary::LocalExpiry,
                     "ack-before-state" => StreamCanary::AckBeforeState,
+                    "local-interest" => StreamCanary::LocalInterest,
                     other => return Err(format!("unknown canary: {other}")),
                 })
             }
@@ -72,7 +73,7 @@ fn main() -> ExitCode {
         Err(message) => {
             eprintln!("{message}");
             eprintln!(
-                "usage: simulate_cluster --seeds N [--seed-start S] [--canary ack-before-quorum|local-expiry|ack-before-state]"
+                "usage: simulate_cluster --seeds N [--seed-start S] [--canary ack-before-quorum|local-expiry|ack-before-state|local-interest]"
             );
             return ExitCode::from(2);
         }

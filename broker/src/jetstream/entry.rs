@@ -20,6 +20,9 @@ pub const RECORD_ENTRY_NOOP: u8 = 3;
 
 /// Operation tags (first byte of a normal entry's data).
 const OPERATION_MESSAGE: u8 = 1;
+/// A message no consumer wanted when the leader accepted it (interest
+/// retention): its sequence is used, the message is not kept. Same body.
+const OPERATION_MESSAGE_UNRETAINED: u8 = 9;
 const OPERATION_PURGE: u8 = 2;
 const OPERATION_DELETE: u8 = 3;
 const OPERATION_CONFIG: u8 = 4;
@@ -59,6 +62,11 @@ pub enum Operation {
         subject: Bytes,
         headers: Bytes,
         payload: Bytes,
+        /// `false`: an interest stream's leader found no consumer that
+        /// wanted it; the sequence is used and the message not kept. The
+        /// leader decides, so every replica (and every replay) agrees
+        /// whatever consumers it runs itself.
+        retained: bool,
     },
     /// Purge as `$JS.API.STREAM.PURGE` asks: messages up to `last` (the
     /// last sequence assigned when it was proposed, so a replay removes the
@@ -140,9 +148,14 @@ impl Operation {
                 subject,
                 headers,
                 payload,
+                retained,
             } => {
                 assert!(*sequence > 0 && subject.len() <= SUBJECT_BYTES_MAX);
-                out.push(OPERATION_MESSAGE);
+                out.push(if *retained {
+                    OPERATION_MESSAGE
+                } else {
+                    OPERATION_MESSAGE_UNRETAINED
+                });
                 out.extend_from_slice(&sequence.to_le_bytes());
                 out.extend_from_slice(&timestamp_ns.to_le_bytes());
                 out.extend_from_slice(&(subject.len() as u32).to_le_bytes());
@@ -271,7 +284,7 @@ impl Operation {
     pub fn decode(data: &Bytes) -> Result<Operation, DecodeError> {
         let mut reader = Reader { data, offset: 0 };
         let operation = match reader.u8()? {
-            OPERATION_MESSAGE => {
+            tag @ (OPERATION_MESSAGE | OPERATION_MESSAGE_UNRETAINED) => {
                 let sequence = reader.u64()?;
                 if sequence == 0 {
                     return Err(DecodeError::ZeroSequence);
@@ -289,6 +302,7 @@ impl Operation {
                     subject: reader.bytes(subject_bytes)?,
                     headers: reader.bytes(header_bytes)?,
                     payload: reader.bytes(payload_bytes)?,
+                    retained: tag == OPERATION_MESSAGE,
                 }
             }
             OPERATION_PURGE => {
@@ -437,7 +451,11 @@ const MESSAGE_HEADER_BYTES: usize = 29;
 /// operation (read without decoding the rest: `tern storage check` maps
 /// journal records to the messages they hold).
 pub fn message_sequence(data: &[u8]) -> Option<u64> {
-    if data.first() != Some(&OPERATION_MESSAGE) || data.len() < MESSAGE_HEADER_BYTES {
+    let message = matches!(
+        data.first(),
+        Some(&OPERATION_MESSAGE | &OPERATION_MESSAGE_UNRETAINED)
+    );
+    if !message || data.len() < MESSAGE_HEADER_BYTES {
         return None;
     }
     let bytes = &data[MESSAGE_SEQUENCE_AT..MESSAGE_SEQUENCE_AT + 8];
@@ -492,9 +510,13 @@ impl PendingMessage {
         &self.data[MESSAGE_HEADER_BYTES + self.subject_bytes + self.header_bytes..]
     }
 
-    /// Sets the sequence and time; the encoded operation.
-    pub fn finish(mut self, sequence: u64, timestamp_ns: u64) -> Bytes {
+    /// Sets the sequence, the time and whether it is kept (see
+    /// [`Operation::Message`]); the encoded operation.
+    pub fn finish(mut self, sequence: u64, timestamp_ns: u64, retained: bool) -> Bytes {
         assert!(sequence > 0);
+        if !retained {
+            self.data[0] = OPERATION_MESSAGE_UNRETAINED;
+        }
         self.data[MESSAGE_SEQUENCE_AT..MESSAGE_SEQUENCE_AT + 8]
             .copy_from_slice(&sequence.to_le_bytes());
         self.data[MESSAGE_TIMESTAMP_AT..MESSAGE_TIMESTAMP_AT + 8]
@@ -593,9 +615,13 @@ mod tests {
             subject: Bytes::from_static(b"a"),
             headers: Bytes::new(),
             payload: Bytes::from_static(b"x"),
+            retained: true,
         }
         .encode();
         assert_eq!(message_sequence(&message), Some(42));
+        let mut unretained = message.to_vec();
+        unretained[0] = OPERATION_MESSAGE_UNRETAINED;
+        assert_eq!(message_sequence(&unretained), Some(42));
         assert_eq!(message_sequence(&message[..20]), None, "truncated");
         let delete = Operation::Delete {
             sequence: 42,
@@ -620,6 +646,15 @@ mod tests {
             subject: Bytes::from_static(b"orders.new"),
             headers: Bytes::from_static(b"NATS/1.0\r\nNats-Msg-Id: a\r\n\r\n"),
             payload: Bytes::from_static(b"hello"),
+            retained: true,
+        });
+        round_trip(Operation::Message {
+            sequence: 8,
+            timestamp_ns: 1_700_000_000_123_456_790,
+            subject: Bytes::from_static(b"orders.unwanted"),
+            headers: Bytes::new(),
+            payload: Bytes::from_static(b"nobody listens"),
+            retained: false,
         });
         round_trip(Operation::Purge {
             last: 12,
@@ -807,13 +842,14 @@ mod tests {
         assert_eq!(pending.subject(), b"orders.1");
         assert_eq!(pending.headers(), b"NATS/1.0\r\n\r\n");
         assert_eq!(pending.payload(), b"hello");
-        let encoded = pending.finish(42, 7);
+        let encoded = pending.finish(42, 7, true);
         let expected = Operation::Message {
             sequence: 42,
             timestamp_ns: 7,
             subject: Bytes::from_static(b"orders.1"),
             headers: Bytes::from_static(b"NATS/1.0\r\n\r\n"),
             payload: Bytes::from_static(b"hello"),
+            retained: true,
         };
         assert_eq!(encoded, expected.encode());
         assert_eq!(Operation::decode(&encoded), Ok(expected));
@@ -827,6 +863,7 @@ mod tests {
             subject: Bytes::from_static(b"s"),
             headers: Bytes::new(),
             payload: Bytes::from_static(b"p"),
+            retained: true,
         }
         .encode();
         let expected: Vec<u8> = [
@@ -851,6 +888,7 @@ mod tests {
             subject: Bytes::from_static(b"subject"),
             headers: Bytes::new(),
             payload: Bytes::from_static(b"payload"),
+            retained: true,
         }
         .encode();
         for cut in 0..message.len() {
@@ -869,8 +907,8 @@ mod tests {
             Err(DecodeError::Trailing(1))
         );
         assert_eq!(
-            Operation::decode(&Bytes::from_static(&[9])),
-            Err(DecodeError::UnknownOperation(9))
+            Operation::decode(&Bytes::from_static(&[10])),
+            Err(DecodeError::UnknownOperation(10))
         );
         let mut zero = message.to_vec();
         zero[1..9].fill(0);

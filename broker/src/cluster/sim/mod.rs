@@ -262,10 +262,13 @@ impl World {
             }
             voters.sort_unstable();
             let name = format!("S{group}");
-            let (limits, keeps_everything) = match random.below(4) {
+            let (limits, keeps_everything) = match random.below(5) {
                 0 => (String::new(), true),
                 1 => (r#","max_msgs":12"#.to_string(), false),
                 2 => (r#","max_msgs_per_subject":2"#.to_string(), false),
+                // What arrives while no consumer exists (between one
+                // consumer's delete and the next's create) is not kept.
+                3 => (r#","retention":"interest""#.to_string(), false),
                 _ => (r#","max_age":400000000"#.to_string(), false),
             };
             let body = format!(
@@ -835,17 +838,26 @@ impl World {
                         _ => {}
                     }
                 }
-                let (mut message, mut consumer_state) = (None, None);
+                let (mut message, mut consumer_state, mut unretained) = (None, None, false);
                 if let EntryKind::Normal(data) = &entry.kind {
                     match Operation::decode(data) {
                         Ok(Operation::Message {
-                            sequence, payload, ..
-                        }) => message = Some((sequence, payload)),
+                            sequence,
+                            payload,
+                            retained,
+                            ..
+                        }) => {
+                            message = Some((sequence, payload));
+                            unretained = !retained;
+                        }
                         Ok(Operation::ConsumerState { name, state }) => {
                             consumer_state = Some((name, state))
                         }
                         _ => {}
                     }
+                }
+                if unretained {
+                    self.count("messages applied and not kept (interest)");
                 }
                 let index = entry.index;
                 let shard = &mut self.nodes[position].shards[shard_index];
@@ -1468,6 +1480,12 @@ mod tests {
     fn the_checkers_catch_an_ack_confirmed_before_its_state_committed() {
         let found = invariants(0..12, Some(StreamCanary::AckBeforeState));
         assert!(found.contains(&"acknowledged ack lost"), "{found:?}");
+    }
+
+    #[test]
+    fn the_checkers_catch_interest_decided_by_local_consumers() {
+        let found = invariants(0..12, Some(StreamCanary::LocalInterest));
+        assert!(found.contains(&"replicas diverged"), "{found:?}");
     }
 
     #[test]

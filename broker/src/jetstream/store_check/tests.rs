@@ -84,6 +84,7 @@ fn build_store(store: &Path) {
                 subject: Bytes::from_static(b"orders.new"),
                 headers: Bytes::new(),
                 payload: Bytes::from(payload(index)),
+                retained: true,
             }
             .encode();
             journal

@@ -75,6 +75,16 @@ pub(super) struct ConsumerLeader {
     consumers: BTreeMap<String, LiveConsumer>,
 }
 
+impl ConsumerLeader {
+    /// Whether a consumer in office wants `subject` (an interest stream
+    /// keeps only what one does).
+    pub(super) fn wants(&self, subject: &[u8]) -> bool {
+        self.consumers
+            .values()
+            .any(|consumer| passes(&consumer.filters, subject))
+    }
+}
+
 /// A logged consumer's delivery config and filters.
 fn spec_of(name: &str, config_json: &[u8]) -> Result<ConsumerSpec, LoggedConsumerError> {
     let config = ConsumerConfig::from_stored_json(config_json).map_err(|reason| {

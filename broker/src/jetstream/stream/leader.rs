@@ -16,7 +16,7 @@ use super::super::api::error::ApiError;
 use super::super::entry::{self, Operation, PendingMessage};
 use super::super::expiry::{self, MessageTtl};
 use super::super::headers;
-use super::super::stream_config::{subject_matches, Discard};
+use super::super::stream_config::{subject_matches, Discard, Retention};
 use super::state::{Applied, ReplicatedState};
 use super::{persistence, Store, EXPIRED_PER_TURN_MAX};
 
@@ -272,7 +272,9 @@ impl Leader {
     /// Checks a publish against the stream's config, its expected-*
     /// headers, the duplicate window and the limits (counting what is in
     /// flight), and proposes it with the next sequence. `now_ns` is the
-    /// leader's clock; a message's time never goes back.
+    /// leader's clock; a message's time never goes back. On an interest
+    /// stream, `interested` says whether a consumer wants a subject (the
+    /// leader's consumers, ephemeral ones too): the entry records it.
     pub(super) fn ingest(
         &mut self,
         state: &ReplicatedState,
@@ -280,6 +282,7 @@ impl Leader {
         name: &str,
         message: PendingMessage,
         now_ns: u64,
+        interested: impl Fn(&[u8]) -> bool,
     ) -> Ingested {
         let config = &state.config;
         let hdr = message.headers();
@@ -402,7 +405,9 @@ impl Leader {
             None => message,
         };
         let subject_range = message.subject_range();
-        let encoded = message.finish(sequence, now_ns);
+        let retained =
+            state.config.retention != Retention::Interest || interested(message.subject());
+        let encoded = message.finish(sequence, now_ns, retained);
         // The subject shares the encoded operation's bytes.
         let subject = encoded.slice(subject_range);
         let index = match node.propose(encoded) {
@@ -543,7 +548,9 @@ impl Leader {
             let before = self.last_sequence;
             let headers = expiry::marker_headers(marker_ttl_seconds);
             let marker = PendingMessage::new(&subject, &headers, b"");
-            let _ = self.ingest(state, node, name, marker, now_ns);
+            let _ = self.ingest(state, node, name, marker, now_ns, |subject| {
+                state.live_consumer_wants(subject)
+            });
             if self.last_sequence > before {
                 if let Some(expiry) = &mut state.expiry {
                     expiry.start_replacing(sequence);

@@ -888,7 +888,9 @@ impl StreamTask {
         let Inbound { message, reply } = inbound;
         let (leader, state, name) = (&mut self.leader, &self.state, &self.handle.name);
         let ingested = self.groups.with_node(self.group, |node| {
-            leader.ingest(state, node, name, message, now_unix_ns())
+            leader.ingest(state, node, name, message, now_unix_ns(), |subject| {
+                state.live_consumer_wants(subject)
+            })
         });
         let reply = match ingested {
             Ingested::Rejected(error) => return self.reject(&reply, error),

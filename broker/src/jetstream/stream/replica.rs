@@ -23,7 +23,7 @@ use tern_storage::block_store::{Manifest, MemoryFiles, NewMessage, StoreError, S
 use super::super::api::error::ApiError;
 use super::super::consumer::delivery::{Delivery, DeliveryState};
 use super::super::entry::{Operation, PendingMessage};
-use super::super::stream_config::StreamConfig;
+use super::super::stream_config::{Retention, StreamConfig};
 use super::consumer_leader::{self, ConsumerLeader, LoggedConsumerError};
 use super::leader::{EntryApplied, Ingested, Leader, Owed};
 use super::persistence::ConsumerOwed;
@@ -42,6 +42,9 @@ pub enum StreamCanary {
     /// A double ack confirmed at once, before a state entry holding it
     /// committed.
     AckBeforeState,
+    /// An interest stream keeps or drops a message by the consumers each
+    /// replica runs itself (only the leader runs any), not by the log.
+    LocalInterest,
 }
 
 /// What a client is told.
@@ -309,10 +312,12 @@ impl Replica {
         let Some(reply) = self.refused_unless_leading(node, reply, answers) else {
             return;
         };
+        let consumers = &self.consumers;
         match self
             .leader
-            .ingest(&self.state, node, &self.name, message, now_ns)
-        {
+            .ingest(&self.state, node, &self.name, message, now_ns, |subject| {
+                consumers.wants(subject)
+            }) {
             Ingested::Rejected(error) => answers.push(Answer::Failed { reply, error }),
             Ingested::Duplicate { sequence } => {
                 if node.last_index() > self.state.applied_index {
@@ -423,6 +428,10 @@ impl Replica {
             entry.index,
             self.state.applied_index
         );
+        let entry = match self.canary {
+            Some(StreamCanary::LocalInterest) => self.with_local_interest(entry),
+            _ => entry,
+        };
         let EntryApplied {
             superseded,
             applied,
@@ -467,6 +476,41 @@ impl Replica {
             }
         }
         Ok(())
+    }
+
+    /// Canary only: a message entry of an interest stream rewritten to
+    /// keep the message exactly when this replica's own consumers want it.
+    fn with_local_interest(&self, entry: Entry) -> Entry {
+        let EntryKind::Normal(data) = &entry.kind else {
+            return entry;
+        };
+        if self.state.config.retention != Retention::Interest {
+            return entry;
+        }
+        let Ok(Operation::Message {
+            sequence,
+            timestamp_ns,
+            subject,
+            headers,
+            payload,
+            ..
+        }) = Operation::decode(data)
+        else {
+            return entry;
+        };
+        let retained = self.consumers.wants(&subject);
+        let operation = Operation::Message {
+            sequence,
+            timestamp_ns,
+            subject,
+            headers,
+            payload,
+            retained,
+        };
+        Entry {
+            kind: EntryKind::Normal(operation.encode()),
+            ..entry
+        }
     }
 
     // ----- durable consumers --------------------------------------------------

@@ -20,7 +20,7 @@ use super::super::consumer::Consumer;
 use super::super::entry::Operation;
 use super::super::expiry::Expiry;
 use super::super::headers;
-use super::super::stream_config::{subject_matches, Retention, StorageType, StreamConfig};
+use super::super::stream_config::{subject_matches, StorageType, StreamConfig};
 use super::{file_message_bytes, memory_message_bytes, Store};
 
 /// What the replicas of a stream hold identically.
@@ -117,6 +117,7 @@ impl ReplicatedState {
                 subject,
                 headers: header_block,
                 payload,
+                retained,
             } => {
                 let stored_last = with_store!(&self.store, log => log.last_sequence());
                 let bytes = self.message_bytes(subject.len(), header_block.len(), payload.len());
@@ -140,15 +141,11 @@ impl ReplicatedState {
                 if !self.consumers.is_empty() {
                     self.consumers_saw(&subject);
                 }
-                if self.config.retention == Retention::Interest
-                    && !self
-                        .consumers
-                        .values()
-                        .any(|consumer| consumer.matches(&subject))
-                {
-                    // Nobody is interested: the sequence is used, the
-                    // message is not kept (nats-server). Stored and deleted
-                    // so the sequence survives a restart.
+                if !retained {
+                    // Nobody was interested when the leader accepted it:
+                    // the sequence is used, the message is not kept
+                    // (nats-server). Stored and deleted so the sequence
+                    // survives a restart.
                     self.delete_message(sequence);
                     return Ok(Applied::Message { sequence });
                 }
@@ -438,6 +435,14 @@ impl ReplicatedState {
     }
 
     /// A message was applied: consumers that select it have one more pending.
+    /// Whether a live consumer (the task's, ephemeral ones too) wants
+    /// `subject`: what an interest stream's leader records at ingest.
+    pub(super) fn live_consumer_wants(&self, subject: &[u8]) -> bool {
+        self.consumers
+            .values()
+            .any(|consumer| consumer.matches(subject))
+    }
+
     pub(super) fn consumers_saw(&mut self, subject: &[u8]) {
         for consumer in self.consumers.values_mut() {
             if consumer.matches(subject) {
@@ -600,8 +605,13 @@ mod tests {
                 subject,
                 headers: header_block,
                 payload,
+                retained,
                 ..
             } => {
+                if !retained {
+                    // The sequence is used; nothing is kept or removed.
+                    return;
+                }
                 let subject = String::from_utf8(subject.to_vec()).expect("utf-8");
                 match headers::value(header_block, headers::ROLLUP) {
                     Some(b"all") => model.retain(|&existing, _| existing >= *sequence),
@@ -712,6 +722,8 @@ mod tests {
                         subject: Bytes::from_static(SUBJECTS[random.below(3) as usize].as_bytes()),
                         headers: Bytes::from_static(rollup.as_bytes()),
                         payload: Bytes::from(format!("payload {last}").into_bytes()),
+                        // An interest stream's leader found no consumer.
+                        retained: random.below(8) != 0,
                     }
                 }
                 12 | 13 => Operation::Delete {
@@ -841,6 +853,7 @@ mod tests {
                 subject: Bytes::from_static(b"s.a"),
                 headers: Bytes::from_static(b"NATS/1.0\r\nNats-TTL: 5\r\n\r\n"),
                 payload: Bytes::from_static(b"x"),
+                retained: true,
             };
             block_on(state.apply(operation)).expect("applies");
         }
@@ -885,6 +898,7 @@ mod tests {
             subject: Bytes::from_static(b"s.a"),
             headers: Bytes::new(),
             payload: Bytes::from_static(b"x"),
+            retained: true,
         };
         for sequence in 1..=3 {
             assert!(matches!(
