@@ -12,7 +12,7 @@ use tern_broker::jetstream::consumer::config::{
 use tern_broker::jetstream::consumer::requests::{
     AckBody, AckSubject, ConsumersRequest, PullRequest,
 };
-use tern_broker::jetstream::stream_config::{self, StreamConfig};
+use tern_broker::jetstream::stream::config::{self as stream_config, StreamConfig};
 
 fn stream(name: &str, body: &str) -> StreamConfig {
     stream_config::parse(name, body.as_bytes(), true).expect("a valid stream")

@@ -5,7 +5,8 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use tern_broker::jetstream::{api::requests, stream_config};
+use tern_broker::jetstream::api::requests;
+use tern_broker::jetstream::stream::config as stream_config;
 
 fuzz_target!(|data: &[u8]| {
     for create in [true, false] {

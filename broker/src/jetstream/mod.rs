@@ -22,18 +22,19 @@
 //! Formats: docs/jetstream-format.md.
 //!
 //! Module map:
-//! - [`error`]: JetStream API errors (codes and exact descriptions).
-//! - [`json`]: strict request decoding with nats-server's error texts, and
-//!   JSON string writing as Go's encoder does it.
-//! - [`stream_config`]: `StreamConfig`: parsing, normalisation, validation,
-//!   update rules, and its JSON as nats-server writes it.
-//! - [`requests`]: the other API request bodies (purge, get, delete, info,
-//!   names/list paging) with their validation.
-//! - [`responses`]: response bodies, PubAcks.
+//! - [`api`]: the API's bodies: request decoding with nats-server's error
+//!   texts ([`api::requests`], [`api::json`]), responses and PubAcks
+//!   ([`api::responses`]), errors with their codes ([`api::error`]).
+//! - [`stream`]: one stream: its config ([`stream::config`]: parsing,
+//!   normalisation, validation, update rules, its JSON as nats-server
+//!   writes it), the replicated state and its apply, the leader's side,
+//!   `Replica`, snapshots, the shard's Raft groups and the stream task.
+//! - [`consumer`]: consumer config, delivery and acks, pull requests.
 //! - [`headers`]: reading publish headers.
 //! - [`entry`]: what a stream's Raft log and the journal carry.
 //! - [`persist`]: a stream's checksummed config and Raft state files.
-//! - [`stream`]: one stream's task: ingest checks, Raft, journal, apply.
+//! - [`expiry`], [`advisory`], [`usage`], [`layout`], [`store_check`]:
+//!   TTLs, advisories, account usage, the on-disk layout and its checker.
 
 pub mod advisory;
 pub mod api;
@@ -45,7 +46,6 @@ pub mod layout;
 pub mod persist;
 pub mod store_check;
 pub mod stream;
-pub mod stream_config;
 pub mod usage;
 
 use std::cell::{Cell, OnceCell, RefCell};
@@ -68,9 +68,9 @@ use crate::nats::interest::{InternalHandler, InternalSubscription};
 use crate::shard::Shard;
 use api::error::ApiError;
 use api::{json, requests, responses};
+use stream::config::{self as stream_config, StorageType, StreamConfig};
 use stream::groups::StreamGroups;
 use stream::{ApiCall, Inbound, Recovered, StreamApi, StreamHandle, StreamTask};
-use stream_config::{StorageType, StreamConfig};
 
 /// The shard that owns the stream catalog.
 pub const META_SHARD: usize = 0;

@@ -12,7 +12,7 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use super::stream_config::StorageType;
+use super::stream::config::StorageType;
 
 /// One shard's stored bytes, on a cache line of its own.
 #[repr(align(64))]

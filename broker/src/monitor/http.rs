@@ -197,10 +197,10 @@ impl Monitor {
                 messages += stream.state.messages;
                 bytes += stream.state.bytes;
                 match stream.config.storage {
-                    crate::jetstream::stream_config::StorageType::Memory => {
+                    crate::jetstream::stream::config::StorageType::Memory => {
                         memory += stream.state.bytes
                     }
-                    crate::jetstream::stream_config::StorageType::File => {
+                    crate::jetstream::stream::config::StorageType::File => {
                         storage += stream.state.bytes
                     }
                 }

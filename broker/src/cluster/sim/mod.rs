@@ -40,9 +40,9 @@ use tern_raft::{Config, Entry, EntryKind, HardState, Membership, Node, NodeId, R
 use super::multiraft::{Durable, Flush, GroupId, GroupWrite, MultiRaft};
 use crate::jetstream::consumer::delivery::Delivery;
 use crate::jetstream::entry::{Operation, PendingMessage};
+use crate::jetstream::stream::config as stream_config;
 use crate::jetstream::stream::replica::{Answer, Replica, StreamCanary};
 use crate::jetstream::stream::snapshot::StreamSnapshot;
-use crate::jetstream::stream_config;
 use checker::{Checker, Violation};
 
 /// One simulated step, in nanoseconds of every clock.

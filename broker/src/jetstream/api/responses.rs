@@ -12,7 +12,7 @@
 
 use std::fmt::Write as _;
 
-use super::super::stream_config::{StreamConfig, API_LEVEL};
+use super::super::stream::config::{StreamConfig, API_LEVEL};
 use super::error::ApiError;
 use super::json;
 

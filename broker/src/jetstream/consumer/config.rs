@@ -34,7 +34,7 @@ use serde::de::{Deserialize, Deserializer};
 
 use super::super::api::error::ApiError;
 use super::super::api::json::{self, GoSchema, GoTime, RawJsonVisitor, RAW_JSON};
-use super::super::stream_config::{
+use super::super::stream::config::{
     is_valid_subject, subject_is_subset, subjects_overlap, Retention, StreamConfig, API_LEVEL,
     DESCRIPTION_BYTES_MAX, METADATA_BYTES_MAX, NAME_BYTES_MAX, SERVER_LEVEL_KEY, SERVER_VERSION,
     SERVER_VERSION_KEY,
@@ -1333,7 +1333,7 @@ impl ConsumerConfig {
     /// store `_nats.req.level`.
     pub fn set_static_metadata(&mut self) {
         let level = self.required_api_level();
-        super::super::stream_config::set_static_metadata(&mut self.metadata, level);
+        super::super::stream::config::set_static_metadata(&mut self.metadata, level);
     }
 
     /// Whether a `"create"` of `other` is idempotent against this existing
@@ -1342,7 +1342,7 @@ impl ConsumerConfig {
     pub fn same_as(&self, other: &ConsumerConfig) -> bool {
         let strip = |config: &ConsumerConfig| {
             let mut config = config.clone();
-            super::super::stream_config::strip_server_metadata(&mut config.metadata);
+            super::super::stream::config::strip_server_metadata(&mut config.metadata);
             config
         };
         strip(self) == strip(other)

@@ -4,8 +4,8 @@
 
 use super::*;
 use crate::jetstream::consumer::responses::{consumer_info_response, ConsumerInfoState};
-use crate::jetstream::stream_config;
-use crate::jetstream::stream_config::REQUIRED_LEVEL_KEY;
+use crate::jetstream::stream::config as stream_config;
+use crate::jetstream::stream::config::REQUIRED_LEVEL_KEY;
 
 #[path = "config_corpus_tests.rs"]
 mod corpus;

@@ -26,7 +26,7 @@ use self::config::{AckPolicy, ConsumerConfig, DeliverPolicy, ReplayPolicy};
 use self::delivery::{AckMode, DeliveryConfig, DeliveryState};
 use self::pull::PullQueue;
 use super::api::error::ApiError;
-use super::stream_config::subject_matches;
+use super::stream::config::subject_matches;
 
 /// Where a new consumer starts, as its deliver policy resolves it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -36,7 +36,7 @@ use crate::jetstream::consumer::delivery::DeliveryState;
 use crate::jetstream::consumer::store::{self as consumer_store, StoredConsumers, CONSUMERS_FILE};
 use crate::jetstream::consumer::ConsumerSpec;
 use crate::jetstream::persist::{self, ConsumersReference, RaftState, CONFIG_FILE, RAFT_FILE};
-use crate::jetstream::stream_config::StreamConfig;
+use crate::jetstream::stream::config::StreamConfig;
 use crate::jetstream::CREATING_PREFIX;
 
 /// Larger than any `config`, `raft` or `consumers` file tern writes: a

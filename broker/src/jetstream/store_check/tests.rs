@@ -115,7 +115,7 @@ fn build_store(store: &Path) {
 
         let stream = stream_directory(&options.store_dir);
         let files = DmaFiles::open(&stream).await?;
-        let config = super::super::stream_config::parse(
+        let config = super::super::stream::config::parse(
             STREAM,
             br#"{"name":"ORDERS","subjects":["orders.>"]}"#,
             true,

@@ -18,7 +18,7 @@ use bytes::Bytes;
 use super::super::consumer::config::ConsumerConfig;
 use super::super::consumer::delivery::{Delivery, DeliveryState, Next, StateDecodeError};
 use super::super::consumer::ConsumerSpec;
-use super::super::stream_config::subject_matches;
+use super::config::subject_matches;
 use super::state::{Applied, ReplicatedState};
 use super::state_entries::{Signature, StateEntries};
 use super::Store;

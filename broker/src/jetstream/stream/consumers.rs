@@ -25,8 +25,8 @@ use super::super::consumer::responses::{
 use super::super::consumer::{
     headers_only, write_ack_subject, Consumer, ConsumerSpec, PushState, Start,
 };
-use super::super::stream_config::StreamConfig;
 use super::super::JetStream;
+use super::config::StreamConfig;
 use super::{now_unix_ns, Operation, Retention, Store, StoreError, StreamTask};
 
 /// Deliveries one turn makes across the stream's consumers at most, so

@@ -16,7 +16,7 @@ use super::super::api::error::ApiError;
 use super::super::entry::{self, Operation, PendingMessage};
 use super::super::expiry::{self, MessageTtl};
 use super::super::headers;
-use super::super::stream_config::{subject_matches, Discard, Retention};
+use super::config::{subject_matches, Discard, Retention};
 use super::state::{Applied, ReplicatedState};
 use super::{persistence, Store, EXPIRED_PER_TURN_MAX};
 

@@ -23,7 +23,7 @@ use tern_storage::block_store::{Manifest, MemoryFiles, NewMessage, StoreError, S
 use super::super::api::error::ApiError;
 use super::super::consumer::delivery::{Delivery, DeliveryState};
 use super::super::entry::{Operation, PendingMessage};
-use super::super::stream_config::{Retention, StreamConfig};
+use super::config::{Retention, StreamConfig};
 use super::consumer_leader::{self, ConsumerLeader, LoggedConsumerError};
 use super::leader::{EntryApplied, Ingested, Leader, Owed};
 use super::persistence::ConsumerOwed;
@@ -723,7 +723,7 @@ mod tests {
     use futures_lite::future::block_on;
     use tern_raft::{Config, Membership, Restore};
 
-    use super::super::super::stream_config;
+    use super::super::config as stream_config;
     use super::*;
 
     fn leader_node() -> Node {

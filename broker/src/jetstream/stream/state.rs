@@ -20,7 +20,7 @@ use super::super::consumer::Consumer;
 use super::super::entry::Operation;
 use super::super::expiry::Expiry;
 use super::super::headers;
-use super::super::stream_config::{subject_matches, StorageType, StreamConfig};
+use super::config::{subject_matches, StorageType, StreamConfig};
 use super::{file_message_bytes, memory_message_bytes, Store};
 
 /// What the replicas of a stream hold identically.
@@ -489,7 +489,7 @@ mod tests {
     use futures_lite::future::block_on;
     use tern_storage::block_store::{Manifest, MemoryFiles, StreamLog};
 
-    use super::super::super::stream_config;
+    use super::super::config as stream_config;
     use super::*;
 
     const SUBJECTS: [&str; 3] = ["s.a", "s.b", "s.c"];

@@ -1,10 +1,10 @@
-//! Tests of `stream_config`. Golden texts come from nats-server 2.15.1
+//! Tests of `stream::config`. Golden texts come from nats-server 2.15.1
 //! (`nats-server -js`), captured with raw `PUB $JS.API.STREAM.<OP>.<name>
 //! <inbox> <n>` requests; the bulk of the create cases are in the corpus.
 
 use super::*;
 
-#[path = "stream_config_corpus_tests.rs"]
+#[path = "config_corpus_tests.rs"]
 mod corpus;
 
 fn error_json(error: &ApiError) -> String {

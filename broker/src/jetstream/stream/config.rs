@@ -22,8 +22,8 @@ use std::fmt;
 
 use serde::de::{self, Deserialize, Deserializer};
 
-use super::api::error::ApiError;
-use super::api::json::{self, GoSchema, GoTime, RawJsonVisitor, RAW_JSON};
+use super::super::api::error::ApiError;
+use super::super::api::json::{self, GoSchema, GoTime, RawJsonVisitor, RAW_JSON};
 
 /// nats-server's `JSMaxNameLen`.
 pub const NAME_BYTES_MAX: usize = 255;
@@ -1744,5 +1744,5 @@ fn is_subset_tokens(tokens: &[&str], test: &[&str]) -> bool {
 }
 
 #[cfg(test)]
-#[path = "stream_config_tests.rs"]
+#[path = "config_tests.rs"]
 mod tests;

@@ -1,0 +1,635 @@
+//! The stream task's API answers: info, purge, message get and delete,
+//! config updates, consumer calls routed to it, direct gets.
+
+use bytes::Bytes;
+use rustc_hash::FxHashMap;
+use tern_storage::block_store::{StoreError, StoredMessage, StreamState};
+
+use super::super::api::error::ApiError;
+use super::super::api::requests::{self, MessageGet};
+use super::super::api::responses;
+use super::super::entry::Operation;
+use super::super::now_unix_ns;
+use super::super::persist;
+use super::config::{subject_matches, StreamConfig};
+use super::failure::StreamFailure;
+use super::leader::{Owed, OwedReply};
+use super::*;
+
+impl StreamTask {
+    // ----- API calls ----------------------------------------------------------------
+
+    pub(super) async fn api(&mut self, call: ApiCall) -> Result<(), StreamFailure> {
+        let ApiCall {
+            origin,
+            reply,
+            payload,
+            kind,
+        } = call;
+        match kind {
+            StreamApi::Info => {
+                let body = match requests::StreamInfoRequest::parse(&payload) {
+                    Ok(request) => self.info_response(
+                        "stream_info_response",
+                        false,
+                        request.subjects_filter.as_deref(),
+                        request.deleted_details,
+                        request.offset,
+                        true,
+                    ),
+                    Err(error) => responses::error_response("stream_info_response", &error),
+                };
+                if let Some(reply) = reply {
+                    self.js.respond(origin, reply, body);
+                }
+            }
+            StreamApi::Purge => {
+                let request = match requests::PurgeRequest::parse(&payload) {
+                    Ok(request) => request,
+                    Err(error) => {
+                        self.answer_error(origin, reply, "stream_purge_response", &error);
+                        return Ok(());
+                    }
+                };
+                let refusal = if self.state.config.sealed {
+                    Some(ApiError::sealed())
+                } else if self.state.config.deny_purge {
+                    Some(ApiError::purge_not_permitted())
+                } else {
+                    None
+                };
+                if let Some(error) = refusal {
+                    self.answer_error(origin, reply, "stream_purge_response", &error);
+                    return Ok(());
+                }
+                let operation = Operation::Purge {
+                    last: self.leader.last_sequence,
+                    filter: request.filter.map(Bytes::from),
+                    sequence: request.sequence,
+                    keep: request.keep,
+                };
+                let index = self
+                    .propose(&operation)
+                    .map_err(|error| StreamFailure::Refused {
+                        what: "purge",
+                        error,
+                    })?;
+                self.owe(index, Owed::Purge { origin, reply });
+            }
+            StreamApi::MessageDelete => {
+                let request = match requests::MessageDeleteRequest::parse(&payload) {
+                    Ok(request) => request,
+                    Err(error) => {
+                        self.answer_error(origin, reply, "stream_msg_delete_response", &error);
+                        return Ok(());
+                    }
+                };
+                let refusal = if self.state.config.sealed {
+                    Some(ApiError::sealed())
+                } else if self.state.config.deny_delete {
+                    Some(ApiError::message_delete_failed(
+                        "message delete not permitted",
+                    ))
+                } else if with_store!(&self.state.store, log => log.subject_of(request.sequence))
+                    .is_none()
+                {
+                    // nats-server's three answers for a missing message.
+                    let state = with_store!(&self.state.store, log => log.state());
+                    Some(if request.sequence > state.last_sequence {
+                        ApiError::message_delete_failed("stream store EOF")
+                    } else if state.messages == 0 || request.sequence < state.first_sequence {
+                        ApiError::message_delete_failed("no message found")
+                    } else {
+                        ApiError::sequence_not_found(request.sequence)
+                    })
+                } else {
+                    None
+                };
+                if let Some(error) = refusal {
+                    self.answer_error(origin, reply, "stream_msg_delete_response", &error);
+                    return Ok(());
+                }
+                let operation = Operation::Delete {
+                    sequence: request.sequence,
+                    erase: !request.no_erase,
+                };
+                let index = self
+                    .propose(&operation)
+                    .map_err(|error| StreamFailure::Refused {
+                        what: "delete",
+                        error,
+                    })?;
+                self.owe(index, Owed::Delete { origin, reply });
+            }
+            StreamApi::MessageGet => {
+                let body = match requests::parse_message_get(&payload) {
+                    Ok((get, no_headers)) => match self.find(&get).await {
+                        Ok(Some(message)) => responses::message_get_response(
+                            &String::from_utf8_lossy(&message.subject),
+                            message.sequence,
+                            if no_headers { &[] } else { &message.headers },
+                            &message.payload,
+                            message.timestamp_ns,
+                        ),
+                        Ok(None) => responses::error_response(
+                            "stream_msg_get_response",
+                            &ApiError::no_message_found(),
+                        ),
+                        Err(error) => responses::error_response(
+                            "stream_msg_get_response",
+                            &ApiError::store_failed(&error.to_string()),
+                        ),
+                    },
+                    Err(error) => responses::error_response("stream_msg_get_response", &error),
+                };
+                if let Some(reply) = reply {
+                    self.js.respond(origin, reply, body);
+                }
+            }
+            StreamApi::DirectGet { subject } => {
+                if let Some(reply) = reply {
+                    self.direct_get(origin, reply, subject, &payload).await;
+                }
+            }
+            StreamApi::Update { config, create } => {
+                let kind = if create {
+                    "stream_create_response"
+                } else {
+                    "stream_update_response"
+                };
+                if create {
+                    let body = self.info_response(kind, create, None, false, 0, false);
+                    if let Some(reply) = reply {
+                        self.js.respond(origin, reply, body);
+                    }
+                    return Ok(());
+                }
+                // The config file first: the meta shard reads it on start,
+                // so a restart never finds the log ahead of the catalog.
+                // Then through the log, so the change lands between the
+                // messages exactly where it was made (and reaches replicas).
+                // A restart replays the log after the checkpoint under the
+                // config file's config: everything proposed before this
+                // update is applied and checkpointed first, so no entry
+                // from before it is ever replayed under the new config (a
+                // loosened limit would bring back what the old one removed).
+                if self.files.is_some() {
+                    self.settle().await?;
+                    self.checkpoint().await?;
+                }
+                let json = config.to_stored_json();
+                let stored = self.js.stored_config_json(self.group, &json);
+                if let Some(files) = &self.files {
+                    persist::write_config(files, stored.as_bytes(), self.created_unix_ns).await?;
+                }
+                let operation = Operation::Config {
+                    json: Bytes::from(json),
+                };
+                let index = self
+                    .propose(&operation)
+                    .map_err(|error| StreamFailure::Refused {
+                        what: "config update",
+                        error,
+                    })?;
+                self.owe(index, Owed::Update { origin, reply });
+            }
+            StreamApi::Consumer { tokens } => {
+                let tokens: Vec<&str> = tokens.iter().map(String::as_str).collect();
+                self.consumer_api(origin, reply, &payload, &tokens);
+            }
+            StreamApi::Delete => {
+                self.handle.stopped.set(true);
+                // Owed replies of entries not yet applied get an error.
+                self.fail_pending("stream deleted");
+                self.js.journal().checkpoint(self.group, u64::MAX);
+                let result = self.js.remove_stream_files(&self.handle.name).await;
+                if let Some(reply) = reply {
+                    self.js
+                        .respond(origin, reply, responses::delete_result(result));
+                }
+                self.js.forget_stream(&self.handle);
+            }
+        }
+        Ok(())
+    }
+
+    pub(super) fn answer_error(
+        &self,
+        origin: usize,
+        reply: Option<Bytes>,
+        kind: &str,
+        error: &ApiError,
+    ) {
+        self.js.answer_error(origin, reply, kind, error);
+    }
+
+    pub(super) fn fail_pending(&mut self, reason: &str) {
+        let error = ApiError::store_failed(reason);
+        let owed: Vec<OwedReply> = self.leader.owed.drain(..).collect();
+        for OwedReply { owed, .. } in owed {
+            if let Owed::PubAck { reply } | Owed::Duplicate { reply, .. } = owed {
+                self.js.publish_reply(
+                    &reply,
+                    responses::pub_ack_error(&self.handle.name, &error).as_bytes(),
+                );
+            }
+        }
+    }
+
+    pub(super) fn info_response(
+        &self,
+        kind: &str,
+        did_create: bool,
+        subjects_filter: Option<&str>,
+        deleted_details: bool,
+        offset: usize,
+        with_leader: bool,
+    ) -> String {
+        let state = with_store!(&self.state.store, log => log.state());
+        let mut info_state = info_state(
+            &state,
+            self.state.stored_last_unix_ns,
+            &self.state.config,
+            self.state.consumers.len(),
+        );
+        let mut paging = Some((0, 0, 0));
+        if let Some(filter) = subjects_filter {
+            let mut subjects: Vec<(String, u64)> = with_store!(&self.state.store, log => log
+                .subjects()
+                .map(|(subject, _, _, count)| (String::from_utf8_lossy(subject).into_owned(), count))
+                .filter(|(subject, _)| subject_matches(filter, subject))
+                .collect());
+            subjects.sort();
+            let total = subjects.len();
+            const SUBJECTS_LIMIT: usize = 100_000;
+            let page: Vec<(String, u64)> = subjects
+                .into_iter()
+                .skip(offset)
+                .take(SUBJECTS_LIMIT)
+                .collect();
+            info_state.subjects = Some(page);
+            paging = Some((total, offset, SUBJECTS_LIMIT));
+        }
+        if deleted_details {
+            info_state.deleted =
+                Some(with_store!(&self.state.store, log => log.deleted_sequences(usize::MAX)));
+        }
+        responses::stream_info(
+            kind,
+            &self.state.config,
+            self.created_unix_ns,
+            &info_state,
+            now_unix_ns(),
+            responses::InfoExtras {
+                did_create,
+                leader: with_leader.then(|| self.js.server_name()),
+                paging: if with_leader { paging } else { None },
+                dynamic_metadata: true,
+            },
+        )
+    }
+
+    pub(super) async fn find(&self, get: &MessageGet) -> Result<Option<StoredMessage>, StoreError> {
+        let sequence = match get {
+            MessageGet::Sequence(sequence) => Some(*sequence),
+            MessageGet::LastBySubject(subject) => {
+                with_store!(&self.state.store, log => log.last_matching(|candidate| {
+                    subject_matches(subject, &String::from_utf8_lossy(candidate))
+                }))
+            }
+            MessageGet::NextBySubject {
+                subject,
+                from_sequence,
+            } => {
+                with_store!(&self.state.store, log => log.next_matching((*from_sequence).max(1), |candidate| {
+                    subject_matches(subject, &String::from_utf8_lossy(candidate))
+                }))
+            }
+            MessageGet::StartTime { unix_ns, subject } => {
+                match with_store!(&self.state.store, log => log.first_at_or_after(*unix_ns)) {
+                    None => None,
+                    Some(first) => match subject {
+                        None => Some(first),
+                        Some(subject) => {
+                            with_store!(&self.state.store, log => log.next_matching(first, |candidate| {
+                                subject_matches(subject, &String::from_utf8_lossy(candidate))
+                            }))
+                        }
+                    },
+                }
+            }
+        };
+        match sequence {
+            None => Ok(None),
+            Some(sequence) => self.read_message(sequence).await,
+        }
+    }
+
+    /// Reads one stored message for a client. Every read is verified; one
+    /// that fails its checks answers an error and, once the call is done,
+    /// takes the stream offline (never a skipped or altered message).
+    pub(super) async fn read_message(
+        &self,
+        sequence: u64,
+    ) -> Result<Option<StoredMessage>, StoreError> {
+        let read = with_store!(&self.state.store, log => log.get(sequence).await);
+        if let Err(error @ StoreError::Corrupt { .. }) = &read {
+            self.read_damage
+                .borrow_mut()
+                .get_or_insert_with(|| error.clone());
+        }
+        read
+    }
+
+    pub(super) async fn direct_get(
+        &self,
+        origin: usize,
+        reply: Bytes,
+        subject: Option<Bytes>,
+        payload: &[u8],
+    ) {
+        let parsed = match &subject {
+            Some(subject) => requests::DirectGet::parse_subject_form(subject, payload),
+            None => requests::DirectGet::parse(payload),
+        };
+        let get = match parsed {
+            Ok(get) => get,
+            Err(status) => {
+                self.js
+                    .respond_message(origin, reply, status_headers(&status), Bytes::new());
+                return;
+            }
+        };
+        if let Some(multi_last) = &get.multi_last {
+            return self
+                .direct_get_multi_last(origin, reply, multi_last, get.no_headers)
+                .await;
+        }
+        if let Some(batch) = &get.batch {
+            return self
+                .direct_get_batch(origin, reply, &get.get, batch, get.no_headers)
+                .await;
+        }
+        match self.find(&get.get).await {
+            Ok(Some(message)) => {
+                let (headers, payload) = self.direct_message(message, get.no_headers, None);
+                self.js.respond_message(origin, reply, headers, payload);
+            }
+            Ok(None) => self.js.respond_message(
+                origin,
+                reply,
+                status_headers("404 Message Not Found"),
+                Bytes::new(),
+            ),
+            Err(error) => self.js.respond_message(
+                origin,
+                reply,
+                status_headers(&format!("500 {error}")),
+                Bytes::new(),
+            ),
+        }
+    }
+
+    /// A stored message as a direct-get reply: its headers followed by
+    /// `Nats-Stream`, `Nats-Subject`, `Nats-Sequence`, `Nats-Time-Stamp`
+    /// and, in a batch, `Nats-Num-Pending` and `Nats-Last-Sequence`.
+    pub(super) fn direct_message(
+        &self,
+        message: StoredMessage,
+        no_headers: bool,
+        batch: Option<(u64, u64)>,
+    ) -> (Bytes, Bytes) {
+        let payload = Bytes::from(message.payload);
+        if no_headers {
+            return (Bytes::new(), payload);
+        }
+        let mut block = if message.headers.is_empty() {
+            b"NATS/1.0\r\n".to_vec()
+        } else {
+            message.headers[..message.headers.len() - 2].to_vec()
+        };
+        let mut time = String::new();
+        super::super::api::json::write_time(&mut time, message.timestamp_ns);
+        let time = time.trim_matches('"');
+        block.extend_from_slice(
+            format!(
+                "Nats-Stream: {}\r\nNats-Subject: {}\r\nNats-Sequence: {}\r\nNats-Time-Stamp: {time}\r\n",
+                self.handle.name,
+                String::from_utf8_lossy(&message.subject),
+                message.sequence,
+            )
+            .as_bytes(),
+        );
+        if let Some((pending, previous)) = batch {
+            block.extend_from_slice(
+                format!("Nats-Num-Pending: {pending}\r\nNats-Last-Sequence: {previous}\r\n")
+                    .as_bytes(),
+            );
+        }
+        block.extend_from_slice(b"\r\n");
+        (Bytes::from(block), payload)
+    }
+
+    /// Sends `sequences` (ascending) as a direct-get batch, at most `limit`
+    /// messages and (when non-zero) about `max_bytes`, then the end-of-batch
+    /// status. `up_to` adds `Nats-UpTo-Sequence` (multi_last).
+    #[allow(clippy::too_many_arguments)]
+    pub(super) async fn send_direct_batch(
+        &self,
+        origin: usize,
+        reply: Bytes,
+        sequences: &[u64],
+        limit: usize,
+        max_bytes: usize,
+        no_headers: bool,
+        up_to: Option<u64>,
+    ) {
+        let total = sequences.len() as u64;
+        let (mut sent, mut sent_bytes, mut previous) = (0u64, 0usize, 0u64);
+        for &sequence in sequences.iter().take(limit.max(1)) {
+            let message = match self.read_message(sequence).await {
+                Ok(Some(message)) => message,
+                Ok(None) => continue,
+                Err(error) => {
+                    let status = status_headers(&format!("500 {error}"));
+                    return self.js.respond_message(origin, reply, status, Bytes::new());
+                }
+            };
+            sent += 1;
+            sent_bytes += message.subject.len() + message.headers.len() + message.payload.len();
+            let (headers, payload) =
+                self.direct_message(message, no_headers, Some((total - sent, previous)));
+            self.js
+                .respond_message(origin, reply.clone(), headers, payload);
+            previous = sequence;
+            if max_bytes > 0 && sent_bytes >= max_bytes {
+                break;
+            }
+        }
+        let mut end = format!(
+            "NATS/1.0 204 EOB\r\nNats-Num-Pending: {}\r\nNats-Last-Sequence: {previous}\r\n",
+            total - sent
+        );
+        if let Some(up_to) = up_to {
+            end.push_str(&format!("Nats-UpTo-Sequence: {up_to}\r\n"));
+        }
+        end.push_str("\r\n");
+        self.js
+            .respond_message(origin, reply, Bytes::from(end), Bytes::new());
+    }
+
+    /// `{"seq"|"next_by_subj"|"start_time", "batch": N}`: consecutive
+    /// matching messages from the start.
+    pub(super) async fn direct_get_batch(
+        &self,
+        origin: usize,
+        reply: Bytes,
+        get: &MessageGet,
+        batch: &requests::DirectBatch,
+        no_headers: bool,
+    ) {
+        let (from, filter) = match get {
+            MessageGet::Sequence(sequence) => (Some(*sequence), None),
+            MessageGet::NextBySubject {
+                subject,
+                from_sequence,
+            } => (Some(*from_sequence), Some(subject.as_str())),
+            MessageGet::StartTime { unix_ns, subject } => (
+                with_store!(&self.state.store, log => log.first_at_or_after(*unix_ns)),
+                subject.as_deref(),
+            ),
+            MessageGet::LastBySubject(_) => (None, None),
+        };
+        let mut sequences = Vec::new();
+        if let Some(mut from) = from.map(|from| from.max(1)) {
+            while let Some(next) = with_store!(&self.state.store, log => log.next_matching(from, |subject| {
+                filter.is_none_or(|filter| subject_matches(filter, &String::from_utf8_lossy(subject)))
+            })) {
+                sequences.push(next);
+                from = next + 1;
+            }
+        }
+        if sequences.is_empty() {
+            let status = status_headers("404 Message Not Found");
+            return self.js.respond_message(origin, reply, status, Bytes::new());
+        }
+        self.send_direct_batch(
+            origin,
+            reply,
+            &sequences,
+            batch.size,
+            batch.max_bytes,
+            no_headers,
+            None,
+        )
+        .await;
+    }
+
+    /// `{"multi_last": [subjects…]}`: the last message of every subject
+    /// matching one of the filters, up to a sequence or time, in sequence
+    /// order.
+    pub(super) async fn direct_get_multi_last(
+        &self,
+        origin: usize,
+        reply: Bytes,
+        multi_last: &requests::DirectMultiLast,
+        no_headers: bool,
+    ) {
+        let state = with_store!(&self.state.store, log => log.state());
+        let mut up_to = if multi_last.up_to_sequence > 0 {
+            multi_last.up_to_sequence.min(state.last_sequence)
+        } else {
+            state.last_sequence
+        };
+        if let Some(unix_ns) = multi_last.up_to_unix_ns {
+            up_to = match with_store!(&self.state.store, log => log.first_at_or_after(unix_ns.saturating_add(1)))
+            {
+                Some(after) => up_to.min(after.saturating_sub(1)),
+                None => up_to,
+            };
+        }
+        let matches = |subject: &[u8]| {
+            let subject = String::from_utf8_lossy(subject);
+            multi_last
+                .subjects
+                .iter()
+                .any(|filter| subject_matches(filter, &subject))
+        };
+        // Last sequence per matching subject, at most `up_to`.
+        let mut last_per_subject: FxHashMap<Vec<u8>, u64> = FxHashMap::default();
+        let mut from = state.first_sequence.max(1);
+        while let Some(next) =
+            with_store!(&self.state.store, log => log.next_matching(from, matches))
+        {
+            if next > up_to {
+                break;
+            }
+            if let Some(subject) = with_store!(&self.state.store, log => log.subject_of(next)) {
+                last_per_subject.insert(subject.to_vec(), next);
+            }
+            from = next + 1;
+        }
+        let mut sequences: Vec<u64> = last_per_subject.into_values().collect();
+        sequences.sort_unstable();
+        if sequences.is_empty() {
+            let status = status_headers("404 No Results");
+            return self.js.respond_message(origin, reply, status, Bytes::new());
+        }
+        let limit = if multi_last.batch > 0 {
+            multi_last.batch
+        } else {
+            sequences.len()
+        };
+        self.send_direct_batch(
+            origin,
+            reply,
+            &sequences,
+            limit,
+            multi_last.max_bytes,
+            no_headers,
+            Some(up_to),
+        )
+        .await;
+    }
+}
+
+/// Stream info's `state` from the block store's, for a stream with
+/// `config` and `consumers` consumers.
+pub fn info_state(
+    state: &StreamState,
+    last_unix_ns: u64,
+    config: &StreamConfig,
+    consumers: usize,
+) -> responses::StreamState {
+    let empty = state.messages == 0;
+    // A stream created with `first_seq` reports it before its first
+    // message, with the sequence before it as the last (nats-server).
+    let last_sequence = state
+        .last_sequence
+        .max(config.first_sequence.saturating_sub(1));
+    responses::StreamState {
+        messages: state.messages,
+        bytes: state.bytes,
+        // nats-server: 0 for a stream that never held a message, last + 1
+        // once everything was removed.
+        first_sequence: if empty && last_sequence == 0 {
+            0
+        } else if empty {
+            last_sequence + 1
+        } else {
+            state.first_sequence
+        },
+        first_unix_ns: if empty { 0 } else { state.first_timestamp_ns },
+        last_sequence,
+        last_unix_ns: last_unix_ns.max(state.last_timestamp_ns),
+        num_subjects: state.subjects,
+        subjects: None,
+        num_deleted: state.deleted,
+        deleted: None,
+        consumer_count: consumers as u64,
+    }
+}
+
+pub(super) fn status_headers(status: &str) -> Bytes {
+    Bytes::from(format!("NATS/1.0 {status}\r\n\r\n"))
+}

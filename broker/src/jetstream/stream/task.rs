@@ -1,0 +1,832 @@
+//! The stream task on its owner shard: opening and recovery, the turn
+//! (commands, committed entries, consumers' timers and deliveries, expiry,
+//! checkpoints), ingest and apply. Its API answers are `api.rs`, its
+//! consumers `consumers.rs` and `persistence.rs`.
+
+use std::cell::RefCell;
+use std::rc::Rc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use tern_raft::{Entry, HardState, Membership, Node, Restore, Snapshot};
+use tern_storage::block_store::{DmaFiles, Manifest, MemoryFiles, StoreError, StreamLog};
+use tern_storage::JournalError;
+
+use super::super::api::error::ApiError;
+use super::super::api::responses;
+use super::super::entry::Operation;
+use super::super::expiry::Expiry;
+use super::super::persist::{self, RaftState};
+use super::super::{now_unix_ns, JetStream};
+use super::config::{StorageType, StreamConfig};
+use super::failure::StreamFailure;
+use super::groups::{Persistence, StreamGroups};
+use super::leader::{EntryApplied, Ingested, Leader, Owed, OwedReply};
+use super::state::{Applied, ReplicatedState};
+use super::*;
+
+/// Commands one turn of the task handles before driving Raft and the journal.
+const COMMANDS_PER_TURN_MAX: usize = 4096;
+/// Block store write size (its write-behind buffer).
+const STORE_WRITE_BYTES: usize = 256 << 10;
+/// A checkpoint is taken once this much was applied since the last one…
+const CHECKPOINT_BYTES: u64 = 64 << 20;
+/// …or this long after something was applied.
+const CHECKPOINT_INTERVAL: Duration = Duration::from_secs(2);
+/// How often max_age is enforced at the latest.
+const AGE_CHECK_INTERVAL: Duration = Duration::from_secs(1);
+/// The one voter of a single-node stream group.
+const NODE_ID: u64 = 1;
+/// Committed entries a turn applies at most (the rest wait a turn, so
+/// commands are not starved).
+const COMMITTED_PER_TURN_MAX: usize = 8192;
+
+/// Block-store segments stop growing at 64 MiB, or at the largest message
+/// the server accepts if that is larger: a message that passed ingest must
+/// always fit one (a store refusing it at apply time would take the stream
+/// offline).
+fn segment_bytes_max(js: &JetStream) -> u64 {
+    const SEGMENT_BYTES: u64 = 64 << 20;
+    let limits = &js.shard().config.limits;
+    let largest = tern_storage::block_store::stored_message_bytes(
+        limits.max_control_line_bytes,
+        0,
+        limits.max_payload_bytes,
+    );
+    SEGMENT_BYTES.max(largest.next_multiple_of(4096))
+}
+
+/// Everything recovery found for one stream.
+pub struct Recovered {
+    pub raft: Option<RaftState>,
+    pub hard_state: Option<HardState>,
+    /// Entries after the raft file's applied index, in index order.
+    pub entries: Vec<Entry>,
+}
+
+pub struct StreamTask {
+    pub(super) js: Rc<JetStream>,
+    pub(super) handle: Rc<StreamHandle>,
+    /// What every replica holds identically, changed only by apply.
+    pub(super) state: ReplicatedState,
+    pub(super) created_unix_ns: u64,
+    pub(super) group: u64,
+    pub(super) files: Option<DmaFiles>,
+    /// The shard's stream groups, this stream's among them.
+    pub(super) groups: Rc<StreamGroups>,
+    pub(super) persistence: Persistence,
+    /// The leader's side: sequences, checks, dedupe, replies owed.
+    pub(super) leader: Leader,
+    pub(super) checkpointed_index: u64,
+    pub(super) last_checkpoint: Instant,
+    /// When the leader next looks for messages past max_age.
+    pub(super) age_check_at: Instant,
+    /// The durable consumers whose state is in the log, by name.
+    pub(super) durables: persistence::Durables,
+    /// Whether a `consumers` file was written or found (so a checkpoint
+    /// rewrites it also once the last durable is gone).
+    pub(super) consumers_file_written: bool,
+    /// The `consumers` file the next `raft` file names (the last written).
+    pub(super) consumers_reference: Option<persist::ConsumersReference>,
+    /// A client read found damage: the stream stops after answering it.
+    pub(super) read_damage: RefCell<Option<StoreError>>,
+    /// Replaying the log in `open`: consumer snapshots rebuild state.
+    pub(super) recovering: bool,
+    /// The hard state recovered (the checkpoint's until the groups make
+    /// a newer one durable).
+    pub(super) hard_state: HardState,
+    pub(super) failure: Option<String>,
+    /// `{"stream":"<name>","seq":`, and a buffer PubAcks are built in.
+    pub(super) ack_prefix: String,
+    pub(super) ack_buffer: String,
+    /// Reused by every delivery: the message read from the store (subject,
+    /// headers, payload back to back) and its ack subject.
+    pub(super) delivery_scratch: DeliveryScratch,
+}
+
+/// Buffers a delivery is built in, kept between deliveries so the drain
+/// path allocates nothing per message.
+#[derive(Default)]
+pub(super) struct DeliveryScratch {
+    pub(super) message: Vec<u8>,
+    pub(super) ack_subject: String,
+}
+
+impl StreamTask {
+    /// Opens the stream's store and Raft node, replays what the journal
+    /// holds past the last checkpoint, and returns the task ready to run.
+    #[allow(clippy::too_many_arguments)]
+    pub async fn open(
+        js: Rc<JetStream>,
+        handle: Rc<StreamHandle>,
+        config: Rc<StreamConfig>,
+        created_unix_ns: u64,
+        group: u64,
+        files: Option<DmaFiles>,
+        recovered: Recovered,
+    ) -> Result<StreamTask, StreamFailure> {
+        let store = match config.storage {
+            StorageType::File => {
+                let directory = js.stream_directory(&handle.name).join("messages");
+                let files =
+                    DmaFiles::open(&directory)
+                        .await
+                        .map_err(|source| StreamFailure::Open {
+                            directory: directory.display().to_string(),
+                            source,
+                        })?;
+                let store_config = tern_storage::block_store::StreamConfig {
+                    message_bytes: file_message_bytes,
+                    // The journal makes messages durable; the store syncs
+                    // only at checkpoints (`StreamLog::sync`).
+                    sync: false,
+                    // Nothing reads recent messages from memory until
+                    // consumers arrive; the cache would copy every message.
+                    tail_cache_bytes: 0,
+                    // Smaller writes queue less ahead of the journal's when
+                    // both share a device (a larger message gets a buffer of
+                    // its own for its flush).
+                    write_buffer_bytes: STORE_WRITE_BYTES,
+                    segment_bytes_max: segment_bytes_max(&js),
+                    ..tern_storage::block_store::StreamConfig::default()
+                };
+                // The checkpoint says which files hold what: anything it
+                // names that is missing, shortened or altered keeps the
+                // stream offline; anything after it is replayed from the
+                // journal.
+                let manifest = &recovered
+                    .raft
+                    .as_ref()
+                    .expect("a file stream has a raft file")
+                    .manifest;
+                let (log, report) = StreamLog::open(files, store_config, manifest)
+                    .await
+                    .map_err(|source| StreamFailure::Recover {
+                        directory: directory.display().to_string(),
+                        source,
+                    })?;
+                if !report.files_removed.is_empty() {
+                    log::info!(target: "tern::jetstream", "stream {}: removed {:?} (not in the checkpoint)", handle.name, report.files_removed);
+                }
+                Store::File(log)
+            }
+            StorageType::Memory => {
+                let store_config = tern_storage::block_store::StreamConfig {
+                    message_bytes: memory_message_bytes,
+                    sync: false,
+                    write_buffer_bytes: 64 << 10,
+                    tail_cache_bytes: 0,
+                    segment_bytes_max: segment_bytes_max(&js),
+                    ..tern_storage::block_store::StreamConfig::default()
+                };
+                // A memory store is new at every start: an empty log.
+                let (log, _) =
+                    StreamLog::open(MemoryFiles::new(), store_config, &Manifest::new(1)).await?;
+                Store::Memory(log)
+            }
+        };
+        let persistence = match config.storage {
+            StorageType::File => Persistence::Journal,
+            StorageType::Memory => Persistence::Memory,
+        };
+        let raft = recovered
+            .raft
+            .clone()
+            .unwrap_or_else(|| RaftState::created(1));
+        let mut hard_state = HardState {
+            term: raft.term,
+            vote: (raft.vote != 0).then_some(raft.vote),
+        };
+        if let Some(journaled) = recovered.hard_state {
+            if journaled.term >= hard_state.term {
+                hard_state = journaled;
+            }
+        }
+        let membership = Membership::new(vec![NODE_ID]);
+        let snapshot = (raft.applied_index > 0).then(|| Snapshot {
+            index: raft.applied_index,
+            term: raft.applied_term,
+            membership: membership.clone(),
+            data: Bytes::new(),
+        });
+        let acknowledged_index = recovered
+            .entries
+            .last()
+            .map_or(raft.applied_index, |entry| entry.index);
+        let node = Node::new(
+            tern_raft::Config::new(NODE_ID),
+            Restore {
+                hard_state,
+                snapshot,
+                entries: recovered.entries,
+                membership,
+                acknowledged_index,
+                seed: group,
+            },
+        );
+        let groups = js.groups().clone();
+        groups.insert(group, node, persistence, handle.clone())?;
+        let mut task = StreamTask {
+            js,
+            handle,
+            state: ReplicatedState {
+                stored_last_unix_ns: raft.last_unix_ns,
+                applied_index: raft.applied_index,
+                applied_term: raft.applied_term,
+                ..ReplicatedState::new(store, config)
+            },
+            created_unix_ns,
+            group,
+            files,
+            groups,
+            persistence,
+            leader: Leader::default(),
+            checkpointed_index: raft.applied_index,
+            last_checkpoint: Instant::now(),
+            age_check_at: Instant::now(),
+            durables: persistence::Durables::new(),
+            consumers_file_written: false,
+            consumers_reference: None,
+            read_damage: RefCell::new(None),
+            recovering: true,
+            hard_state,
+            failure: None,
+            ack_prefix: String::new(),
+            ack_buffer: String::with_capacity(128),
+            delivery_scratch: DeliveryScratch::default(),
+        };
+        task.ack_prefix = {
+            let full = responses::pub_ack(&task.handle.name, 1, false, None);
+            full.strip_suffix("1}")
+                .expect("a PubAck ends with the sequence")
+                .to_string()
+        };
+        match task.recover(&raft).await {
+            Ok(()) => Ok(task),
+            Err(error) => {
+                task.groups.remove(group);
+                Err(error)
+            }
+        }
+    }
+
+    /// Consumers as of the checkpoint, then everything the log holds
+    /// after it, applied as the only voter.
+    pub(super) async fn recover(&mut self, raft: &RaftState) -> Result<(), StreamFailure> {
+        // Durable consumers as of the checkpoint; the log's consumer
+        // entries after it apply on top.
+        self.load_consumers(raft).await?;
+        // Become leader (the only voter) and apply everything recovered.
+        self.groups.with_node(self.group, Node::campaign_now);
+        self.settle().await?;
+        self.recovering = false;
+        self.after_recovery().await
+    }
+
+    /// State that follows from the store once recovery applied everything.
+    pub(super) async fn after_recovery(&mut self) -> Result<(), StreamFailure> {
+        let state = with_store!(&self.state.store, log => log.state());
+        self.state.stored_last_unix_ns =
+            self.state.stored_last_unix_ns.max(state.last_timestamp_ns);
+        self.leader.take_office(&self.state, now_unix_ns()).await?;
+        self.state.rebuild_expiry().await?;
+        self.state.enforce_size_limits();
+        // What aged out while the server was down goes before the stream
+        // serves, through the log like any expiry.
+        let now_ns = now_unix_ns();
+        while self.state.config.max_age_ns > 0 && {
+            let (leader, state, name) = (&mut self.leader, &mut self.state, &self.handle.name);
+            self.groups.with_node(self.group, |node| {
+                leader.expire_aged(state, node, name, now_ns)
+            })
+        } {
+            self.settle().await?;
+        }
+        self.settle().await?;
+        self.consumers_recovered();
+        self.refresh_snapshot();
+        Ok(())
+    }
+
+    /// Applies what commits until everything proposed has applied
+    /// (opening: the only voter commits alone).
+    pub(super) async fn settle(&mut self) -> Result<(), StreamFailure> {
+        loop {
+            self.apply_committed().await?;
+            if self.state.applied_index >= self.groups.node(self.group, Node::last_index) {
+                return Ok(());
+            }
+            let (handle, groups) = (self.handle.clone(), self.groups.clone());
+            let journal = self.persistence == Persistence::Journal;
+            handle
+                .wake
+                .wait_until(|| {
+                    !handle.committed.borrow().is_empty() || (journal && groups.failure().is_some())
+                })
+                .await;
+        }
+    }
+
+    /// Why this stream's group cannot go on (the journal stopped).
+    pub(super) fn groups_failure(&self) -> Option<JournalError> {
+        match self.persistence {
+            Persistence::Journal => self.groups.failure(),
+            Persistence::Memory => None,
+        }
+    }
+
+    /// Applies what the groups driver handed over (at most
+    /// [`COMMITTED_PER_TURN_MAX`] entries), then compacts the node's
+    /// in-memory log up to there: the only voter never sends applied
+    /// entries to a follower, and the journal keeps them until the
+    /// checkpoint.
+    pub(super) async fn apply_committed(&mut self) -> Result<(), StreamFailure> {
+        if let Some(failure) = self.groups_failure() {
+            return Err(failure.into());
+        }
+        let entries: Vec<Entry> = {
+            let mut committed = self.handle.committed.borrow_mut();
+            let count = committed.len().min(COMMITTED_PER_TURN_MAX);
+            committed.drain(..count).collect()
+        };
+        if entries.is_empty() {
+            return Ok(());
+        }
+        if !self.handle.committed.borrow().is_empty() {
+            self.handle.wake.wake_all();
+        }
+        for entry in entries {
+            self.apply(entry).await?;
+        }
+        let snapshot = Snapshot {
+            index: self.state.applied_index,
+            term: self.state.applied_term,
+            membership: Membership::new(vec![NODE_ID]),
+            data: Bytes::new(),
+        };
+        self.groups.compact(self.group, snapshot);
+        Ok(())
+    }
+
+    /// Runs until the stream is deleted or the shard stops.
+    pub async fn run(mut self) {
+        loop {
+            self.wait_for_work().await;
+            if self.js.stopping() {
+                let _ = self.checkpoint().await;
+                break;
+            }
+            if let Err(error) = self.turn().await {
+                self.fail(error);
+            }
+            if self.handle.stopped.get() {
+                break;
+            }
+        }
+        self.handle.stopped.set(true);
+        self.groups.remove(self.group);
+    }
+
+    pub(super) async fn wait_for_work(&self) {
+        let handle = self.handle.clone();
+        let js = self.js.clone();
+        let groups = self.groups.clone();
+        let journal = self.persistence == Persistence::Journal;
+        let commands = async {
+            handle
+                .wake
+                .wait_until(|| {
+                    !handle.commands.borrow().is_empty()
+                        || !handle.committed.borrow().is_empty()
+                        || (journal && groups.failure().is_some())
+                        || js.stopping()
+                })
+                .await;
+        };
+        let timer = tern_shard::timer::sleep(self.next_timer());
+        let stopping = self.js.wait_stopping();
+        // A push consumer with work waits for a subscriber to appear.
+        let interest = async {
+            match self.awaiting_interest_since() {
+                Some(generation) => {
+                    let shard = self.js.shard();
+                    shard
+                        .interest_changed
+                        .wait_until(|| shard.interest_generation() != generation)
+                        .await;
+                }
+                None => std::future::pending::<()>().await,
+            }
+        };
+        futures_lite::future::or(
+            commands,
+            futures_lite::future::or(futures_lite::future::or(timer, stopping), interest),
+        )
+        .await;
+    }
+
+    pub(super) fn next_timer(&self) -> Duration {
+        let mut next = AGE_CHECK_INTERVAL;
+        for due_ns in [
+            self.state.expiry.as_ref().and_then(Expiry::next_due_ns),
+            self.consumers_wake_at_ns(),
+        ]
+        .into_iter()
+        .flatten()
+        {
+            next = next.min(Duration::from_nanos(due_ns.saturating_sub(now_unix_ns())));
+        }
+        if self.state.applied_index > self.checkpointed_index {
+            next = next.min(CHECKPOINT_INTERVAL.saturating_sub(self.last_checkpoint.elapsed()));
+        }
+        next = next.min(self.age_check_at.saturating_duration_since(Instant::now()));
+        next.max(Duration::from_millis(1))
+    }
+
+    pub(super) async fn turn(&mut self) -> Result<(), StreamFailure> {
+        self.apply_committed().await?;
+        let commands: Vec<Command> = {
+            let mut queue = self.handle.commands.borrow_mut();
+            let count = queue.len().min(COMMANDS_PER_TURN_MAX);
+            queue.drain(..count).collect()
+        };
+        if !self.handle.commands.borrow().is_empty() {
+            self.handle.wake.wake_all();
+        }
+        // One clock read for the turn's acks (an API call may wait: read
+        // again after one).
+        let mut commands_now_ns = now_unix_ns();
+        for command in commands {
+            match command {
+                Command::Publish(inbound) => self.ingest(inbound),
+                Command::Api(call) => {
+                    self.api(call).await?;
+                    if let Some(damage) = self.read_damage.borrow_mut().take() {
+                        return Err(damage.into());
+                    }
+                    commands_now_ns = now_unix_ns();
+                }
+                Command::Consumer(command) => self.consumer_command(command, commands_now_ns),
+            }
+            if self.handle.stopped.get() {
+                return Ok(());
+            }
+        }
+        let now_ns = now_unix_ns();
+        if self
+            .consumers_wake_at_ns()
+            .is_some_and(|wake_ns| wake_ns <= now_ns)
+        {
+            self.consumer_timers(now_ns);
+        }
+        if !self.state.consumers.is_empty() {
+            self.deliver_to_consumers().await?;
+            self.publish_all_events();
+        }
+        // Durable consumers' state entries (one in flight each; the next
+        // once it applied).
+        if !self.durables.is_empty() {
+            self.propose_consumer_snapshots()?;
+        }
+        if self
+            .state
+            .expiry
+            .as_ref()
+            .and_then(Expiry::next_due_ns)
+            .is_some_and(|due_ns| due_ns <= now_ns)
+        {
+            let (leader, state, name) = (&mut self.leader, &mut self.state, &self.handle.name);
+            self.groups.with_node(self.group, |node| {
+                leader.expire_due(state, node, name, now_ns)
+            });
+        }
+        if Instant::now() >= self.age_check_at {
+            self.age_check_at = Instant::now() + AGE_CHECK_INTERVAL;
+            if self.state.config.max_age_ns > 0 && {
+                let (leader, state, name) = (&mut self.leader, &mut self.state, &self.handle.name);
+                self.groups.with_node(self.group, |node| {
+                    leader.expire_aged(state, node, name, now_ns)
+                })
+            } {
+                // More aged out than one entry holds: again next turn.
+                self.age_check_at = Instant::now();
+            }
+        }
+        if self.state.applied_index > self.checkpointed_index
+            && (self.state.applied_bytes_since_checkpoint >= CHECKPOINT_BYTES
+                || self.last_checkpoint.elapsed() >= CHECKPOINT_INTERVAL)
+        {
+            self.checkpoint().await?;
+        }
+        self.refresh_snapshot();
+        Ok(())
+    }
+
+    pub(super) fn fail(&mut self, error: StreamFailure) {
+        log::error!(target: "tern::jetstream", "stream {} stopped: {error}", self.handle.name);
+        self.failure = Some(error.to_string());
+        self.refresh_snapshot();
+        // Everything owed fails; nothing more is accepted.
+        let owed: Vec<OwedReply> = self.leader.owed.drain(..).collect();
+        let failure = ApiError::store_failed(self.failure.as_deref().unwrap_or("failed"));
+        for owed in owed {
+            self.fail_owed(owed.owed, &failure);
+        }
+        self.handle.stopped.set(true);
+        let commands: Vec<Command> = self.handle.commands.borrow_mut().drain(..).collect();
+        let offline = ApiError::stream_offline(self.failure.as_deref().unwrap_or("failed"));
+        for command in commands {
+            match command {
+                Command::Publish(Inbound {
+                    reply: Some(reply), ..
+                }) => {
+                    self.js.publish_reply(
+                        &reply,
+                        responses::pub_ack_error(&self.handle.name, &failure).as_bytes(),
+                    );
+                }
+                Command::Api(ApiCall {
+                    kind: StreamApi::DirectGet { .. },
+                    reply,
+                    ..
+                }) => self.js.no_responders(reply),
+                Command::Api(call) => {
+                    let kind = call.kind.response_kind();
+                    self.js
+                        .answer_error(call.origin, call.reply, kind, &offline);
+                }
+                Command::Publish(_) | Command::Consumer(_) => {}
+            }
+        }
+    }
+
+    /// Answers an owed reply with `error`.
+    pub(super) fn fail_owed(&self, owed: Owed, error: &ApiError) {
+        match owed {
+            Owed::PubAck { reply } | Owed::Duplicate { reply, .. } => {
+                self.js.publish_reply(
+                    &reply,
+                    responses::pub_ack_error(&self.handle.name, error).as_bytes(),
+                );
+            }
+            Owed::Purge { origin, reply } => {
+                self.answer_error(origin, reply, "stream_purge_response", error)
+            }
+            Owed::Delete { origin, reply } => {
+                self.answer_error(origin, reply, "stream_msg_delete_response", error)
+            }
+            Owed::Update { origin, reply } => {
+                self.answer_error(origin, reply, "stream_update_response", error)
+            }
+            Owed::Consumer(owed) => self.fail_consumer_owed(owed, error),
+        }
+    }
+
+    pub(super) fn refresh_snapshot(&self) {
+        let mut snapshot = self.handle.snapshot.borrow_mut();
+        snapshot.config = self.state.config.clone();
+        snapshot.state = with_store!(&self.state.store, log => log.state());
+        snapshot.last_unix_ns = self.state.stored_last_unix_ns;
+        snapshot.failure = self.failure.clone();
+        snapshot.consumers = self.state.consumers.len();
+        let bytes = snapshot.state.bytes;
+        drop(snapshot);
+        // A stopped stream keeps its last count until it is deleted
+        // (`forget_stream`), a deleted one is not counted again.
+        if !self.handle.stopped.get() {
+            self.js.count_stored_bytes(&self.handle, bytes);
+        }
+    }
+
+    /// Flushes the store (synced), records the applied index, and lets the
+    /// journal recycle what is older.
+    pub(super) async fn checkpoint(&mut self) -> Result<(), StreamFailure> {
+        if self.state.applied_index == self.checkpointed_index {
+            return Ok(());
+        }
+        self.checkpoint_consumers().await?;
+        let manifest = with_store!(&mut self.state.store, log => log.sync().await)?;
+        if let Some(files) = &self.files {
+            let hard_state = self
+                .groups
+                .durable_hard_state(self.group)
+                .unwrap_or(self.hard_state);
+            let state = RaftState {
+                term: hard_state.term,
+                vote: hard_state.vote.unwrap_or(0),
+                applied_index: self.state.applied_index,
+                applied_term: self.state.applied_term,
+                last_unix_ns: self.state.stored_last_unix_ns,
+                consumers: self.consumers_reference,
+                manifest,
+            };
+            persist::write_raft(files, &state).await?;
+            // Only now may the journal recycle what the block store holds,
+            // and the block store drop files the older checkpoint named.
+            self.js
+                .journal()
+                .checkpoint(self.group, self.state.applied_index);
+        }
+        with_store!(&mut self.state.store, log => log.checkpointed().await)?;
+        self.checkpointed_index = self.state.applied_index;
+        self.state.applied_bytes_since_checkpoint = 0;
+        self.last_checkpoint = Instant::now();
+        Ok(())
+    }
+
+    // ----- ingest --------------------------------------------------------------
+
+    /// A publish: the leader checks and proposes it; the reply is owed
+    /// until its entry applies (a duplicate's until what is in flight has).
+    pub(super) fn ingest(&mut self, inbound: Inbound) {
+        let Inbound { message, reply } = inbound;
+        let (leader, state, name) = (&mut self.leader, &self.state, &self.handle.name);
+        let ingested = self.groups.with_node(self.group, |node| {
+            leader.ingest(state, node, name, message, now_unix_ns(), |subject| {
+                state.live_consumer_wants(subject)
+            })
+        });
+        let reply = match ingested {
+            Ingested::Rejected(error) => return self.reject(&reply, error),
+            _ if self.state.config.no_ack => return,
+            _ => match reply {
+                Some(reply) => reply,
+                None => return,
+            },
+        };
+        match ingested {
+            Ingested::Rejected(_) => unreachable!("answered above"),
+            Ingested::Duplicate { sequence } => {
+                let owed = Owed::Duplicate { reply, sequence };
+                // The original may still be in flight: answer after it.
+                let last_index = self.last_index();
+                if last_index > self.state.applied_index {
+                    self.owe(last_index, owed);
+                } else {
+                    self.send_owed(owed);
+                }
+            }
+            Ingested::Proposed { index, .. } => self.owe(index, Owed::PubAck { reply }),
+        }
+    }
+
+    pub(super) fn reject(&self, reply: &Option<Bytes>, error: ApiError) {
+        if let Some(reply) = reply {
+            if !self.state.config.no_ack {
+                self.js.publish_reply(
+                    reply,
+                    responses::pub_ack_error(&self.handle.name, &error).as_bytes(),
+                );
+            }
+        }
+    }
+
+    // ----- apply -----------------------------------------------------------------
+
+    /// Applies one committed entry (the path `Replica` takes too), then
+    /// does what only this task does with it: live consumers following the
+    /// log, subscriptions following a config, and the replies it releases.
+    pub(super) async fn apply(&mut self, entry: Entry) -> Result<(), StreamFailure> {
+        let index = entry.index;
+        let EntryApplied {
+            superseded,
+            applied,
+            mut released,
+        } = self.leader.apply(&mut self.state, &entry).await?;
+        for owed in superseded {
+            self.fail_owed(owed, &ApiError::cluster_not_leader());
+        }
+        let stored_sequence = match applied {
+            Some(applied) => self.follow_applied(index, applied, &mut released)?,
+            None => None,
+        };
+        for owed in released {
+            {
+                match (owed, stored_sequence) {
+                    (Owed::PubAck { reply }, Some(sequence)) => {
+                        // `{"stream":"<name>","seq":` is the same every time.
+                        let mut ack = std::mem::take(&mut self.ack_buffer);
+                        ack.clear();
+                        ack.push_str(&self.ack_prefix);
+                        let _ = std::fmt::Write::write_fmt(&mut ack, format_args!("{sequence}}}"));
+                        self.js.publish_reply(&reply, ack.as_bytes());
+                        self.ack_buffer = ack;
+                    }
+                    (owed, _) => self.send_owed(owed),
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// What the operation at `index` did, followed by this task: live
+    /// consumers, subscriptions, and the API answers among `released` that
+    /// need the result (taken out of them). A message's sequence is
+    /// returned for its PubAck.
+    pub(super) fn follow_applied(
+        &mut self,
+        index: u64,
+        applied: Applied,
+        released: &mut [Owed],
+    ) -> Result<Option<u64>, StreamFailure> {
+        match applied {
+            Applied::Message { sequence } => return Ok(Some(sequence)),
+            Applied::ConsumerCreated {
+                name,
+                start_sequence,
+            } => self.consumer_created(index, &name, start_sequence)?,
+            Applied::ConsumerDeleted { name } => self.consumer_deleted(&name),
+            Applied::ConsumerState { name, known } => {
+                if known {
+                    self.consumer_state_applied(index, &name)?;
+                }
+            }
+            Applied::Purged { count } => {
+                for owed in released.iter_mut() {
+                    if let Owed::Purge { origin, reply } = owed {
+                        if let Some(reply) = reply.take() {
+                            self.js
+                                .respond(*origin, reply, responses::purge_response(count));
+                        }
+                    }
+                }
+            }
+            Applied::Deleted { removed } => {
+                for owed in released.iter_mut() {
+                    if let Owed::Delete { origin, reply } = owed {
+                        if let Some(reply) = reply.take() {
+                            let body = if removed {
+                                responses::message_delete_response()
+                            } else {
+                                responses::error_response(
+                                    "stream_msg_delete_response",
+                                    &ApiError::message_delete_failed("no message found"),
+                                )
+                            };
+                            self.js.respond(*origin, reply, body);
+                        }
+                    }
+                }
+            }
+            Applied::Expired => {}
+            Applied::Config { changed_from } => {
+                if let Some(old) = changed_from {
+                    self.js
+                        .stream_subjects_changed(&self.handle, &old, &self.state.config);
+                    // Age is the leader's to decide: its next check, at once.
+                    self.age_check_at = Instant::now();
+                    self.refresh_snapshot();
+                }
+                let owed: Vec<(usize, Option<Bytes>)> = released
+                    .iter_mut()
+                    .filter_map(|owed| match owed {
+                        Owed::Update { origin, reply } => Some((*origin, reply.take())),
+                        _ => None,
+                    })
+                    .collect();
+                for (origin, reply) in owed {
+                    let body =
+                        self.info_response("stream_update_response", false, None, false, 0, false);
+                    if let Some(reply) = reply {
+                        self.js.respond(origin, reply, body);
+                    }
+                }
+            }
+        }
+        Ok(None)
+    }
+
+    /// Owes a reply once the entry this leader proposed at `index` (in its
+    /// current term) applies.
+    pub(super) fn owe(&mut self, index: u64, owed: Owed) {
+        let term = self.groups.node(self.group, Node::term);
+        self.leader.owe(term, index, self.state.applied_index, owed);
+    }
+
+    /// The last index of the group's log (proposed, maybe not committed).
+    pub(super) fn last_index(&self) -> u64 {
+        self.groups.node(self.group, Node::last_index)
+    }
+
+    /// Proposes `operation` to the group.
+    pub(super) fn propose(&self, operation: &Operation) -> Result<u64, tern_raft::ProposeError> {
+        self.groups
+            .with_node(self.group, |node| node.propose(operation.encode()))
+    }
+
+    pub(super) fn send_owed(&self, owed: Owed) {
+        match owed {
+            Owed::PubAck { .. } => {
+                unreachable!("a PubAck is owed only by a message entry, which has a sequence")
+            }
+            Owed::Duplicate { reply, sequence } => {
+                self.js.publish_reply(
+                    &reply,
+                    responses::pub_ack(&self.handle.name, sequence, true, None).as_bytes(),
+                );
+            }
+            Owed::Consumer(owed) => self.send_consumer_owed(owed),
+            Owed::Purge { .. } | Owed::Delete { .. } | Owed::Update { .. } => {}
+        }
+    }
+}
