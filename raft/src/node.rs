@@ -175,6 +175,14 @@ struct SnapshotTransfer {
     acknowledged: u64,
     /// The first chunk went out (an empty snapshot is one empty chunk).
     started: bool,
+    /// The offset the last gap answer sent this transfer back to: further
+    /// gap answers naming it are about chunks already resent (each
+    /// out-of-order chunk of one window answers with the same gap), so
+    /// they change nothing. Without this each of them resent the whole
+    /// window and every resent chunk that arrived out of order did so
+    /// again: the simulator's messages grew until the process ran out of
+    /// memory.
+    rewound_to: Option<u64>,
 }
 
 impl SnapshotTransfer {
@@ -184,6 +192,7 @@ impl SnapshotTransfer {
             sent: 0,
             acknowledged: 0,
             started: false,
+            rewound_to: None,
         }
     }
 }
@@ -439,6 +448,7 @@ impl Node {
                     // Chunks were lost: resend from what the follower holds.
                     Some(transfer) if progress.state == ProgressState::Snapshot => {
                         transfer.sent = transfer.acknowledged;
+                        transfer.rewound_to = None;
                         transfer.started = transfer.acknowledged > 0;
                         resumed.push(*peer);
                     }
@@ -1220,6 +1230,10 @@ impl Node {
         }
         if let Some(transfer) = progress.transfer.as_mut().filter(|t| t.index == index) {
             if gap {
+                if transfer.rewound_to == Some(received) {
+                    return;
+                }
+                transfer.rewound_to = Some(received);
                 transfer.acknowledged = received;
                 transfer.sent = received;
                 transfer.started = received > 0;
@@ -1951,6 +1965,10 @@ mod tests {
             "at most max_inflight chunks in flight"
         );
         assert!(chunks_seen > 100 / 7, "losses were resent");
+        assert!(
+            chunks_seen < 6 * 100 / 7,
+            "{chunks_seen} chunks for 15: gap answers must not multiply resends"
+        );
     }
 
     fn install(term: Term, index: Index, snapshot_term: Term) -> Message {

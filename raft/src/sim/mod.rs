@@ -212,6 +212,11 @@ const READ_INDEX: &str = "read index";
 const DURABILITY: &str = "durability contract";
 const LIVENESS: &str = "liveness";
 const NODE_PANIC: &str = "node panic";
+const MESSAGE_STORM: &str = "message storm";
+
+/// Messages in flight at once that mean the nodes multiply traffic (a
+/// healthy run of 5 nodes stays in the hundreds).
+const IN_FLIGHT_MAX: usize = 200_000;
 
 /// An invariant failed, before the trace is attached.
 #[derive(Debug)]
@@ -412,6 +417,15 @@ impl Simulation {
             self.now = self.now.max(due);
             while let Some(envelope) = self.network.pop_due(self.now) {
                 self.deliver(envelope)?;
+            }
+            if self.network.in_flight() > IN_FLIGHT_MAX {
+                return Err(Failure {
+                    invariant: MESSAGE_STORM,
+                    detail: format!(
+                        "{} messages in flight: the nodes multiply traffic",
+                        self.network.in_flight()
+                    ),
+                });
             }
             for id in self.live_ids() {
                 self.complete_writes(id)?;

@@ -125,7 +125,7 @@ fn the_fault_mix_is_exercised() {
 /// listed here so they stay covered if that range changes. A change to the
 /// simulator's draws changes what a seed runs: the unit tests in `node.rs`
 /// pin each bug independently of the simulator.
-const REGRESSION_SEEDS: [(u64, &str); 7] = [
+const REGRESSION_SEEDS: [(u64, &str); 8] = [
     (5, "appends lost in the pipeline were never resent"),
     (
         23,
@@ -147,6 +147,10 @@ const REGRESSION_SEEDS: [(u64, &str); 7] = [
     (
         78,
         "a late snapshot wiped entries the follower had acknowledged",
+    ),
+    (
+        5699,
+        "each out-of-order snapshot chunk's gap answer resent the whole window (message storm)",
     ),
 ];
 

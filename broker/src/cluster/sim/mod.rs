@@ -107,6 +107,9 @@ pub struct Outcome {
     pub counts: BTreeMap<&'static str, u64>,
 }
 
+/// Packets in flight that mean a message storm.
+const PACKETS_IN_FLIGHT_MAX: usize = 500_000;
+
 /// A stream of the run: its group, where its replicas live, its config.
 struct StreamPlan {
     group: GroupId,
@@ -674,6 +677,14 @@ impl World {
 
     fn one_step(&mut self, safety: bool, publishing: bool) {
         self.deliver();
+        // A healthy run holds a few thousand packets at most; far more
+        // means the nodes multiply traffic (the run ends as a violation
+        // instead of exhausting memory).
+        assert!(
+            self.packets.len() <= PACKETS_IN_FLIGHT_MAX,
+            "message storm: {} packets in flight",
+            self.packets.len()
+        );
         for node in &mut self.nodes {
             if node.up {
                 for shard in &mut node.shards {
