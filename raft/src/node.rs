@@ -1676,19 +1676,24 @@ mod tests {
             },
             restore(1, entries),
         );
+        elect(&mut leader);
+        persist(&mut leader);
+        leader
+    }
+
+    /// Node 1 campaigns on its own timeout and wins with node 2's vote.
+    fn elect(leader: &mut Node) {
         while leader.role() != Role::Candidate {
             leader.tick();
         }
-        persist(&mut leader);
+        persist(leader);
         let vote = Message::VoteResponse {
             term: leader.term(),
             granted: true,
             pre_vote: false,
         };
-        deliver(&mut leader, 2, vote);
+        deliver(leader, 2, vote);
         assert_eq!(leader.role(), Role::Leader);
-        persist(&mut leader);
-        leader
     }
 
     fn appends_to(sent: &[Envelope], to: NodeId) -> Vec<(Index, usize)> {
@@ -1891,17 +1896,7 @@ mod tests {
             },
         );
         let mut follower = node(2, chunked, restore(1, Vec::new()));
-        while leader.role() != Role::Candidate {
-            leader.tick();
-        }
-        persist(&mut leader);
-        let vote = Message::VoteResponse {
-            term: leader.term(),
-            granted: true,
-            pre_vote: false,
-        };
-        deliver(&mut leader, 2, vote);
-        assert_eq!(leader.role(), Role::Leader);
+        elect(&mut leader);
 
         let mut installed = None;
         let mut chunks_seen = 0u64;
