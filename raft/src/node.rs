@@ -1298,6 +1298,14 @@ impl Node {
             return;
         };
         progress.recent_active = true;
+        if progress.state != ProgressState::Snapshot && index <= progress.match_index {
+            // A late or repeated answer (every chunk still in flight to a
+            // follower that has the snapshot answers again): acting on each
+            // would restart probing once per answer, and probes that fall
+            // back into snapshot state send a window of chunks each, a
+            // loop that multiplied traffic (simulator seed 13924).
+            return;
+        }
         progress.match_index = progress.match_index.max(index);
         progress.next_index = progress.match_index + 1;
         progress.state = ProgressState::Probe;
