@@ -183,6 +183,12 @@ struct SnapshotTransfer {
     /// again: the simulator's messages grew until the process ran out of
     /// memory.
     rewound_to: Option<u64>,
+    /// Resumed after a whole election timeout without progress: a gap
+    /// answer below what the follower acknowledged is believed once (the
+    /// follower restarted and lost what it held). Otherwise such an answer
+    /// is stale (reordered behind later ones) and changes nothing; acting
+    /// on each stale one resent a window every time (seed 2675).
+    after_stall: bool,
 }
 
 impl SnapshotTransfer {
@@ -193,6 +199,7 @@ impl SnapshotTransfer {
             acknowledged: 0,
             started: false,
             rewound_to: None,
+            after_stall: false,
         }
     }
 }
@@ -449,6 +456,7 @@ impl Node {
                     Some(transfer) if progress.state == ProgressState::Snapshot => {
                         transfer.sent = transfer.acknowledged;
                         transfer.rewound_to = None;
+                        transfer.after_stall = true;
                         transfer.started = transfer.acknowledged > 0;
                         resumed.push(*peer);
                     }
@@ -1230,9 +1238,11 @@ impl Node {
         }
         if let Some(transfer) = progress.transfer.as_mut().filter(|t| t.index == index) {
             if gap {
-                if transfer.rewound_to == Some(received) {
+                let stale = received < transfer.acknowledged && !transfer.after_stall;
+                if stale || transfer.rewound_to == Some(received) {
                     return;
                 }
+                transfer.after_stall = false;
                 transfer.rewound_to = Some(received);
                 transfer.acknowledged = received;
                 transfer.sent = received;

@@ -125,7 +125,7 @@ fn the_fault_mix_is_exercised() {
 /// listed here so they stay covered if that range changes. A change to the
 /// simulator's draws changes what a seed runs: the unit tests in `node.rs`
 /// pin each bug independently of the simulator.
-const REGRESSION_SEEDS: [(u64, &str); 10] = [
+const REGRESSION_SEEDS: [(u64, &str); 11] = [
     (5, "appends lost in the pipeline were never resent"),
     (
         23,
@@ -159,6 +159,10 @@ const REGRESSION_SEEDS: [(u64, &str); 10] = [
     (
         9025,
         "every late InstallSnapshotResponse restarted probing, and probes sent windows of chunks (message storm)",
+    ),
+    (
+        2675,
+        "every stale gap answer (below what was acknowledged) resent a window (message storm)",
     ),
 ];
 
