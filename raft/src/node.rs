@@ -1138,15 +1138,7 @@ impl Node {
                 // Mid-snapshot of one we do not hold: start it over.
                 let received = 0;
                 let gap = true;
-                self.send(
-                    from,
-                    Message::SnapshotReceived {
-                        term,
-                        index,
-                        received,
-                        gap,
-                    },
-                );
+                self.answer_chunk(from, index, received, gap);
                 return;
             }
             self.incoming_snapshot = Some(IncomingSnapshot {
@@ -1173,30 +1165,14 @@ impl Node {
             // A duplicate, or a chunk past a lost one.
             let gap = chunk.offset > held;
             let received = held;
-            self.send(
-                from,
-                Message::SnapshotReceived {
-                    term,
-                    index,
-                    received,
-                    gap,
-                },
-            );
+            self.answer_chunk(from, index, received, gap);
             return;
         }
         incoming.data.extend_from_slice(&chunk.chunk);
         if end < incoming.total_bytes {
             let received = end;
             let gap = false;
-            self.send(
-                from,
-                Message::SnapshotReceived {
-                    term,
-                    index,
-                    received,
-                    gap,
-                },
-            );
+            self.answer_chunk(from, index, received, gap);
             return;
         }
         let incoming = self.incoming_snapshot.take().expect("set above");
@@ -1221,6 +1197,19 @@ impl Node {
         self.snapshot = Some(snapshot.clone());
         self.snapshot_to_install = Some(snapshot);
         self.send_after_persist(from, Message::InstallSnapshotResponse { term, index });
+    }
+
+    /// Tells the leader how much of the snapshot ending at `index` this
+    /// follower holds (`gap`: the chunk it answers began past that).
+    fn answer_chunk(&mut self, leader: NodeId, index: Index, received: u64, gap: bool) {
+        let term = self.hard.term;
+        let answer = Message::SnapshotReceived {
+            term,
+            index,
+            received,
+            gap,
+        };
+        self.send(leader, answer);
     }
 
     /// The follower's answer to a chunk: send what the window allows next

@@ -891,14 +891,19 @@ mod tests {
             retained: true,
         }
         .encode();
-        for cut in 0..message.len() {
-            assert!(
-                matches!(
-                    Operation::decode(&message.slice(..cut)),
-                    Err(DecodeError::Truncated { .. })
-                ),
-                "cut at {cut}"
-            );
+        let mut unretained = message.to_vec();
+        unretained[0] = OPERATION_MESSAGE_UNRETAINED;
+        let unretained = Bytes::from(unretained);
+        for encoded in [&message, &unretained] {
+            for cut in 0..encoded.len() {
+                assert!(
+                    matches!(
+                        Operation::decode(&encoded.slice(..cut)),
+                        Err(DecodeError::Truncated { .. })
+                    ),
+                    "cut at {cut}"
+                );
+            }
         }
         let mut trailing = message.to_vec();
         trailing.push(0);
