@@ -3,7 +3,7 @@
 //! nodes under faults (see `tern_broker::cluster::sim`).
 //!
 //! ```text
-//! cargo run --release -p tern-broker --example simulate_cluster -- --seeds N [--seed-start S] [--canary ack-before-quorum|local-expiry|ack-before-state|local-interest]
+//! cargo run --release -p tern-broker --example simulate_cluster -- --seeds N [--seed-start S] [--canary ack-before-quorum|local-expiry|ack-before-state|local-interest|snapshot-without-removals]
 //! ```
 //!
 //! Prints each violation (seed, invariant, detail; the trace of the first
@@ -56,6 +56,7 @@ fn parse(arguments: &[String]) -> Result<Options, String> {
                     "local-expiry" => StreamCanary::LocalExpiry,
                     "ack-before-state" => StreamCanary::AckBeforeState,
                     "local-interest" => StreamCanary::LocalInterest,
+                    "snapshot-without-removals" => StreamCanary::SnapshotWithoutRemovals,
                     other => return Err(format!("unknown canary: {other}")),
                 })
             }
@@ -73,7 +74,7 @@ fn main() -> ExitCode {
         Err(message) => {
             eprintln!("{message}");
             eprintln!(
-                "usage: simulate_cluster --seeds N [--seed-start S] [--canary ack-before-quorum|local-expiry|ack-before-state|local-interest]"
+                "usage: simulate_cluster --seeds N [--seed-start S] [--canary ack-before-quorum|local-expiry|ack-before-state|local-interest|snapshot-without-removals]"
             );
             return ExitCode::from(2);
         }

@@ -201,7 +201,6 @@ impl Group {
             index: applied,
             term,
             membership: node.membership().clone(),
-            data: Bytes::from_static(b"state"),
         };
         self.timed(index, |node| node.compact(snapshot));
     }

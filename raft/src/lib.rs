@@ -24,5 +24,7 @@ pub mod types;
 pub mod wire;
 
 pub use message::{Envelope, Message};
-pub use node::{Canary, Config, Node, ProposeError, ReadState, Ready, Restore, Role};
+pub use node::{
+    chunks_before_install, Canary, Config, Node, ProposeError, ReadState, Ready, Restore, Role, SnapshotChunk, SnapshotRead,
+};
 pub use types::{Entry, EntryKind, HardState, Index, Membership, NodeId, Snapshot, Term};

@@ -40,25 +40,31 @@ pub enum Message {
         hint: Index,
         read_context: u64,
     },
-    /// One chunk of the snapshot ending at `index`: its bytes
-    /// `[offset, offset + chunk.len())` of `total_bytes`. Every chunk names
-    /// the whole snapshot, so a follower can start from any offset-0 chunk.
+    /// One chunk of the snapshot ending at `index`, as transfer `session`
+    /// of this leader reads it: its bytes `[offset, offset + chunk.len())`;
+    /// `last`: the snapshot ends with this chunk. Every chunk names the
+    /// whole snapshot, so a follower can start from any offset-0 chunk.
+    /// The host reads the bytes from its live state as the transfer goes,
+    /// so two sessions of one snapshot may differ: a follower never mixes
+    /// them.
     InstallSnapshot {
         term: Term,
         index: Index,
         snapshot_term: Term,
         membership: Membership,
-        total_bytes: u64,
+        session: u64,
         offset: u64,
+        last: bool,
         chunk: Bytes,
     },
-    /// The follower holds the first `received` bytes of the snapshot ending
-    /// at `index`. `gap`: the chunk it answers began past them (lost or
-    /// reordered chunks, or a follower that restarted): resend from
-    /// `received`.
+    /// The follower holds the first `received` bytes of transfer `session`
+    /// of the snapshot ending at `index`. `gap`: the chunk it answers began
+    /// past them (lost or reordered chunks, or a follower that restarted):
+    /// resend from `received`.
     SnapshotReceived {
         term: Term,
         index: Index,
+        session: u64,
         received: u64,
         gap: bool,
     },

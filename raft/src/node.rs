@@ -16,7 +16,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 
 use crate::log::RaftLog;
 use crate::message::{Envelope, Message};
@@ -126,14 +126,74 @@ pub struct Ready {
     /// Delete durable entries from this index on before appending `entries`.
     pub truncate_from: Option<Index>,
     pub entries: Vec<Entry>,
-    /// Install and persist (replaces the log up to its index).
+    /// Install and persist (replaces the log up to its index): the host
+    /// swaps in what the chunks of `snapshot_chunks` (this ready's and
+    /// earlier ones') staged.
     pub snapshot: Option<Snapshot>,
+    /// Chunks of a snapshot this follower receives, in order, for the host
+    /// to stage (an offset-0 chunk starts over). When `snapshot` is set,
+    /// it installs what the chunks up to its own `last` one staged: chunks
+    /// after that (a later transfer begun in the same ready) come after the
+    /// install ([`Ready::chunks_before_install`]).
+    pub snapshot_chunks: Vec<SnapshotChunk>,
+    /// The leader's host reads these snapshot bytes and answers each with
+    /// [`Node::snapshot_chunk`].
+    pub snapshot_reads: Vec<SnapshotRead>,
     pub messages: Vec<Envelope>,
     /// Send only once this ready is durable.
     pub persisted_messages: Vec<Envelope>,
     /// Apply in order.
     pub committed: Vec<Entry>,
     pub read_states: Vec<ReadState>,
+}
+
+impl Ready {
+    /// How many of `snapshot_chunks` the host stages before installing
+    /// `snapshot` (all of them when there is none to install).
+    pub fn chunks_before_install(&self) -> usize {
+        chunks_before_install(&self.snapshot_chunks, self.snapshot.as_ref())
+    }
+}
+
+/// How many of `chunks` (one ready's, in order) come before installing
+/// `snapshot`: up to and including its last chunk.
+pub fn chunks_before_install(chunks: &[SnapshotChunk], snapshot: Option<&Snapshot>) -> usize {
+    snapshot
+        .and_then(|snapshot| {
+            chunks
+                .iter()
+                .rposition(|chunk| chunk.last && chunk.index == snapshot.index)
+        })
+        .map_or(chunks.len(), |position| position + 1)
+}
+
+/// The leader needs the next bytes of its snapshot at `index` for a
+/// transfer to `peer`: the host answers with [`Node::snapshot_chunk`], at
+/// most `max_bytes` from `offset` (at least one unless it is the last
+/// chunk). Reads of one session come in order, each from where the last
+/// ended; a read of a new session starts at offset 0. Every read of the
+/// snapshot last given to [`Node::compact`] (or installed) must be
+/// answered; an answer the transfer no longer wants is ignored.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SnapshotRead {
+    pub peer: NodeId,
+    pub index: Index,
+    pub session: u64,
+    pub offset: u64,
+    pub max_bytes: usize,
+}
+
+/// A snapshot chunk a follower received in order: the host writes `data`
+/// at `offset` of what it stages for session `session` of the snapshot at
+/// `index` (offset 0: a new staging, replacing any other). The ready with
+/// the `last` chunk carries the install.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SnapshotChunk {
+    pub index: Index,
+    pub session: u64,
+    pub offset: u64,
+    pub last: bool,
+    pub data: Bytes,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -165,16 +225,28 @@ struct Progress {
 }
 
 /// A snapshot going to one follower chunk by chunk, at most `max_inflight`
-/// chunks ahead of what it acknowledged.
-#[derive(Debug, Clone, Copy)]
+/// chunks ahead of what it acknowledged. The host reads the chunks from its
+/// live state as the transfer goes (`SnapshotRead`), so the same offset
+/// read twice may differ: the chunks the follower has not acknowledged are
+/// kept here for resending (at most `max_inflight`), and a follower that
+/// lost acknowledged ones gets a new session.
+#[derive(Debug, Clone)]
 struct SnapshotTransfer {
     index: Index,
-    /// The next offset to send.
-    sent: u64,
+    session: u64,
+    /// Chunks from the host not acknowledged yet, in offset order: the
+    /// first begins at `acknowledged`.
+    buffer: VecDeque<BufferedChunk>,
+    /// How many of `buffer` went out since the last rewind.
+    sent: usize,
     /// Bytes the follower said it holds.
     acknowledged: u64,
-    /// The first chunk went out (an empty snapshot is one empty chunk).
-    started: bool,
+    /// Bytes the host gave (the next read's offset).
+    produced: u64,
+    /// The host gave the last chunk.
+    finished: bool,
+    /// A read is asked and not answered yet.
+    reading: bool,
     /// The offset the last gap answer sent this transfer back to: further
     /// gap answers naming it are about chunks already resent (each
     /// out-of-order chunk of one window answers with the same gap), so
@@ -191,38 +263,70 @@ struct SnapshotTransfer {
     after_stall: bool,
 }
 
+#[derive(Debug, Clone)]
+struct BufferedChunk {
+    offset: u64,
+    data: Bytes,
+    last: bool,
+}
+
+impl BufferedChunk {
+    fn end(&self) -> u64 {
+        self.offset + self.data.len() as u64
+    }
+}
+
 impl SnapshotTransfer {
-    fn new(index: Index) -> SnapshotTransfer {
+    fn new(index: Index, session: u64) -> SnapshotTransfer {
         SnapshotTransfer {
             index,
+            session,
+            buffer: VecDeque::new(),
             sent: 0,
             acknowledged: 0,
-            started: false,
+            produced: 0,
+            finished: false,
+            reading: false,
             rewound_to: None,
             after_stall: false,
+        }
+    }
+
+    /// The follower holds `received` bytes: chunks before them go.
+    fn acknowledge(&mut self, received: u64) {
+        let received = received.min(self.produced);
+        self.acknowledged = self.acknowledged.max(received);
+        while let Some(front) = self.buffer.front() {
+            if front.last || front.end() > self.acknowledged {
+                break;
+            }
+            self.buffer.pop_front();
+            self.sent = self.sent.saturating_sub(1);
         }
     }
 }
 
 /// The fields of one `InstallSnapshot` message.
-struct SnapshotChunk {
+struct ChunkMessage {
     index: Index,
     snapshot_term: Term,
     membership: Membership,
-    total_bytes: u64,
+    session: u64,
     offset: u64,
+    last: bool,
     chunk: Bytes,
 }
 
-/// A snapshot a follower is receiving: chunks in order from one leader.
+/// A snapshot a follower is receiving: chunks in order from one leader's
+/// transfer session (the bytes are the host's, staged as they come).
 struct IncomingSnapshot {
     from: NodeId,
     term: Term,
     index: Index,
     snapshot_term: Term,
     membership: Membership,
-    total_bytes: u64,
-    data: BytesMut,
+    session: u64,
+    received: u64,
 }
 
 impl Progress {
@@ -276,8 +380,14 @@ pub struct Node {
     snapshot_to_install: Option<Snapshot>,
     /// The latest snapshot the state machine gave (sent to lagging followers).
     snapshot: Option<Snapshot>,
-    /// Chunks received so far of a snapshot from the leader.
+    /// The snapshot being received from the leader.
     incoming_snapshot: Option<IncomingSnapshot>,
+    /// Received chunks for the host to stage (next ready).
+    snapshot_chunks: Vec<SnapshotChunk>,
+    /// Snapshot bytes the host is asked to read (next ready).
+    snapshot_reads: Vec<SnapshotRead>,
+    /// The next snapshot transfer's session number.
+    next_session: u64,
     pending_reads: Vec<PendingRead>,
     read_states: Vec<ReadState>,
     next_read_context: u64,
@@ -324,6 +434,9 @@ impl Node {
             snapshot_to_install: None,
             snapshot: restore.snapshot,
             incoming_snapshot: None,
+            snapshot_chunks: Vec::new(),
+            snapshot_reads: Vec::new(),
+            next_session: 1,
             pending_reads: Vec::new(),
             read_states: Vec::new(),
             next_read_context: 1,
@@ -446,6 +559,7 @@ impl Node {
             let waiting = progress.state != ProgressState::Probe && progress.match_index < last;
             let snapshot_bytes = progress
                 .transfer
+                .as_ref()
                 .map_or(0, |transfer| transfer.acknowledged);
             if waiting
                 && progress.match_index == progress.checked_match
@@ -454,10 +568,9 @@ impl Node {
                 match &mut progress.transfer {
                     // Chunks were lost: resend from what the follower holds.
                     Some(transfer) if progress.state == ProgressState::Snapshot => {
-                        transfer.sent = transfer.acknowledged;
+                        transfer.sent = 0;
                         transfer.rewound_to = None;
                         transfer.after_stall = true;
-                        transfer.started = transfer.acknowledged > 0;
                         resumed.push(*peer);
                     }
                     _ => {
@@ -870,27 +983,30 @@ impl Node {
                 index,
                 snapshot_term,
                 membership,
-                total_bytes,
+                session,
                 offset,
+                last,
                 chunk,
                 ..
             } => {
-                let chunk = SnapshotChunk {
+                let chunk = ChunkMessage {
                     index,
                     snapshot_term,
                     membership,
-                    total_bytes,
+                    session,
                     offset,
+                    last,
                     chunk,
                 };
                 self.on_snapshot_chunk(from, chunk)
             }
             Message::SnapshotReceived {
                 index,
+                session,
                 received,
                 gap,
                 ..
-            } => self.on_snapshot_received(from, index, received, gap),
+            } => self.on_snapshot_received(from, index, session, received, gap),
             Message::InstallSnapshotResponse { index, .. } => {
                 self.on_snapshot_installed(from, index)
             }
@@ -1100,9 +1216,10 @@ impl Node {
         }
     }
 
-    /// A chunk of the leader's snapshot: kept if it continues the snapshot
-    /// being received, answered with what is held; the last one installs.
-    fn on_snapshot_chunk(&mut self, from: NodeId, chunk: SnapshotChunk) {
+    /// A chunk of the leader's snapshot: handed to the host if it continues
+    /// the transfer being received, answered with what is held; the last
+    /// one installs.
+    fn on_snapshot_chunk(&mut self, from: NodeId, chunk: ChunkMessage) {
         self.leader = Some(from);
         self.election_elapsed = 0;
         if self.role != Role::Follower {
@@ -1125,20 +1242,20 @@ impl Node {
             self.send_after_persist(from, Message::InstallSnapshotResponse { term, index });
             return;
         }
-        let index = chunk.index;
+        let (index, session) = (chunk.index, chunk.session);
         let continues = self.incoming_snapshot.as_ref().is_some_and(|incoming| {
             incoming.from == from
                 && incoming.term == term
                 && incoming.index == chunk.index
                 && incoming.snapshot_term == chunk.snapshot_term
-                && incoming.total_bytes == chunk.total_bytes
+                && incoming.session == chunk.session
         });
         if !continues {
             if chunk.offset != 0 {
                 // Mid-snapshot of one we do not hold: start it over.
                 let received = 0;
                 let gap = true;
-                self.answer_chunk(from, index, received, gap);
+                self.answer_chunk(from, index, session, received, gap);
                 return;
             }
             self.incoming_snapshot = Some(IncomingSnapshot {
@@ -1147,41 +1264,43 @@ impl Node {
                 index: chunk.index,
                 snapshot_term: chunk.snapshot_term,
                 membership: chunk.membership,
-                total_bytes: chunk.total_bytes,
-                data: BytesMut::new(),
+                session: chunk.session,
+                received: 0,
             });
         }
         let incoming = self.incoming_snapshot.as_mut().expect("set above");
-        let held = incoming.data.len() as u64;
-        let end = chunk.offset + chunk.chunk.len() as u64;
-        if self.config.canary == Some(Canary::SnapshotChunkGap)
-            && chunk.offset > held
-            && end <= incoming.total_bytes
+        if self.config.canary == Some(Canary::SnapshotChunkGap) && chunk.offset > incoming.received
         {
-            incoming.data.resize(chunk.offset as usize, 0);
+            // The host writes at the chunk's offset; the gap stays zeros.
+            incoming.received = chunk.offset;
         }
-        let held = incoming.data.len() as u64;
-        if chunk.offset != held || end > incoming.total_bytes {
+        if chunk.offset != incoming.received {
             // A duplicate, or a chunk past a lost one.
-            let gap = chunk.offset > held;
-            let received = held;
-            self.answer_chunk(from, index, received, gap);
+            let gap = chunk.offset > incoming.received;
+            let received = incoming.received;
+            self.answer_chunk(from, index, session, received, gap);
             return;
         }
-        incoming.data.extend_from_slice(&chunk.chunk);
-        if end < incoming.total_bytes {
+        let end = chunk.offset + chunk.chunk.len() as u64;
+        incoming.received = end;
+        self.snapshot_chunks.push(SnapshotChunk {
+            index,
+            session,
+            offset: chunk.offset,
+            last: chunk.last,
+            data: chunk.chunk,
+        });
+        if !chunk.last {
             let received = end;
             let gap = false;
-            self.answer_chunk(from, index, received, gap);
+            self.answer_chunk(from, index, session, received, gap);
             return;
         }
         let incoming = self.incoming_snapshot.take().expect("set above");
-        assert_eq!(incoming.data.len() as u64, incoming.total_bytes);
         let snapshot = Snapshot {
             index: incoming.index,
             term: incoming.snapshot_term,
             membership: incoming.membership,
-            data: incoming.data.freeze(),
         };
         self.log.restore(snapshot.index, snapshot.term);
         // Writes handed out before this one may complete first, but the
@@ -1199,13 +1318,22 @@ impl Node {
         self.send_after_persist(from, Message::InstallSnapshotResponse { term, index });
     }
 
-    /// Tells the leader how much of the snapshot ending at `index` this
-    /// follower holds (`gap`: the chunk it answers began past that).
-    fn answer_chunk(&mut self, leader: NodeId, index: Index, received: u64, gap: bool) {
+    /// Tells the leader how much of its transfer `session` of the snapshot
+    /// ending at `index` this follower holds (`gap`: the chunk it answers
+    /// began past that).
+    fn answer_chunk(
+        &mut self,
+        leader: NodeId,
+        index: Index,
+        session: u64,
+        received: u64,
+        gap: bool,
+    ) {
         let term = self.hard.term;
         let answer = Message::SnapshotReceived {
             term,
             index,
+            session,
             received,
             gap,
         };
@@ -1214,7 +1342,14 @@ impl Node {
 
     /// The follower's answer to a chunk: send what the window allows next
     /// (from where it is, after a gap).
-    fn on_snapshot_received(&mut self, from: NodeId, index: Index, received: u64, gap: bool) {
+    fn on_snapshot_received(
+        &mut self,
+        from: NodeId,
+        index: Index,
+        session: u64,
+        received: u64,
+        gap: bool,
+    ) {
         if self.role != Role::Leader {
             return;
         }
@@ -1225,68 +1360,168 @@ impl Node {
         if progress.state != ProgressState::Snapshot {
             return;
         }
-        if let Some(transfer) = progress.transfer.as_mut().filter(|t| t.index == index) {
-            if gap {
-                let stale = received < transfer.acknowledged && !transfer.after_stall;
-                if stale || transfer.rewound_to == Some(received) {
-                    return;
-                }
-                transfer.after_stall = false;
-                transfer.rewound_to = Some(received);
-                transfer.acknowledged = received;
-                transfer.sent = received;
-                transfer.started = received > 0;
-            } else {
-                transfer.acknowledged = transfer.acknowledged.max(received);
-                transfer.sent = transfer.sent.max(transfer.acknowledged);
+        let Some(transfer) = progress
+            .transfer
+            .as_mut()
+            .filter(|transfer| transfer.index == index && transfer.session == session)
+        else {
+            // About another session (or snapshot): nothing to resend from.
+            return;
+        };
+        if gap {
+            let stale = received < transfer.acknowledged && !transfer.after_stall;
+            if stale || transfer.rewound_to == Some(received) {
+                return;
             }
+            if received < transfer.acknowledged {
+                // The follower lost what it acknowledged (it restarted): the
+                // chunks before `acknowledged` are gone here, and reading
+                // them again may give other bytes: a new session.
+                progress.transfer = None;
+                self.send_snapshot_chunks(from);
+                return;
+            }
+            transfer.after_stall = false;
+            transfer.rewound_to = Some(received);
+            transfer.acknowledge(received);
+            transfer.sent = 0;
+        } else {
+            transfer.acknowledge(received);
         }
         self.send_snapshot_chunks(from);
     }
 
-    /// Sends `peer` the chunks of the current snapshot its window allows.
+    /// Sends `peer` the chunks of the current snapshot its window allows,
+    /// and asks the host for the next while fewer than the window wait.
     fn send_snapshot_chunks(&mut self, peer: NodeId) {
         let Some(snapshot) = self.snapshot.clone() else {
             return;
         };
-        let chunk_bytes = self.config.max_snapshot_chunk_bytes.max(1) as u64;
-        let window_bytes = chunk_bytes * self.config.max_inflight.max(1) as u64;
-        let total_bytes = snapshot.data.len() as u64;
+        let chunk_bytes = self.config.max_snapshot_chunk_bytes.max(1);
+        let window = self.config.max_inflight.max(1);
         let term = self.hard.term;
+        let next_session = &mut self.next_session;
         let Some(progress) = self.progress.get_mut(&peer) else {
             return;
         };
         if progress.state != ProgressState::Snapshot {
             return;
         }
-        let transfer = progress
+        if progress
             .transfer
-            .get_or_insert_with(|| SnapshotTransfer::new(snapshot.index));
-        if transfer.index != snapshot.index {
-            // The state machine compacted again: send the newer snapshot.
-            *transfer = SnapshotTransfer::new(snapshot.index);
-        }
-        let mut chunks = Vec::new();
-        while (transfer.sent < total_bytes || !transfer.started)
-            && transfer.sent.saturating_sub(transfer.acknowledged) < window_bytes
+            .as_ref()
+            .is_none_or(|transfer| transfer.index != snapshot.index)
         {
-            let offset = transfer.sent;
-            let end = (offset + chunk_bytes).min(total_bytes);
+            // A new transfer, or the state machine compacted again: send the
+            // newer snapshot.
+            progress.transfer = Some(SnapshotTransfer::new(snapshot.index, *next_session));
+            *next_session += 1;
+        }
+        let transfer = progress.transfer.as_mut().expect("set above");
+        let mut chunks = Vec::new();
+        while transfer.sent < transfer.buffer.len() && transfer.sent < window {
+            let chunk = &transfer.buffer[transfer.sent];
             chunks.push(Message::InstallSnapshot {
                 term,
                 index: snapshot.index,
                 snapshot_term: snapshot.term,
                 membership: snapshot.membership.clone(),
-                total_bytes,
-                offset,
-                chunk: snapshot.data.slice(offset as usize..end as usize),
+                session: transfer.session,
+                offset: chunk.offset,
+                last: chunk.last,
+                chunk: chunk.data.clone(),
             });
-            transfer.sent = end;
-            transfer.started = true;
+            transfer.sent += 1;
+        }
+        if !transfer.finished && !transfer.reading && transfer.buffer.len() < window {
+            transfer.reading = true;
+            self.snapshot_reads.push(SnapshotRead {
+                peer,
+                index: snapshot.index,
+                session: transfer.session,
+                offset: transfer.produced,
+                max_bytes: chunk_bytes,
+            });
         }
         for chunk in chunks {
             self.send(peer, chunk);
         }
+    }
+
+    /// The host's answer to a [`SnapshotRead`]: the snapshot's bytes from
+    /// `offset` (`last`: they end it). Ignored if that transfer is over or
+    /// replaced.
+    pub fn snapshot_chunk(
+        &mut self,
+        peer: NodeId,
+        index: Index,
+        session: u64,
+        offset: u64,
+        data: Bytes,
+        last: bool,
+    ) {
+        assert!(
+            last || !data.is_empty(),
+            "only a snapshot's last chunk may be empty"
+        );
+        assert!(
+            data.len() <= self.config.max_snapshot_chunk_bytes.max(1),
+            "a snapshot chunk of {} bytes",
+            data.len()
+        );
+        if self.role != Role::Leader {
+            return;
+        }
+        let Some(transfer) = self
+            .progress
+            .get_mut(&peer)
+            .filter(|progress| progress.state == ProgressState::Snapshot)
+            .and_then(|progress| progress.transfer.as_mut())
+            .filter(|transfer| {
+                transfer.index == index
+                    && transfer.session == session
+                    && transfer.reading
+                    && transfer.produced == offset
+            })
+        else {
+            return;
+        };
+        transfer.reading = false;
+        transfer.produced += data.len() as u64;
+        transfer.finished = last;
+        transfer.buffer.push_back(BufferedChunk { offset, data, last });
+        self.send_snapshot_chunks(peer);
+    }
+
+    /// The host cannot go on reading the transfer to `peer` (what it must
+    /// remember behind its reader outgrew its bound): a new session starts
+    /// from offset 0.
+    pub fn restart_snapshot_transfer(&mut self, peer: NodeId) {
+        if self.role != Role::Leader {
+            return;
+        }
+        let Some(progress) = self
+            .progress
+            .get_mut(&peer)
+            .filter(|progress| progress.state == ProgressState::Snapshot)
+        else {
+            return;
+        };
+        progress.transfer = None;
+        self.send_snapshot_chunks(peer);
+    }
+
+    /// The snapshot transfer to `peer` in progress: its snapshot index and
+    /// session (a host drops what it read for any other).
+    pub fn snapshot_transfer(&self, peer: NodeId) -> Option<(Index, u64)> {
+        if self.role != Role::Leader {
+            return None;
+        }
+        self.progress
+            .get(&peer)
+            .filter(|progress| progress.state == ProgressState::Snapshot)
+            .and_then(|progress| progress.transfer.as_ref())
+            .map(|transfer| (transfer.index, transfer.session))
     }
 
     fn on_snapshot_installed(&mut self, from: NodeId, index: Index) {
@@ -1369,12 +1604,12 @@ impl Node {
         }
         let term = self.hard.term;
         if progress.next_index <= self.log.snapshot_index() {
-            let Some(snapshot_index) = self.snapshot.as_ref().map(|snapshot| snapshot.index) else {
+            if self.snapshot.is_none() {
                 return;
-            };
+            }
             let progress = self.progress.get_mut(&peer).expect("checked");
             progress.state = ProgressState::Snapshot;
-            progress.transfer = Some(SnapshotTransfer::new(snapshot_index));
+            progress.transfer = None;
             self.send_snapshot_chunks(peer);
             return;
         }
@@ -1524,6 +1759,8 @@ impl Node {
             || !self.messages.is_empty()
             || !self.persisted_messages.is_empty()
             || self.snapshot_to_install.is_some()
+            || !self.snapshot_chunks.is_empty()
+            || !self.snapshot_reads.is_empty()
             || self.log.has_committed_to_apply()
             || !self.read_states.is_empty()
     }
@@ -1555,6 +1792,8 @@ impl Node {
             truncate_from,
             entries,
             snapshot,
+            snapshot_chunks: std::mem::take(&mut self.snapshot_chunks),
+            snapshot_reads: std::mem::take(&mut self.snapshot_reads),
             messages: std::mem::take(&mut self.messages),
             persisted_messages,
             committed,
@@ -1584,12 +1823,24 @@ impl Node {
     }
 
     /// The state machine took a snapshot at `snapshot.index` (≤ applied):
-    /// the log before it is dropped, and lagging followers get the snapshot.
+    /// the log before it is dropped, and lagging followers get the snapshot
+    /// (its bytes read from the host when a transfer needs them).
     pub fn compact(&mut self, snapshot: Snapshot) {
         assert!(snapshot.index <= self.log.applied);
         self.log.compact(snapshot.index, snapshot.term);
         self.snapshot_membership = snapshot.membership.clone();
         self.snapshot = Some(snapshot);
+        // Transfers of an older snapshot switch to this one now: the host
+        // need not answer reads of a snapshot it replaced.
+        let switching: Vec<NodeId> = self
+            .progress
+            .iter()
+            .filter(|(_, progress)| progress.state == ProgressState::Snapshot)
+            .map(|(peer, _)| *peer)
+            .collect();
+        for peer in switching {
+            self.send_snapshot_chunks(peer);
+        }
     }
 }
 
@@ -1808,7 +2059,6 @@ mod tests {
             index: 2,
             term: 1,
             membership: Membership::new(vec![1, 2]),
-            data: Bytes::new(),
         };
         let committed = Restore {
             snapshot: Some(snapshot),
@@ -1877,8 +2127,21 @@ mod tests {
         )));
     }
 
+    /// The leader's host: answers every read of `node`'s ready from
+    /// `data` (what its snapshot holds), and counts them.
+    fn answer_reads(node: &mut Node, reads: Vec<SnapshotRead>, data: &Bytes, count: &mut u64) {
+        for read in reads {
+            *count += 1;
+            let end = (read.offset as usize + read.max_bytes).min(data.len());
+            let chunk = data.slice(read.offset as usize..end);
+            let last = end == data.len();
+            node.snapshot_chunk(read.peer, read.index, read.session, read.offset, chunk, last);
+        }
+    }
+
     /// Chunks lost, reordered and duplicated on the way still assemble into
-    /// the leader's snapshot, byte for byte, within the window.
+    /// the leader's snapshot, byte for byte, within the window; the leader
+    /// reads each chunk from its host once and holds at most the window.
     #[test]
     fn a_snapshot_crosses_in_chunks_despite_loss_reordering_and_duplicates() {
         let data = Bytes::from((0u8..100).collect::<Vec<_>>());
@@ -1892,7 +2155,6 @@ mod tests {
             index: 5,
             term: 1,
             membership: Membership::new(vec![1, 2, 3]),
-            data: data.clone(),
         };
         let mut leader = node(
             1,
@@ -1906,10 +2168,21 @@ mod tests {
         elect(&mut leader);
 
         let mut installed = None;
+        let mut staged = Vec::new();
         let mut chunks_seen = 0u64;
+        let mut reads = 0u64;
         let mut largest_window = 0;
+        let mut largest_buffer = 0;
         for _round in 0..2_000 {
-            let mut to_follower: Vec<Message> = persist(&mut leader)
+            let mut to_follower = Vec::new();
+            while leader.has_ready() {
+                let ready = leader.ready();
+                answer_reads(&mut leader, ready.snapshot_reads, &data, &mut reads);
+                to_follower.extend(ready.messages);
+                to_follower.extend(ready.persisted_messages);
+                leader.advance(ready.number);
+            }
+            let mut to_follower: Vec<Message> = to_follower
                 .into_iter()
                 .filter(|envelope| envelope.to == 2)
                 .map(|envelope| envelope.message)
@@ -1917,9 +2190,10 @@ mod tests {
             if let Some(transfer) = leader
                 .progress
                 .get(&2)
-                .and_then(|progress| progress.transfer)
+                .and_then(|progress| progress.transfer.as_ref())
             {
-                largest_window = largest_window.max(transfer.sent - transfer.acknowledged);
+                largest_window = largest_window.max(transfer.sent);
+                largest_buffer = largest_buffer.max(transfer.buffer.len());
             }
             // Lose every fourth chunk, duplicate every fifth, reverse each batch.
             let mut perturbed = Vec::new();
@@ -1942,6 +2216,10 @@ mod tests {
             let mut to_leader = Vec::new();
             while follower.has_ready() {
                 let ready = follower.ready();
+                for chunk in ready.snapshot_chunks {
+                    assert_eq!(chunk.offset as usize, staged.len(), "chunks come in order");
+                    staged.extend_from_slice(&chunk.data);
+                }
                 if let Some(snapshot) = ready.snapshot {
                     installed = Some(snapshot);
                 }
@@ -1959,18 +2237,160 @@ mod tests {
         }
         let installed = installed.expect("the snapshot arrived");
         assert_eq!(installed.index, 5);
-        assert_eq!(installed.data, data, "assembled byte for byte");
+        assert_eq!(staged, data, "assembled byte for byte");
         assert_eq!(follower.commit_index(), 6, "and the log goes on after it");
-        assert!(largest_window > 7, "several chunks in flight");
-        assert!(
-            largest_window <= 3 * 7,
-            "at most max_inflight chunks in flight"
-        );
+        assert_eq!(reads, 100 / 7 + 1, "each chunk read from the host once");
+        assert!(largest_window > 1, "several chunks in flight");
+        assert!(largest_window <= 3, "at most max_inflight chunks in flight");
+        assert!(largest_buffer <= 3, "the leader holds at most the window");
         assert!(chunks_seen > 100 / 7, "losses were resent");
         assert!(
             chunks_seen < 6 * 100 / 7,
             "{chunks_seen} chunks for 15: gap answers must not multiply resends"
         );
+    }
+
+    /// A follower that restarts mid-transfer lost what it acknowledged: the
+    /// leader cannot resend that (it kept only the window, and reading the
+    /// host again may give other bytes), so it starts a new session from
+    /// offset 0 once the transfer stalled; chunks of the old session still
+    /// in flight are refused by the follower.
+    #[test]
+    fn a_follower_that_restarts_mid_transfer_gets_a_new_session() {
+        let chunked = |config: &mut Config| {
+            config.pre_vote = false;
+            config.check_quorum = false;
+            config.max_snapshot_chunk_bytes = 4;
+            config.max_inflight = 2;
+        };
+        let snapshot = Snapshot {
+            index: 5,
+            term: 1,
+            membership: Membership::new(vec![1, 2, 3]),
+        };
+        let mut leader = node(
+            1,
+            chunked,
+            Restore {
+                snapshot: Some(snapshot),
+                ..restore(1, Vec::new())
+            },
+        );
+        elect(&mut leader);
+        let data = Bytes::from(vec![9u8; 40]);
+        let mut reads = Vec::new();
+        let pump = |leader: &mut Node, reads: &mut Vec<SnapshotRead>| -> Vec<Message> {
+            let mut out = Vec::new();
+            while leader.has_ready() {
+                let ready = leader.ready();
+                reads.extend(ready.snapshot_reads.iter().cloned());
+                let mut count = 0;
+                answer_reads(leader, ready.snapshot_reads, &data, &mut count);
+                out.extend(
+                    ready
+                        .messages
+                        .into_iter()
+                        .filter(|envelope| envelope.to == 2)
+                        .map(|envelope| envelope.message),
+                );
+                leader.advance(ready.number);
+            }
+            out
+        };
+        let mut follower = node(2, chunked, restore(1, Vec::new()));
+        // The probe finds the follower behind the snapshot; the first two
+        // chunks arrive and are acknowledged; the rest of the window is
+        // lost with the follower's restart.
+        let mut delivered = 0;
+        let mut outgoing = pump(&mut leader, &mut reads);
+        while delivered < 2 {
+            assert!(!outgoing.is_empty(), "the transfer goes on");
+            for message in outgoing.drain(..) {
+                if matches!(message, Message::InstallSnapshot { .. }) {
+                    if delivered == 2 {
+                        continue;
+                    }
+                    delivered += 1;
+                }
+                deliver(&mut follower, 1, message);
+            }
+            for envelope in persist(&mut follower) {
+                leader.step(envelope);
+            }
+            outgoing = pump(&mut leader, &mut reads);
+        }
+        let in_flight = outgoing;
+        assert!(in_flight
+            .iter()
+            .all(|message| matches!(message, Message::InstallSnapshot { session: 1, .. })));
+        let mut restarted = node(2, chunked, restore(1, Vec::new()));
+        // The old session's next chunk: refused, answered as a gap from 0.
+        let old = in_flight
+            .into_iter()
+            .find(|message| matches!(message, Message::InstallSnapshot { offset, .. } if *offset > 0))
+            .expect("a later chunk");
+        deliver(&mut restarted, 1, old);
+        let answers = persist(&mut restarted);
+        assert!(answers.iter().any(|envelope| matches!(
+            envelope.message,
+            Message::SnapshotReceived {
+                session: 1,
+                received: 0,
+                gap: true,
+                ..
+            }
+        )));
+        // Below what was acknowledged: stale until the transfer stalls.
+        for envelope in answers.clone() {
+            leader.step(envelope);
+        }
+        assert!(pump(&mut leader, &mut reads).is_empty());
+        for _ in 0..3 * leader.config.election_ticks {
+            leader.tick();
+        }
+        let _ = pump(&mut leader, &mut reads);
+        for envelope in answers {
+            leader.step(envelope);
+        }
+        let resumed = pump(&mut leader, &mut reads);
+        assert!(
+            resumed.iter().any(|message| matches!(
+                message,
+                Message::InstallSnapshot {
+                    session: 2,
+                    offset: 0,
+                    ..
+                }
+            )),
+            "a new session from offset 0: {resumed:?}"
+        );
+        assert!(reads
+            .iter()
+            .any(|read| read.session == 2 && read.offset == 0));
+        // And it completes.
+        let mut pending = resumed;
+        let mut installed = false;
+        for _ in 0..100 {
+            for message in pending.drain(..) {
+                deliver(&mut restarted, 1, message);
+            }
+            let mut answers = Vec::new();
+            while restarted.has_ready() {
+                let ready = restarted.ready();
+                installed |= ready.snapshot.is_some();
+                answers.extend(ready.messages);
+                answers.extend(ready.persisted_messages);
+                restarted.advance(ready.number);
+            }
+            for envelope in answers {
+                leader.step(envelope);
+            }
+            pending = pump(&mut leader, &mut reads);
+            if installed {
+                break;
+            }
+        }
+        assert!(installed);
     }
 
     fn install(term: Term, index: Index, snapshot_term: Term) -> Message {
@@ -1979,8 +2399,9 @@ mod tests {
             index,
             snapshot_term,
             membership: Membership::new(vec![1, 2, 3]),
-            total_bytes: 0,
+            session: 1,
             offset: 0,
+            last: true,
             chunk: Bytes::new(),
         }
     }

@@ -75,12 +75,13 @@ impl Membership {
     }
 }
 
-/// A snapshot: everything up to `index` (of `term`) is in the state
-/// machine's state, which `data` (opaque to Raft) lets a follower install.
+/// A snapshot's identity: everything up to `index` (of `term`) is in the
+/// state machine's state. Its bytes are the host's: Raft asks for them
+/// chunk by chunk when a follower needs them ([`crate::SnapshotRead`]) and
+/// hands a follower's host the chunks it receives ([`crate::SnapshotChunk`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Snapshot {
     pub index: Index,
     pub term: Term,
     pub membership: Membership,
-    pub data: Bytes,
 }

@@ -37,6 +37,7 @@ const FLAG_VOTE_RESPONSE_GRANTED: u8 = 1;
 const FLAG_VOTE_RESPONSE_PRE_VOTE: u8 = 2;
 const FLAG_APPEND_RESPONSE_SUCCESS: u8 = 1;
 const FLAG_SNAPSHOT_RECEIVED_GAP: u8 = 1;
+const FLAG_INSTALL_SNAPSHOT_LAST: u8 = 1;
 
 /// Bytes of an entry before its payload: term, index, kind.
 const ENTRY_HEADER_BYTES: usize = 8 + 8 + 1;
@@ -47,9 +48,8 @@ pub struct DecodeLimits {
     pub max_entries: usize,
     pub max_entry_bytes: usize,
     pub max_voters: usize,
-    /// A whole snapshot (what a follower may hold while receiving it).
-    pub max_snapshot_bytes: usize,
-    /// One chunk of it.
+    /// One snapshot chunk (the follower's host stages them as they come,
+    /// so a whole snapshot has no bound here).
     pub max_snapshot_chunk_bytes: usize,
 }
 
@@ -59,7 +59,6 @@ impl Default for DecodeLimits {
             max_entries: 65_536,
             max_entry_bytes: 64 << 20,
             max_voters: 64,
-            max_snapshot_bytes: 256 << 20,
             max_snapshot_chunk_bytes: 4 << 20,
         }
     }
@@ -92,12 +91,8 @@ pub enum DecodeError {
     },
     /// Voters must be strictly increasing.
     VotersNotSorted,
-    /// A snapshot chunk ends past the snapshot's length.
-    ChunkPastEnd {
-        offset: u64,
-        length: u64,
-        total: u64,
-    },
+    /// A snapshot chunk's end does not fit 64 bits.
+    ChunkPastEnd { offset: u64, length: u64 },
     /// Bytes left after a complete message.
     TrailingBytes(usize),
 }
@@ -127,13 +122,9 @@ impl std::fmt::Display for DecodeError {
                 "entry {position} has index {found}, expected {expected}"
             ),
             DecodeError::VotersNotSorted => write!(formatter, "voters are not strictly increasing"),
-            DecodeError::ChunkPastEnd {
-                offset,
-                length,
-                total,
-            } => write!(
+            DecodeError::ChunkPastEnd { offset, length } => write!(
                 formatter,
-                "snapshot chunk of {length} bytes at {offset} ends past the snapshot's {total}"
+                "snapshot chunk of {length} bytes at {offset} ends past 2^64"
             ),
             DecodeError::TrailingBytes(count) => {
                 write!(formatter, "{count} bytes after the end of the message")
@@ -156,8 +147,8 @@ pub fn encoded_size_bytes(message: &Message) -> usize {
             Message::AppendResponse { .. } => 1 + 8 + 8 + 8,
             Message::InstallSnapshot {
                 membership, chunk, ..
-            } => 8 + 8 + 4 + 8 * membership.voters.len() + 8 + 8 + 4 + chunk.len(),
-            Message::SnapshotReceived { .. } => 8 + 8 + 1,
+            } => 8 + 8 + 4 + 8 * membership.voters.len() + 8 + 8 + 1 + 4 + chunk.len(),
+            Message::SnapshotReceived { .. } => 8 + 8 + 8 + 1,
             Message::InstallSnapshotResponse { .. } => 8,
             Message::TimeoutNow { .. } => 0,
         }
@@ -243,8 +234,9 @@ pub fn encode(message: &Message, out: &mut BytesMut) {
             index,
             snapshot_term,
             membership,
-            total_bytes,
+            session,
             offset,
+            last,
             chunk,
         } => {
             out.put_u8(TAG_INSTALL_SNAPSHOT);
@@ -255,20 +247,23 @@ pub fn encode(message: &Message, out: &mut BytesMut) {
             for voter in &membership.voters {
                 out.put_u64_le(*voter);
             }
-            out.put_u64_le(*total_bytes);
+            out.put_u64_le(*session);
             out.put_u64_le(*offset);
+            out.put_u8(flag(*last, FLAG_INSTALL_SNAPSHOT_LAST));
             out.put_u32_le(length_u32(chunk.len()));
             out.put_slice(chunk);
         }
         Message::SnapshotReceived {
             term,
             index,
+            session,
             received,
             gap,
         } => {
             out.put_u8(TAG_SNAPSHOT_RECEIVED);
             out.put_u64_le(*term);
             out.put_u64_le(*index);
+            out.put_u64_le(*session);
             out.put_u64_le(*received);
             out.put_u8(flag(*gap, FLAG_SNAPSHOT_RECEIVED_GAP));
         }
@@ -407,44 +402,34 @@ pub fn decode(input: &Bytes, limits: &DecodeLimits) -> Result<Message, DecodeErr
                 }
                 voters.push(voter);
             }
-            let total_bytes = reader.u64("snapshot length")?;
-            if total_bytes > limits.max_snapshot_bytes as u64 {
-                return Err(DecodeError::OverLimit {
-                    field: "snapshot length",
-                    value: total_bytes,
-                    limit: limits.max_snapshot_bytes as u64,
-                });
-            }
+            let session = reader.u64("transfer session")?;
             let offset = reader.u64("chunk offset")?;
+            let flags = reader.flags("snapshot chunk flags", FLAG_INSTALL_SNAPSHOT_LAST)?;
             let chunk = reader.payload("snapshot chunk", limits.max_snapshot_chunk_bytes)?;
             let length = chunk.len() as u64;
-            if offset
-                .checked_add(length)
-                .is_none_or(|end| end > total_bytes)
-            {
-                return Err(DecodeError::ChunkPastEnd {
-                    offset,
-                    length,
-                    total: total_bytes,
-                });
+            if offset.checked_add(length).is_none() {
+                return Err(DecodeError::ChunkPastEnd { offset, length });
             }
             Message::InstallSnapshot {
                 term,
                 index,
                 snapshot_term,
                 membership: Membership { voters },
-                total_bytes,
+                session,
                 offset,
+                last: flags & FLAG_INSTALL_SNAPSHOT_LAST != 0,
                 chunk,
             }
         }
         TAG_SNAPSHOT_RECEIVED => {
             let index = reader.u64("snapshot index")?;
+            let session = reader.u64("transfer session")?;
             let received = reader.u64("received")?;
             let flags = reader.flags("snapshot received flags", FLAG_SNAPSHOT_RECEIVED_GAP)?;
             Message::SnapshotReceived {
                 term,
                 index,
+                session,
                 received,
                 gap: flags & FLAG_SNAPSHOT_RECEIVED_GAP != 0,
             }

@@ -84,14 +84,16 @@ fn random_message(random: &mut Random) -> Message {
                 index: random_u64(random),
                 snapshot_term: random_u64(random),
                 membership: Membership::new(voters),
-                total_bytes: offset + chunk.len() as u64 + random.below(3),
+                session: random_u64(random),
                 offset,
+                last: random.chance(0.5),
                 chunk,
             }
         }
         6 => Message::SnapshotReceived {
             term,
             index: random_u64(random),
+            session: random_u64(random),
             received: random_u64(random),
             gap: random.chance(0.5),
         },
@@ -203,6 +205,43 @@ fn layouts_match_the_documentation() {
         expected.extend_from_slice(&value.to_le_bytes());
     }
     assert_eq!(&encoded(&response)[..], &expected[..]);
+
+    let chunk = Message::InstallSnapshot {
+        term: 3,
+        index: 40,
+        snapshot_term: 2,
+        membership: Membership::new(vec![1, 2]),
+        session: 6,
+        offset: 512,
+        last: true,
+        chunk: Bytes::from_static(b"end"),
+    };
+    let mut expected = vec![5u8];
+    for value in [3u64, 40, 2] {
+        expected.extend_from_slice(&value.to_le_bytes());
+    }
+    expected.extend_from_slice(&2u32.to_le_bytes());
+    for value in [1u64, 2, 6, 512] {
+        expected.extend_from_slice(&value.to_le_bytes());
+    }
+    expected.push(1);
+    expected.extend_from_slice(&3u32.to_le_bytes());
+    expected.extend_from_slice(b"end");
+    assert_eq!(&encoded(&chunk)[..], &expected[..]);
+
+    let received = Message::SnapshotReceived {
+        term: 3,
+        index: 40,
+        session: 6,
+        received: 512,
+        gap: true,
+    };
+    let mut expected = vec![8u8];
+    for value in [3u64, 40, 6, 512] {
+        expected.extend_from_slice(&value.to_le_bytes());
+    }
+    expected.push(1);
+    assert_eq!(&encoded(&received)[..], &expected[..]);
 }
 
 #[test]
@@ -278,38 +317,42 @@ fn malformed_input_is_named() {
         })
     );
 
-    let chunk = |membership, total_bytes, offset, length| Message::InstallSnapshot {
+    let chunk = |membership, offset, length| Message::InstallSnapshot {
         term: 1,
         index: 1,
         snapshot_term: 1,
         membership,
-        total_bytes,
+        session: 4,
         offset,
+        last: false,
         chunk: Bytes::from(vec![7u8; length]),
     };
-    let unsorted = chunk(Membership { voters: vec![3, 2] }, 0, 0, 0);
+    let unsorted = chunk(Membership { voters: vec![3, 2] }, 0, 0);
     assert_eq!(
         decode(&encoded(&unsorted), &limits),
         Err(DecodeError::VotersNotSorted)
     );
     let voters = || Membership::new(vec![1, 2, 3]);
     assert_eq!(
-        decode(&encoded(&chunk(voters(), 10, 8, 3)), &limits),
+        decode(&encoded(&chunk(voters(), u64::MAX - 1, 3)), &limits),
         Err(DecodeError::ChunkPastEnd {
-            offset: 8,
+            offset: u64::MAX - 1,
             length: 3,
-            total: 10
         })
     );
+    let mut flagged = encoded(&chunk(voters(), 7, 3)).to_vec();
+    // The flags byte follows tag, term, index, snapshot term, voter count,
+    // three voters, session and offset.
+    let flags_at = 1 + 8 * 3 + 4 + 8 * 3 + 8 + 8;
+    flagged[flags_at] = 2;
     assert_eq!(
-        decode(&encoded(&chunk(voters(), 10, u64::MAX, 3)), &limits),
-        Err(DecodeError::ChunkPastEnd {
-            offset: u64::MAX,
-            length: 3,
-            total: 10
+        decode(&Bytes::from(flagged), &limits),
+        Err(DecodeError::UnknownFlags {
+            field: "snapshot chunk flags",
+            flags: 2
         })
     );
-    let whole = chunk(voters(), 10, 7, 3);
+    let whole = chunk(voters(), 7, 3);
     assert_eq!(decode(&encoded(&whole), &limits), Ok(whole));
 }
 
@@ -365,30 +408,23 @@ fn counts_and_lengths_are_bounded_before_allocating() {
         })
     );
 
-    let chunk = |total_bytes, length| Message::InstallSnapshot {
+    let chunk = |length| Message::InstallSnapshot {
         term: 1,
         index: 1,
         snapshot_term: 1,
         membership: Membership::new(vec![1]),
-        total_bytes,
+        session: 1,
         offset: 0,
+        last: true,
         chunk: Bytes::from(vec![0u8; length]),
     };
     let small = DecodeLimits {
-        max_snapshot_bytes: 100,
         max_snapshot_chunk_bytes: 10,
         ..DecodeLimits::default()
     };
+    assert_eq!(decode(&encoded(&chunk(10)), &small), Ok(chunk(10)));
     assert_eq!(
-        decode(&encoded(&chunk(101, 1)), &small),
-        Err(DecodeError::OverLimit {
-            field: "snapshot length",
-            value: 101,
-            limit: 100
-        })
-    );
-    assert_eq!(
-        decode(&encoded(&chunk(100, 11)), &small),
+        decode(&encoded(&chunk(11)), &small),
         Err(DecodeError::OverLimit {
             field: "snapshot chunk",
             value: 11,

@@ -16,11 +16,17 @@
 //! (by the next [`MultiRaft::finish`] or [`MultiRaft::flushed`]), while
 //! the ready's own writes are in flight; only a snapshot to install, in
 //! that ready or an unfinished earlier one, holds them back until it is
-//! durable (entries apply after the snapshot they follow).
+//! durable (entries apply after the snapshot they follow). A follower's
+//! received snapshot chunks travel with their ready too, ahead of the
+//! install they lead to; a leader's snapshot reads go to the host with the
+//! next [`MultiRaft::finish`] (answered through [`MultiRaft::node_mut`]).
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
-use tern_raft::{Entry, Envelope, HardState, Index, Node, NodeId, ReadState, Snapshot};
+use tern_raft::{
+    chunks_before_install, Entry, Envelope, HardState, Index, Node, NodeId, ReadState, Snapshot, SnapshotChunk,
+    SnapshotRead,
+};
 
 /// A Raft group's id, unique in the cluster (a stream's group).
 pub type GroupId = u64;
@@ -50,13 +56,24 @@ pub struct Flush {
     pub writes: Vec<GroupWrite>,
 }
 
+/// A follower's snapshot work, in order: stage a chunk, or install what
+/// was staged.
+#[derive(Debug)]
+pub enum SnapshotStep {
+    Chunk(SnapshotChunk),
+    Install(Snapshot),
+}
+
 /// What became durable, for the host to apply, install and serve.
 #[derive(Debug, Default)]
 pub struct Durable {
     /// Per group, entries to apply in order.
     pub committed: Vec<(GroupId, Vec<Entry>)>,
-    /// Snapshots to install before applying that group's entries.
-    pub snapshots: Vec<(GroupId, Snapshot)>,
+    /// Chunks to stage and snapshots to install, in order, before applying
+    /// that group's entries.
+    pub snapshot_steps: Vec<(GroupId, SnapshotStep)>,
+    /// Snapshot bytes leaders' hosts are asked for.
+    pub snapshot_reads: Vec<(GroupId, SnapshotRead)>,
     pub read_states: Vec<(GroupId, ReadState)>,
 }
 
@@ -81,6 +98,7 @@ struct Waiting {
     ready: u64,
     persisted_messages: Vec<Envelope>,
     committed: Vec<Entry>,
+    snapshot_chunks: Vec<SnapshotChunk>,
     snapshot: Option<Snapshot>,
     read_states: Vec<ReadState>,
 }
@@ -107,6 +125,8 @@ pub struct MultiRaft {
     /// Every flush up to this one is durable.
     durable_flush: u64,
     outgoing: BTreeMap<NodeId, Vec<(GroupId, Envelope)>>,
+    /// Snapshot reads for the next finish.
+    snapshot_reads: Vec<(GroupId, SnapshotRead)>,
     /// Messages for groups this shard does not run.
     pub unknown_group_messages: u64,
 }
@@ -126,6 +146,7 @@ impl MultiRaft {
             next_flush: 1,
             durable_flush: 0,
             outgoing: BTreeMap::new(),
+            snapshot_reads: Vec::new(),
             unknown_group_messages: 0,
         }
     }
@@ -214,6 +235,8 @@ impl MultiRaft {
                 for envelope in ready.messages {
                     push_outgoing(&mut self.outgoing, id, envelope);
                 }
+                self.snapshot_reads
+                    .extend(ready.snapshot_reads.into_iter().map(|read| (id, read)));
                 let write = GroupWrite {
                     group: id,
                     hard_state: ready.hard_state,
@@ -253,6 +276,7 @@ impl MultiRaft {
                     ready: ready.number,
                     persisted_messages: ready.persisted_messages,
                     committed,
+                    snapshot_chunks: ready.snapshot_chunks,
                     snapshot: ready.snapshot,
                     read_states: ready.read_states,
                 });
@@ -282,7 +306,10 @@ impl MultiRaft {
     /// Finishes readies whose flush is durable (also those that wrote
     /// nothing), without a new flush.
     pub fn finish(&mut self) -> Durable {
-        let mut durable = Durable::default();
+        let mut durable = Durable {
+            snapshot_reads: std::mem::take(&mut self.snapshot_reads),
+            ..Durable::default()
+        };
         let unfinished: Vec<GroupId> = self.unfinished.iter().copied().collect();
         for id in unfinished {
             let group = self.groups.get_mut(&id).expect("unfinished groups run");
@@ -297,11 +324,25 @@ impl MultiRaft {
                 for envelope in waiting.persisted_messages {
                     push_outgoing(&mut self.outgoing, id, envelope);
                 }
+                let before = chunks_before_install(&waiting.snapshot_chunks, waiting.snapshot.as_ref());
+                let mut chunks = waiting.snapshot_chunks.into_iter();
+                durable.snapshot_steps.extend(
+                    chunks
+                        .by_ref()
+                        .take(before)
+                        .map(|chunk| (id, SnapshotStep::Chunk(chunk))),
+                );
                 if let Some(snapshot) = waiting.snapshot {
                     // Entries before it are void; apply restarts after it.
                     committed.clear();
-                    durable.snapshots.push((id, snapshot));
+                    durable
+                        .snapshot_steps
+                        .push((id, SnapshotStep::Install(snapshot)));
                 }
+                // A later transfer begun in the same ready.
+                durable
+                    .snapshot_steps
+                    .extend(chunks.map(|chunk| (id, SnapshotStep::Chunk(chunk))));
                 committed.extend(waiting.committed);
                 durable
                     .read_states

@@ -11,10 +11,20 @@
 
 use std::collections::VecDeque;
 
+use bytes::Bytes;
+
 use crate::message::Envelope;
 use crate::node::Restore;
 use crate::sim::random::Random;
 use crate::types::{Entry, HardState, Index, Membership, Snapshot};
+
+/// A snapshot as the host keeps it: Raft's identity and the state
+/// machine's bytes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredSnapshot {
+    pub meta: Snapshot,
+    pub data: Bytes,
+}
 
 /// What one `Ready` asks to persist, and what it holds back until then.
 #[derive(Debug, Clone, Default)]
@@ -23,7 +33,7 @@ pub struct Write {
     /// Simulator step at which the fsync completes.
     pub due: u64,
     pub hard_state: Option<HardState>,
-    pub snapshot: Option<Snapshot>,
+    pub snapshot: Option<StoredSnapshot>,
     pub truncate_from: Option<Index>,
     pub entries: Vec<Entry>,
     pub persisted_messages: Vec<Envelope>,
@@ -39,7 +49,7 @@ pub struct Completed {
 #[derive(Debug, Default)]
 pub struct Disk {
     hard_state: HardState,
-    snapshot: Option<Snapshot>,
+    snapshot: Option<StoredSnapshot>,
     entries: Vec<Entry>,
     /// The durable log ended here before a corruption cut it; cleared once
     /// the log reaches it again. The restart's `acknowledged_index` is this
@@ -57,12 +67,14 @@ impl Disk {
         Disk::default()
     }
 
-    pub fn snapshot(&self) -> Option<&Snapshot> {
+    pub fn snapshot(&self) -> Option<&StoredSnapshot> {
         self.snapshot.as_ref()
     }
 
     pub fn snapshot_index(&self) -> Index {
-        self.snapshot.as_ref().map_or(0, |snapshot| snapshot.index)
+        self.snapshot
+            .as_ref()
+            .map_or(0, |snapshot| snapshot.meta.index)
     }
 
     /// Last durable log index (the snapshot's when no entries follow it).
@@ -115,10 +127,10 @@ impl Disk {
             self.apply_hard_state(hard_state)?;
         }
         if let Some(snapshot) = &write.snapshot {
-            if snapshot.index < self.snapshot_index() {
+            if snapshot.meta.index < self.snapshot_index() {
                 return Err(format!(
                     "installing snapshot {} below the durable snapshot {}",
-                    snapshot.index,
+                    snapshot.meta.index,
                     self.snapshot_index()
                 ));
             }
@@ -208,7 +220,7 @@ impl Disk {
     pub fn restore(&self, membership: &Membership, seed: u64) -> Restore {
         Restore {
             hard_state: self.hard_state,
-            snapshot: self.snapshot.clone(),
+            snapshot: self.snapshot.as_ref().map(|snapshot| snapshot.meta.clone()),
             entries: self.entries.clone(),
             membership: membership.clone(),
             acknowledged_index: self.damage_mark.max(self.durable_last()),
@@ -217,7 +229,8 @@ impl Disk {
     }
 
     /// The state machine saved `snapshot`: the log up to it is dropped.
-    pub fn compact(&mut self, snapshot: &Snapshot) -> Result<(), String> {
+    pub fn compact(&mut self, stored: &StoredSnapshot) -> Result<(), String> {
+        let snapshot = &stored.meta;
         if snapshot.index <= self.snapshot_index() {
             return Ok(());
         }
@@ -225,7 +238,7 @@ impl Disk {
         match self.entries.get(position) {
             Some(entry) if entry.term == snapshot.term && entry.index == snapshot.index => {
                 self.entries.drain(..=position);
-                self.snapshot = Some(snapshot.clone());
+                self.snapshot = Some(stored.clone());
                 Ok(())
             }
             _ => Err(format!(

@@ -40,11 +40,13 @@ use std::fmt;
 use std::panic::{self, AssertUnwindSafe};
 
 use crate::message::Envelope;
-use crate::node::{Canary, Config, Node, Ready, Role};
-use crate::types::{Entry, EntryKind, Index, Membership, NodeId, Snapshot, Term};
+use bytes::Bytes;
+
+use crate::node::{Canary, Config, Node, Ready, Role, SnapshotChunk, SnapshotRead};
+use crate::types::{Entry, EntryKind, Index, Membership, NodeId, Term};
 
 use client_oracle::{ClientOracle, Proposal};
-use disk::{Disk, Write};
+use disk::{Disk, StoredSnapshot, Write};
 use election_safety::ElectionSafety;
 use leader_completeness::LeaderCompleteness;
 use log_matching::LogMatching;
@@ -56,6 +58,14 @@ use state_machine_safety::StateMachineSafety;
 use trace::{MessageSummary, Trace, TraceEvent};
 
 pub use scenario::Scenario;
+
+/// A snapshot a follower's host is receiving.
+#[derive(Debug)]
+struct Staging {
+    index: Index,
+    session: u64,
+    data: Vec<u8>,
+}
 
 /// Simulated time advances in steps; a node ticks once per this many.
 pub const STEPS_PER_TICK: u64 = 8;
@@ -112,6 +122,8 @@ pub struct Stats {
     pub acknowledged: u64,
     pub compactions: u64,
     pub snapshots_installed: u64,
+    /// Snapshot bytes followers' hosts staged (chunks handed over in order).
+    pub snapshot_bytes_staged: u64,
     pub membership_changes: u64,
     pub transfers: u64,
     pub reads: u64,
@@ -135,6 +147,7 @@ impl Stats {
         self.acknowledged += other.acknowledged;
         self.compactions += other.compactions;
         self.snapshots_installed += other.snapshots_installed;
+        self.snapshot_bytes_staged += other.snapshot_bytes_staged;
         self.membership_changes += other.membership_changes;
         self.transfers += other.transfers;
         self.reads += other.reads;
@@ -148,7 +161,7 @@ impl fmt::Display for Stats {
             formatter,
             "ticks={} delivered={} dropped={} duplicated={} crashes={} corruptions={} \
              partitions={} elections={} proposals={} acknowledged={} compactions={} \
-             snapshots_installed={} membership_changes={} transfers={} reads={} liveness_ticks={}",
+             snapshots_installed={} snapshot_bytes_staged={} membership_changes={} transfers={} reads={} liveness_ticks={}",
             self.ticks,
             self.delivered,
             self.dropped,
@@ -161,6 +174,7 @@ impl fmt::Display for Stats {
             self.acknowledged,
             self.compactions,
             self.snapshots_installed,
+            self.snapshot_bytes_staged,
             self.membership_changes,
             self.transfers,
             self.reads,
@@ -241,6 +255,12 @@ pub struct Simulation {
     nodes: Vec<Option<Node>>,
     disks: Vec<Disk>,
     machines: Vec<StateMachine>,
+    /// Each node's latest snapshot (taken or installed), which its reads
+    /// are answered from while it leads.
+    snapshots: Vec<Option<StoredSnapshot>>,
+    /// What each node received of a snapshot so far (written at each
+    /// chunk's offset, as a sparse file would be).
+    staging: Vec<Option<Staging>>,
     restart_at: Vec<Option<u64>>,
     observed: Vec<(Role, Term)>,
     initial_membership: Membership,
@@ -276,6 +296,8 @@ impl Simulation {
             nodes: (0..members).map(|_| None).collect(),
             disks: (0..members).map(|_| Disk::new()).collect(),
             machines: vec![StateMachine::new(initial_membership.clone()); members],
+            snapshots: vec![None; members],
+            staging: (0..members).map(|_| None).collect(),
             restart_at: vec![None; members],
             observed: vec![(Role::Follower, 0); members],
             initial_membership,
@@ -567,12 +589,15 @@ impl Simulation {
     }
 
     fn handle_ready(&mut self, id: NodeId, ready: Ready) -> Result<(), Failure> {
+        let chunks_before_install = ready.chunks_before_install();
         let Ready {
             number,
             hard_state,
             truncate_from,
             entries,
             snapshot,
+            snapshot_chunks,
+            snapshot_reads,
             messages,
             persisted_messages,
             committed,
@@ -583,8 +608,29 @@ impl Simulation {
         for envelope in messages {
             self.send(envelope);
         }
-        if let Some(snapshot) = &snapshot {
-            self.install(id, snapshot)?;
+        let mut snapshot_chunks = snapshot_chunks.into_iter();
+        for chunk in snapshot_chunks.by_ref().take(chunks_before_install) {
+            self.stage(id, chunk);
+        }
+        for read in snapshot_reads {
+            self.answer_read(id, read);
+        }
+        let snapshot = match snapshot {
+            Some(meta) => {
+                let staged = self.staging[slot(id)].take();
+                let data = match staged {
+                    Some(staged) if staged.index == meta.index => Bytes::from(staged.data),
+                    _ => Bytes::new(),
+                };
+                let stored = StoredSnapshot { meta, data };
+                self.install(id, &stored)?;
+                Some(stored)
+            }
+            None => None,
+        };
+        // A later transfer begun in the same ready.
+        for chunk in snapshot_chunks {
+            self.stage(id, chunk);
         }
         for entry in &committed {
             self.apply(id, entry)?;
@@ -621,18 +667,61 @@ impl Simulation {
 
     // ----- the state machine ------------------------------------------------------
 
-    fn install(&mut self, id: NodeId, snapshot: &Snapshot) -> Result<(), Failure> {
+    /// A follower's host writes a received chunk where it stages the
+    /// snapshot (offset 0 starts over).
+    fn stage(&mut self, id: NodeId, chunk: SnapshotChunk) {
+        let staging = &mut self.staging[slot(id)];
+        if chunk.offset == 0 {
+            *staging = Some(Staging {
+                index: chunk.index,
+                session: chunk.session,
+                data: Vec::new(),
+            });
+        }
+        let Some(staged) = staging
+            .as_mut()
+            .filter(|staged| staged.index == chunk.index && staged.session == chunk.session)
+        else {
+            return;
+        };
+        let offset = chunk.offset as usize;
+        staged.data.resize(staged.data.len().max(offset), 0);
+        staged.data.truncate(offset);
+        staged.data.extend_from_slice(&chunk.data);
+        self.stats.snapshot_bytes_staged += chunk.data.len() as u64;
+    }
+
+    /// A leader's host answers a read of its snapshot's bytes.
+    fn answer_read(&mut self, id: NodeId, read: SnapshotRead) {
+        let Some(stored) = self.snapshots[slot(id)]
+            .as_ref()
+            .filter(|stored| stored.meta.index == read.index)
+        else {
+            // A snapshot since replaced: the node no longer wants it.
+            return;
+        };
+        let total = stored.data.len() as u64;
+        let start = read.offset.min(total) as usize;
+        let end = (read.offset + read.max_bytes as u64).min(total) as usize;
+        let data = stored.data.slice(start..end);
+        let last = end as u64 == total;
+        self.node_mut(id)
+            .snapshot_chunk(read.peer, read.index, read.session, read.offset, data, last);
+    }
+
+    fn install(&mut self, id: NodeId, snapshot: &StoredSnapshot) -> Result<(), Failure> {
         let machine = check(StateMachine::from_snapshot(snapshot), STATE_MACHINE_SAFETY)?;
         let installed = self
             .state_machine_safety
-            .on_install(id, snapshot.index, snapshot.term);
+            .on_install(id, snapshot.meta.index, snapshot.meta.term);
         check(installed, STATE_MACHINE_SAFETY)?;
         check(self.client_oracle.on_install(id, &machine), CLIENT_ORACLE)?;
         self.machines[slot(id)] = machine;
+        self.snapshots[slot(id)] = Some(snapshot.clone());
         self.stats.snapshots_installed += 1;
         self.record(TraceEvent::InstallSnapshot {
             node: id,
-            index: snapshot.index,
+            index: snapshot.meta.index,
         });
         Ok(())
     }
@@ -667,8 +756,9 @@ impl Simulation {
             return Ok(());
         }
         let snapshot = self.machines[slot(id)].snapshot();
-        let index = snapshot.index;
-        self.node_mut(id).compact(snapshot.clone());
+        let index = snapshot.meta.index;
+        self.snapshots[slot(id)] = Some(snapshot.clone());
+        self.node_mut(id).compact(snapshot.meta.clone());
         check(self.disks[slot(id)].compact(&snapshot), DURABILITY)?;
         self.stats.compactions += 1;
         self.record(TraceEvent::Compact { node: id, index });
@@ -749,6 +839,8 @@ impl Simulation {
             Some(snapshot) => check(StateMachine::from_snapshot(snapshot), STATE_MACHINE_SAFETY)?,
             None => StateMachine::new(self.initial_membership.clone()),
         };
+        self.snapshots[slot(id)] = disk.snapshot().cloned();
+        self.staging[slot(id)] = None;
         check(self.client_oracle.on_install(id, &machine), CLIENT_ORACLE)?;
         let node = Node::new(self.node_config(id), restore);
         self.leader_completeness.on_restart(id, node.commit_index());

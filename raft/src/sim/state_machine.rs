@@ -5,6 +5,7 @@
 
 use bytes::{Bytes, BytesMut};
 
+use crate::sim::disk::StoredSnapshot;
 use crate::sim::random::mix;
 use crate::types::{Entry, EntryKind, Index, Membership, Snapshot, Term};
 
@@ -65,7 +66,7 @@ impl StateMachine {
         }
     }
 
-    pub fn snapshot(&self) -> Snapshot {
+    pub fn snapshot(&self) -> StoredSnapshot {
         let mut data = BytesMut::with_capacity(32);
         for value in [
             self.applied_index,
@@ -75,16 +76,18 @@ impl StateMachine {
         ] {
             data.extend_from_slice(&value.to_le_bytes());
         }
-        Snapshot {
-            index: self.applied_index,
-            term: self.applied_term,
-            membership: self.membership.clone(),
+        StoredSnapshot {
+            meta: Snapshot {
+                index: self.applied_index,
+                term: self.applied_term,
+                membership: self.membership.clone(),
+            },
             data: data.freeze(),
         }
     }
 
-    pub fn from_snapshot(snapshot: &Snapshot) -> Result<StateMachine, String> {
-        let data = &snapshot.data;
+    pub fn from_snapshot(stored: &StoredSnapshot) -> Result<StateMachine, String> {
+        let (snapshot, data) = (&stored.meta, &stored.data);
         if data.len() != 32 {
             return Err(format!("snapshot data of {} bytes", data.len()));
         }

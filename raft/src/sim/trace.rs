@@ -42,13 +42,15 @@ pub enum MessageSummary {
         term: Term,
         index: Index,
         snapshot_term: Term,
+        session: u64,
         offset: u64,
         chunk_bytes: u64,
-        total_bytes: u64,
+        last: bool,
     },
     SnapshotReceived {
         term: Term,
         index: Index,
+        session: u64,
         received: u64,
         gap: bool,
     },
@@ -117,26 +119,30 @@ impl MessageSummary {
                 term,
                 index,
                 snapshot_term,
-                total_bytes,
+                session,
                 offset,
+                last,
                 chunk,
                 ..
             } => MessageSummary::InstallSnapshot {
                 term: *term,
                 index: *index,
                 snapshot_term: *snapshot_term,
+                session: *session,
                 offset: *offset,
                 chunk_bytes: chunk.len() as u64,
-                total_bytes: *total_bytes,
+                last: *last,
             },
             Message::SnapshotReceived {
                 term,
                 index,
+                session,
                 received,
                 gap,
             } => MessageSummary::SnapshotReceived {
                 term: *term,
                 index: *index,
+                session: *session,
                 received: *received,
                 gap: *gap,
             },
@@ -221,22 +227,25 @@ impl fmt::Display for MessageSummary {
                 term,
                 index,
                 snapshot_term,
+                session,
                 offset,
                 chunk_bytes,
-                total_bytes,
+                last,
             } => write!(
                 formatter,
                 "InstallSnapshot term={term} snapshot={index}/{snapshot_term} \
-                 bytes={offset}+{chunk_bytes}/{total_bytes}"
+                 session={session} bytes={offset}+{chunk_bytes}{}",
+                if last { " last" } else { "" }
             ),
             MessageSummary::SnapshotReceived {
                 term,
                 index,
+                session,
                 received,
                 gap,
             } => write!(
                 formatter,
-                "SnapshotReceived term={term} snapshot={index} received={received}{}",
+                "SnapshotReceived term={term} snapshot={index} session={session} received={received}{}",
                 if gap { " gap" } else { "" }
             ),
             MessageSummary::InstallSnapshotResponse { term, index } => {

@@ -18,6 +18,7 @@ use crate::block_store::manifest::{
     DIGEST_EMPTY, SEGMENTS_MAX,
 };
 use crate::block_store::record::{self, DecodeError, NewMessage, StoredView};
+use crate::block_store::removals::{RemovalWatches, Removed, WatchId};
 use crate::device::{DeviceError, IoBuffer};
 use crate::format::{align_up, checksum, BLOCK_BYTES};
 
@@ -439,6 +440,8 @@ pub struct StreamLog<S: StoreFiles> {
     /// Other readers in order, oldest first; see [`ParkedReader`].
     parked_readers: RefCell<Vec<ParkedReader<S::File>>>,
     poisoned: Option<DeviceError>,
+    /// Readers told about removals behind them (snapshot transfers).
+    removal_watches: RemovalWatches,
 }
 
 fn corrupt(file: &str, offset: u64, reason: impl Into<String>) -> StoreError {
@@ -590,6 +593,7 @@ impl<S: StoreFiles> StreamLog<S> {
             prefetch: RefCell::new(VecDeque::new()),
             parked_readers: RefCell::new(Vec::new()),
             poisoned: None,
+            removal_watches: RemovalWatches::default(),
             files,
         };
         let mut report = OpenReport::default();
@@ -1968,6 +1972,28 @@ impl<S: StoreFiles> StreamLog<S> {
         Ok(())
     }
 
+    /// Starts recording removals (see [`RemovalWatches`]): nothing until
+    /// [`StreamLog::advance_watch`] sets a bound.
+    pub fn watch_removals(&mut self) -> WatchId {
+        self.removal_watches.watch()
+    }
+
+    /// Records removals of sequences below `below` from now on.
+    pub fn advance_watch(&mut self, id: WatchId, below: u64) {
+        self.removal_watches.advance(id, below);
+    }
+
+    /// Whether watch `id` still records everything (not overflowed, not
+    /// finished).
+    pub fn watch_is_healthy(&self, id: WatchId) -> bool {
+        self.removal_watches.is_healthy(id)
+    }
+
+    /// Ends watch `id` and returns what it recorded.
+    pub fn finish_watch(&mut self, id: WatchId) -> Option<Removed> {
+        self.removal_watches.finish(id)
+    }
+
     /// Removes one message from the live set (in memory); the delete is
     /// persisted by the next flush. Returns whether it was live.
     pub fn delete(&mut self, sequence: u64) -> bool {
@@ -1994,6 +2020,9 @@ impl<S: StoreFiles> StreamLog<S> {
             return false;
         }
         entry.live = false;
+        if !self.removal_watches.is_empty() {
+            self.removal_watches.removed(sequence);
+        }
         let (subject, bytes) = (entry.subject, u64::from(entry.bytes));
         segment.live_bytes -= bytes;
         self.messages -= 1;

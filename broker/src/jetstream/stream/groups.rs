@@ -274,7 +274,9 @@ impl StreamGroups {
     /// Hands committed entries to their streams' tasks.
     fn dispatch(&self, durable: Durable) {
         assert!(
-            durable.snapshots.is_empty() && durable.read_states.is_empty(),
+            durable.snapshot_steps.is_empty()
+                && durable.snapshot_reads.is_empty()
+                && durable.read_states.is_empty(),
             "single-node stream groups install no snapshot and ask for no read index"
         );
         let handles = self.handles.borrow();

@@ -275,6 +275,7 @@ pub mod replica;
 pub mod snapshot;
 mod state;
 mod state_entries;
+pub mod transfer;
 mod task;
 pub use api::info_state;
 pub use task::{Recovered, StreamTask};

@@ -17,17 +17,18 @@ use std::collections::BTreeMap;
 use std::rc::Rc;
 
 use bytes::Bytes;
-use tern_raft::{Entry, EntryKind, Node, Role};
-use tern_storage::block_store::{Manifest, MemoryFiles, NewMessage, StoreError, StreamLog};
+use tern_raft::{Entry, EntryKind, Node, NodeId, Role};
+use tern_storage::block_store::{Manifest, MemoryFiles, StoreError, StreamLog};
 
 use super::super::api::error::ApiError;
 use super::super::consumer::delivery::{Delivery, DeliveryState};
 use super::super::entry::{Operation, PendingMessage};
 use super::config::{Retention, StreamConfig};
-use super::consumer_leader::{self, ConsumerLeader, LoggedConsumerError};
+use super::consumer_leader::{ConsumerLeader, LoggedConsumerError};
 use super::leader::{EntryApplied, Ingested, Leader, Owed};
 use super::persistence::ConsumerOwed;
-use super::snapshot::{SnapshotConsumer, SnapshotError, SnapshotMessage, StreamSnapshot};
+use super::snapshot::SnapshotError;
+use super::transfer::{SnapshotPoint, SnapshotSource};
 pub use super::state::LoggedConsumer;
 use super::state::{Applied, ReplicatedState};
 use super::{memory_message_bytes, Store};
@@ -45,6 +46,9 @@ pub enum StreamCanary {
     /// An interest stream keeps or drops a message by the consumers each
     /// replica runs itself (only the leader runs any), not by the log.
     LocalInterest,
+    /// A snapshot transfer leaves out the messages removed after they were
+    /// read (the end record's list).
+    SnapshotWithoutRemovals,
 }
 
 /// What a client is told.
@@ -61,6 +65,8 @@ pub enum Answer {
     Failed { reply: Bytes, error: ApiError },
     /// A double ack's confirmation: the ack is in the replicated state.
     AckConfirmed { reply: Bytes },
+    /// A message delete applied (`removed`: the message was there).
+    Deleted { reply: Bytes, removed: bool },
 }
 
 /// Why a replica cannot go on (the host takes it offline).
@@ -95,13 +101,20 @@ pub enum InstallError {
 
 pub struct Replica {
     name: String,
-    state: ReplicatedState,
+    pub(super) state: ReplicatedState,
     leader: Leader,
     consumers: ConsumerLeader,
     /// The term this replica took office in (it leads while the node is
     /// leader in that term).
     office_term: Option<u64>,
-    canary: Option<StreamCanary>,
+    pub(super) canary: Option<StreamCanary>,
+    /// What Raft compacted to last (`transfer.rs`).
+    pub(super) snapshot_point: Option<SnapshotPoint>,
+    /// Snapshot transfers being read, by follower.
+    pub(super) transfers: BTreeMap<NodeId, SnapshotSource>,
+    /// Installed from a snapshot read while the leader went on: the
+    /// contents are a replica's state only from this applied index on.
+    pub(super) converges_at: u64,
 }
 
 impl Replica {
@@ -126,111 +139,10 @@ impl Replica {
             consumers: ConsumerLeader::default(),
             office_term: None,
             canary,
+            snapshot_point: None,
+            transfers: BTreeMap::new(),
+            converges_at: 0,
         })
-    }
-
-    /// What this replica holds at its applied index, for followers that
-    /// need what the log no longer has.
-    pub async fn snapshot(&self) -> Result<StreamSnapshot, StoreError> {
-        let mut messages = Vec::new();
-        let mut from = 0;
-        while let Some(sequence) =
-            with_store!(&self.state.store, log => log.next_matching(from, |_| true))
-        {
-            if let Some(message) = with_store!(&self.state.store, log => log.get(sequence).await)? {
-                messages.push(SnapshotMessage {
-                    sequence,
-                    timestamp_ns: message.timestamp_ns,
-                    subject: Bytes::from(message.subject),
-                    headers: Bytes::from(message.headers),
-                    payload: Bytes::from(message.payload),
-                });
-            }
-            from = sequence + 1;
-        }
-        Ok(StreamSnapshot {
-            applied_index: self.state.applied_index,
-            applied_term: self.state.applied_term,
-            stored_last_unix_ns: self.state.stored_last_unix_ns,
-            last_sequence: with_store!(&self.state.store, log => log.last_sequence()),
-            config_json: Bytes::from(self.state.config.to_stored_json()),
-            messages,
-            consumers: self
-                .state
-                .logged_consumers
-                .iter()
-                .map(|(name, logged)| SnapshotConsumer {
-                    name: name.clone(),
-                    created_unix_ns: logged.created_unix_ns,
-                    config_json: logged.config_json.clone(),
-                    delivery_state: logged.delivery_state.clone(),
-                })
-                .collect(),
-        })
-    }
-
-    /// A replica holding what `data` (a [`StreamSnapshot`]) says, on a new
-    /// memory store. Replies this replica owed are the caller's to fail.
-    pub async fn from_snapshot(
-        data: &Bytes,
-        canary: Option<StreamCanary>,
-    ) -> Result<Replica, InstallError> {
-        let snapshot = StreamSnapshot::decode(data)?;
-        let config =
-            StreamConfig::from_stored_json(&snapshot.config_json).map_err(InstallError::Config)?;
-        for consumer in &snapshot.consumers {
-            consumer_leader::check_logged(
-                &consumer.name,
-                &consumer.config_json,
-                &consumer.delivery_state,
-            )?;
-        }
-        let mut replica = Replica::in_memory(config, canary).await?;
-        let state = &mut replica.state;
-        for message in &snapshot.messages {
-            with_store!(&mut state.store, log => log.append(NewMessage {
-                sequence: message.sequence,
-                timestamp_ns: message.timestamp_ns,
-                subject: &message.subject,
-                headers: &message.headers,
-                payload: &message.payload,
-            }).await)?;
-        }
-        let stored_last = with_store!(&state.store, log => log.last_sequence());
-        if snapshot.last_sequence > stored_last {
-            // Trailing sequences were used and removed: one placeholder
-            // carries the last sequence, then goes.
-            with_store!(&mut state.store, log => log.append(NewMessage {
-                sequence: snapshot.last_sequence,
-                timestamp_ns: snapshot.stored_last_unix_ns,
-                subject: b"",
-                headers: b"",
-                payload: b"",
-            }).await)?;
-            with_store!(&mut state.store, log => log.delete(snapshot.last_sequence));
-        }
-        let first = snapshot
-            .messages
-            .first()
-            .map_or(snapshot.last_sequence + 1, |message| message.sequence);
-        with_store!(&mut state.store, log => log.purge_below(first).await)?;
-        state.logged_consumers = snapshot
-            .consumers
-            .into_iter()
-            .map(|consumer| {
-                let logged = LoggedConsumer {
-                    created_unix_ns: consumer.created_unix_ns,
-                    config_json: consumer.config_json,
-                    delivery_state: consumer.delivery_state,
-                };
-                (consumer.name, logged)
-            })
-            .collect();
-        state.stored_last_unix_ns = snapshot.stored_last_unix_ns;
-        state.applied_index = snapshot.applied_index;
-        state.applied_term = snapshot.applied_term;
-        state.rebuild_expiry().await?;
-        Ok(replica)
     }
 
     pub fn name(&self) -> &str {
@@ -444,6 +356,10 @@ impl Replica {
             Some(Applied::Message { sequence }) => Some(*sequence),
             _ => None,
         };
+        let deleted = match &applied {
+            Some(Applied::Deleted { removed }) => Some(*removed),
+            _ => None,
+        };
         if let (Some(applied), Some(_)) = (&applied, self.office_term) {
             for reply in self.consumers.applied(&self.state, entry.index, applied)? {
                 answers.push(Answer::Failed {
@@ -472,6 +388,15 @@ impl Replica {
                     }),
                     _,
                 ) => answers.push(Answer::AckConfirmed { reply }),
+                (
+                    Owed::Delete {
+                        reply: Some(reply), ..
+                    },
+                    _,
+                ) if deleted.is_some() => answers.push(Answer::Deleted {
+                    reply,
+                    removed: deleted == Some(true),
+                }),
                 (owed, _) => fail(owed, &ApiError::cluster_not_leader(), answers),
             }
         }
@@ -510,6 +435,39 @@ impl Replica {
         Entry {
             kind: EntryKind::Normal(operation.encode()),
             ..entry
+        }
+    }
+
+    /// A client's delete of message `sequence`: proposed by the leader,
+    /// answered once the entry applies.
+    pub fn delete_message(
+        &mut self,
+        node: &mut Node,
+        sequence: u64,
+        reply: Bytes,
+        answers: &mut Vec<Answer>,
+    ) {
+        let Some(reply) = self.refused_unless_leading(node, reply, answers) else {
+            return;
+        };
+        let operation = Operation::Delete {
+            sequence,
+            erase: false,
+        };
+        match node.propose(operation.encode()) {
+            Ok(index) => self.leader.owe(
+                node.term(),
+                index,
+                self.state.applied_index,
+                Owed::Delete {
+                    origin: 0,
+                    reply: Some(reply),
+                },
+            ),
+            Err(_) => answers.push(Answer::Failed {
+                reply,
+                error: ApiError::cluster_not_leader(),
+            }),
         }
     }
 
@@ -672,6 +630,11 @@ impl Replica {
         self.consumers.get(name).map(|consumer| &consumer.delivery)
     }
 
+    /// The last sequence the stream used.
+    pub fn last_sequence(&self) -> u64 {
+        with_store!(&self.state.store, log => log.last_sequence())
+    }
+
     /// What the store holds, in sequence order (sequence, time, subject).
     pub fn contents(&self) -> Vec<StoredSummary> {
         let mut found = Vec::new();
@@ -710,6 +673,12 @@ fn fail(owed: Owed, error: &ApiError, answers: &mut Vec<Answer>) {
             reply,
             ..
         }) => answers.push(Answer::Failed {
+            reply,
+            error: error.clone(),
+        }),
+        Owed::Delete {
+            reply: Some(reply), ..
+        } => answers.push(Answer::Failed {
             reply,
             error: error.clone(),
         }),
@@ -810,20 +779,19 @@ mod tests {
         replica.ack(&node, "C", never, Bytes::from("ack9"), &mut answers);
         assert!(matches!(answers.pop(), Some(Answer::Failed { .. })));
 
-        let snapshot = block_on(replica.snapshot()).expect("reads");
-        assert_eq!(snapshot.consumers.len(), 1);
-        let mut installed =
-            block_on(Replica::from_snapshot(&snapshot.encode(), None)).expect("installs");
+        let (index, term) = replica.mark_snapshot();
+        let whole = block_on(replica.snapshot_whole()).expect("reads");
+        let mut installed = block_on(Replica::from_snapshot(&whole, None)).expect("installs");
+        assert_eq!(installed.logged_consumers().len(), 1);
         assert_eq!(installed.logged_consumers(), replica.logged_consumers());
         let mut other = Node::new(
             Config::new(1),
             Restore {
                 membership: Membership::new(vec![1]),
                 snapshot: Some(tern_raft::Snapshot {
-                    index: snapshot.applied_index,
-                    term: snapshot.applied_term,
+                    index,
+                    term,
                     membership: Membership::new(vec![1]),
-                    data: snapshot.encode(),
                 }),
                 seed: 2,
                 ..Restore::default()
@@ -885,14 +853,13 @@ mod tests {
             .map(|answer| match answer {
                 Answer::PubAck { sequence, .. } => *sequence,
                 Answer::Failed { error, .. } => panic!("refused: {error:?}"),
-                Answer::AckConfirmed { .. } => panic!("no consumer here"),
+                other => panic!("{other:?}"),
             })
             .collect();
         assert_eq!(sequences, [1, 2, 3, 4, 5]);
-        let snapshot = block_on(replica.snapshot()).expect("reads");
-        assert_eq!(snapshot.last_sequence, 5, "the deleted last still counts");
-        let installed =
-            block_on(Replica::from_snapshot(&snapshot.encode(), None)).expect("installs");
+        let snapshot = block_on(replica.snapshot_whole()).expect("reads");
+        let mut installed = block_on(Replica::from_snapshot(&snapshot, None)).expect("installs");
+        assert_eq!(installed.last_sequence(), 5, "the deleted last still counts");
         assert_eq!(installed.applied_index(), replica.applied_index());
         assert_eq!(installed.contents(), replica.contents());
         assert_eq!(
@@ -910,7 +877,7 @@ mod tests {
                 block_on(replica.payload(sequence)).expect("reads")
             );
         }
-        let again = block_on(installed.snapshot()).expect("reads");
+        let again = block_on(installed.snapshot_whole()).expect("reads");
         assert_eq!(
             again, snapshot,
             "a snapshot of the installed replica is the same"

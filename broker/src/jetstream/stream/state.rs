@@ -482,7 +482,7 @@ impl ReplicatedState {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use std::collections::BTreeMap;
 
     use bytes::Bytes;
@@ -533,7 +533,7 @@ mod tests {
         }
     }
 
-    fn config(extra: &str) -> StreamConfig {
+    pub(in super::super) fn config(extra: &str) -> StreamConfig {
         let body = format!(
             r#"{{"name":"S","subjects":["s.>"],"storage":"memory","allow_rollup_hdrs":true{extra}}}"#
         );
@@ -703,7 +703,7 @@ mod tests {
 
     /// A random log: messages (some rolling up), deletes, expiries, purges
     /// and config changes of the limits.
-    fn random_log(seed: u64, length: usize) -> Vec<Operation> {
+    pub(in super::super) fn random_log(seed: u64, length: usize) -> Vec<Operation> {
         let mut random = Random(seed | 1);
         let mut log = Vec::new();
         let mut last = 0;

@@ -207,7 +207,6 @@ impl StreamTask {
             index: raft.applied_index,
             term: raft.applied_term,
             membership: membership.clone(),
-            data: Bytes::new(),
         });
         let acknowledged_index = recovered
             .entries
@@ -362,7 +361,6 @@ impl StreamTask {
             index: self.state.applied_index,
             term: self.state.applied_term,
             membership: Membership::new(vec![NODE_ID]),
-            data: Bytes::new(),
         };
         self.groups.compact(self.group, snapshot);
         Ok(())
