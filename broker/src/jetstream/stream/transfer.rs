@@ -68,6 +68,8 @@ pub struct SnapshotSource {
     watch: WatchId,
     /// Encoded and not handed out yet (at most a chunk and a record).
     pending: BytesMut,
+    /// Bytes handed out (the next read's offset).
+    produced: u64,
     /// CRC-32C of every byte encoded so far.
     checksum: u32,
     ended: bool,
@@ -133,7 +135,9 @@ impl Replica {
             return Ok(None);
         };
         let current = self.transfers.get(&read.peer).is_some_and(|source| {
-            source.index == read.index && source.session == read.session
+            source.index == read.index
+                && source.session == read.session
+                && source.produced == read.offset
         });
         if !current {
             if read.offset != 0 {
@@ -148,6 +152,7 @@ impl Replica {
                 next_sequence: 1,
                 watch: with_store!(&mut self.state.store, log => log.watch_removals()),
                 pending: BytesMut::new(),
+                produced: 0,
                 checksum: 0,
                 ended: false,
             };
@@ -209,6 +214,7 @@ impl Replica {
             next_sequence: 1,
             watch: with_store!(&mut self.state.store, log => log.watch_removals()),
             pending: BytesMut::new(),
+            produced: 0,
             checksum: 0,
             ended: false,
         };
@@ -308,6 +314,7 @@ impl SnapshotSource {
             .pending
             .split_to(self.pending.len().min(max_bytes))
             .freeze();
+        self.produced += chunk.len() as u64;
         Ok((chunk, self.ended && self.pending.is_empty()))
     }
 }
