@@ -3,7 +3,7 @@
 //! nodes under faults (see `tern_broker::cluster::sim`).
 //!
 //! ```text
-//! cargo run --release -p tern-broker --example simulate_cluster -- --seeds N [--seed-start S] [--canary ack-before-quorum|local-expiry|ack-before-state|local-interest|snapshot-without-removals]
+//! cargo run --release -p tern-broker --example simulate_cluster -- --seeds N [--seed-start S] [--canary ack-before-quorum|local-expiry|ack-before-state|local-interest|snapshot-without-removals|limit-evicts-newest]
 //! ```
 //!
 //! Prints each violation (seed, invariant, detail; the trace of the first
@@ -57,6 +57,7 @@ fn parse(arguments: &[String]) -> Result<Options, String> {
                     "ack-before-state" => StreamCanary::AckBeforeState,
                     "local-interest" => StreamCanary::LocalInterest,
                     "snapshot-without-removals" => StreamCanary::SnapshotWithoutRemovals,
+                    "limit-evicts-newest" => StreamCanary::LimitEvictsNewest,
                     other => return Err(format!("unknown canary: {other}")),
                 })
             }
@@ -74,7 +75,7 @@ fn main() -> ExitCode {
         Err(message) => {
             eprintln!("{message}");
             eprintln!(
-                "usage: simulate_cluster --seeds N [--seed-start S] [--canary ack-before-quorum|local-expiry|ack-before-state|local-interest|snapshot-without-removals]"
+                "usage: simulate_cluster --seeds N [--seed-start S] [--canary ack-before-quorum|local-expiry|ack-before-state|local-interest|snapshot-without-removals|limit-evicts-newest]"
             );
             return ExitCode::from(2);
         }

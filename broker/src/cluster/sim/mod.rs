@@ -1686,6 +1686,12 @@ mod tests {
     }
 
     #[test]
+    fn the_checkers_catch_a_limit_that_evicts_the_newest() {
+        let found = invariants(0..12, Some(StreamCanary::LimitEvictsNewest));
+        assert!(found.contains(&"replicas diverged"), "{found:?}");
+    }
+
+    #[test]
     fn one_seed_is_one_run() {
         let first = run(&SimConfig::new(7));
         let second = run(&SimConfig::new(7));

@@ -49,6 +49,10 @@ pub enum StreamCanary {
     /// A snapshot transfer leaves out the messages removed after they were
     /// read (the end record's list).
     SnapshotWithoutRemovals,
+    /// max_msgs evicts the newest message instead of the oldest (the same
+    /// on every replica, but not a rule a snapshot read while entries
+    /// apply converges under).
+    LimitEvictsNewest,
 }
 
 /// What a client is told.
@@ -131,6 +135,7 @@ impl Replica {
         };
         let (log, _) = StreamLog::open(MemoryFiles::new(), store_config, &Manifest::new(1)).await?;
         let mut state = ReplicatedState::new(Store::Memory(log), Rc::new(config));
+        state.evict_newest = canary == Some(StreamCanary::LimitEvictsNewest);
         state.rebuild_expiry().await?;
         Ok(Replica {
             name: state.config.name.clone(),

@@ -41,6 +41,11 @@ pub(super) struct ReplicatedState {
     pub(super) applied_index: u64,
     pub(super) applied_term: u64,
     pub(super) applied_bytes_since_checkpoint: u64,
+    /// Canary only (`StreamCanary::LimitEvictsNewest`): max_msgs and
+    /// max_bytes evict the newest message instead of the oldest. Still
+    /// the same on every replica, but it breaks what a snapshot read while
+    /// entries apply relies on (docs/stream-snapshots.md).
+    pub(super) evict_newest: bool,
 }
 
 /// A durable consumer as the log holds it.
@@ -105,6 +110,7 @@ impl ReplicatedState {
             applied_index: 0,
             applied_term: 0,
             applied_bytes_since_checkpoint: 0,
+            evict_newest: false,
         }
     }
 
@@ -357,7 +363,13 @@ impl ReplicatedState {
             if !over || state.messages == 0 {
                 break;
             }
-            self.delete_message(state.first_sequence);
+            let evicted = if self.evict_newest {
+                with_store!(&self.store, log => log.last_matching(|_| true))
+                    .unwrap_or(state.first_sequence)
+            } else {
+                state.first_sequence
+            };
+            self.delete_message(evicted);
         }
     }
 

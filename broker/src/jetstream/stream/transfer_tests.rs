@@ -218,6 +218,18 @@ fn canary_snapshot_without_removals_diverges() {
     eprintln!("the canary diverged in {diverged} of 400 transfers");
 }
 
+/// A count limit that evicts the newest is deterministic too, but a
+/// follower that lacks a message deleted behind the reader then keeps one
+/// the leader evicted: convergence needs limits that remove the oldest.
+#[test]
+fn canary_limit_evicts_newest_diverges() {
+    let diverged = (0..400)
+        .filter(|seed| !transfer(*seed, Some(StreamCanary::LimitEvictsNewest)).converged)
+        .count();
+    assert!(diverged > 0, "the canary went unnoticed");
+    eprintln!("the canary diverged in {diverged} of 400 transfers");
+}
+
 /// The counterexample of docs/stream-snapshots.md, step by step.
 #[test]
 fn a_limit_removal_behind_the_reader_is_carried_by_the_end_record() {
