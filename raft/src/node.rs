@@ -1489,7 +1489,9 @@ impl Node {
         transfer.reading = false;
         transfer.produced += data.len() as u64;
         transfer.finished = last;
-        transfer.buffer.push_back(BufferedChunk { offset, data, last });
+        transfer
+            .buffer
+            .push_back(BufferedChunk { offset, data, last });
         self.send_snapshot_chunks(peer);
     }
 
@@ -2135,7 +2137,14 @@ mod tests {
             let end = (read.offset as usize + read.max_bytes).min(data.len());
             let chunk = data.slice(read.offset as usize..end);
             let last = end == data.len();
-            node.snapshot_chunk(read.peer, read.index, read.session, read.offset, chunk, last);
+            node.snapshot_chunk(
+                read.peer,
+                read.index,
+                read.session,
+                read.offset,
+                chunk,
+                last,
+            );
         }
     }
 
@@ -2327,7 +2336,9 @@ mod tests {
         // The old session's next chunk: refused, answered as a gap from 0.
         let old = in_flight
             .into_iter()
-            .find(|message| matches!(message, Message::InstallSnapshot { offset, .. } if *offset > 0))
+            .find(
+                |message| matches!(message, Message::InstallSnapshot { offset, .. } if *offset > 0),
+            )
             .expect("a later chunk");
         deliver(&mut restarted, 1, old);
         let answers = persist(&mut restarted);

@@ -92,7 +92,10 @@ pub enum DecodeError {
     /// Voters must be strictly increasing.
     VotersNotSorted,
     /// A snapshot chunk's end does not fit 64 bits.
-    ChunkPastEnd { offset: u64, length: u64 },
+    ChunkPastEnd {
+        offset: u64,
+        length: u64,
+    },
     /// Bytes left after a complete message.
     TrailingBytes(usize),
 }

@@ -24,8 +24,8 @@
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use tern_raft::{
-    chunks_before_install, Entry, Envelope, HardState, Index, Node, NodeId, ReadState, Snapshot, SnapshotChunk,
-    SnapshotRead,
+    chunks_before_install, Entry, Envelope, HardState, Index, Node, NodeId, ReadState, Snapshot,
+    SnapshotChunk, SnapshotRead,
 };
 
 /// A Raft group's id, unique in the cluster (a stream's group).
@@ -324,7 +324,8 @@ impl MultiRaft {
                 for envelope in waiting.persisted_messages {
                     push_outgoing(&mut self.outgoing, id, envelope);
                 }
-                let before = chunks_before_install(&waiting.snapshot_chunks, waiting.snapshot.as_ref());
+                let before =
+                    chunks_before_install(&waiting.snapshot_chunks, waiting.snapshot.as_ref());
                 let mut chunks = waiting.snapshot_chunks.into_iter();
                 durable.snapshot_steps.extend(
                     chunks

@@ -705,15 +705,21 @@ impl Simulation {
         let end = (read.offset + read.max_bytes as u64).min(total) as usize;
         let data = stored.data.slice(start..end);
         let last = end as u64 == total;
-        self.node_mut(id)
-            .snapshot_chunk(read.peer, read.index, read.session, read.offset, data, last);
+        self.node_mut(id).snapshot_chunk(
+            read.peer,
+            read.index,
+            read.session,
+            read.offset,
+            data,
+            last,
+        );
     }
 
     fn install(&mut self, id: NodeId, snapshot: &StoredSnapshot) -> Result<(), Failure> {
         let machine = check(StateMachine::from_snapshot(snapshot), STATE_MACHINE_SAFETY)?;
-        let installed = self
-            .state_machine_safety
-            .on_install(id, snapshot.meta.index, snapshot.meta.term);
+        let installed =
+            self.state_machine_safety
+                .on_install(id, snapshot.meta.index, snapshot.meta.term);
         check(installed, STATE_MACHINE_SAFETY)?;
         check(self.client_oracle.on_install(id, &machine), CLIENT_ORACLE)?;
         self.machines[slot(id)] = machine;

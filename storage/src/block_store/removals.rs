@@ -150,6 +150,9 @@ mod tests {
         watches.advance(other, u64::MAX);
         watches.removed(1);
         assert!(watches.finish(small).expect("watching").overflowed);
-        assert_eq!(watches.finish(other).expect("watching").ranges, vec![(1, 1)]);
+        assert_eq!(
+            watches.finish(other).expect("watching").ranges,
+            vec![(1, 1)]
+        );
     }
 }

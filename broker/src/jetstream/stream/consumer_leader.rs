@@ -49,6 +49,20 @@ pub(super) struct LiveConsumer {
     entries: StateEntries<Bytes>,
 }
 
+/// A consumer's ack floor (stream sequence) before and after an ack.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct FloorMove {
+    pub(super) from: u64,
+    pub(super) to: u64,
+}
+
+impl FloorMove {
+    /// The sequences the floor passed, for [`super::leader::Leader::release`].
+    pub(super) fn moved(self) -> Option<std::ops::RangeInclusive<u64>> {
+        (self.to > self.from).then_some(self.from..=self.to)
+    }
+}
+
 /// Whether `subject` passes `filters` (none: everything).
 fn passes(filters: &[String], subject: &[u8]) -> bool {
     if filters.is_empty() {
@@ -250,7 +264,7 @@ impl ConsumerLeader {
         stream_sequence: u64,
         consumer_sequence: u64,
         reply: Bytes,
-    ) -> Result<(), Bytes> {
+    ) -> Result<FloorMove, Bytes> {
         let Some(consumer) = self.consumers.get_mut(name) else {
             return Err(reply);
         };
@@ -259,9 +273,21 @@ impl ConsumerLeader {
         {
             return Err(reply);
         }
+        let before = consumer.delivery.ack_floor().1;
         consumer.delivery.ack(stream_sequence, consumer_sequence);
         consumer.entries.wait(reply);
-        Ok(())
+        Ok(FloorMove {
+            from: before,
+            to: consumer.delivery.ack_floor().1,
+        })
+    }
+
+    /// Whether a consumer in office still needs `sequence` on `subject`
+    /// (interest retention keeps it until none does).
+    pub(super) fn needs(&self, subject: &[u8], sequence: u64) -> bool {
+        self.consumers.values().any(|consumer| {
+            passes(&consumer.filters, subject) && consumer.delivery.needs_ack(sequence)
+        })
     }
 
     /// Like [`Self::ack`] with nothing waiting for the entry (the
@@ -272,15 +298,17 @@ impl ConsumerLeader {
         name: &str,
         stream_sequence: u64,
         consumer_sequence: u64,
-    ) -> bool {
-        let Some(consumer) = self.consumers.get_mut(name) else {
-            return false;
-        };
+    ) -> Option<FloorMove> {
+        let consumer = self.consumers.get_mut(name)?;
         if stream_sequence >= consumer.delivery.next_stream_sequence() {
-            return false;
+            return None;
         }
+        let before = consumer.delivery.ack_floor().1;
         consumer.delivery.ack(stream_sequence, consumer_sequence);
-        true
+        Some(FloorMove {
+            from: before,
+            to: consumer.delivery.ack_floor().1,
+        })
     }
 
     /// The state entries due: every consumer with none in flight whose

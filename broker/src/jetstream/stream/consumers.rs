@@ -27,7 +27,7 @@ use super::super::consumer::{
 };
 use super::super::JetStream;
 use super::config::StreamConfig;
-use super::{now_unix_ns, Operation, Retention, Store, StoreError, StreamTask};
+use super::{now_unix_ns, Retention, Store, StoreError, StreamTask};
 
 /// Deliveries one turn makes across the stream's consumers at most, so
 /// publishes and acks get their turn.
@@ -776,60 +776,21 @@ impl StreamTask {
         Ok(delivered)
     }
 
-    /// Interest and work-queue retention: proposes the removal of
-    /// `sequence`, and of the live messages in `floor_moved` (an ack
-    /// floor's move, exclusive of its start), that no consumer needs any
-    /// more (nats-server's `ackMsg`/`checkInterestState`).
+    /// Interest and work-queue retention: the removals no consumer needs
+    /// any more ([`Leader::release`]).
     pub(super) fn release(
         &mut self,
         sequence: u64,
         floor_moved: Option<std::ops::RangeInclusive<u64>>,
     ) {
-        if self.state.config.retention == Retention::Limits {
-            return;
-        }
-        let mut candidates = vec![sequence];
-        if let Some(range) = floor_moved {
-            let (start, end) = range.into_inner();
-            let mut from = start + 1;
-            while let Some(next) =
-                with_store!(&self.state.store, log => log.next_matching(from, |_| true))
-            {
-                if next > end {
-                    break;
-                }
-                if next != sequence {
-                    candidates.push(next);
-                }
-                from = next + 1;
-            }
-        }
-        for candidate in candidates {
-            if self.leader.releasing.contains(&candidate) {
-                continue;
-            }
-            let consumers = &self.state.consumers;
-            let needed = with_store!(&self.state.store, log => log.subject_of(candidate).map(|subject| {
-                consumers
-                    .values()
-                    .any(|consumer| consumer.matches(subject) && consumer.delivery.needs_ack(candidate))
-            }));
-            if needed != Some(false) {
-                continue; // gone already, or still needed
-            }
-            let operation = Operation::Delete {
-                sequence: candidate,
-                erase: false,
-            };
-            match self.propose(&operation) {
-                Ok(_) => {
-                    self.leader.releasing.insert(candidate);
-                }
-                Err(error) => {
-                    log::warn!(target: "tern::jetstream", "stream {}: removing {candidate} refused: {error:?}", self.handle.name)
-                }
-            }
-        }
+        let (leader, state) = (&mut self.leader, &self.state);
+        self.groups.with_node(self.group, |node| {
+            leader.release(state, node, sequence, floor_moved, |subject, candidate| {
+                state.consumers.values().any(|consumer| {
+                    consumer.matches(subject) && consumer.delivery.needs_ack(candidate)
+                })
+            })
+        });
     }
 
     /// An interest stream lost a consumer: messages only it needed go.

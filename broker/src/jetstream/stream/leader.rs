@@ -485,6 +485,66 @@ impl Leader {
         None
     }
 
+    /// Interest and work-queue retention: proposes the removal of
+    /// `sequence`, and of the live messages in `floor_moved` (an ack
+    /// floor's move, exclusive of its start), that no consumer needs any
+    /// more (`needed(subject, sequence)`; nats-server's
+    /// `ackMsg`/`checkInterestState`). Returns the removals proposed.
+    pub(super) fn release(
+        &mut self,
+        state: &ReplicatedState,
+        node: &mut Node,
+        sequence: u64,
+        floor_moved: Option<std::ops::RangeInclusive<u64>>,
+        needed: impl Fn(&[u8], u64) -> bool,
+    ) -> usize {
+        if state.config.retention == Retention::Limits {
+            return 0;
+        }
+        let mut candidates = vec![sequence];
+        if let Some(range) = floor_moved {
+            let (start, end) = range.into_inner();
+            let mut from = start + 1;
+            while let Some(next) =
+                with_store!(&state.store, log => log.next_matching(from, |_| true))
+            {
+                if next > end {
+                    break;
+                }
+                if next != sequence {
+                    candidates.push(next);
+                }
+                from = next + 1;
+            }
+        }
+        let mut proposed = 0;
+        for candidate in candidates {
+            if self.releasing.contains(&candidate) {
+                continue;
+            }
+            let still_needed = with_store!(&state.store, log => log
+                .subject_of(candidate)
+                .map(|subject| needed(subject, candidate)));
+            if still_needed != Some(false) {
+                continue; // gone already, or still needed
+            }
+            let operation = Operation::Delete {
+                sequence: candidate,
+                erase: false,
+            };
+            match node.propose(operation.encode()) {
+                Ok(_) => {
+                    self.releasing.insert(candidate);
+                    proposed += 1;
+                }
+                Err(error) => {
+                    log::warn!(target: "tern::jetstream", "stream {}: removing {candidate} refused: {error:?}", state.config.name)
+                }
+            }
+        }
+        proposed
+    }
+
     /// Leader: proposes the removal of the messages whose TTL is due by
     /// its clock, at most [`EXPIRED_PER_TURN_MAX`] per turn (the timer
     /// brings the rest).

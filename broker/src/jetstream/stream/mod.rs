@@ -34,7 +34,7 @@ use tern_shard::Waiters;
 use tern_storage::block_store::{DmaFiles, MemoryFiles, StoreError, StreamLog, StreamState};
 
 use super::api::error::ApiError;
-use super::entry::{Operation, PendingMessage};
+use super::entry::PendingMessage;
 use super::now_unix_ns;
 use config::{Retention, StorageType, StreamConfig};
 
@@ -275,7 +275,7 @@ pub mod replica;
 pub mod snapshot;
 mod state;
 mod state_entries;
-pub mod transfer;
 mod task;
+pub mod transfer;
 pub use api::info_state;
 pub use task::{Recovered, StreamTask};

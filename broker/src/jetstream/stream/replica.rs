@@ -28,9 +28,9 @@ use super::consumer_leader::{ConsumerLeader, LoggedConsumerError};
 use super::leader::{EntryApplied, Ingested, Leader, Owed};
 use super::persistence::ConsumerOwed;
 use super::snapshot::SnapshotError;
-use super::transfer::{SnapshotPoint, SnapshotSource};
 pub use super::state::LoggedConsumer;
 use super::state::{Applied, ReplicatedState};
+use super::transfer::{SnapshotPoint, SnapshotSource};
 use super::{memory_message_bytes, Store};
 
 /// A known bug switched on, for the simulator's checkers to catch.
@@ -539,40 +539,59 @@ impl Replica {
     /// [`Answer::AckConfirmed`] once a state entry holding it applied.
     pub fn ack(
         &mut self,
-        node: &Node,
+        node: &mut Node,
         name: &str,
         delivery: Delivery,
         reply: Bytes,
         answers: &mut Vec<Answer>,
-    ) {
+    ) -> usize {
         let Some(reply) = self.refused_unless_leading(node, reply, answers) else {
-            return;
+            return 0;
         };
         let (stream_sequence, consumer_sequence) =
             (delivery.stream_sequence, delivery.consumer_sequence);
-        if self.canary == Some(StreamCanary::AckBeforeState) {
-            if self
+        let acked = if self.canary == Some(StreamCanary::AckBeforeState) {
+            match self
                 .consumers
                 .ack_unconfirmed(name, stream_sequence, consumer_sequence)
             {
-                answers.push(Answer::AckConfirmed { reply });
-            } else {
-                answers.push(Answer::Failed {
-                    reply,
-                    error: ApiError::consumer_not_found(),
-                });
+                Some(moved) => {
+                    answers.push(Answer::AckConfirmed { reply });
+                    moved
+                }
+                None => {
+                    answers.push(Answer::Failed {
+                        reply,
+                        error: ApiError::consumer_not_found(),
+                    });
+                    return 0;
+                }
             }
-            return;
-        }
-        if let Err(reply) = self
-            .consumers
-            .ack(name, stream_sequence, consumer_sequence, reply)
-        {
-            answers.push(Answer::Failed {
-                reply,
-                error: ApiError::consumer_not_found(),
-            });
-        }
+        } else {
+            match self
+                .consumers
+                .ack(name, stream_sequence, consumer_sequence, reply)
+            {
+                Ok(moved) => moved,
+                Err(reply) => {
+                    answers.push(Answer::Failed {
+                        reply,
+                        error: ApiError::consumer_not_found(),
+                    });
+                    return 0;
+                }
+            }
+        };
+        // Interest retention: what no consumer needs any more goes,
+        // through the log.
+        let consumers = &self.consumers;
+        self.leader.release(
+            &self.state,
+            node,
+            stream_sequence,
+            acked.moved(),
+            |subject, sequence| consumers.needs(subject, sequence),
+        )
     }
 
     /// The leader's timer: a state entry for every consumer whose live
@@ -761,7 +780,7 @@ mod tests {
         assert_eq!(sequences, [1, 2, 3]);
         for delivery in &deliveries[..2] {
             let reply = Bytes::from(format!("ack{}", delivery.stream_sequence));
-            replica.ack(&node, "C", *delivery, reply, &mut answers);
+            replica.ack(&mut node, "C", *delivery, reply, &mut answers);
         }
         assert!(answers.is_empty(), "not confirmed before its state entry");
         replica.propose_consumer_states(&mut node, &mut answers);
@@ -781,7 +800,7 @@ mod tests {
             consumer_sequence: 9,
             delivery_count: 1,
         };
-        replica.ack(&node, "C", never, Bytes::from("ack9"), &mut answers);
+        replica.ack(&mut node, "C", never, Bytes::from("ack9"), &mut answers);
         assert!(matches!(answers.pop(), Some(Answer::Failed { .. })));
 
         let (index, term) = replica.mark_snapshot();
@@ -864,7 +883,11 @@ mod tests {
         assert_eq!(sequences, [1, 2, 3, 4, 5]);
         let snapshot = block_on(replica.snapshot_whole()).expect("reads");
         let mut installed = block_on(Replica::from_snapshot(&snapshot, None)).expect("installs");
-        assert_eq!(installed.last_sequence(), 5, "the deleted last still counts");
+        assert_eq!(
+            installed.last_sequence(),
+            5,
+            "the deleted last still counts"
+        );
         assert_eq!(installed.applied_index(), replica.applied_index());
         assert_eq!(installed.contents(), replica.contents());
         assert_eq!(

@@ -157,8 +157,9 @@ impl SnapshotHeader {
                     + consumer.delivery_state.len()
             })
             .sum();
-        let mut out =
-            BytesMut::with_capacity(HEADER_FIXED_BYTES + self.config_json.len() + 4 + consumers_bytes);
+        let mut out = BytesMut::with_capacity(
+            HEADER_FIXED_BYTES + self.config_json.len() + 4 + consumers_bytes,
+        );
         out.put_slice(MAGIC);
         out.put_u64_le(self.applied_index);
         out.put_u64_le(self.applied_term);
@@ -183,7 +184,10 @@ impl SnapshotHeader {
             out.put_slice(&consumer.config_json);
             out.put_slice(&consumer.delivery_state);
         }
-        assert!(out.len() <= SNAPSHOT_RECORD_BYTES_MAX, "a header decoders refuse");
+        assert!(
+            out.len() <= SNAPSHOT_RECORD_BYTES_MAX,
+            "a header decoders refuse"
+        );
         out.freeze()
     }
 }
@@ -400,8 +404,12 @@ impl SnapshotDecoder {
         if magic != MAGIC {
             return Err(SnapshotError::Magic);
         }
-        let (Some(applied_index), Some(applied_term), Some(stored_last_unix_ns), Some(last_sequence)) =
-            (cursor.u64(), cursor.u64(), cursor.u64(), cursor.u64())
+        let (
+            Some(applied_index),
+            Some(applied_term),
+            Some(stored_last_unix_ns),
+            Some(last_sequence),
+        ) = (cursor.u64(), cursor.u64(), cursor.u64(), cursor.u64())
         else {
             return Ok(None);
         };
@@ -443,8 +451,12 @@ impl SnapshotDecoder {
                 return Err(SnapshotError::ConsumerName);
             }
             let (Some(config_json), Some(delivery_state)) = (
-                cursor.take(config_length as usize).map(Bytes::copy_from_slice),
-                cursor.take(state_length as usize).map(Bytes::copy_from_slice),
+                cursor
+                    .take(config_length as usize)
+                    .map(Bytes::copy_from_slice),
+                cursor
+                    .take(state_length as usize)
+                    .map(Bytes::copy_from_slice),
             ) else {
                 return Ok(None);
             };
@@ -488,13 +500,20 @@ impl SnapshotDecoder {
         };
         match tag {
             TAG_MESSAGE => {
-                let (Some(sequence), Some(timestamp_ns), Some(subject), Some(headers), Some(payload)) = (
+                let (
+                    Some(sequence),
+                    Some(timestamp_ns),
+                    Some(subject),
+                    Some(headers),
+                    Some(payload),
+                ) = (
                     cursor.u64(),
                     cursor.u64(),
                     cursor.u16(),
                     cursor.u32(),
                     cursor.u32(),
-                ) else {
+                )
+                else {
                     return Ok(None);
                 };
                 if sequence <= self.previous_sequence || sequence > self.last_sequence {

@@ -164,12 +164,7 @@ impl Replica {
         let drop_removals = self.canary == Some(StreamCanary::SnapshotWithoutRemovals);
         let source = self.transfers.get_mut(&read.peer).expect("inserted above");
         let chunk = source
-            .read(
-                &mut self.state,
-                converges_at,
-                read.max_bytes,
-                drop_removals,
-            )
+            .read(&mut self.state, converges_at, read.max_bytes, drop_removals)
             .await;
         if chunk.is_err() {
             let source = self.transfers.remove(&read.peer).expect("reading");
@@ -271,8 +266,9 @@ impl SnapshotSource {
                 self.pending.extend_from_slice(&header);
                 continue;
             }
-            let next = with_store!(&state.store, log => log.next_matching(self.next_sequence, |_| true))
-                .filter(|sequence| *sequence <= self.last_sequence);
+            let next =
+                with_store!(&state.store, log => log.next_matching(self.next_sequence, |_| true))
+                    .filter(|sequence| *sequence <= self.last_sequence);
             match next {
                 Some(sequence) => {
                     let message = with_store!(&state.store, log => log.get(sequence).await)?
@@ -292,8 +288,9 @@ impl SnapshotSource {
                     self.next_sequence = sequence + 1;
                 }
                 None => {
-                    let removed = with_store!(&mut state.store, log => log.finish_watch(self.watch))
-                        .expect("the transfer's watch");
+                    let removed =
+                        with_store!(&mut state.store, log => log.finish_watch(self.watch))
+                            .expect("the transfer's watch");
                     if removed.overflowed {
                         return Err(TransferError::Overtaken { peer: self.peer });
                     }

@@ -8,9 +8,9 @@ use bytes::Bytes;
 use futures_lite::future::block_on;
 use tern_raft::{Entry, EntryKind, SnapshotRead};
 
-use crate::jetstream::entry::Operation;
 use super::super::state::tests::{config, random_log};
 use super::*;
+use crate::jetstream::entry::Operation;
 
 fn entry(index: u64, operation: &Operation) -> Entry {
     Entry {
@@ -37,7 +37,12 @@ fn held(replica: &Replica) -> (Vec<Held>, Vec<(String, Bytes)>) {
             let payload = block_on(replica.payload(stored.sequence))
                 .expect("reads")
                 .expect("listed");
-            (stored.sequence, stored.timestamp_ns, stored.subject, payload)
+            (
+                stored.sequence,
+                stored.timestamp_ns,
+                stored.subject,
+                payload,
+            )
         })
         .collect();
     let consumers = replica
@@ -188,7 +193,11 @@ fn transfer(seed: u64, canary: Option<StreamCanary>) -> Run {
         }
     }
     assert!(follower.is_converged());
-    assert_eq!(leader.transfers_open(), 1, "the ended source waits for retain");
+    assert_eq!(
+        leader.transfers_open(),
+        1,
+        "the ended source waits for retain"
+    );
     Run {
         applied_during,
         converged,
@@ -203,7 +212,10 @@ fn a_snapshot_read_while_entries_apply_converges() {
         assert!(run.converged, "seed {seed}: the follower diverged");
         overlapped += usize::from(run.applied_during > 0);
     }
-    assert!(overlapped > 300, "most transfers overlap applies: {overlapped}");
+    assert!(
+        overlapped > 300,
+        "most transfers overlap applies: {overlapped}"
+    );
 }
 
 /// The removal list is what makes it converge: without it (the canary)
@@ -264,10 +276,14 @@ fn a_limit_removal_behind_the_reader_is_carried_by_the_end_record() {
         // Entry 4 appends message 4 (the limit removes 1, already read);
         // entry 5 deletes 3 (not read yet).
         apply(&mut leader, 4, &message(4));
-        apply(&mut leader, 5, &Operation::Delete {
-            sequence: 3,
-            erase: false,
-        });
+        apply(
+            &mut leader,
+            5,
+            &Operation::Delete {
+                sequence: 3,
+                erase: false,
+            },
+        );
         let (rest, last) = block_on(leader.read_snapshot(&read(first.len() as u64, 1 << 20)))
             .expect("reads")
             .expect("marked");
@@ -277,12 +293,20 @@ fn a_limit_removal_behind_the_reader_is_carried_by_the_end_record() {
         block_on(install.push(&rest)).unwrap();
         let mut follower = install.finish().unwrap();
         apply(&mut follower, 4, &message(4));
-        apply(&mut follower, 5, &Operation::Delete {
-            sequence: 3,
-            erase: false,
-        });
+        apply(
+            &mut follower,
+            5,
+            &Operation::Delete {
+                sequence: 3,
+                erase: false,
+            },
+        );
         let sequences = |replica: &Replica| -> Vec<u64> {
-            replica.contents().iter().map(|stored| stored.sequence).collect()
+            replica
+                .contents()
+                .iter()
+                .map(|stored| stored.sequence)
+                .collect()
         };
         assert_eq!(sequences(&leader), vec![2, 4]);
         match canary {
