@@ -1448,18 +1448,16 @@ impl Node {
         }
     }
 
-    /// The host's answer to a [`SnapshotRead`]: the snapshot's bytes from
-    /// `offset` (`last`: they end it). Ignored if that transfer is over or
-    /// replaced.
-    pub fn snapshot_chunk(
-        &mut self,
-        peer: NodeId,
-        index: Index,
-        session: u64,
-        offset: u64,
-        data: Bytes,
-        last: bool,
-    ) {
+    /// The host's answer to `read`: the snapshot's bytes from its offset
+    /// (`last`: they end it). Ignored if that transfer is over or replaced.
+    pub fn snapshot_chunk(&mut self, read: &SnapshotRead, data: Bytes, last: bool) {
+        let SnapshotRead {
+            peer,
+            index,
+            session,
+            offset,
+            ..
+        } = *read;
         assert!(
             last || !data.is_empty(),
             "only a snapshot's last chunk may be empty"
@@ -2129,36 +2127,14 @@ mod tests {
         )));
     }
 
-    /// The leader's host: answers every read of `node`'s ready from
-    /// `data` (what its snapshot holds), and counts them.
-    fn answer_reads(node: &mut Node, reads: Vec<SnapshotRead>, data: &Bytes, count: &mut u64) {
-        for read in reads {
-            *count += 1;
-            let end = (read.offset as usize + read.max_bytes).min(data.len());
-            let chunk = data.slice(read.offset as usize..end);
-            let last = end == data.len();
-            node.snapshot_chunk(
-                read.peer,
-                read.index,
-                read.session,
-                read.offset,
-                chunk,
-                last,
-            );
-        }
-    }
-
-    /// Chunks lost, reordered and duplicated on the way still assemble into
-    /// the leader's snapshot, byte for byte, within the window; the leader
-    /// reads each chunk from its host once and holds at most the window.
-    #[test]
-    fn a_snapshot_crosses_in_chunks_despite_loss_reordering_and_duplicates() {
-        let data = Bytes::from((0u8..100).collect::<Vec<_>>());
+    /// An elected leader whose log starts with a snapshot at 5 and a new
+    /// follower, sending chunks of `chunk_bytes`, `inflight` at a time.
+    fn chunked_pair(chunk_bytes: usize, inflight: usize) -> (Node, Node) {
         let chunked = |config: &mut Config| {
             config.pre_vote = false;
             config.check_quorum = false;
-            config.max_snapshot_chunk_bytes = 7;
-            config.max_inflight = 3;
+            config.max_snapshot_chunk_bytes = chunk_bytes;
+            config.max_inflight = inflight;
         };
         let snapshot = Snapshot {
             index: 5,
@@ -2173,8 +2149,29 @@ mod tests {
                 ..restore(1, Vec::new())
             },
         );
-        let mut follower = node(2, chunked, restore(1, Vec::new()));
         elect(&mut leader);
+        (leader, node(2, chunked, restore(1, Vec::new())))
+    }
+
+    /// The leader's host: answers every read of `node`'s ready from
+    /// `data` (what its snapshot holds), and counts them.
+    fn answer_reads(node: &mut Node, reads: Vec<SnapshotRead>, data: &Bytes, count: &mut u64) {
+        for read in reads {
+            *count += 1;
+            let end = (read.offset as usize + read.max_bytes).min(data.len());
+            let chunk = data.slice(read.offset as usize..end);
+            let last = end == data.len();
+            node.snapshot_chunk(&read, chunk, last);
+        }
+    }
+
+    /// Chunks lost, reordered and duplicated on the way still assemble into
+    /// the leader's snapshot, byte for byte, within the window; the leader
+    /// reads each chunk from its host once and holds at most the window.
+    #[test]
+    fn a_snapshot_crosses_in_chunks_despite_loss_reordering_and_duplicates() {
+        let data = Bytes::from((0u8..100).collect::<Vec<_>>());
+        let (mut leader, mut follower) = chunked_pair(7, 3);
 
         let mut installed = None;
         let mut staged = Vec::new();
@@ -2266,26 +2263,7 @@ mod tests {
     /// in flight are refused by the follower.
     #[test]
     fn a_follower_that_restarts_mid_transfer_gets_a_new_session() {
-        let chunked = |config: &mut Config| {
-            config.pre_vote = false;
-            config.check_quorum = false;
-            config.max_snapshot_chunk_bytes = 4;
-            config.max_inflight = 2;
-        };
-        let snapshot = Snapshot {
-            index: 5,
-            term: 1,
-            membership: Membership::new(vec![1, 2, 3]),
-        };
-        let mut leader = node(
-            1,
-            chunked,
-            Restore {
-                snapshot: Some(snapshot),
-                ..restore(1, Vec::new())
-            },
-        );
-        elect(&mut leader);
+        let (mut leader, mut follower) = chunked_pair(4, 2);
         let data = Bytes::from(vec![9u8; 40]);
         let mut reads = Vec::new();
         let pump = |leader: &mut Node, reads: &mut Vec<SnapshotRead>| -> Vec<Message> {
@@ -2306,7 +2284,6 @@ mod tests {
             }
             out
         };
-        let mut follower = node(2, chunked, restore(1, Vec::new()));
         // The probe finds the follower behind the snapshot; the first two
         // chunks arrive and are acknowledged; the rest of the window is
         // lost with the follower's restart.
@@ -2332,7 +2309,7 @@ mod tests {
         assert!(in_flight
             .iter()
             .all(|message| matches!(message, Message::InstallSnapshot { session: 1, .. })));
-        let mut restarted = node(2, chunked, restore(1, Vec::new()));
+        let mut restarted = chunked_pair(4, 2).1;
         // The old session's next chunk: refused, answered as a gap from 0.
         let old = in_flight
             .into_iter()

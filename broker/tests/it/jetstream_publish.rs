@@ -1062,9 +1062,16 @@ async fn durable_publishes_and_reads_reuse_resident_buffers() {
         }
     };
     publish(WARMUP).await;
-    let before = minor_faults(server.pid());
-    publish(MEASURED).await;
-    let publish_faults = minor_faults(server.pid()) - before;
+    // Two windows, the better counted: a one-time growth of 141 pages
+    // (564 KiB, seen at b7b4e4a and since, one run in three) lands in
+    // either the warm-up or a window depending on timing; a per-publish
+    // cost shows in both.
+    let mut publish_faults = u64::MAX;
+    for _window in 0..2 {
+        let before = minor_faults(server.pid());
+        publish(MEASURED).await;
+        publish_faults = publish_faults.min(minor_faults(server.pid()) - before);
+    }
 
     let stream = jetstream::new(client.clone())
         .get_stream("RESIDENT")
@@ -1091,9 +1098,12 @@ async fn durable_publishes_and_reads_reuse_resident_buffers() {
     // The first batches grow the connection's outbound buffer and the
     // consumer's pending set to their working size: warm-up, as publishing.
     drain(WARMUP).await;
-    let before = minor_faults(server.pid());
-    drain(WARMUP + MEASURED).await;
-    let read_faults = minor_faults(server.pid()) - before;
+    let mut read_faults = u64::MAX;
+    for window in 1..=2 {
+        let before = minor_faults(server.pid());
+        drain(WARMUP + window * MEASURED).await;
+        read_faults = read_faults.min(minor_faults(server.pid()) - before);
+    }
     // Measured (debug build): with the policy 0–76 faults publishing and
     // 1–19 draining after the warm-up (the arenas growing); without it 2 141
     // and 170. Without the read warm-up, draining cost 2–125 faults: the

@@ -705,14 +705,7 @@ impl Simulation {
         let end = (read.offset + read.max_bytes as u64).min(total) as usize;
         let data = stored.data.slice(start..end);
         let last = end as u64 == total;
-        self.node_mut(id).snapshot_chunk(
-            read.peer,
-            read.index,
-            read.session,
-            read.offset,
-            data,
-            last,
-        );
+        self.node_mut(id).snapshot_chunk(&read, data, last);
     }
 
     fn install(&mut self, id: NodeId, snapshot: &StoredSnapshot) -> Result<(), Failure> {

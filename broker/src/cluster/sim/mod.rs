@@ -929,14 +929,7 @@ impl World {
             match block_on(replica.read_snapshot(&read)) {
                 Ok(Some((data, last))) => {
                     let node = shard.raft.node_mut(group).expect("runs");
-                    node.snapshot_chunk(
-                        read.peer,
-                        read.index,
-                        read.session,
-                        read.offset,
-                        data,
-                        last,
-                    );
+                    node.snapshot_chunk(&read, data, last);
                     self.count("snapshot chunks read");
                 }
                 Ok(None) => self.count("snapshot reads of a replaced snapshot"),

@@ -143,19 +143,15 @@ impl Replica {
             if read.offset != 0 {
                 return Ok(None);
             }
-            let source = SnapshotSource {
-                peer: read.peer,
-                index: point.index,
-                session: read.session,
-                header: Some(point.header.clone()),
-                last_sequence: point.last_sequence,
-                next_sequence: 1,
-                watch: with_store!(&mut self.state.store, log => log.watch_removals()),
-                pending: BytesMut::new(),
-                produced: 0,
-                checksum: 0,
-                ended: false,
-            };
+            let watch = with_store!(&mut self.state.store, log => log.watch_removals());
+            let source = SnapshotSource::new(
+                read.peer,
+                point.index,
+                read.session,
+                point.header.clone(),
+                point.last_sequence,
+                watch,
+            );
             if let Some(old) = self.transfers.insert(read.peer, source) {
                 with_store!(&mut self.state.store, log => log.finish_watch(old.watch));
             }
@@ -200,19 +196,15 @@ impl Replica {
     /// in chunks instead).
     pub async fn snapshot_whole(&mut self) -> Result<Bytes, StoreError> {
         let header = self.snapshot_header();
-        let mut source = SnapshotSource {
-            peer: 0,
-            index: header.applied_index,
-            session: 0,
-            last_sequence: header.last_sequence,
-            header: Some(header.encode()),
-            next_sequence: 1,
-            watch: with_store!(&mut self.state.store, log => log.watch_removals()),
-            pending: BytesMut::new(),
-            produced: 0,
-            checksum: 0,
-            ended: false,
-        };
+        let watch = with_store!(&mut self.state.store, log => log.watch_removals());
+        let mut source = SnapshotSource::new(
+            0,
+            header.applied_index,
+            0,
+            header.encode(),
+            header.last_sequence,
+            watch,
+        );
         let mut whole = BytesMut::new();
         loop {
             let converges_at = self.converges_at;
@@ -247,6 +239,29 @@ impl Replica {
 }
 
 impl SnapshotSource {
+    fn new(
+        peer: NodeId,
+        index: u64,
+        session: u64,
+        header: Bytes,
+        last_sequence: u64,
+        watch: WatchId,
+    ) -> SnapshotSource {
+        SnapshotSource {
+            peer,
+            index,
+            session,
+            header: Some(header),
+            last_sequence,
+            next_sequence: 1,
+            watch,
+            pending: BytesMut::new(),
+            produced: 0,
+            checksum: 0,
+            ended: false,
+        }
+    }
+
     /// The next at most `max_bytes` of the snapshot, and whether they end
     /// it.
     async fn read(
