@@ -933,13 +933,22 @@ impl World {
                     self.count("snapshot chunks read");
                 }
                 Ok(None) => self.count("snapshot reads of a replaced snapshot"),
-                Err(TransferError::Overtaken { peer }) => {
+                Err(error @ (TransferError::Overtaken { .. } | TransferError::Lost { .. })) => {
+                    let peer = match error {
+                        TransferError::Overtaken { peer } | TransferError::Lost { peer, .. } => {
+                            peer
+                        }
+                        TransferError::Store(_) => unreachable!("matched above"),
+                    };
                     shard
                         .raft
                         .node_mut(group)
                         .expect("runs")
                         .restart_snapshot_transfer(peer);
-                    self.count("snapshot transfers overtaken");
+                    self.count(match error {
+                        TransferError::Lost { .. } => "snapshot transfers that lost their reader",
+                        _ => "snapshot transfers overtaken",
+                    });
                 }
                 Err(TransferError::Store(error)) => panic!("memory stores read: {error}"),
             }

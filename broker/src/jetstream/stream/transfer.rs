@@ -46,6 +46,11 @@ pub struct SnapshotPoint {
 pub enum TransferError {
     #[error(transparent)]
     Store(#[from] StoreError),
+    /// A read past the start of a transfer this replica has no reader for
+    /// (it never should): the transfer starts over
+    /// (`Node::restart_snapshot_transfer`), as for the next case.
+    #[error("snapshot transfer to node {peer}: no reader at offset {offset}")]
+    Lost { peer: NodeId, offset: u64 },
     /// More removals behind the reader than an end record carries: the
     /// transfer starts over (`Node::restart_snapshot_transfer`).
     #[error(
@@ -122,7 +127,7 @@ impl Replica {
 
     /// Answers Raft's read of snapshot bytes for a transfer: `None` when
     /// the read is of a snapshot this replica no longer has (Raft ignores
-    /// those anyway).
+    /// those anyway); an error when the host must restart the transfer.
     pub async fn read_snapshot(
         &mut self,
         read: &SnapshotRead,
@@ -141,7 +146,10 @@ impl Replica {
         });
         if !current {
             if read.offset != 0 {
-                return Ok(None);
+                return Err(TransferError::Lost {
+                    peer: read.peer,
+                    offset: read.offset,
+                });
             }
             let watch = with_store!(&mut self.state.store, log => log.watch_removals());
             let source = SnapshotSource::new(
@@ -219,7 +227,7 @@ impl Replica {
                     }
                 }
                 Err(TransferError::Store(error)) => return Err(error),
-                Err(TransferError::Overtaken { .. }) => {
+                Err(TransferError::Overtaken { .. } | TransferError::Lost { .. }) => {
                     unreachable!("nothing applies while a whole snapshot is read")
                 }
             }
