@@ -213,6 +213,9 @@ struct Progress {
     state: ProgressState,
     /// Last index of each append in flight (Replicate).
     inflight: VecDeque<Index>,
+    /// First index of the oldest append in flight (Replicate): where a
+    /// stalled pipeline is probed again.
+    inflight_from: Index,
     /// A probe is outstanding.
     paused: bool,
     recent_active: bool,
@@ -336,6 +339,7 @@ impl Progress {
             next_index,
             state: ProgressState::Probe,
             inflight: VecDeque::new(),
+            inflight_from: 0,
             paused: false,
             recent_active: false,
             checked_match: 0,
@@ -574,10 +578,22 @@ impl Node {
                         resumed.push(*peer);
                     }
                     _ => {
+                        // Resend from the oldest append in flight (a probe
+                        // the follower rejects, with its last index as the
+                        // hint, if it lacks what came before). Probing from
+                        // the match index instead walked a follower whose
+                        // match was unknown (0: a heartbeat's answer) up from
+                        // entry 1, one append per round trip, although it
+                        // held 709 entries (Raft simulator seed 109608).
+                        let from = if progress.inflight.is_empty() {
+                            progress.next_index.min(last + 1)
+                        } else {
+                            progress.inflight_from
+                        };
                         progress.state = ProgressState::Probe;
                         progress.inflight.clear();
                         progress.paused = false;
-                        progress.next_index = progress.match_index + 1;
+                        progress.next_index = from.max(progress.match_index + 1);
                         progress.transfer = None;
                         stalled.push(*peer);
                     }
@@ -1176,12 +1192,14 @@ impl Node {
                 progress.match_index = match_index;
             }
             progress.next_index = progress.next_index.max(progress.match_index + 1);
-            while progress
+            while let Some(last) = progress
                 .inflight
                 .front()
-                .is_some_and(|&last| last <= match_index)
+                .copied()
+                .filter(|&last| last <= match_index)
             {
                 progress.inflight.pop_front();
+                progress.inflight_from = last + 1;
             }
             if progress.state == ProgressState::Probe {
                 progress.state = ProgressState::Replicate;
@@ -1647,6 +1665,9 @@ impl Node {
         match progress.state {
             ProgressState::Replicate => {
                 if let Some(last) = last {
+                    if progress.inflight.is_empty() {
+                        progress.inflight_from = prev_index + 1;
+                    }
                     progress.next_index = last + 1;
                     progress.inflight.push_back(last);
                 }
@@ -2125,6 +2146,58 @@ mod tests {
             envelope.message,
             Message::VoteResponse { granted: true, .. }
         )));
+    }
+
+    /// Found by the Raft simulator (seed 109608): a follower whose match
+    /// index the leader did not know (0) and whose appends were lost was
+    /// probed again from entry 1 after the stall, and then replicated one
+    /// entry per round trip although it held most of the log. The probe
+    /// now starts where replication had got to.
+    #[test]
+    fn a_stalled_follower_is_probed_where_replication_had_got_to() {
+        let one_entry = |config: &mut Config| {
+            config.pre_vote = false;
+            config.check_quorum = false;
+            config.max_append_entries = 1;
+        };
+        let mut leader = node(1, one_entry, restore(1, noops(1..=50, 1)));
+        elect(&mut leader);
+        let _ = persist(&mut leader);
+        {
+            let progress = leader.progress.get_mut(&2).expect("a peer");
+            progress.state = ProgressState::Replicate;
+            progress.match_index = 0;
+            // The pipeline started at 41 (a rejection said the follower
+            // holds 40); both appends were lost.
+            progress.next_index = 43;
+            progress.inflight = VecDeque::from([41, 42]);
+            progress.inflight_from = 41;
+            progress.checked_match = 0;
+        }
+        let mut probes = Vec::new();
+        for _ in 0..3 * leader.config.election_ticks {
+            leader.tick();
+            for envelope in persist(&mut leader) {
+                if let (
+                    2,
+                    Message::Append {
+                        prev_index,
+                        entries,
+                        ..
+                    },
+                ) = (envelope.to, &envelope.message)
+                {
+                    if !entries.is_empty() {
+                        probes.push(*prev_index);
+                    }
+                }
+            }
+        }
+        assert!(!probes.is_empty(), "the stalled follower is probed again");
+        assert!(
+            probes.iter().all(|prev| *prev >= 40),
+            "probed where replication had got to, not from the start: {probes:?}"
+        );
     }
 
     /// An elected leader whose log starts with a snapshot at 5 and a new
