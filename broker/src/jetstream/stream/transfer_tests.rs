@@ -218,16 +218,21 @@ fn a_snapshot_read_while_entries_apply_converges() {
     );
 }
 
+/// Asserts `canary` makes some of 400 transfers diverge.
+fn assert_canary_diverges(canary: StreamCanary) {
+    let diverged = (0..400)
+        .filter(|seed| !transfer(*seed, Some(canary)).converged)
+        .count();
+    assert!(diverged > 0, "the canary {canary:?} went unnoticed");
+    eprintln!("the canary {canary:?} diverged in {diverged} of 400 transfers");
+}
+
 /// The removal list is what makes it converge: without it (the canary)
 /// some interleavings leave the follower holding what a limit removed
 /// (docs/stream-snapshots.md's counterexample).
 #[test]
 fn canary_snapshot_without_removals_diverges() {
-    let diverged = (0..400)
-        .filter(|seed| !transfer(*seed, Some(StreamCanary::SnapshotWithoutRemovals)).converged)
-        .count();
-    assert!(diverged > 0, "the canary went unnoticed");
-    eprintln!("the canary diverged in {diverged} of 400 transfers");
+    assert_canary_diverges(StreamCanary::SnapshotWithoutRemovals);
 }
 
 /// A count limit that evicts the newest is deterministic too, but a
@@ -235,11 +240,7 @@ fn canary_snapshot_without_removals_diverges() {
 /// the leader evicted: convergence needs limits that remove the oldest.
 #[test]
 fn canary_limit_evicts_newest_diverges() {
-    let diverged = (0..400)
-        .filter(|seed| !transfer(*seed, Some(StreamCanary::LimitEvictsNewest)).converged)
-        .count();
-    assert!(diverged > 0, "the canary went unnoticed");
-    eprintln!("the canary diverged in {diverged} of 400 transfers");
+    assert_canary_diverges(StreamCanary::LimitEvictsNewest);
 }
 
 /// The counterexample of docs/stream-snapshots.md, step by step.
