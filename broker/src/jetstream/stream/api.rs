@@ -250,7 +250,7 @@ impl StreamTask {
             &state,
             self.state.stored_last_unix_ns,
             &self.state.config,
-            self.state.consumers.len(),
+            self.consumers.len(),
         );
         let mut paging = Some((0, 0, 0));
         if let Some(filter) = subjects_filter {

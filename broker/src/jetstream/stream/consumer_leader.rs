@@ -1,24 +1,29 @@
-//! The leader's side of a replica's durable consumers: each logged
-//! consumer's live delivery state (ahead of the log: deliveries and acks
-//! change it at once), the state entry in flight, and the double acks
-//! waiting for an entry that holds them. Rebuilt from the replicated
-//! state ([`ReplicatedState::logged_consumers`]) whenever a replica takes
-//! office, so a new leader starts from what a quorum applied: an ack
-//! confirmed to a client was in an applied state entry, and stays acked.
+//! The live consumers of a stream's leader, the one owner of them for
+//! every host (the stream task on a node, a replica in the simulator):
+//! each consumer's live delivery state (ahead of the log: deliveries and
+//! acks change it at once), its pull requests and push pacing
+//! ([`Consumer`]), and for a consumer whose state is in the log the state
+//! entry in flight and the replies waiting for an entry that holds them
+//! ([`StateEntries`]). A replica rebuilds them from the replicated state
+//! ([`ReplicatedState::logged_consumers`]) whenever it takes office, so a
+//! new leader starts from what a quorum applied: an ack confirmed to a
+//! client was in an applied state entry, and stays acked.
 //!
 //! Deliveries and acks are not log entries each: one state entry carries
 //! everything that changed while the previous one was being committed (at
-//! most one in flight per consumer), with the same bookkeeping as the
-//! stream task's durables ([`StateEntries`], shared with `persistence.rs`).
+//! most one in flight per consumer).
+//!
+//! Apply keeps the consumers' pending counts ([`Self::saw`],
+//! [`Self::lost`], [`Self::lose_below`]): they are the leader's, not part
+//! of what every replica holds.
 
 use std::collections::BTreeMap;
 
 use bytes::Bytes;
 
 use super::super::consumer::config::ConsumerConfig;
-use super::super::consumer::delivery::{Delivery, DeliveryState, Next, StateDecodeError};
-use super::super::consumer::ConsumerSpec;
-use super::config::subject_matches;
+use super::super::consumer::delivery::{Delivery, Next, StateDecodeError};
+use super::super::consumer::{Consumer, ConsumerSpec};
 use super::state::{Applied, ReplicatedState};
 use super::state_entries::{Signature, StateEntries};
 use super::Store;
@@ -41,12 +46,12 @@ pub enum LoggedConsumerError {
     },
 }
 
-/// One logged consumer as the leader runs it.
-pub(super) struct LiveConsumer {
-    pub(super) delivery: DeliveryState,
-    filters: Vec<String>,
-    /// Its state entries; double-ack replies wait for the next.
-    entries: StateEntries<Bytes>,
+/// A reply that waits for the next state entry of its consumer.
+pub(super) enum Waiter {
+    /// A double ack: an empty reply.
+    Ack { reply: Bytes },
+    /// CONSUMER.INFO, rendered when the entry is proposed.
+    Info { origin: usize, reply: Bytes },
 }
 
 /// A consumer's ack floor (stream sequence) before and after an ack.
@@ -63,17 +68,6 @@ impl FloorMove {
     }
 }
 
-/// Whether `subject` passes `filters` (none: everything).
-fn passes(filters: &[String], subject: &[u8]) -> bool {
-    if filters.is_empty() {
-        return true;
-    }
-    let subject = String::from_utf8_lossy(subject);
-    filters
-        .iter()
-        .any(|filter| subject_matches(filter, &subject))
-}
-
 /// A state entry to propose (`None`: the state did not move since an
 /// entry that applied, so the acks are confirmed already), and the acks it
 /// confirms once applied.
@@ -83,53 +77,52 @@ pub(super) struct StateProposal {
     pub(super) acks: Vec<Bytes>,
 }
 
-/// The live consumers of the replica in office (empty out of office).
+/// The live consumers of the leader (empty on a follower).
 #[derive(Default)]
 pub(super) struct ConsumerLeader {
-    consumers: BTreeMap<String, LiveConsumer>,
+    consumers: BTreeMap<String, Consumer>,
+    /// The consumers whose state is in the log: their state entries.
+    logged: BTreeMap<String, StateEntries<Waiter>>,
 }
 
-impl ConsumerLeader {
-    /// Whether a consumer in office wants `subject` (an interest stream
-    /// keeps only what one does).
-    pub(super) fn wants(&self, subject: &[u8]) -> bool {
-        self.consumers
-            .values()
-            .any(|consumer| passes(&consumer.filters, subject))
-    }
-}
-
-/// A logged consumer's delivery config and filters.
-fn spec_of(name: &str, config_json: &[u8]) -> Result<ConsumerSpec, LoggedConsumerError> {
+/// A logged consumer's config and what it runs by.
+pub(super) fn spec_of(
+    name: &str,
+    config_json: &[u8],
+) -> Result<(ConsumerConfig, ConsumerSpec), LoggedConsumerError> {
     let config = ConsumerConfig::from_stored_json(config_json).map_err(|reason| {
         LoggedConsumerError::Config {
             name: name.to_string(),
             reason,
         }
     })?;
-    ConsumerSpec::from_config(&config).map_err(|error| LoggedConsumerError::Config {
+    let spec = ConsumerSpec::from_config(&config).map_err(|error| LoggedConsumerError::Config {
         name: name.to_string(),
         reason: error.description.to_string(),
-    })
+    })?;
+    Ok((config, spec))
 }
 
+/// A logged consumer as the leader runs it, from its config and its last
+/// applied delivery state.
 fn live(
     name: &str,
+    created_unix_ns: u64,
     config_json: &[u8],
     delivery_state: &Bytes,
-) -> Result<LiveConsumer, LoggedConsumerError> {
-    let spec = spec_of(name, config_json)?;
-    let delivery = DeliveryState::decode(spec.delivery, delivery_state).map_err(|source| {
-        LoggedConsumerError::State {
-            name: name.to_string(),
-            source,
-        }
+) -> Result<Consumer, LoggedConsumerError> {
+    let (config, spec) = spec_of(name, config_json)?;
+    let delivery = super::super::consumer::delivery::DeliveryState::decode(
+        spec.delivery.clone(),
+        delivery_state,
+    )
+    .map_err(|source| LoggedConsumerError::State {
+        name: name.to_string(),
+        source,
     })?;
-    Ok(LiveConsumer {
-        entries: StateEntries::new(&delivery),
-        delivery,
-        filters: spec.filters,
-    })
+    let mut consumer = Consumer::new(name.to_string(), config, spec, created_unix_ns, 1, 0);
+    consumer.delivery = delivery;
+    Ok(consumer)
 }
 
 /// Whether a logged consumer (from a snapshot) is one a leader can run.
@@ -138,8 +131,186 @@ pub(super) fn check_logged(
     config_json: &[u8],
     delivery_state: &Bytes,
 ) -> Result<(), LoggedConsumerError> {
-    live(name, config_json, delivery_state).map(|_| ())
+    live(name, 0, config_json, delivery_state).map(|_| ())
 }
+
+// ----- the consumers, by name ---------------------------------------------------
+
+impl ConsumerLeader {
+    pub(super) fn get(&self, name: &str) -> Option<&Consumer> {
+        self.consumers.get(name)
+    }
+
+    pub(super) fn get_mut(&mut self, name: &str) -> Option<&mut Consumer> {
+        self.consumers.get_mut(name)
+    }
+
+    pub(super) fn contains(&self, name: &str) -> bool {
+        self.consumers.contains_key(name)
+    }
+
+    pub(super) fn len(&self) -> usize {
+        self.consumers.len()
+    }
+
+    pub(super) fn is_empty(&self) -> bool {
+        self.consumers.is_empty()
+    }
+
+    pub(super) fn names(&self) -> impl Iterator<Item = &String> {
+        self.consumers.keys()
+    }
+
+    pub(super) fn iter(&self) -> impl Iterator<Item = (&String, &Consumer)> {
+        self.consumers.iter()
+    }
+
+    pub(super) fn iter_mut(&mut self) -> impl Iterator<Item = (&String, &mut Consumer)> {
+        self.consumers.iter_mut()
+    }
+
+    pub(super) fn values(&self) -> impl Iterator<Item = &Consumer> {
+        self.consumers.values()
+    }
+
+    pub(super) fn values_mut(&mut self) -> impl Iterator<Item = &mut Consumer> {
+        self.consumers.values_mut()
+    }
+
+    /// Adds a consumer kept in memory only (see [`Self::log`]).
+    pub(super) fn insert(&mut self, consumer: Consumer) {
+        self.consumers.insert(consumer.name.clone(), consumer);
+    }
+
+    /// From now on `name`'s state is in the log, its current state taken
+    /// as the last entry (nothing if it is logged already).
+    pub(super) fn log(&mut self, name: &str) {
+        let consumer = &self.consumers[name];
+        self.logged
+            .entry(name.to_string())
+            .or_insert_with(|| StateEntries::new(&consumer.delivery));
+    }
+
+    /// Removes consumer `name`; returns it and the replies that waited for
+    /// its next state entry.
+    pub(super) fn remove(&mut self, name: &str) -> Option<(Consumer, Vec<Waiter>)> {
+        let waiting = self
+            .logged
+            .remove(name)
+            .map_or_else(Vec::new, StateEntries::into_waiting);
+        let consumer = self.consumers.remove(name)?;
+        Some((consumer, waiting))
+    }
+
+    /// Whether `name`'s state is in the log.
+    pub(super) fn is_logged(&self, name: &str) -> bool {
+        self.logged.contains_key(name)
+    }
+
+    pub(super) fn has_logged(&self) -> bool {
+        !self.logged.is_empty()
+    }
+
+    pub(super) fn logged_names(&self) -> Vec<String> {
+        self.logged.keys().cloned().collect()
+    }
+
+    /// `name`'s live consumer and its state entries, when it is logged.
+    pub(super) fn logged(&self, name: &str) -> Option<(&Consumer, &StateEntries<Waiter>)> {
+        Some((self.consumers.get(name)?, self.logged.get(name)?))
+    }
+
+    pub(super) fn logged_mut(
+        &mut self,
+        name: &str,
+    ) -> Option<(&mut Consumer, &mut StateEntries<Waiter>)> {
+        Some((self.consumers.get_mut(name)?, self.logged.get_mut(name)?))
+    }
+
+    /// The logged consumers whose state moved or that have replies
+    /// waiting, and no entry in flight.
+    pub(super) fn due_names(&self) -> Vec<String> {
+        self.logged
+            .iter()
+            .filter(|(name, entries)| {
+                self.consumers
+                    .get(*name)
+                    .is_some_and(|consumer| entries.is_due(&consumer.delivery))
+            })
+            .map(|(name, _)| name.clone())
+            .collect()
+    }
+
+    /// Something changed `name`'s delivery state that its signature does
+    /// not show (ack deadlines moved).
+    pub(super) fn touch(&mut self, name: &str) {
+        if let Some(entries) = self.logged.get_mut(name) {
+            entries.touch();
+        }
+    }
+
+    /// Whether a live consumer wants `subject` (an interest stream keeps
+    /// only what one does).
+    pub(super) fn wants(&self, subject: &[u8]) -> bool {
+        self.consumers
+            .values()
+            .any(|consumer| consumer.matches(subject))
+    }
+
+    /// Whether a live consumer still needs `sequence` on `subject`
+    /// (interest retention keeps it until none does).
+    pub(super) fn needs(&self, subject: &[u8], sequence: u64) -> bool {
+        self.consumers
+            .values()
+            .any(|consumer| consumer.matches(subject) && consumer.delivery.needs_ack(sequence))
+    }
+}
+
+// ----- pending counts, kept by apply ---------------------------------------------
+
+impl ConsumerLeader {
+    /// A message was stored: consumers that select it have one more
+    /// pending.
+    pub(super) fn saw(&mut self, subject: &[u8]) {
+        for consumer in self.consumers.values_mut() {
+            if consumer.matches(subject) {
+                consumer.num_pending += 1;
+            }
+        }
+    }
+
+    /// A message left the stream: consumers that had it ahead of them have
+    /// one pending message less (nats-server's `decStreamPending`).
+    pub(super) fn lost(&mut self, sequence: u64, subject: &[u8]) {
+        for consumer in self.consumers.values_mut() {
+            if consumer.matches(subject) {
+                consumer.lost(sequence);
+            }
+        }
+    }
+
+    /// Everything in `store` below `bound` is about to leave the stream (a
+    /// purge).
+    pub(super) fn lose_below(&mut self, store: &Store, bound: u64) {
+        let first = with_store!(store, log => log.state()).first_sequence;
+        for consumer in self.consumers.values_mut() {
+            let mut from = first.max(consumer.delivery.next_stream_sequence());
+            if let Some(&listed) = consumer.start_list.front() {
+                from = from.min(listed);
+            }
+            while let Some(sequence) = with_store!(store, log => log.next_matching(from, |subject| consumer.matches(subject)))
+            {
+                if sequence >= bound {
+                    break;
+                }
+                consumer.lost(sequence);
+                from = sequence + 1;
+            }
+        }
+    }
+}
+
+// ----- a replica in and out of office --------------------------------------------
 
 impl ConsumerLeader {
     /// Office taken: every logged consumer runs from its applied state.
@@ -148,9 +319,16 @@ impl ConsumerLeader {
         state: &ReplicatedState,
     ) -> Result<(), LoggedConsumerError> {
         self.consumers.clear();
+        self.logged.clear();
         for (name, logged) in &state.logged_consumers {
-            let consumer = live(name, &logged.config_json, &logged.delivery_state)?;
-            self.consumers.insert(name.clone(), consumer);
+            let consumer = live(
+                name,
+                logged.created_unix_ns,
+                &logged.config_json,
+                &logged.delivery_state,
+            )?;
+            self.insert(consumer);
+            self.log(name);
         }
         Ok(())
     }
@@ -158,15 +336,16 @@ impl ConsumerLeader {
     /// Office left: the live states go; the acks still waiting for an
     /// entry are returned, to fail.
     pub(super) fn leave_office(&mut self) -> Vec<Bytes> {
-        let consumers = std::mem::take(&mut self.consumers);
-        consumers
+        self.consumers.clear();
+        let logged = std::mem::take(&mut self.logged);
+        logged
             .into_values()
-            .flat_map(|consumer| consumer.entries.into_waiting())
+            .flat_map(StateEntries::into_waiting)
+            .filter_map(|waiter| match waiter {
+                Waiter::Ack { reply } => Some(reply),
+                Waiter::Info { .. } => None,
+            })
             .collect()
-    }
-
-    pub(super) fn get(&self, name: &str) -> Option<&LiveConsumer> {
-        self.consumers.get(name)
     }
 
     /// An entry applied while in office: creates, updates and deletes
@@ -183,31 +362,48 @@ impl ConsumerLeader {
                 let logged = &state.logged_consumers[name];
                 match self.consumers.get_mut(name) {
                     Some(consumer) => {
-                        let spec = spec_of(name, &logged.config_json)?;
-                        consumer.delivery.set_config(spec.delivery);
-                        consumer.filters = spec.filters;
+                        let (config, spec) = spec_of(name, &logged.config_json)?;
+                        consumer.delivery.set_config(spec.delivery.clone());
+                        consumer.spec = spec;
+                        consumer.config = config;
                     }
                     None => {
-                        let consumer = live(name, &logged.config_json, &logged.delivery_state)?;
-                        self.consumers.insert(name.clone(), consumer);
+                        let consumer = live(
+                            name,
+                            logged.created_unix_ns,
+                            &logged.config_json,
+                            &logged.delivery_state,
+                        )?;
+                        self.insert(consumer);
+                        self.log(name);
                     }
                 }
             }
             Applied::ConsumerDeleted { name } => {
-                if let Some(consumer) = self.consumers.remove(name) {
-                    return Ok(consumer.entries.into_waiting());
+                if let Some((_, waiting)) = self.remove(name) {
+                    return Ok(waiting
+                        .into_iter()
+                        .filter_map(|waiter| match waiter {
+                            Waiter::Ack { reply } => Some(reply),
+                            Waiter::Info { .. } => None,
+                        })
+                        .collect());
                 }
             }
             Applied::ConsumerState { name, .. } => {
-                if let Some(consumer) = self.consumers.get_mut(name) {
-                    consumer.entries.applied(index);
+                if let Some(entries) = self.logged.get_mut(name) {
+                    entries.applied(index);
                 }
             }
             _ => {}
         }
         Ok(Vec::new())
     }
+}
 
+// ----- a replica's clients -----------------------------------------------------------
+
+impl ConsumerLeader {
     /// Up to `count` (≤ [`FETCH_MESSAGES_MAX`]) deliveries of consumer
     /// `name` at `now_ns`: redeliveries due first, then new messages that
     /// pass its filters. `None`: no such consumer.
@@ -236,9 +432,8 @@ impl ConsumerLeader {
                     }
                 }
                 Next::FromStream { stream_sequence } => {
-                    let filters = &consumer.filters;
-                    let matches = |subject: &[u8]| passes(filters, subject);
-                    let Some(found) = with_store!(&state.store, log => log.next_matching(stream_sequence, matches))
+                    let selected = &*consumer;
+                    let Some(found) = with_store!(&state.store, log => log.next_matching(stream_sequence, |subject| selected.matches(subject)))
                     else {
                         break;
                     };
@@ -248,16 +443,17 @@ impl ConsumerLeader {
         }
         debug_assert!(deliveries.iter().all(|delivery| {
             with_store!(&state.store, log => log.subject_of(delivery.stream_sequence))
-                .is_some_and(|subject| passes(&consumer.filters, subject))
+                .is_some_and(|subject| consumer.matches(subject))
         }));
         Some(deliveries)
     }
 
     /// A double ack of `name`'s delivery: acked in the live state at once;
     /// its reply waits for the next state entry. `Err(reply)`: no such
-    /// consumer, too many acks wait already, or a sequence this leader's
-    /// state never delivered (a delivery by an earlier leader that was not
-    /// committed: confirming it would be a lie, the message comes again).
+    /// logged consumer, too many acks wait already, or a sequence this
+    /// leader's state never delivered (a delivery by an earlier leader that
+    /// was not committed: confirming it would be a lie, the message comes
+    /// again).
     pub(super) fn ack(
         &mut self,
         name: &str,
@@ -265,28 +461,20 @@ impl ConsumerLeader {
         consumer_sequence: u64,
         reply: Bytes,
     ) -> Result<FloorMove, Bytes> {
-        let Some(consumer) = self.consumers.get_mut(name) else {
+        let Some((consumer, entries)) = self.logged_mut(name) else {
             return Err(reply);
         };
-        if consumer.entries.waiting_count() >= ACKS_WAITING_MAX
+        if entries.waiting_count() >= ACKS_WAITING_MAX
             || stream_sequence >= consumer.delivery.next_stream_sequence()
         {
             return Err(reply);
         }
         let before = consumer.delivery.ack_floor().1;
         consumer.delivery.ack(stream_sequence, consumer_sequence);
-        consumer.entries.wait(reply);
+        entries.wait(Waiter::Ack { reply });
         Ok(FloorMove {
             from: before,
             to: consumer.delivery.ack_floor().1,
-        })
-    }
-
-    /// Whether a consumer in office still needs `sequence` on `subject`
-    /// (interest retention keeps it until none does).
-    pub(super) fn needs(&self, subject: &[u8], sequence: u64) -> bool {
-        self.consumers.values().any(|consumer| {
-            passes(&consumer.filters, subject) && consumer.delivery.needs_ack(sequence)
         })
     }
 
@@ -311,19 +499,24 @@ impl ConsumerLeader {
         })
     }
 
-    /// The state entries due: every consumer with none in flight whose
-    /// state moved or that has acks waiting.
+    /// The state entries due: every logged consumer with none in flight
+    /// whose state moved or that has acks waiting.
     pub(super) fn due_proposals(&mut self) -> Vec<StateProposal> {
         let mut due = Vec::new();
-        for (name, consumer) in &mut self.consumers {
-            if !consumer.entries.is_due(&consumer.delivery) {
-                continue;
-            }
-            let taken = consumer.entries.take_due(&consumer.delivery);
+        for name in self.due_names() {
+            let (consumer, entries) = self.logged_mut(&name).expect("a due consumer");
+            let taken = entries.take_due(&consumer.delivery);
             due.push(StateProposal {
-                name: name.clone(),
+                name,
                 state: taken.state,
-                acks: taken.waiting,
+                acks: taken
+                    .waiting
+                    .into_iter()
+                    .filter_map(|waiter| match waiter {
+                        Waiter::Ack { reply } => Some(reply),
+                        Waiter::Info { .. } => None,
+                    })
+                    .collect(),
             });
         }
         due
@@ -331,7 +524,7 @@ impl ConsumerLeader {
 
     /// `name`'s state entry was proposed at `index`.
     pub(super) fn proposed(&mut self, name: &str, state: Bytes, signature: Signature, index: u64) {
-        let consumer = self.consumers.get_mut(name).expect("a due consumer");
-        consumer.entries.proposed(state, signature, index);
+        let entries = self.logged.get_mut(name).expect("a due consumer");
+        entries.proposed(state, signature, index);
     }
 }

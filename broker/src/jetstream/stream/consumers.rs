@@ -27,6 +27,7 @@ use super::super::consumer::{
 };
 use super::super::JetStream;
 use super::config::StreamConfig;
+use super::consumer_leader::Waiter;
 use super::{now_unix_ns, Retention, Store, StoreError, StreamTask};
 
 /// Deliveries one turn makes across the stream's consumers at most, so
@@ -95,7 +96,7 @@ impl StreamTask {
                 };
                 // nats-server subscribes per consumer: nobody answers for
                 // one that does not exist.
-                if !self.state.consumers.contains_key(ack.consumer) {
+                if !self.consumers.contains(ack.consumer) {
                     return self.js.no_responders(reply);
                 }
                 let (request, next) = match AckBody::parse(&body) {
@@ -154,7 +155,7 @@ impl StreamTask {
                 let Some(reply) = reply else {
                     return;
                 };
-                if !self.state.consumers.contains_key(&consumer) {
+                if !self.consumers.contains(&consumer) {
                     return self.js.no_responders(Some(reply));
                 }
                 let parsed = consumer_requests::PullRequest::parse(&payload);
@@ -246,7 +247,7 @@ impl StreamTask {
         }
         let wake = consumer.next_housekeeping_ns(now_ns);
         consumer.wake_at(wake);
-        self.state.consumers.insert(name, consumer);
+        self.consumers.insert(consumer);
     }
 
     /// Stored messages `consumer` selects at or after `from`.
@@ -280,7 +281,7 @@ impl StreamTask {
         reply: Bytes,
         parsed: Result<consumer_requests::PullRequest, PullStatus>,
     ) {
-        let Some(consumer) = self.state.consumers.get(name) else {
+        let Some(consumer) = self.consumers.get(name) else {
             return;
         };
         // nats-server answers this before it reads the body.
@@ -312,7 +313,7 @@ impl StreamTask {
     pub(super) fn consumer_pull(&mut self, name: &str, request: PullRequest) {
         let now_ns = now_unix_ns();
         let mut replies = Vec::new();
-        let Some(consumer) = self.state.consumers.get_mut(name) else {
+        let Some(consumer) = self.consumers.get_mut(name) else {
             return;
         };
         consumer.last_active_unix_ns = now_ns;
@@ -340,7 +341,7 @@ impl StreamTask {
         reply: Option<Bytes>,
         now_ns: u64,
     ) {
-        let Some(consumer) = self.state.consumers.get_mut(name) else {
+        let Some(consumer) = self.consumers.get_mut(name) else {
             return;
         };
         let floor_before = consumer.delivery.ack_floor().1;
@@ -369,7 +370,7 @@ impl StreamTask {
         }
         self.publish_events(name, term_reason.as_deref());
         self.consumer_touched(name);
-        let Some(consumer) = self.state.consumers.get(name) else {
+        let Some(consumer) = self.consumers.get(name) else {
             return;
         };
         if acknowledging && self.state.config.retention != Retention::Limits {
@@ -391,7 +392,7 @@ impl StreamTask {
         let mut statuses = Vec::new();
         let mut heartbeats: Vec<(Bytes, String)> = Vec::new();
         let mut inactive = Vec::new();
-        for consumer in self.state.consumers.values_mut() {
+        for consumer in self.consumers.values_mut() {
             if consumer.wake_at_ns.is_none_or(|at| at > now_ns) {
                 continue;
             }
@@ -467,9 +468,15 @@ impl StreamTask {
     /// Removes a consumer; its waiting pull requests hear 409 Consumer
     /// Deleted.
     pub(super) fn remove_consumer(&mut self, name: &str) -> bool {
-        let Some(mut consumer) = self.state.consumers.remove(name) else {
+        let Some((mut consumer, waiting)) = self.consumers.remove(name) else {
             return false;
         };
+        // Acks processed before a durable's delete are answered.
+        for waiter in waiting {
+            if let Waiter::Ack { reply } = waiter {
+                self.js.publish_reply(&reply, b"");
+            }
+        }
         let closed = consumer.pull.close();
         self.send_statuses_for(&consumer, closed);
         self.release_after_removal(consumer.delivery.ack_floor().1);
@@ -478,8 +485,7 @@ impl StreamTask {
 
     /// The earliest consumer timer.
     pub(super) fn consumers_wake_at_ns(&self) -> Option<u64> {
-        self.state
-            .consumers
+        self.consumers
             .values()
             .filter_map(|consumer| consumer.wake_at_ns)
             .min()
@@ -489,8 +495,7 @@ impl StreamTask {
     /// subscriber were last checked at: the task waits for interest to
     /// change from it (`None`: no consumer waits for a subscriber).
     pub(super) fn awaiting_interest_since(&self) -> Option<u64> {
-        self.state
-            .consumers
+        self.consumers
             .values()
             .filter(|consumer| consumer.num_pending > 0 || consumer.delivery.num_ack_pending() > 0)
             .filter_map(|consumer| consumer.push.as_ref())
@@ -504,7 +509,7 @@ impl StreamTask {
     pub(super) async fn deliver_to_consumers(&mut self) -> Result<(), StoreError> {
         let generation = self.js.shard().interest_generation();
         let mut names: Vec<String> = Vec::new();
-        for (name, consumer) in self.state.consumers.iter_mut() {
+        for (name, consumer) in self.consumers.iter_mut() {
             let ready = match (&consumer.spec.push, &mut consumer.push) {
                 (Some(spec), Some(push)) => {
                     if push.interest_generation != generation {
@@ -532,7 +537,7 @@ impl StreamTask {
     /// Drops `name`'s waiting pull requests whose inbox lost its subscriber.
     fn drop_uninterested_requests(&mut self, name: &str) {
         let shard = self.js.shard();
-        if let Some(consumer) = self.state.consumers.get_mut(name) {
+        if let Some(consumer) = self.consumers.get_mut(name) {
             consumer
                 .pull
                 .drop_uninterested(|reply| shard.has_interest(reply));
@@ -542,7 +547,7 @@ impl StreamTask {
     /// The next new message for `name` at or after `from`: the
     /// `last_per_subject` list first, then the store's next match.
     fn next_new(&mut self, name: &str, from: u64) -> Option<u64> {
-        let consumer = self.state.consumers.get_mut(name)?;
+        let consumer = self.consumers.get_mut(name)?;
         while let Some(&listed) = consumer.start_list.front() {
             let live = with_store!(&self.state.store, log => log.subject_of(listed))
                 .is_some_and(|subject| consumer.matches(subject));
@@ -572,7 +577,7 @@ impl StreamTask {
             if delivered >= budget {
                 break Ok(());
             }
-            let Some(consumer) = self.state.consumers.get_mut(name) else {
+            let Some(consumer) = self.consumers.get_mut(name) else {
                 break Ok(());
             };
             if consumer.push.is_none() {
@@ -623,7 +628,7 @@ impl StreamTask {
                 Ok(message) => message,
                 Err(error) => break Err(error),
             };
-            let consumer = self.state.consumers.get_mut(name).expect("looked up above");
+            let consumer = self.consumers.get_mut(name).expect("looked up above");
             let Some(message) = message else {
                 if redelivery {
                     consumer.delivery.message_gone(sequence);
@@ -760,7 +765,7 @@ impl StreamTask {
         self.delivery_scratch = scratch;
         result?;
         if end_of_stream {
-            if let Some(consumer) = self.state.consumers.get_mut(name) {
+            if let Some(consumer) = self.consumers.get_mut(name) {
                 if consumer.push.is_none() {
                     let wake = consumer.pull.process(now_unix_ns(), true, &mut replies);
                     consumer.wake_at(wake);
@@ -783,12 +788,10 @@ impl StreamTask {
         sequence: u64,
         floor_moved: Option<std::ops::RangeInclusive<u64>>,
     ) {
-        let (leader, state) = (&mut self.leader, &self.state);
+        let (leader, state, consumers) = (&mut self.leader, &self.state, &self.consumers);
         self.groups.with_node(self.group, |node| {
             leader.release(state, node, sequence, floor_moved, |subject, candidate| {
-                state.consumers.values().any(|consumer| {
-                    consumer.matches(subject) && consumer.delivery.needs_ack(candidate)
-                })
+                consumers.needs(subject, candidate)
             })
         });
     }
@@ -809,7 +812,7 @@ impl StreamTask {
     /// Publishes `name`'s queued advisories (max deliveries, NAKs, terms),
     /// when anyone listens for them, as nats-server does.
     pub(super) fn publish_events(&mut self, name: &str, reason: Option<&str>) {
-        let Some(consumer) = self.state.consumers.get_mut(name) else {
+        let Some(consumer) = self.consumers.get_mut(name) else {
             return;
         };
         let events = consumer.delivery.take_events();
@@ -836,7 +839,6 @@ impl StreamTask {
     /// Publishes every consumer's queued advisories.
     pub(super) fn publish_all_events(&mut self) {
         let names: Vec<String> = self
-            .state
             .consumers
             .iter()
             .filter(|(_, consumer)| consumer.delivery.has_events())
@@ -849,7 +851,7 @@ impl StreamTask {
 
     /// Sends a push consumer's flow control request to its deliver subject.
     fn send_flow_control(&mut self, name: &str) {
-        let Some(consumer) = self.state.consumers.get_mut(name) else {
+        let Some(consumer) = self.consumers.get_mut(name) else {
             return;
         };
         let (Some(spec), Some(push)) = (&consumer.spec.push, &mut consumer.push) else {
@@ -879,7 +881,6 @@ impl StreamTask {
             return;
         };
         if let Some(push) = self
-            .state
             .consumers
             .get_mut(name)
             .and_then(|consumer| consumer.push.as_mut())
@@ -890,7 +891,6 @@ impl StreamTask {
 
     fn send_statuses(&self, name: &str, replies: Vec<Reply>) {
         let delivered = self
-            .state
             .consumers
             .get(name)
             .map_or((0, 0), |consumer| consumer.delivery.delivered());
@@ -937,7 +937,7 @@ impl StreamTask {
             ["INFO", _, name] if self.is_logged(name) => {
                 Ok(self.durable_info(origin, reply.clone(), name))
             }
-            ["INFO", _, name] => match self.state.consumers.get(*name) {
+            ["INFO", _, name] => match self.consumers.get(name) {
                 Some(consumer) => Ok(Some(self.consumer_info(consumer, "consumer_info_response"))),
                 None => Err(ApiError::consumer_not_found()),
             },
@@ -966,7 +966,7 @@ impl StreamTask {
 
     /// A CONSUMER.NAMES or CONSUMER.LIST page.
     fn consumer_page(&self, list: bool, offset: usize) -> String {
-        let names: Vec<String> = self.state.consumers.keys().cloned().collect();
+        let names: Vec<String> = self.consumers.names().cloned().collect();
         let total = names.len();
         if !list {
             let page = consumer_responses::page_of(names, offset, consumer_responses::NAMES_LIMIT);
@@ -975,7 +975,7 @@ impl StreamTask {
         let page = consumer_responses::page_of(names, offset, consumer_responses::LIST_LIMIT);
         let infos: Vec<String> = page
             .iter()
-            .filter_map(|name| self.state.consumers.get(name))
+            .filter_map(|name| self.consumers.get(name))
             .map(|consumer| {
                 consumer_responses::consumer_info_object(
                     &self.handle.name,
@@ -1000,7 +1000,6 @@ impl StreamTask {
         payload: &[u8],
     ) -> Result<Option<String>, ApiError> {
         let existing: Vec<(String, consumer_config::ConsumerConfig)> = self
-            .state
             .consumers
             .iter()
             .map(|(name, consumer)| (name.clone(), consumer.config.clone()))
@@ -1037,7 +1036,6 @@ impl StreamTask {
             }
             CreateKind::Updated => {
                 let consumer = self
-                    .state
                     .consumers
                     .get_mut(&outcome.name)
                     .expect("an update names an existing consumer");
@@ -1051,7 +1049,7 @@ impl StreamTask {
                 consumer.wake_at(wake);
             }
         }
-        let consumer = &self.state.consumers[&outcome.name];
+        let consumer = self.consumers.get(&outcome.name).expect("created above");
         Ok(Some(
             self.consumer_info(consumer, "consumer_create_response"),
         ))

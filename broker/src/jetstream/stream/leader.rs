@@ -17,6 +17,7 @@ use super::super::entry::{self, Operation, PendingMessage};
 use super::super::expiry::{self, MessageTtl};
 use super::super::headers;
 use super::config::{subject_matches, Discard, Retention};
+use super::consumer_leader::ConsumerLeader;
 use super::state::{Applied, ReplicatedState};
 use super::{persistence, Store, EXPIRED_PER_TURN_MAX};
 
@@ -189,6 +190,7 @@ impl Leader {
     pub(super) async fn apply(
         &mut self,
         state: &mut ReplicatedState,
+        consumers: &mut ConsumerLeader,
         entry: &Entry,
     ) -> Result<EntryApplied, StoreError> {
         assert!(
@@ -211,7 +213,7 @@ impl Leader {
                 )
             });
             self.applying(state, &operation);
-            applied = Some(state.apply(operation).await?);
+            applied = Some(state.apply(operation, consumers).await?);
         }
         state.applied_index = entry.index;
         state.applied_term = entry.term;
@@ -551,6 +553,7 @@ impl Leader {
     pub(super) fn expire_due(
         &mut self,
         state: &mut ReplicatedState,
+        consumers: &ConsumerLeader,
         node: &mut Node,
         name: &str,
         now_ns: u64,
@@ -565,7 +568,15 @@ impl Leader {
             .collect();
         let mut removals = Vec::new();
         for sequence in due {
-            self.expire_message(state, node, name, now_ns, sequence, &mut removals);
+            self.expire_message(
+                state,
+                consumers,
+                node,
+                name,
+                now_ns,
+                sequence,
+                &mut removals,
+            );
         }
         self.propose_expired(node, name, removals);
     }
@@ -574,9 +585,11 @@ impl Leader {
     /// to `removals`. With delete markers, a subject's last message is
     /// replaced by a marker instead: a new message through the log whose
     /// `Nats-Rollup: sub` removes the old one.
+    #[allow(clippy::too_many_arguments)]
     fn expire_message(
         &mut self,
         state: &mut ReplicatedState,
+        consumers: &ConsumerLeader,
         node: &mut Node,
         name: &str,
         now_ns: u64,
@@ -609,7 +622,7 @@ impl Leader {
             let headers = expiry::marker_headers(marker_ttl_seconds);
             let marker = PendingMessage::new(&subject, &headers, b"");
             let _ = self.ingest(state, node, name, marker, now_ns, |subject| {
-                state.live_consumer_wants(subject)
+                consumers.wants(subject)
             });
             if self.last_sequence > before {
                 if let Some(expiry) = &mut state.expiry {
@@ -648,6 +661,7 @@ impl Leader {
     pub(super) fn expire_aged(
         &mut self,
         state: &mut ReplicatedState,
+        consumers: &ConsumerLeader,
         node: &mut Node,
         name: &str,
         now_ns: u64,
@@ -677,7 +691,15 @@ impl Leader {
                 Some(expiry) if expiry.never_expires(sequence) || expiry.is_replacing(sequence) => {
                     continue
                 }
-                Some(_) => self.expire_message(state, node, name, now_ns, sequence, &mut removals),
+                Some(_) => self.expire_message(
+                    state,
+                    consumers,
+                    node,
+                    name,
+                    now_ns,
+                    sequence,
+                    &mut removals,
+                ),
                 None => removals.push(sequence),
             }
         }

@@ -20,8 +20,6 @@
 //! Ephemeral consumers, and every consumer of a memory stream, stay in
 //! memory only (nats-server's behaviour).
 
-use std::collections::BTreeMap;
-
 use bytes::Bytes;
 
 use super::super::api::error::ApiError;
@@ -35,29 +33,12 @@ use super::super::consumer::store::{self as consumer_store, StoredConsumer, Stor
 use super::super::consumer::{Consumer, ConsumerSpec};
 use super::super::entry::{Operation, CONSUMER_STATE_BYTES_MAX};
 use super::super::persist;
+use super::consumer_leader::Waiter;
 use super::consumers::Created;
 use super::failure::{ConsumerOrigin, StreamFailure};
 use super::groups::Persistence;
 use super::state::LoggedConsumer;
-use super::state_entries::StateEntries;
 use super::{now_unix_ns, Owed, StreamTask};
-
-/// A reply that waits for the next snapshot of its consumer.
-pub(super) enum Waiter {
-    /// A double ack: an empty reply.
-    Ack { reply: Bytes },
-    /// CONSUMER.INFO, rendered when the snapshot is proposed.
-    Info { origin: usize, reply: Bytes },
-}
-
-/// The leader's bookkeeping of one durable consumer's state entries
-/// (what the log holds of it is the replicated state's `logged_consumers`);
-/// replies waiting are bounded by the commands of a turn: each entry takes
-/// all of them.
-pub(super) type Durable = StateEntries<Waiter>;
-
-/// The durable consumers of a stream, by name.
-pub(super) type Durables = BTreeMap<String, Durable>;
 
 /// A consumer reply owed once an entry applies.
 pub(super) enum ConsumerOwed {
@@ -95,7 +76,7 @@ impl StreamTask {
         config: &ConsumerConfig,
         spec: &ConsumerSpec,
     ) -> Result<(), ApiError> {
-        let (created_unix_ns, start_sequence) = match self.state.consumers.get(&name) {
+        let (created_unix_ns, start_sequence) = match self.consumers.get(&name) {
             Some(existing) => (
                 existing.created_unix_ns,
                 existing.delivery.next_stream_sequence(),
@@ -144,23 +125,21 @@ impl StreamTask {
 
     /// Whether `name` is a durable whose state is in the log.
     pub(super) fn is_logged(&self, name: &str) -> bool {
-        self.durables.contains_key(name)
+        self.consumers.is_logged(name)
     }
 
     /// Something changed `name`'s delivery state (an ack, nak, progress).
     pub(super) fn consumer_touched(&mut self, name: &str) {
-        if let Some(durable) = self.durables.get_mut(name) {
-            durable.touch();
-        }
+        self.consumers.touch(name);
     }
 
     /// A double ack's reply: at once for a consumer kept in memory, after
     /// the snapshot holding the ack applied for a durable.
     pub(super) fn answer_ack(&mut self, name: &str, reply: Bytes) {
-        match self.durables.get_mut(name) {
-            Some(durable) => {
-                durable.touch();
-                durable.wait(Waiter::Ack { reply });
+        match self.consumers.logged_mut(name) {
+            Some((_, entries)) => {
+                entries.touch();
+                entries.wait(Waiter::Ack { reply });
             }
             None => self.js.publish_reply(&reply, b""),
         }
@@ -174,17 +153,16 @@ impl StreamTask {
         reply: Option<Bytes>,
         name: &str,
     ) -> Option<String> {
-        let consumer = self.state.consumers.get(name)?;
-        let durable = self.durables.get(name)?;
-        if durable.changed(&consumer.delivery) {
+        let (consumer, entries) = self.consumers.logged(name)?;
+        if entries.changed(&consumer.delivery) {
             if let Some(reply) = reply {
-                let durable = self.durables.get_mut(name).expect("looked up above");
-                durable.wait(Waiter::Info { origin, reply });
+                let (_, entries) = self.consumers.logged_mut(name).expect("looked up above");
+                entries.wait(Waiter::Info { origin, reply });
             }
             return None;
         }
         let body = self.consumer_info(consumer, "consumer_info_response");
-        if durable.in_flight().is_none() {
+        if entries.in_flight().is_none() {
             return Some(body);
         }
         // What it reports is in the snapshot in flight: answer once
@@ -206,17 +184,7 @@ impl StreamTask {
     /// After a turn: one snapshot for every durable whose state changed
     /// and has none in flight. Returns whether anything was proposed.
     pub(super) fn propose_consumer_snapshots(&mut self) -> Result<bool, StreamFailure> {
-        let due: Vec<String> = self
-            .durables
-            .iter()
-            .filter(|(name, durable)| {
-                self.state
-                    .consumers
-                    .get(*name)
-                    .is_some_and(|consumer| durable.is_due(&consumer.delivery))
-            })
-            .map(|(name, _)| name.clone())
-            .collect();
+        let due = self.consumers.due_names();
         let mut proposed = false;
         for name in due {
             proposed |= self.propose_consumer_snapshot(&name)?;
@@ -244,7 +212,7 @@ impl StreamTask {
 
     fn propose_consumer_snapshot(&mut self, name: &str) -> Result<bool, StreamFailure> {
         let record_bytes_max = self.consumer_state_bytes_max();
-        let Some(consumer) = self.state.consumers.get_mut(name) else {
+        let Some(consumer) = self.consumers.get_mut(name) else {
             return Ok(false);
         };
         // Pending acks are capped so that they fit; redelivery counts of
@@ -266,9 +234,12 @@ impl StreamTask {
                 self.handle.name
             );
         }
-        let consumer = &self.state.consumers[name];
-        let durable = self.durables.get_mut(name).expect("due names a durable");
-        let due = durable.take_due(&consumer.delivery);
+        let (consumer, entries) = self
+            .consumers
+            .logged_mut(name)
+            .expect("due names a durable");
+        let due = entries.take_due(&consumer.delivery);
+        let consumer = &*consumer;
         let waiting = due.waiting;
         let index = if let Some((state, signature)) = due.state {
             let operation = Operation::ConsumerState {
@@ -290,8 +261,7 @@ impl StreamTask {
                     what: "consumer state",
                     error,
                 })?;
-            let durable = self.durables.get_mut(name).expect("due names a durable");
-            durable.proposed(state, signature, index);
+            self.consumers.proposed(name, state, signature, index);
             Some(index)
         } else {
             // Nothing new (the one proposed before applied): what the
@@ -306,7 +276,7 @@ impl StreamTask {
                     body: Bytes::new(),
                 },
                 Waiter::Info { origin, reply } => {
-                    let consumer = &self.state.consumers[name];
+                    let consumer = self.consumers.get(name).expect("a due durable");
                     ConsumerOwed::Reply {
                         origin: Some(origin),
                         reply,
@@ -337,7 +307,7 @@ impl StreamTask {
         let (config, mut spec) =
             consumer_spec(ConsumerOrigin::Entry(index), name, &logged.config_json)?;
         spec.limit_pending(self.durable_pending_max(name));
-        match self.state.consumers.get_mut(name) {
+        match self.consumers.get_mut(name) {
             Some(consumer) => {
                 consumer.delivery.set_config(spec.delivery.clone());
                 consumer.spec = spec;
@@ -351,23 +321,13 @@ impl StreamTask {
                 self.add_consumer_at(name.to_string(), config, spec, created);
             }
         }
-        let consumer = &self.state.consumers[name];
-        self.durables
-            .entry(name.to_string())
-            .or_insert_with(|| Durable::new(&consumer.delivery));
+        self.consumers.log(name);
         Ok(())
     }
 
     /// A durable's delete applied: the live consumer goes; acks processed
     /// before the delete are answered.
     pub(super) fn consumer_deleted(&mut self, name: &str) {
-        if let Some(durable) = self.durables.remove(name) {
-            for waiter in durable.into_waiting() {
-                if let Waiter::Ack { reply } = waiter {
-                    self.js.publish_reply(&reply, b"");
-                }
-            }
-        }
         self.remove_consumer(name);
     }
 
@@ -379,10 +339,7 @@ impl StreamTask {
         name: &str,
     ) -> Result<(), StreamFailure> {
         let recovering = self.recovering;
-        let (Some(durable), Some(consumer)) = (
-            self.durables.get_mut(name),
-            self.state.consumers.get_mut(name),
-        ) else {
+        let Some((consumer, entries)) = self.consumers.logged_mut(name) else {
             return Ok(());
         };
         if recovering {
@@ -394,7 +351,7 @@ impl StreamTask {
                     source,
                 })?;
         }
-        durable.applied(index);
+        entries.applied(index);
         Ok(())
     }
 
@@ -420,7 +377,7 @@ impl StreamTask {
                 let Some(reply) = reply else {
                     return;
                 };
-                let body = match self.state.consumers.get(&name) {
+                let body = match self.consumers.get(&name) {
                     Some(consumer) => self.consumer_info(consumer, "consumer_create_response"),
                     None => responses::error_response(
                         "consumer_create_response",
@@ -564,9 +521,8 @@ impl StreamTask {
                 })?;
             let mut consumer = Consumer::new(name.clone(), config, spec, created_unix_ns, 1, 0);
             consumer.delivery = delivery;
-            self.durables
-                .insert(name.clone(), Durable::new(&consumer.delivery));
-            self.state.consumers.insert(name.clone(), consumer);
+            self.consumers.insert(consumer);
+            self.consumers.log(&name);
             self.state.logged_consumers.insert(
                 name,
                 LoggedConsumer {
@@ -584,24 +540,18 @@ impl StreamTask {
     /// after their ack wait), and the state taken as proposed.
     pub(super) fn consumers_recovered(&mut self) {
         let now_ns = now_unix_ns();
-        let names: Vec<String> = self.durables.keys().cloned().collect();
-        for name in names {
-            let Some(consumer) = self.state.consumers.get(&name) else {
+        for name in self.consumers.logged_names() {
+            let Some(consumer) = self.consumers.get(&name) else {
                 continue;
             };
             let from = consumer.delivery.next_stream_sequence();
             let num_pending = self.count_matching(consumer, from);
-            let consumer = self
-                .state
-                .consumers
-                .get_mut(&name)
-                .expect("looked up above");
+            let (consumer, entries) = self.consumers.logged_mut(&name).expect("looked up above");
             consumer.num_pending = num_pending;
             if consumer.delivery.num_ack_pending() > 0 {
                 consumer.wake_at(Some(now_ns));
             }
-            let durable = self.durables.get_mut(&name).expect("a durable");
-            durable.reset(&consumer.delivery);
+            entries.reset(&consumer.delivery);
         }
     }
 }

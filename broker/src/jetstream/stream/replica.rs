@@ -274,7 +274,7 @@ impl Replica {
                 let aged = self.aged(now_ns, max_age_ns as u64);
                 if !aged.is_empty() {
                     self.state
-                        .apply(Operation::Expire { sequences: aged })
+                        .apply(Operation::Expire { sequences: aged }, &mut self.consumers)
                         .await?;
                 }
             }
@@ -284,10 +284,10 @@ impl Replica {
             return Ok(());
         }
         self.leader
-            .expire_due(&mut self.state, node, &self.name, now_ns);
+            .expire_due(&mut self.state, &self.consumers, node, &self.name, now_ns);
         if self.state.config.max_age_ns > 0 {
             self.leader
-                .expire_aged(&mut self.state, node, &self.name, now_ns);
+                .expire_aged(&mut self.state, &self.consumers, node, &self.name, now_ns);
         }
         Ok(())
     }
@@ -353,7 +353,10 @@ impl Replica {
             superseded,
             applied,
             released,
-        } = self.leader.apply(&mut self.state, &entry).await?;
+        } = self
+            .leader
+            .apply(&mut self.state, &mut self.consumers, &entry)
+            .await?;
         for owed in superseded {
             fail(owed, &ApiError::cluster_not_leader(), answers);
         }

@@ -1,10 +1,11 @@
 //! A stream's replicated state and the one function that changes it:
 //! [`ReplicatedState::apply`], deterministic on every replica. It holds the
-//! block store, the config in force, the TTL notes, the durable consumers
-//! as the log has them ([`LoggedConsumer`]: config and last delivery state
-//! applied) and the live consumers it keeps counts for, and reads no clock,
-//! no randomness and nothing of the leader: the same log applied to the
-//! same store gives byte-identical state. What an entry's apply means for
+//! block store, the config in force, the TTL notes and the durable
+//! consumers as the log has them ([`LoggedConsumer`]: config and last
+//! delivery state applied), and reads no clock, no randomness and nothing
+//! of the leader: the same log applied to the same store gives
+//! byte-identical state. The leader's live consumers are not in it; apply
+//! only keeps their pending counts ([`ConsumerLeader`]). What an entry's apply means for
 //! clients (PubAcks, API answers, subscriptions following a config, live
 //! consumers following the log) is the host's, from the [`Applied`] it
 //! returns.
@@ -16,11 +17,11 @@ use bytes::Bytes;
 use tern_storage::block_store::{NewMessage, StoreError};
 
 use super::super::consumer::delivery::DeliveryState;
-use super::super::consumer::Consumer;
 use super::super::entry::Operation;
 use super::super::expiry::Expiry;
 use super::super::headers;
 use super::config::{subject_matches, StorageType, StreamConfig};
+use super::consumer_leader::ConsumerLeader;
 use super::{file_message_bytes, memory_message_bytes, Store};
 
 /// What the replicas of a stream hold identically.
@@ -29,9 +30,6 @@ pub(super) struct ReplicatedState {
     pub(super) config: Rc<StreamConfig>,
     /// TTLs and delete markers; `Some` while the stream allows message TTLs.
     pub(super) expiry: Option<Expiry>,
-    /// The stream's live consumers, by name (the task's delivery state;
-    /// apply keeps their pending counts).
-    pub(super) consumers: BTreeMap<String, Consumer>,
     /// The durable consumers the log created, by name: identical on every
     /// replica at one applied index.
     pub(super) logged_consumers: BTreeMap<String, LoggedConsumer>,
@@ -104,7 +102,6 @@ impl ReplicatedState {
             store,
             config,
             expiry: None,
-            consumers: BTreeMap::new(),
             logged_consumers: BTreeMap::new(),
             stored_last_unix_ns: 0,
             applied_index: 0,
@@ -115,7 +112,13 @@ impl ReplicatedState {
     }
 
     /// Applies one operation.
-    pub(super) async fn apply(&mut self, operation: Operation) -> Result<Applied, StoreError> {
+    /// `consumers`: the leader's live consumers, whose pending counts
+    /// follow what is stored and removed (none on a follower).
+    pub(super) async fn apply(
+        &mut self,
+        operation: Operation,
+        consumers: &mut ConsumerLeader,
+    ) -> Result<Applied, StoreError> {
         match operation {
             Operation::Message {
                 sequence,
@@ -144,29 +147,31 @@ impl ReplicatedState {
                 if let Some(expiry) = &mut self.expiry {
                     expiry.track(sequence, timestamp_ns, &header_block);
                 }
-                if !self.consumers.is_empty() {
-                    self.consumers_saw(&subject);
+                if !consumers.is_empty() {
+                    consumers.saw(&subject);
                 }
                 if !retained {
                     // Nobody was interested when the leader accepted it:
                     // the sequence is used, the message is not kept
                     // (nats-server). Stored and deleted so the sequence
                     // survives a restart.
-                    self.delete_message(sequence);
+                    self.delete_message(sequence, consumers);
                     return Ok(Applied::Message { sequence });
                 }
                 if let Some(rollup) = headers::value(&header_block, headers::ROLLUP) {
                     if self.config.allow_rollup_hdrs {
                         if rollup == b"all" {
-                            self.remove_below(sequence, |_| true);
+                            self.remove_below(sequence, consumers, |_| true);
                         } else if rollup == b"sub" {
                             let subject = subject.clone();
-                            self.remove_below(sequence, move |candidate| candidate == &subject[..]);
+                            self.remove_below(sequence, consumers, move |candidate| {
+                                candidate == &subject[..]
+                            });
                         }
                     }
                 }
-                self.enforce_subject_limit(&subject);
-                self.enforce_count_limits();
+                self.enforce_subject_limit(&subject, consumers);
+                self.enforce_count_limits(consumers);
                 Ok(Applied::Message { sequence })
             }
             Operation::Purge {
@@ -175,7 +180,9 @@ impl ReplicatedState {
                 sequence,
                 keep,
             } => {
-                let count = self.purge(last, filter.as_deref(), sequence, keep).await?;
+                let count = self
+                    .purge(last, filter.as_deref(), sequence, keep, consumers)
+                    .await?;
                 Ok(Applied::Purged { count })
             }
             Operation::Config { json } => {
@@ -186,15 +193,15 @@ impl ReplicatedState {
                         self.config.name
                     ),
                 };
-                let changed_from = self.apply_config(config).await?;
+                let changed_from = self.apply_config(config, consumers).await?;
                 Ok(Applied::Config { changed_from })
             }
             Operation::Delete { sequence, .. } => Ok(Applied::Deleted {
-                removed: self.delete_message(sequence),
+                removed: self.delete_message(sequence, consumers),
             }),
             Operation::Expire { sequences } => {
                 for sequence in sequences {
-                    self.delete_message(sequence);
+                    self.delete_message(sequence, consumers);
                 }
                 Ok(Applied::Expired)
             }
@@ -250,6 +257,7 @@ impl ReplicatedState {
     async fn apply_config(
         &mut self,
         config: StreamConfig,
+        consumers: &mut ConsumerLeader,
     ) -> Result<Option<Rc<StreamConfig>>, StoreError> {
         if config.to_stored_json() == self.config.to_stored_json() {
             return Ok(None);
@@ -258,7 +266,7 @@ impl ReplicatedState {
         if old.allow_msg_ttl != self.config.allow_msg_ttl {
             self.rebuild_expiry().await?;
         }
-        self.enforce_size_limits();
+        self.enforce_size_limits(consumers);
         Ok(Some(old))
     }
 
@@ -289,16 +297,16 @@ impl ReplicatedState {
     /// removal but a purge's floor move comes here, so no note outlives its
     /// message); consumers that had it ahead of them count one pending
     /// message less. Returns whether it was there.
-    pub(super) fn delete_message(&mut self, sequence: u64) -> bool {
+    pub(super) fn delete_message(&mut self, sequence: u64, consumers: &mut ConsumerLeader) -> bool {
         if let Some(expiry) = &mut self.expiry {
             expiry.removed(sequence);
         }
-        self.delete_stored(sequence)
+        self.delete_stored(sequence, consumers)
     }
 
     /// [`Self::delete_message`] without the expiry notes.
-    fn delete_stored(&mut self, sequence: u64) -> bool {
-        if self.consumers.is_empty() {
+    fn delete_stored(&mut self, sequence: u64, consumers: &mut ConsumerLeader) -> bool {
+        if consumers.is_empty() {
             return with_store!(&mut self.store, log => log.delete(sequence));
         }
         let Some(subject) =
@@ -308,7 +316,7 @@ impl ReplicatedState {
         };
         let removed = with_store!(&mut self.store, log => log.delete(sequence));
         if removed {
-            self.consumers_lost(sequence, &subject);
+            consumers.lost(sequence, &subject);
         }
         removed
     }
@@ -317,6 +325,7 @@ impl ReplicatedState {
     pub(super) fn remove_below(
         &mut self,
         sequence: u64,
+        consumers: &mut ConsumerLeader,
         mut matches: impl FnMut(&[u8]) -> bool,
     ) -> u64 {
         let mut removed = 0;
@@ -327,7 +336,7 @@ impl ReplicatedState {
             if next >= sequence {
                 break;
             }
-            if self.delete_message(next) {
+            if self.delete_message(next, consumers) {
                 removed += 1;
             }
             from = next + 1;
@@ -335,7 +344,7 @@ impl ReplicatedState {
         removed
     }
 
-    fn enforce_subject_limit(&mut self, subject: &[u8]) {
+    fn enforce_subject_limit(&mut self, subject: &[u8], consumers: &mut ConsumerLeader) {
         let max = self.config.max_msgs_per_subject;
         if max <= 0 {
             return;
@@ -346,12 +355,12 @@ impl ReplicatedState {
             if count <= max as u64 {
                 break;
             }
-            self.delete_message(first);
+            self.delete_message(first, consumers);
         }
     }
 
     /// Discard old: evicts from the head while over max_msgs or max_bytes.
-    fn enforce_count_limits(&mut self) {
+    fn enforce_count_limits(&mut self, consumers: &mut ConsumerLeader) {
         let (max_messages, max_bytes) = (self.config.max_msgs, self.config.max_bytes);
         if max_messages <= 0 && max_bytes <= 0 {
             return;
@@ -369,14 +378,14 @@ impl ReplicatedState {
             } else {
                 state.first_sequence
             };
-            self.delete_message(evicted);
+            self.delete_message(evicted, consumers);
         }
     }
 
     /// The limits that follow from the state alone (messages, bytes, per
     /// subject): applied deterministically, on every replica.
-    pub(super) fn enforce_size_limits(&mut self) {
-        self.enforce_count_limits();
+    pub(super) fn enforce_size_limits(&mut self, consumers: &mut ConsumerLeader) {
+        self.enforce_count_limits(consumers);
         if self.config.max_msgs_per_subject > 0 {
             let subjects: Vec<Vec<u8>> = with_store!(&self.store, log => log
                 .subjects()
@@ -384,7 +393,7 @@ impl ReplicatedState {
                 .map(|(subject, ..)| subject.to_vec())
                 .collect());
             for subject in subjects {
-                self.enforce_subject_limit(&subject);
+                self.enforce_subject_limit(&subject, consumers);
             }
         }
     }
@@ -396,6 +405,7 @@ impl ReplicatedState {
         filter: Option<&[u8]>,
         below: Option<u64>,
         keep: Option<u64>,
+        consumers: &mut ConsumerLeader,
     ) -> Result<u64, StoreError> {
         let state = with_store!(&self.store, log => log.state());
         let filter_text = filter.map(|filter| String::from_utf8_lossy(filter).into_owned());
@@ -406,8 +416,8 @@ impl ReplicatedState {
         if whole && keep.is_none() {
             // Everything below the bound: a floor move.
             let before = state.messages;
-            if !self.consumers.is_empty() {
-                self.consumers_lose_below(bound);
+            if !consumers.is_empty() {
+                consumers.lose_below(&self.store, bound);
             }
             with_store!(&mut self.store, log => log.purge_below(bound).await)?;
             if let Some(expiry) = &mut self.expiry {
@@ -443,53 +453,7 @@ impl ReplicatedState {
                 limit = limit.min(matching[matching.len() - keep]);
             }
         }
-        Ok(self.remove_below(limit, matches))
-    }
-
-    /// A message was applied: consumers that select it have one more pending.
-    /// Whether a live consumer (the task's, ephemeral ones too) wants
-    /// `subject`: what an interest stream's leader records at ingest.
-    pub(super) fn live_consumer_wants(&self, subject: &[u8]) -> bool {
-        self.consumers
-            .values()
-            .any(|consumer| consumer.matches(subject))
-    }
-
-    pub(super) fn consumers_saw(&mut self, subject: &[u8]) {
-        for consumer in self.consumers.values_mut() {
-            if consumer.matches(subject) {
-                consumer.num_pending += 1;
-            }
-        }
-    }
-
-    /// A message left the stream: consumers that had it ahead of them have
-    /// one pending message less (nats-server's `decStreamPending`).
-    pub(super) fn consumers_lost(&mut self, sequence: u64, subject: &[u8]) {
-        for consumer in self.consumers.values_mut() {
-            if consumer.matches(subject) {
-                consumer.lost(sequence);
-            }
-        }
-    }
-
-    /// Everything below `bound` is about to leave the stream (a purge).
-    pub(super) fn consumers_lose_below(&mut self, bound: u64) {
-        let first = with_store!(&self.store, log => log.state()).first_sequence;
-        for consumer in self.consumers.values_mut() {
-            let mut from = first.max(consumer.delivery.next_stream_sequence());
-            if let Some(&listed) = consumer.start_list.front() {
-                from = from.min(listed);
-            }
-            while let Some(sequence) = with_store!(&self.store, log => log.next_matching(from, |subject| consumer.matches(subject)))
-            {
-                if sequence >= bound {
-                    break;
-                }
-                consumer.lost(sequence);
-                from = sequence + 1;
-            }
-        }
+        Ok(self.remove_below(limit, consumers, matches))
     }
 }
 
@@ -800,8 +764,10 @@ pub(super) mod tests {
             let mut model = Model::new();
             let mut consumers = ConsumersModel::new();
             for (position, operation) in log.iter().enumerate() {
-                block_on(first.apply(operation.clone())).expect("applies");
-                block_on(second.apply(operation.clone())).expect("applies");
+                block_on(first.apply(operation.clone(), &mut ConsumerLeader::default()))
+                    .expect("applies");
+                block_on(second.apply(operation.clone(), &mut ConsumerLeader::default()))
+                    .expect("applies");
                 model_apply(&mut model, &first.config, operation);
                 model_consumers(&mut consumers, operation);
                 let logged: ConsumersModel = first
@@ -841,7 +807,8 @@ pub(super) mod tests {
             let contents_before = contents(&first);
             for operation in &log {
                 if matches!(operation, Operation::Message { .. }) {
-                    block_on(first.apply(operation.clone())).expect("replays");
+                    block_on(first.apply(operation.clone(), &mut ConsumerLeader::default()))
+                        .expect("replays");
                 }
             }
             let Store::Memory(log_state) = &first.store else {
@@ -867,34 +834,47 @@ pub(super) mod tests {
                 payload: Bytes::from_static(b"x"),
                 retained: true,
             };
-            block_on(state.apply(operation)).expect("applies");
+            block_on(state.apply(operation, &mut ConsumerLeader::default())).expect("applies");
         }
         let due = |state: &ReplicatedState| -> Vec<u64> {
             state.expiry.as_ref().expect("ttl").due(u64::MAX).collect()
         };
         assert_eq!(due(&state), [1, 2, 3, 4]);
-        block_on(state.apply(Operation::Delete {
-            sequence: 2,
-            erase: false,
-        }))
+        block_on(state.apply(
+            Operation::Delete {
+                sequence: 2,
+                erase: false,
+            },
+            &mut ConsumerLeader::default(),
+        ))
         .expect("applies");
         assert_eq!(due(&state), [1, 3, 4], "a delete");
-        block_on(state.apply(Operation::Purge {
-            last: 4,
-            filter: None,
-            sequence: Some(3),
-            keep: None,
-        }))
+        block_on(state.apply(
+            Operation::Purge {
+                last: 4,
+                filter: None,
+                sequence: Some(3),
+                keep: None,
+            },
+            &mut ConsumerLeader::default(),
+        ))
         .expect("applies");
         assert_eq!(due(&state), [3, 4], "a purge below 3");
-        block_on(state.apply(Operation::Expire { sequences: vec![3] })).expect("applies");
+        block_on(state.apply(
+            Operation::Expire { sequences: vec![3] },
+            &mut ConsumerLeader::default(),
+        ))
+        .expect("applies");
         assert_eq!(due(&state), [4], "an expiry");
-        block_on(state.apply(Operation::Purge {
-            last: 4,
-            filter: Some(Bytes::from_static(b"s.a")),
-            sequence: None,
-            keep: None,
-        }))
+        block_on(state.apply(
+            Operation::Purge {
+                last: 4,
+                filter: Some(Bytes::from_static(b"s.a")),
+                sequence: None,
+                keep: None,
+            },
+            &mut ConsumerLeader::default(),
+        ))
         .expect("applies");
         assert_eq!(due(&state), Vec::<u64>::new(), "a filtered purge");
         assert_eq!(state.expiry.as_ref().expect("ttl").noted(), 0);
@@ -914,7 +894,7 @@ pub(super) mod tests {
         };
         for sequence in 1..=3 {
             assert!(matches!(
-                block_on(state.apply(message(sequence))),
+                block_on(state.apply(message(sequence), &mut ConsumerLeader::default())),
                 Ok(Applied::Message { sequence: applied }) if applied == sequence
             ));
         }
@@ -923,11 +903,11 @@ pub(super) mod tests {
             erase: false,
         };
         assert!(matches!(
-            block_on(state.apply(delete(2))),
+            block_on(state.apply(delete(2), &mut ConsumerLeader::default())),
             Ok(Applied::Deleted { removed: true })
         ));
         assert!(matches!(
-            block_on(state.apply(delete(2))),
+            block_on(state.apply(delete(2), &mut ConsumerLeader::default())),
             Ok(Applied::Deleted { removed: false })
         ));
         let purge = Operation::Purge {
@@ -937,21 +917,21 @@ pub(super) mod tests {
             keep: None,
         };
         assert!(matches!(
-            block_on(state.apply(purge)),
+            block_on(state.apply(purge, &mut ConsumerLeader::default())),
             Ok(Applied::Purged { count: 2 })
         ));
         let same = Operation::Config {
             json: Bytes::from(state.config.to_stored_json().into_bytes()),
         };
         assert!(matches!(
-            block_on(state.apply(same)),
+            block_on(state.apply(same, &mut ConsumerLeader::default())),
             Ok(Applied::Config { changed_from: None })
         ));
         let changed = Operation::Config {
             json: Bytes::from(config(r#","max_msgs":7"#).to_stored_json().into_bytes()),
         };
         assert!(matches!(
-            block_on(state.apply(changed)),
+            block_on(state.apply(changed, &mut ConsumerLeader::default())),
             Ok(Applied::Config {
                 changed_from: Some(_)
             })

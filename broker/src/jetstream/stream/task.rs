@@ -19,6 +19,7 @@ use super::super::expiry::Expiry;
 use super::super::persist::{self, RaftState};
 use super::super::{now_unix_ns, JetStream};
 use super::config::{StorageType, StreamConfig};
+use super::consumer_leader::ConsumerLeader;
 use super::failure::StreamFailure;
 use super::groups::{Persistence, StreamGroups};
 use super::leader::{EntryApplied, Ingested, Leader, Owed, OwedReply};
@@ -81,8 +82,8 @@ pub struct StreamTask {
     pub(super) last_checkpoint: Instant,
     /// When the leader next looks for messages past max_age.
     pub(super) age_check_at: Instant,
-    /// The durable consumers whose state is in the log, by name.
-    pub(super) durables: persistence::Durables,
+    /// The live consumers (and the state entries of those in the log).
+    pub(super) consumers: ConsumerLeader,
     /// Whether a `consumers` file was written or found (so a checkpoint
     /// rewrites it also once the last durable is gone).
     pub(super) consumers_file_written: bool,
@@ -243,7 +244,7 @@ impl StreamTask {
             checkpointed_index: raft.applied_index,
             last_checkpoint: Instant::now(),
             age_check_at: Instant::now(),
-            durables: persistence::Durables::new(),
+            consumers: ConsumerLeader::default(),
             consumers_file_written: false,
             consumers_reference: None,
             read_damage: RefCell::new(None),
@@ -289,14 +290,19 @@ impl StreamTask {
             self.state.stored_last_unix_ns.max(state.last_timestamp_ns);
         self.leader.take_office(&self.state, now_unix_ns()).await?;
         self.state.rebuild_expiry().await?;
-        self.state.enforce_size_limits();
+        self.state.enforce_size_limits(&mut self.consumers);
         // What aged out while the server was down goes before the stream
         // serves, through the log like any expiry.
         let now_ns = now_unix_ns();
         while self.state.config.max_age_ns > 0 && {
-            let (leader, state, name) = (&mut self.leader, &mut self.state, &self.handle.name);
+            let (leader, state, consumers, name) = (
+                &mut self.leader,
+                &mut self.state,
+                &self.consumers,
+                &self.handle.name,
+            );
             self.groups.with_node(self.group, |node| {
-                leader.expire_aged(state, node, name, now_ns)
+                leader.expire_aged(state, consumers, node, name, now_ns)
             })
         } {
             self.settle().await?;
@@ -477,13 +483,13 @@ impl StreamTask {
         {
             self.consumer_timers(now_ns);
         }
-        if !self.state.consumers.is_empty() {
+        if !self.consumers.is_empty() {
             self.deliver_to_consumers().await?;
             self.publish_all_events();
         }
         // Durable consumers' state entries (one in flight each; the next
         // once it applied).
-        if !self.durables.is_empty() {
+        if self.consumers.has_logged() {
             self.propose_consumer_snapshots()?;
         }
         if self
@@ -493,17 +499,27 @@ impl StreamTask {
             .and_then(Expiry::next_due_ns)
             .is_some_and(|due_ns| due_ns <= now_ns)
         {
-            let (leader, state, name) = (&mut self.leader, &mut self.state, &self.handle.name);
+            let (leader, state, consumers, name) = (
+                &mut self.leader,
+                &mut self.state,
+                &self.consumers,
+                &self.handle.name,
+            );
             self.groups.with_node(self.group, |node| {
-                leader.expire_due(state, node, name, now_ns)
+                leader.expire_due(state, consumers, node, name, now_ns)
             });
         }
         if Instant::now() >= self.age_check_at {
             self.age_check_at = Instant::now() + AGE_CHECK_INTERVAL;
             if self.state.config.max_age_ns > 0 && {
-                let (leader, state, name) = (&mut self.leader, &mut self.state, &self.handle.name);
+                let (leader, state, consumers, name) = (
+                    &mut self.leader,
+                    &mut self.state,
+                    &self.consumers,
+                    &self.handle.name,
+                );
                 self.groups.with_node(self.group, |node| {
-                    leader.expire_aged(state, node, name, now_ns)
+                    leader.expire_aged(state, consumers, node, name, now_ns)
                 })
             } {
                 // More aged out than one entry holds: again next turn.
@@ -586,7 +602,7 @@ impl StreamTask {
         snapshot.state = with_store!(&self.state.store, log => log.state());
         snapshot.last_unix_ns = self.state.stored_last_unix_ns;
         snapshot.failure = self.failure.clone();
-        snapshot.consumers = self.state.consumers.len();
+        snapshot.consumers = self.consumers.len();
         let bytes = snapshot.state.bytes;
         drop(snapshot);
         // A stopped stream keeps its last count until it is deleted
@@ -638,10 +654,15 @@ impl StreamTask {
     /// until its entry applies (a duplicate's until what is in flight has).
     pub(super) fn ingest(&mut self, inbound: Inbound) {
         let Inbound { message, reply } = inbound;
-        let (leader, state, name) = (&mut self.leader, &self.state, &self.handle.name);
+        let (leader, state, consumers, name) = (
+            &mut self.leader,
+            &self.state,
+            &self.consumers,
+            &self.handle.name,
+        );
         let ingested = self.groups.with_node(self.group, |node| {
             leader.ingest(state, node, name, message, now_unix_ns(), |subject| {
-                state.live_consumer_wants(subject)
+                consumers.wants(subject)
             })
         });
         let reply = match ingested {
@@ -690,7 +711,10 @@ impl StreamTask {
             superseded,
             applied,
             mut released,
-        } = self.leader.apply(&mut self.state, &entry).await?;
+        } = self
+            .leader
+            .apply(&mut self.state, &mut self.consumers, &entry)
+            .await?;
         for owed in superseded {
             self.fail_owed(owed, &ApiError::cluster_not_leader());
         }
