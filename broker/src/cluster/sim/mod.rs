@@ -999,9 +999,10 @@ impl World {
                     self.count("messages applied and not kept (interest)");
                 }
                 let index = entry.index;
+                let now_ns = self.now_ns(position);
                 let shard = &mut self.nodes[position].shards[shard_index];
                 let replica = shard.replicas.get_mut(&group).expect("runs");
-                block_on(replica.apply(entry, answers)).expect("memory stores do not fail");
+                block_on(replica.apply(entry, now_ns, answers)).expect("memory stores do not fail");
                 let digest =
                     (index % DIGEST_EVERY == 0 && replica.is_converged()).then(|| digest(replica));
                 if let Some((sequence, payload)) = message {

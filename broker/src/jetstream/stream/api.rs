@@ -51,9 +51,9 @@ impl StreamTask {
                         return Ok(());
                     }
                 };
-                let refusal = if self.state.config.sealed {
+                let refusal = if self.replica.state.config.sealed {
                     Some(ApiError::sealed())
-                } else if self.state.config.deny_purge {
+                } else if self.replica.state.config.deny_purge {
                     Some(ApiError::purge_not_permitted())
                 } else {
                     None
@@ -63,7 +63,7 @@ impl StreamTask {
                     return Ok(());
                 }
                 let operation = Operation::Purge {
-                    last: self.leader.last_sequence,
+                    last: self.replica.leader.last_sequence,
                     filter: request.filter.map(Bytes::from),
                     sequence: request.sequence,
                     keep: request.keep,
@@ -84,17 +84,17 @@ impl StreamTask {
                         return Ok(());
                     }
                 };
-                let refusal = if self.state.config.sealed {
+                let refusal = if self.replica.state.config.sealed {
                     Some(ApiError::sealed())
-                } else if self.state.config.deny_delete {
+                } else if self.replica.state.config.deny_delete {
                     Some(ApiError::message_delete_failed(
                         "message delete not permitted",
                     ))
-                } else if with_store!(&self.state.store, log => log.subject_of(request.sequence))
+                } else if with_store!(&self.replica.state.store, log => log.subject_of(request.sequence))
                     .is_none()
                 {
                     // nats-server's three answers for a missing message.
-                    let state = with_store!(&self.state.store, log => log.state());
+                    let state = with_store!(&self.replica.state.store, log => log.state());
                     Some(if request.sequence > state.last_sequence {
                         ApiError::message_delete_failed("stream store EOF")
                     } else if state.messages == 0 || request.sequence < state.first_sequence {
@@ -225,7 +225,7 @@ impl StreamTask {
 
     pub(super) fn fail_pending(&mut self, reason: &str) {
         let error = ApiError::store_failed(reason);
-        let owed: Vec<OwedReply> = self.leader.owed.drain(..).collect();
+        let owed: Vec<OwedReply> = self.replica.leader.owed.drain(..).collect();
         for OwedReply { owed, .. } in owed {
             if let Owed::PubAck { reply } | Owed::Duplicate { reply, .. } = owed {
                 self.js.publish_reply(
@@ -245,16 +245,16 @@ impl StreamTask {
         offset: usize,
         with_leader: bool,
     ) -> String {
-        let state = with_store!(&self.state.store, log => log.state());
+        let state = with_store!(&self.replica.state.store, log => log.state());
         let mut info_state = info_state(
             &state,
-            self.state.stored_last_unix_ns,
-            &self.state.config,
-            self.consumers.len(),
+            self.replica.state.stored_last_unix_ns,
+            &self.replica.state.config,
+            self.replica.consumers.len(),
         );
         let mut paging = Some((0, 0, 0));
         if let Some(filter) = subjects_filter {
-            let mut subjects: Vec<(String, u64)> = with_store!(&self.state.store, log => log
+            let mut subjects: Vec<(String, u64)> = with_store!(&self.replica.state.store, log => log
                 .subjects()
                 .map(|(subject, _, _, count)| (String::from_utf8_lossy(subject).into_owned(), count))
                 .filter(|(subject, _)| subject_matches(filter, subject))
@@ -271,12 +271,13 @@ impl StreamTask {
             paging = Some((total, offset, SUBJECTS_LIMIT));
         }
         if deleted_details {
-            info_state.deleted =
-                Some(with_store!(&self.state.store, log => log.deleted_sequences(usize::MAX)));
+            info_state.deleted = Some(
+                with_store!(&self.replica.state.store, log => log.deleted_sequences(usize::MAX)),
+            );
         }
         responses::stream_info(
             kind,
-            &self.state.config,
+            &self.replica.state.config,
             self.created_unix_ns,
             &info_state,
             now_unix_ns(),
@@ -293,7 +294,7 @@ impl StreamTask {
         let sequence = match get {
             MessageGet::Sequence(sequence) => Some(*sequence),
             MessageGet::LastBySubject(subject) => {
-                with_store!(&self.state.store, log => log.last_matching(|candidate| {
+                with_store!(&self.replica.state.store, log => log.last_matching(|candidate| {
                     subject_matches(subject, &String::from_utf8_lossy(candidate))
                 }))
             }
@@ -301,17 +302,18 @@ impl StreamTask {
                 subject,
                 from_sequence,
             } => {
-                with_store!(&self.state.store, log => log.next_matching((*from_sequence).max(1), |candidate| {
+                with_store!(&self.replica.state.store, log => log.next_matching((*from_sequence).max(1), |candidate| {
                     subject_matches(subject, &String::from_utf8_lossy(candidate))
                 }))
             }
             MessageGet::StartTime { unix_ns, subject } => {
-                match with_store!(&self.state.store, log => log.first_at_or_after(*unix_ns)) {
+                match with_store!(&self.replica.state.store, log => log.first_at_or_after(*unix_ns))
+                {
                     None => None,
                     Some(first) => match subject {
                         None => Some(first),
                         Some(subject) => {
-                            with_store!(&self.state.store, log => log.next_matching(first, |candidate| {
+                            with_store!(&self.replica.state.store, log => log.next_matching(first, |candidate| {
                                 subject_matches(subject, &String::from_utf8_lossy(candidate))
                             }))
                         }
@@ -332,7 +334,7 @@ impl StreamTask {
         &self,
         sequence: u64,
     ) -> Result<Option<StoredMessage>, StoreError> {
-        let read = with_store!(&self.state.store, log => log.get(sequence).await);
+        let read = with_store!(&self.replica.state.store, log => log.get(sequence).await);
         if let Err(error @ StoreError::Corrupt { .. }) = &read {
             self.read_damage
                 .borrow_mut()
@@ -495,14 +497,14 @@ impl StreamTask {
                 from_sequence,
             } => (Some(*from_sequence), Some(subject.as_str())),
             MessageGet::StartTime { unix_ns, subject } => (
-                with_store!(&self.state.store, log => log.first_at_or_after(*unix_ns)),
+                with_store!(&self.replica.state.store, log => log.first_at_or_after(*unix_ns)),
                 subject.as_deref(),
             ),
             MessageGet::LastBySubject(_) => (None, None),
         };
         let mut sequences = Vec::new();
         if let Some(mut from) = from.map(|from| from.max(1)) {
-            while let Some(next) = with_store!(&self.state.store, log => log.next_matching(from, |subject| {
+            while let Some(next) = with_store!(&self.replica.state.store, log => log.next_matching(from, |subject| {
                 filter.is_none_or(|filter| subject_matches(filter, &String::from_utf8_lossy(subject)))
             })) {
                 sequences.push(next);
@@ -535,14 +537,14 @@ impl StreamTask {
         multi_last: &requests::DirectMultiLast,
         no_headers: bool,
     ) {
-        let state = with_store!(&self.state.store, log => log.state());
+        let state = with_store!(&self.replica.state.store, log => log.state());
         let mut up_to = if multi_last.up_to_sequence > 0 {
             multi_last.up_to_sequence.min(state.last_sequence)
         } else {
             state.last_sequence
         };
         if let Some(unix_ns) = multi_last.up_to_unix_ns {
-            up_to = match with_store!(&self.state.store, log => log.first_at_or_after(unix_ns.saturating_add(1)))
+            up_to = match with_store!(&self.replica.state.store, log => log.first_at_or_after(unix_ns.saturating_add(1)))
             {
                 Some(after) => up_to.min(after.saturating_sub(1)),
                 None => up_to,
@@ -559,12 +561,14 @@ impl StreamTask {
         let mut last_per_subject: FxHashMap<Vec<u8>, u64> = FxHashMap::default();
         let mut from = state.first_sequence.max(1);
         while let Some(next) =
-            with_store!(&self.state.store, log => log.next_matching(from, matches))
+            with_store!(&self.replica.state.store, log => log.next_matching(from, matches))
         {
             if next > up_to {
                 break;
             }
-            if let Some(subject) = with_store!(&self.state.store, log => log.subject_of(next)) {
+            if let Some(subject) =
+                with_store!(&self.replica.state.store, log => log.subject_of(next))
+            {
                 last_per_subject.insert(subject.to_vec(), next);
             }
             from = next + 1;

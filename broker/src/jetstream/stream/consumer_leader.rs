@@ -17,13 +17,17 @@
 //! [`Self::lost`], [`Self::lose_below`]): they are the leader's, not part
 //! of what every replica holds.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 
 use bytes::Bytes;
 
 use super::super::consumer::config::ConsumerConfig;
-use super::super::consumer::delivery::{Delivery, Next, StateDecodeError};
-use super::super::consumer::{Consumer, ConsumerSpec};
+use super::super::consumer::delivery::{
+    Delivery, DeliveryState, Next, StateDecodeError, PENDING_MAX, STATE_BYTES_PER_PENDING,
+    STATE_FIXED_BYTES,
+};
+use super::super::consumer::{Consumer, ConsumerSpec, PushState, Start};
+use super::super::entry::{Operation, CONSUMER_STATE_BYTES_MAX};
 use super::state::{Applied, ReplicatedState};
 use super::state_entries::{Signature, StateEntries};
 use super::Store;
@@ -35,7 +39,7 @@ pub const FETCH_MESSAGES_MAX: usize = 256;
 pub const ACKS_WAITING_MAX: usize = 4096;
 
 /// A logged consumer the leader cannot run.
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug, Clone, thiserror::Error)]
 pub enum LoggedConsumerError {
     #[error("consumer {name}: its logged config does not decode: {reason}")]
     Config { name: String, reason: String },
@@ -77,12 +81,36 @@ pub(super) struct StateProposal {
     pub(super) acks: Vec<Bytes>,
 }
 
+/// When a consumer was created and where it starts delivering.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Created {
+    pub unix_ns: u64,
+    pub start_sequence: u64,
+}
+
+/// A consumer that went (deleted, or inactive), for its host to close:
+/// its pull requests hear 409, the replies waiting for its state entry
+/// are answered, an interest stream releases what only it needed.
+pub(super) struct Removed {
+    pub(super) consumer: Consumer,
+    pub(super) waiting: Vec<Waiter>,
+}
+
 /// The live consumers of the leader (empty on a follower).
-#[derive(Default)]
 pub(super) struct ConsumerLeader {
     consumers: BTreeMap<String, Consumer>,
     /// The consumers whose state is in the log: their state entries.
     logged: BTreeMap<String, StateEntries<Waiter>>,
+    /// The largest state entry the host's log takes (a journal record):
+    /// a logged consumer's pending acks are capped so its whole state
+    /// fits one ([`Self::pending_max`]).
+    state_entry_bytes_max: usize,
+}
+
+impl Default for ConsumerLeader {
+    fn default() -> ConsumerLeader {
+        ConsumerLeader::new(CONSUMER_STATE_BYTES_MAX)
+    }
 }
 
 /// A logged consumer's config and what it runs by.
@@ -104,22 +132,23 @@ pub(super) fn spec_of(
 }
 
 /// A logged consumer as the leader runs it, from its config and its last
-/// applied delivery state.
+/// applied delivery state (`pending_max`: its pending acks at most).
 fn live(
     name: &str,
     created_unix_ns: u64,
     config_json: &[u8],
     delivery_state: &Bytes,
+    pending_max: usize,
 ) -> Result<Consumer, LoggedConsumerError> {
-    let (config, spec) = spec_of(name, config_json)?;
-    let delivery = super::super::consumer::delivery::DeliveryState::decode(
-        spec.delivery.clone(),
-        delivery_state,
-    )
-    .map_err(|source| LoggedConsumerError::State {
-        name: name.to_string(),
-        source,
-    })?;
+    let (config, mut spec) = spec_of(name, config_json)?;
+    spec.limit_pending(pending_max);
+    let delivery =
+        DeliveryState::decode(spec.delivery.clone(), delivery_state).map_err(|source| {
+            LoggedConsumerError::State {
+                name: name.to_string(),
+                source,
+            }
+        })?;
     let mut consumer = Consumer::new(name.to_string(), config, spec, created_unix_ns, 1, 0);
     consumer.delivery = delivery;
     Ok(consumer)
@@ -131,12 +160,123 @@ pub(super) fn check_logged(
     config_json: &[u8],
     delivery_state: &Bytes,
 ) -> Result<(), LoggedConsumerError> {
-    live(name, 0, config_json, delivery_state).map(|_| ())
+    live(name, 0, config_json, delivery_state, PENDING_MAX).map(|_| ())
+}
+
+/// Stored messages `consumer` selects at or after `from`.
+pub(super) fn count_matching(store: &Store, consumer: &Consumer, from: u64) -> u64 {
+    let mut count = 0;
+    let mut from = from;
+    while let Some(sequence) =
+        with_store!(store, log => log.next_matching(from, |subject| consumer.matches(subject)))
+    {
+        count += 1;
+        from = sequence + 1;
+    }
+    count
+}
+
+/// nats-server's lastSeqSkipList: the last sequence of every subject
+/// `consumer` selects, ascending.
+pub(super) fn last_per_subject(store: &Store, consumer: &Consumer) -> VecDeque<u64> {
+    let mut lasts: Vec<u64> = with_store!(store, log => log
+        .subjects()
+        .filter(|(subject, ..)| consumer.matches(subject))
+        .map(|(_, _, last, _)| last)
+        .collect());
+    lasts.sort_unstable();
+    lasts.into()
 }
 
 // ----- the consumers, by name ---------------------------------------------------
 
 impl ConsumerLeader {
+    /// No consumers; state entries of at most `state_entry_bytes_max`.
+    pub(super) fn new(state_entry_bytes_max: usize) -> ConsumerLeader {
+        assert!(state_entry_bytes_max > 0);
+        ConsumerLeader {
+            consumers: BTreeMap::new(),
+            logged: BTreeMap::new(),
+            state_entry_bytes_max,
+        }
+    }
+
+    /// The largest state entry the log takes.
+    pub(super) fn state_entry_bytes_max(&self) -> usize {
+        self.state_entry_bytes_max
+    }
+
+    /// Pending acks logged consumer `name` may have: with every one of
+    /// them redelivered, its delivery state still fits one state entry.
+    pub(super) fn pending_max(&self, name: &str) -> usize {
+        let overhead = Operation::consumer_state_bytes(name.len(), STATE_FIXED_BYTES);
+        let room = self.state_entry_bytes_max.saturating_sub(overhead);
+        (room / STATE_BYTES_PER_PENDING).max(1)
+    }
+
+    /// Adds a consumer starting at `created.start_sequence` on `store`:
+    /// counts what lies ahead of it (a `last_per_subject` start lists the
+    /// subjects' last messages), arms its timers at `now_ns`.
+    pub(super) fn add(
+        &mut self,
+        store: &Store,
+        name: String,
+        config: ConsumerConfig,
+        spec: ConsumerSpec,
+        created: Created,
+        now_ns: u64,
+    ) {
+        let mut consumer = Consumer::new(
+            name,
+            config,
+            spec,
+            created.unix_ns,
+            created.start_sequence,
+            0,
+        );
+        let last_sequence = with_store!(store, log => log.last_sequence());
+        if consumer.spec.start == Start::LastPerSubject {
+            consumer.start_list = last_per_subject(store, &consumer);
+            consumer.resume_after = last_sequence;
+            consumer.num_pending = consumer.start_list.len() as u64;
+        } else {
+            consumer.num_pending = count_matching(store, &consumer, created.start_sequence);
+        }
+        consumer.replay_until = last_sequence;
+        if let (Some(spec), Some(push)) = (&consumer.spec.push, &mut consumer.push) {
+            if spec.idle_heartbeat_ns > 0 {
+                push.heartbeat_due_ns = now_ns + spec.idle_heartbeat_ns;
+            }
+        }
+        let wake = consumer.next_housekeeping_ns(now_ns);
+        consumer.wake_at(wake);
+        self.insert(consumer);
+    }
+
+    /// A consumer's config changed (an update, by the API or the log):
+    /// delivery follows the new one, push pacing starts over if its push
+    /// settings changed.
+    pub(super) fn update(
+        &mut self,
+        name: &str,
+        config: ConsumerConfig,
+        spec: ConsumerSpec,
+        now_ns: u64,
+    ) {
+        let consumer = self
+            .consumers
+            .get_mut(name)
+            .expect("an update names a consumer");
+        consumer.delivery.set_config(spec.delivery.clone());
+        if consumer.spec.push != spec.push {
+            consumer.push = spec.push.as_ref().map(PushState::new);
+        }
+        consumer.spec = spec;
+        consumer.config = config;
+        let wake = consumer.next_housekeeping_ns(now_ns);
+        consumer.wake_at(wake);
+    }
+
     pub(super) fn get(&self, name: &str) -> Option<&Consumer> {
         self.consumers.get(name)
     }
@@ -191,15 +331,15 @@ impl ConsumerLeader {
             .or_insert_with(|| StateEntries::new(&consumer.delivery));
     }
 
-    /// Removes consumer `name`; returns it and the replies that waited for
-    /// its next state entry.
-    pub(super) fn remove(&mut self, name: &str) -> Option<(Consumer, Vec<Waiter>)> {
+    /// Removes consumer `name`, with the replies that waited for its next
+    /// state entry.
+    pub(super) fn remove(&mut self, name: &str) -> Option<Removed> {
         let waiting = self
             .logged
             .remove(name)
             .map_or_else(Vec::new, StateEntries::into_waiting);
         let consumer = self.consumers.remove(name)?;
-        Some((consumer, waiting))
+        Some(Removed { consumer, waiting })
     }
 
     /// Whether `name`'s state is in the log.
@@ -209,10 +349,6 @@ impl ConsumerLeader {
 
     pub(super) fn has_logged(&self) -> bool {
         !self.logged.is_empty()
-    }
-
-    pub(super) fn logged_names(&self) -> Vec<String> {
-        self.logged.keys().cloned().collect()
     }
 
     /// `name`'s live consumer and its state entries, when it is logged.
@@ -313,83 +449,80 @@ impl ConsumerLeader {
 // ----- a replica in and out of office --------------------------------------------
 
 impl ConsumerLeader {
-    /// Office taken: every logged consumer runs from its applied state.
+    /// Office taken at `now_ns`: every logged consumer runs from its
+    /// applied state, its pending count taken from the store, what it
+    /// has pending redelivered after its ack wait.
     pub(super) fn take_office(
         &mut self,
         state: &ReplicatedState,
+        now_ns: u64,
     ) -> Result<(), LoggedConsumerError> {
         self.consumers.clear();
         self.logged.clear();
         for (name, logged) in &state.logged_consumers {
-            let consumer = live(
+            let mut consumer = live(
                 name,
                 logged.created_unix_ns,
                 &logged.config_json,
                 &logged.delivery_state,
+                self.pending_max(name),
             )?;
+            let from = consumer.delivery.next_stream_sequence();
+            consumer.num_pending = count_matching(&state.store, &consumer, from);
+            consumer.last_active_unix_ns = now_ns;
+            if consumer.delivery.num_ack_pending() > 0 {
+                consumer.wake_at(Some(now_ns));
+            }
+            let wake = consumer.next_housekeeping_ns(now_ns);
+            consumer.wake_at(wake);
             self.insert(consumer);
             self.log(name);
         }
         Ok(())
     }
 
-    /// Office left: the live states go; the acks still waiting for an
+    /// Office left: the live states go; the replies still waiting for an
     /// entry are returned, to fail.
-    pub(super) fn leave_office(&mut self) -> Vec<Bytes> {
+    pub(super) fn leave_office(&mut self) -> Vec<Waiter> {
         self.consumers.clear();
         let logged = std::mem::take(&mut self.logged);
         logged
             .into_values()
             .flat_map(StateEntries::into_waiting)
-            .filter_map(|waiter| match waiter {
-                Waiter::Ack { reply } => Some(reply),
-                Waiter::Info { .. } => None,
-            })
             .collect()
     }
 
-    /// An entry applied while in office: creates, updates and deletes
-    /// follow the log; a state entry of ours is no longer in flight.
-    /// Returns the acks a delete leaves waiting (to fail).
+    /// An entry applied while in office (at `now_ns` by the host's
+    /// clock): creates, updates and deletes follow the log; a state entry
+    /// of ours is no longer in flight. Returns the consumer a delete
+    /// removed.
     pub(super) fn applied(
         &mut self,
         state: &ReplicatedState,
         index: u64,
         applied: &Applied,
-    ) -> Result<Vec<Bytes>, LoggedConsumerError> {
+        now_ns: u64,
+    ) -> Result<Option<Removed>, LoggedConsumerError> {
         match applied {
-            Applied::ConsumerCreated { name, .. } => {
+            Applied::ConsumerCreated {
+                name,
+                start_sequence,
+            } => {
                 let logged = &state.logged_consumers[name];
-                match self.consumers.get_mut(name) {
-                    Some(consumer) => {
-                        let (config, spec) = spec_of(name, &logged.config_json)?;
-                        consumer.delivery.set_config(spec.delivery.clone());
-                        consumer.spec = spec;
-                        consumer.config = config;
-                    }
-                    None => {
-                        let consumer = live(
-                            name,
-                            logged.created_unix_ns,
-                            &logged.config_json,
-                            &logged.delivery_state,
-                        )?;
-                        self.insert(consumer);
-                        self.log(name);
-                    }
+                let (config, mut spec) = spec_of(name, &logged.config_json)?;
+                spec.limit_pending(self.pending_max(name));
+                if self.consumers.contains_key(name) {
+                    self.update(name, config, spec, now_ns);
+                } else {
+                    let created = Created {
+                        unix_ns: logged.created_unix_ns,
+                        start_sequence: *start_sequence,
+                    };
+                    self.add(&state.store, name.clone(), config, spec, created, now_ns);
                 }
+                self.log(name);
             }
-            Applied::ConsumerDeleted { name } => {
-                if let Some((_, waiting)) = self.remove(name) {
-                    return Ok(waiting
-                        .into_iter()
-                        .filter_map(|waiter| match waiter {
-                            Waiter::Ack { reply } => Some(reply),
-                            Waiter::Info { .. } => None,
-                        })
-                        .collect());
-                }
-            }
+            Applied::ConsumerDeleted { name } => return Ok(self.remove(name)),
             Applied::ConsumerState { name, .. } => {
                 if let Some(entries) = self.logged.get_mut(name) {
                     entries.applied(index);
@@ -397,7 +530,7 @@ impl ConsumerLeader {
             }
             _ => {}
         }
-        Ok(Vec::new())
+        Ok(None)
     }
 }
 

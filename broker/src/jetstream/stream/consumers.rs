@@ -22,12 +22,10 @@ use super::super::consumer::requests::{
 use super::super::consumer::responses::{
     self as consumer_responses, ConsumerInfoState, PullStatus, SequencePair,
 };
-use super::super::consumer::{
-    headers_only, write_ack_subject, Consumer, ConsumerSpec, PushState, Start,
-};
+use super::super::consumer::{headers_only, write_ack_subject, Consumer, ConsumerSpec, Start};
 use super::super::JetStream;
 use super::config::StreamConfig;
-use super::consumer_leader::Waiter;
+use super::consumer_leader::{last_per_subject, Created, Removed, Waiter};
 use super::{now_unix_ns, Retention, Store, StoreError, StreamTask};
 
 /// Deliveries one turn makes across the stream's consumers at most, so
@@ -57,13 +55,6 @@ pub enum ConsumerCommand {
         reply: Option<Bytes>,
         payload: Bytes,
     },
-}
-
-/// When a consumer was created and where it starts delivering.
-#[derive(Debug, Clone, Copy)]
-pub(super) struct Created {
-    pub unix_ns: u64,
-    pub start_sequence: u64,
 }
 
 /// What an ack body asks for (parsed elsewhere).
@@ -96,7 +87,7 @@ impl StreamTask {
                 };
                 // nats-server subscribes per consumer: nobody answers for
                 // one that does not exist.
-                if !self.consumers.contains(ack.consumer) {
+                if !self.replica.consumers.contains(ack.consumer) {
                     return self.js.no_responders(reply);
                 }
                 let (request, next) = match AckBody::parse(&body) {
@@ -155,7 +146,7 @@ impl StreamTask {
                 let Some(reply) = reply else {
                     return;
                 };
-                if !self.consumers.contains(&consumer) {
+                if !self.replica.consumers.contains(&consumer) {
                     return self.js.no_responders(Some(reply));
                 }
                 let parsed = consumer_requests::PullRequest::parse(&payload);
@@ -173,11 +164,15 @@ impl StreamTask {
         spec: ConsumerSpec,
     ) {
         let start_sequence = self.resolve_start(&name, &config, &spec);
+        let now_ns = now_unix_ns();
         let created = Created {
-            unix_ns: now_unix_ns(),
+            unix_ns: now_ns,
             start_sequence,
         };
-        self.add_consumer_at(name, config, spec, created);
+        let replica = &mut self.replica;
+        replica
+            .consumers
+            .add(&replica.state.store, name, config, spec, created, now_ns);
     }
 
     /// The stream sequence a new consumer starts at, from its deliver
@@ -188,90 +183,26 @@ impl StreamTask {
         config: &consumer_config::ConsumerConfig,
         spec: &ConsumerSpec,
     ) -> u64 {
-        let state = with_store!(&self.state.store, log => log.state());
-        let last_sequence = with_store!(&self.state.store, log => log.last_sequence());
+        let store = &self.replica.state.store;
+        let state = with_store!(store, log => log.state());
+        let last_sequence = with_store!(store, log => log.last_sequence());
         let probe = Consumer::new(name.to_string(), config.clone(), spec.clone(), 0, 1, 0);
         match spec.start {
             Start::All => state.first_sequence.max(1),
-            Start::New => self.leader.last_sequence.max(last_sequence) + 1,
+            Start::New => self.replica.leader.last_sequence.max(last_sequence) + 1,
             Start::Last => {
-                let last_match = with_store!(&self.state.store, log => log.last_matching(|subject| probe.matches(subject)));
+                let last_match =
+                    with_store!(store, log => log.last_matching(|subject| probe.matches(subject)));
                 last_match.unwrap_or(last_sequence + 1)
             }
             Start::Sequence(sequence) => sequence.max(1),
-            Start::Time(unix_ns) => {
-                with_store!(&self.state.store, log => log.first_at_or_after(unix_ns))
-                    .unwrap_or(last_sequence + 1)
-            }
-            Start::LastPerSubject => self
-                .last_per_subject(&probe)
+            Start::Time(unix_ns) => with_store!(store, log => log.first_at_or_after(unix_ns))
+                .unwrap_or(last_sequence + 1),
+            Start::LastPerSubject => last_per_subject(store, &probe)
                 .front()
                 .copied()
                 .unwrap_or(last_sequence + 1),
         }
-    }
-
-    /// Adds a consumer starting at a resolved sequence; counts what lies
-    /// ahead (recovery counts once at the end instead).
-    pub(super) fn add_consumer_at(
-        &mut self,
-        name: String,
-        config: consumer_config::ConsumerConfig,
-        spec: ConsumerSpec,
-        created: Created,
-    ) {
-        let mut consumer = Consumer::new(
-            name.clone(),
-            config,
-            spec,
-            created.unix_ns,
-            created.start_sequence,
-            0,
-        );
-        let last_sequence = with_store!(&self.state.store, log => log.last_sequence());
-        if !self.recovering {
-            if consumer.spec.start == Start::LastPerSubject {
-                consumer.start_list = self.last_per_subject(&consumer);
-                consumer.resume_after = last_sequence;
-                consumer.num_pending = consumer.start_list.len() as u64;
-            } else {
-                consumer.num_pending = self.count_matching(&consumer, created.start_sequence);
-            }
-        }
-        consumer.replay_until = last_sequence;
-        let now_ns = now_unix_ns();
-        if let (Some(spec), Some(push)) = (&consumer.spec.push, &mut consumer.push) {
-            if spec.idle_heartbeat_ns > 0 {
-                push.heartbeat_due_ns = now_ns + spec.idle_heartbeat_ns;
-            }
-        }
-        let wake = consumer.next_housekeeping_ns(now_ns);
-        consumer.wake_at(wake);
-        self.consumers.insert(consumer);
-    }
-
-    /// Stored messages `consumer` selects at or after `from`.
-    /// nats-server's lastSeqSkipList: the last sequence of every subject
-    /// `consumer` selects, ascending.
-    pub(super) fn last_per_subject(&self, consumer: &Consumer) -> std::collections::VecDeque<u64> {
-        let mut lasts: Vec<u64> = with_store!(&self.state.store, log => log
-            .subjects()
-            .filter(|(subject, ..)| consumer.matches(subject))
-            .map(|(_, _, last, _)| last)
-            .collect());
-        lasts.sort_unstable();
-        lasts.into()
-    }
-
-    pub(super) fn count_matching(&self, consumer: &Consumer, from: u64) -> u64 {
-        let mut count = 0;
-        let mut from = from;
-        while let Some(sequence) = with_store!(&self.state.store, log => log.next_matching(from, |subject| consumer.matches(subject)))
-        {
-            count += 1;
-            from = sequence + 1;
-        }
-        count
     }
 
     /// A parsed MSG.NEXT (or `+NXT`) body for `name`, answered on `reply`.
@@ -281,7 +212,7 @@ impl StreamTask {
         reply: Bytes,
         parsed: Result<consumer_requests::PullRequest, PullStatus>,
     ) {
-        let Some(consumer) = self.consumers.get(name) else {
+        let Some(consumer) = self.replica.consumers.get(name) else {
             return;
         };
         // nats-server answers this before it reads the body.
@@ -313,7 +244,7 @@ impl StreamTask {
     pub(super) fn consumer_pull(&mut self, name: &str, request: PullRequest) {
         let now_ns = now_unix_ns();
         let mut replies = Vec::new();
-        let Some(consumer) = self.consumers.get_mut(name) else {
+        let Some(consumer) = self.replica.consumers.get_mut(name) else {
             return;
         };
         consumer.last_active_unix_ns = now_ns;
@@ -341,7 +272,7 @@ impl StreamTask {
         reply: Option<Bytes>,
         now_ns: u64,
     ) {
-        let Some(consumer) = self.consumers.get_mut(name) else {
+        let Some(consumer) = self.replica.consumers.get_mut(name) else {
             return;
         };
         let floor_before = consumer.delivery.ack_floor().1;
@@ -370,10 +301,10 @@ impl StreamTask {
         }
         self.publish_events(name, term_reason.as_deref());
         self.consumer_touched(name);
-        let Some(consumer) = self.consumers.get(name) else {
+        let Some(consumer) = self.replica.consumers.get(name) else {
             return;
         };
-        if acknowledging && self.state.config.retention != Retention::Limits {
+        if acknowledging && self.replica.state.config.retention != Retention::Limits {
             let floor_after = consumer.delivery.ack_floor().1;
             self.release(stream_sequence, Some(floor_before..=floor_after));
         }
@@ -387,12 +318,13 @@ impl StreamTask {
     /// Runs every consumer's timers due at `now_ns`: ack waits, pull
     /// expiries, pull and push heartbeats, and `inactive_threshold`.
     pub(super) fn consumer_timers(&mut self, now_ns: u64) {
-        let first_sequence = with_store!(&self.state.store, log => log.state()).first_sequence;
+        let first_sequence =
+            with_store!(&self.replica.state.store, log => log.state()).first_sequence;
         let shard = self.js.shard();
         let mut statuses = Vec::new();
         let mut heartbeats: Vec<(Bytes, String)> = Vec::new();
         let mut inactive = Vec::new();
-        for consumer in self.consumers.values_mut() {
+        for consumer in self.replica.consumers.values_mut() {
             if consumer.wake_at_ns.is_none_or(|at| at > now_ns) {
                 continue;
             }
@@ -465,27 +397,43 @@ impl StreamTask {
         }
     }
 
-    /// Removes a consumer; its waiting pull requests hear 409 Consumer
-    /// Deleted.
+    /// Removes a consumer kept in memory only.
     pub(super) fn remove_consumer(&mut self, name: &str) -> bool {
-        let Some((mut consumer, waiting)) = self.consumers.remove(name) else {
+        let Some(removed) = self.replica.consumers.remove(name) else {
             return false;
         };
-        // Acks processed before a durable's delete are answered.
+        self.close_consumer(removed);
+        true
+    }
+
+    /// A consumer went: its waiting pull requests hear 409 Consumer
+    /// Deleted, acks processed before a durable's delete are answered, and
+    /// an interest stream releases what only it needed.
+    pub(super) fn close_consumer(&mut self, removed: Removed) {
+        let Removed {
+            mut consumer,
+            waiting,
+        } = removed;
         for waiter in waiting {
-            if let Waiter::Ack { reply } = waiter {
-                self.js.publish_reply(&reply, b"");
+            match waiter {
+                Waiter::Ack { reply } => self.js.publish_reply(&reply, b""),
+                Waiter::Info { origin, reply } => self.answer_error(
+                    origin,
+                    Some(reply),
+                    "consumer_info_response",
+                    &ApiError::consumer_not_found(),
+                ),
             }
         }
         let closed = consumer.pull.close();
         self.send_statuses_for(&consumer, closed);
         self.release_after_removal(consumer.delivery.ack_floor().1);
-        true
     }
 
     /// The earliest consumer timer.
     pub(super) fn consumers_wake_at_ns(&self) -> Option<u64> {
-        self.consumers
+        self.replica
+            .consumers
             .values()
             .filter_map(|consumer| consumer.wake_at_ns)
             .min()
@@ -495,7 +443,8 @@ impl StreamTask {
     /// subscriber were last checked at: the task waits for interest to
     /// change from it (`None`: no consumer waits for a subscriber).
     pub(super) fn awaiting_interest_since(&self) -> Option<u64> {
-        self.consumers
+        self.replica
+            .consumers
             .values()
             .filter(|consumer| consumer.num_pending > 0 || consumer.delivery.num_ack_pending() > 0)
             .filter_map(|consumer| consumer.push.as_ref())
@@ -509,7 +458,7 @@ impl StreamTask {
     pub(super) async fn deliver_to_consumers(&mut self) -> Result<(), StoreError> {
         let generation = self.js.shard().interest_generation();
         let mut names: Vec<String> = Vec::new();
-        for (name, consumer) in self.consumers.iter_mut() {
+        for (name, consumer) in self.replica.consumers.iter_mut() {
             let ready = match (&consumer.spec.push, &mut consumer.push) {
                 (Some(spec), Some(push)) => {
                     if push.interest_generation != generation {
@@ -537,7 +486,7 @@ impl StreamTask {
     /// Drops `name`'s waiting pull requests whose inbox lost its subscriber.
     fn drop_uninterested_requests(&mut self, name: &str) {
         let shard = self.js.shard();
-        if let Some(consumer) = self.consumers.get_mut(name) {
+        if let Some(consumer) = self.replica.consumers.get_mut(name) {
             consumer
                 .pull
                 .drop_uninterested(|reply| shard.has_interest(reply));
@@ -547,9 +496,9 @@ impl StreamTask {
     /// The next new message for `name` at or after `from`: the
     /// `last_per_subject` list first, then the store's next match.
     fn next_new(&mut self, name: &str, from: u64) -> Option<u64> {
-        let consumer = self.consumers.get_mut(name)?;
+        let consumer = self.replica.consumers.get_mut(name)?;
         while let Some(&listed) = consumer.start_list.front() {
-            let live = with_store!(&self.state.store, log => log.subject_of(listed))
+            let live = with_store!(&self.replica.state.store, log => log.subject_of(listed))
                 .is_some_and(|subject| consumer.matches(subject));
             if listed >= from && live {
                 return Some(listed);
@@ -558,7 +507,7 @@ impl StreamTask {
         }
         let from = from.max(consumer.resume_after + 1);
         let consumer = &*consumer;
-        with_store!(&self.state.store, log => log.next_matching(from, |subject| consumer.matches(subject)))
+        with_store!(&self.replica.state.store, log => log.next_matching(from, |subject| consumer.matches(subject)))
     }
 
     /// Delivers to one consumer (its waiting pull requests, or its deliver
@@ -577,7 +526,7 @@ impl StreamTask {
             if delivered >= budget {
                 break Ok(());
             }
-            let Some(consumer) = self.consumers.get_mut(name) else {
+            let Some(consumer) = self.replica.consumers.get_mut(name) else {
                 break Ok(());
             };
             if consumer.push.is_none() {
@@ -612,7 +561,7 @@ impl StreamTask {
                     }
                 }
             };
-            let read = with_store!(&self.state.store, log => log.read_with(sequence, |view| {
+            let read = with_store!(&self.replica.state.store, log => log.read_with(sequence, |view| {
                 scratch.message.clear();
                 scratch.message.extend_from_slice(view.subject);
                 scratch.message.extend_from_slice(view.headers);
@@ -628,7 +577,11 @@ impl StreamTask {
                 Ok(message) => message,
                 Err(error) => break Err(error),
             };
-            let consumer = self.consumers.get_mut(name).expect("looked up above");
+            let consumer = self
+                .replica
+                .consumers
+                .get_mut(name)
+                .expect("looked up above");
             let Some(message) = message else {
                 if redelivery {
                     consumer.delivery.message_gone(sequence);
@@ -682,7 +635,7 @@ impl StreamTask {
                         .as_ref()
                         .is_none_or(|limit| limit.rate_limit_bps() != spec.rate_limit_bps);
                     if stale {
-                        let burst_bytes = rate_burst_bytes(&self.state.config, &self.js);
+                        let burst_bytes = rate_burst_bytes(&self.replica.state.config, &self.js);
                         push.rate_limit =
                             Some(RateLimit::new(spec.rate_limit_bps, burst_bytes, now_ns));
                     }
@@ -765,7 +718,7 @@ impl StreamTask {
         self.delivery_scratch = scratch;
         result?;
         if end_of_stream {
-            if let Some(consumer) = self.consumers.get_mut(name) {
+            if let Some(consumer) = self.replica.consumers.get_mut(name) {
                 if consumer.push.is_none() {
                     let wake = consumer.pull.process(now_unix_ns(), true, &mut replies);
                     consumer.wake_at(wake);
@@ -773,7 +726,7 @@ impl StreamTask {
             }
         }
         self.send_statuses(name, replies);
-        if self.state.config.retention != Retention::Limits {
+        if self.replica.state.config.retention != Retention::Limits {
             for sequence in released {
                 self.release(sequence, None);
             }
@@ -788,7 +741,11 @@ impl StreamTask {
         sequence: u64,
         floor_moved: Option<std::ops::RangeInclusive<u64>>,
     ) {
-        let (leader, state, consumers) = (&mut self.leader, &self.state, &self.consumers);
+        let (leader, state, consumers) = (
+            &mut self.replica.leader,
+            &self.replica.state,
+            &self.replica.consumers,
+        );
         self.groups.with_node(self.group, |node| {
             leader.release(state, node, sequence, floor_moved, |subject, candidate| {
                 consumers.needs(subject, candidate)
@@ -798,12 +755,11 @@ impl StreamTask {
 
     /// An interest stream lost a consumer: messages only it needed go.
     fn release_after_removal(&mut self, floor_stream: u64) {
-        if self.state.config.retention != Retention::Interest {
+        if self.replica.state.config.retention != Retention::Interest {
             return;
         }
-        let last = with_store!(&self.state.store, log => log.last_sequence());
-        if let Some(first) =
-            with_store!(&self.state.store, log => log.next_matching(floor_stream + 1, |_| true))
+        let last = with_store!(&self.replica.state.store, log => log.last_sequence());
+        if let Some(first) = with_store!(&self.replica.state.store, log => log.next_matching(floor_stream + 1, |_| true))
         {
             self.release(first, Some(first..=last));
         }
@@ -812,7 +768,7 @@ impl StreamTask {
     /// Publishes `name`'s queued advisories (max deliveries, NAKs, terms),
     /// when anyone listens for them, as nats-server does.
     pub(super) fn publish_events(&mut self, name: &str, reason: Option<&str>) {
-        let Some(consumer) = self.consumers.get_mut(name) else {
+        let Some(consumer) = self.replica.consumers.get_mut(name) else {
             return;
         };
         let events = consumer.delivery.take_events();
@@ -839,6 +795,7 @@ impl StreamTask {
     /// Publishes every consumer's queued advisories.
     pub(super) fn publish_all_events(&mut self) {
         let names: Vec<String> = self
+            .replica
             .consumers
             .iter()
             .filter(|(_, consumer)| consumer.delivery.has_events())
@@ -851,7 +808,7 @@ impl StreamTask {
 
     /// Sends a push consumer's flow control request to its deliver subject.
     fn send_flow_control(&mut self, name: &str) {
-        let Some(consumer) = self.consumers.get_mut(name) else {
+        let Some(consumer) = self.replica.consumers.get_mut(name) else {
             return;
         };
         let (Some(spec), Some(push)) = (&consumer.spec.push, &mut consumer.push) else {
@@ -881,6 +838,7 @@ impl StreamTask {
             return;
         };
         if let Some(push) = self
+            .replica
             .consumers
             .get_mut(name)
             .and_then(|consumer| consumer.push.as_mut())
@@ -891,6 +849,7 @@ impl StreamTask {
 
     fn send_statuses(&self, name: &str, replies: Vec<Reply>) {
         let delivered = self
+            .replica
             .consumers
             .get(name)
             .map_or((0, 0), |consumer| consumer.delivery.delivered());
@@ -937,7 +896,7 @@ impl StreamTask {
             ["INFO", _, name] if self.is_logged(name) => {
                 Ok(self.durable_info(origin, reply.clone(), name))
             }
-            ["INFO", _, name] => match self.consumers.get(name) {
+            ["INFO", _, name] => match self.replica.consumers.get(name) {
                 Some(consumer) => Ok(Some(self.consumer_info(consumer, "consumer_info_response"))),
                 None => Err(ApiError::consumer_not_found()),
             },
@@ -966,7 +925,7 @@ impl StreamTask {
 
     /// A CONSUMER.NAMES or CONSUMER.LIST page.
     fn consumer_page(&self, list: bool, offset: usize) -> String {
-        let names: Vec<String> = self.consumers.names().cloned().collect();
+        let names: Vec<String> = self.replica.consumers.names().cloned().collect();
         let total = names.len();
         if !list {
             let page = consumer_responses::page_of(names, offset, consumer_responses::NAMES_LIMIT);
@@ -975,7 +934,7 @@ impl StreamTask {
         let page = consumer_responses::page_of(names, offset, consumer_responses::LIST_LIMIT);
         let infos: Vec<String> = page
             .iter()
-            .filter_map(|name| self.consumers.get(name))
+            .filter_map(|name| self.replica.consumers.get(name))
             .map(|consumer| {
                 consumer_responses::consumer_info_object(
                     &self.handle.name,
@@ -1000,6 +959,7 @@ impl StreamTask {
         payload: &[u8],
     ) -> Result<Option<String>, ApiError> {
         let existing: Vec<(String, consumer_config::ConsumerConfig)> = self
+            .replica
             .consumers
             .iter()
             .map(|(name, consumer)| (name.clone(), consumer.config.clone()))
@@ -1009,7 +969,7 @@ impl StreamTask {
             .map(|(name, config)| (name.as_str(), config))
             .collect();
         let mut random = xorshift(now_unix_ns() ^ (self.group << 17));
-        let config = self.state.config.clone();
+        let config = self.replica.state.config.clone();
         let outcome = consumer_config::parse_create(
             target,
             payload,
@@ -1035,21 +995,16 @@ impl StreamTask {
                 self.add_consumer(outcome.name.clone(), outcome.config, spec);
             }
             CreateKind::Updated => {
-                let consumer = self
+                self.replica
                     .consumers
-                    .get_mut(&outcome.name)
-                    .expect("an update names an existing consumer");
-                consumer.delivery.set_config(spec.delivery.clone());
-                if consumer.spec.push != spec.push {
-                    consumer.push = spec.push.as_ref().map(PushState::new);
-                }
-                consumer.spec = spec;
-                consumer.config = outcome.config;
-                let wake = consumer.next_housekeeping_ns(now_unix_ns());
-                consumer.wake_at(wake);
+                    .update(&outcome.name, outcome.config, spec, now_unix_ns());
             }
         }
-        let consumer = self.consumers.get(&outcome.name).expect("created above");
+        let consumer = self
+            .replica
+            .consumers
+            .get(&outcome.name)
+            .expect("created above");
         Ok(Some(
             self.consumer_info(consumer, "consumer_create_response"),
         ))
@@ -1058,8 +1013,8 @@ impl StreamTask {
     fn consumer_state(&self, consumer: &Consumer) -> ConsumerInfoState {
         let (delivered_consumer, delivered_stream) = consumer.delivery.delivered();
         let (floor_consumer, floor_stream) = consumer.delivery.ack_floor();
-        let state = with_store!(&self.state.store, log => log.state());
-        let last_sequence = with_store!(&self.state.store, log => log.last_sequence());
+        let state = with_store!(&self.replica.state.store, log => log.state());
+        let last_sequence = with_store!(&self.replica.state.store, log => log.last_sequence());
         let active = |unix_ns: u64| (unix_ns > 0).then_some(unix_ns);
         ConsumerInfoState {
             delivered: SequencePair {

@@ -9,6 +9,8 @@ use tern_storage::{DeviceError, JournalError};
 
 use super::super::consumer::delivery::StateDecodeError;
 use super::super::persist::PersistError;
+use super::consumer_leader::LoggedConsumerError;
+use super::replica::ReplicaError;
 use crate::cluster::multiraft::GroupError;
 
 #[derive(Debug, Clone, thiserror::Error)]
@@ -73,6 +75,18 @@ pub enum StreamFailure {
     /// The consumers file is missing or not the one the checkpoint names.
     #[error("{path} {problem}")]
     ConsumersFile { path: String, problem: String },
+    /// A durable consumer the log holds that the leader cannot run.
+    #[error("{0}")]
+    LoggedConsumer(#[from] LoggedConsumerError),
+}
+
+impl From<ReplicaError> for StreamFailure {
+    fn from(error: ReplicaError) -> StreamFailure {
+        match error {
+            ReplicaError::Store(error) => StreamFailure::Store(error),
+            ReplicaError::Consumer(error) => StreamFailure::LoggedConsumer(error),
+        }
+    }
 }
 
 /// Where a durable consumer that failed came from.

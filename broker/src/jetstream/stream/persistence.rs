@@ -25,16 +25,13 @@ use bytes::Bytes;
 use super::super::api::error::ApiError;
 use super::super::api::responses;
 use super::super::consumer::config::ConsumerConfig;
-use super::super::consumer::delivery::{
-    DeliveryState, STATE_BYTES_PER_PENDING, STATE_BYTES_PER_REDELIVERED, STATE_FIXED_BYTES,
-};
+use super::super::consumer::delivery::{DeliveryState, STATE_BYTES_PER_REDELIVERED};
 use super::super::consumer::responses as consumer_responses;
 use super::super::consumer::store::{self as consumer_store, StoredConsumer, StoredConsumers};
-use super::super::consumer::{Consumer, ConsumerSpec};
-use super::super::entry::{Operation, CONSUMER_STATE_BYTES_MAX};
+use super::super::consumer::ConsumerSpec;
+use super::super::entry::Operation;
 use super::super::persist;
 use super::consumer_leader::Waiter;
-use super::consumers::Created;
 use super::failure::{ConsumerOrigin, StreamFailure};
 use super::groups::Persistence;
 use super::state::LoggedConsumer;
@@ -76,7 +73,7 @@ impl StreamTask {
         config: &ConsumerConfig,
         spec: &ConsumerSpec,
     ) -> Result<(), ApiError> {
-        let (created_unix_ns, start_sequence) = match self.consumers.get(&name) {
+        let (created_unix_ns, start_sequence) = match self.replica.consumers.get(&name) {
             Some(existing) => (
                 existing.created_unix_ns,
                 existing.delivery.next_stream_sequence(),
@@ -125,18 +122,18 @@ impl StreamTask {
 
     /// Whether `name` is a durable whose state is in the log.
     pub(super) fn is_logged(&self, name: &str) -> bool {
-        self.consumers.is_logged(name)
+        self.replica.consumers.is_logged(name)
     }
 
     /// Something changed `name`'s delivery state (an ack, nak, progress).
     pub(super) fn consumer_touched(&mut self, name: &str) {
-        self.consumers.touch(name);
+        self.replica.consumers.touch(name);
     }
 
     /// A double ack's reply: at once for a consumer kept in memory, after
     /// the snapshot holding the ack applied for a durable.
     pub(super) fn answer_ack(&mut self, name: &str, reply: Bytes) {
-        match self.consumers.logged_mut(name) {
+        match self.replica.consumers.logged_mut(name) {
             Some((_, entries)) => {
                 entries.touch();
                 entries.wait(Waiter::Ack { reply });
@@ -153,10 +150,14 @@ impl StreamTask {
         reply: Option<Bytes>,
         name: &str,
     ) -> Option<String> {
-        let (consumer, entries) = self.consumers.logged(name)?;
+        let (consumer, entries) = self.replica.consumers.logged(name)?;
         if entries.changed(&consumer.delivery) {
             if let Some(reply) = reply {
-                let (_, entries) = self.consumers.logged_mut(name).expect("looked up above");
+                let (_, entries) = self
+                    .replica
+                    .consumers
+                    .logged_mut(name)
+                    .expect("looked up above");
                 entries.wait(Waiter::Info { origin, reply });
             }
             return None;
@@ -184,7 +185,7 @@ impl StreamTask {
     /// After a turn: one snapshot for every durable whose state changed
     /// and has none in flight. Returns whether anything was proposed.
     pub(super) fn propose_consumer_snapshots(&mut self) -> Result<bool, StreamFailure> {
-        let due = self.consumers.due_names();
+        let due = self.replica.consumers.due_names();
         let mut proposed = false;
         for name in due {
             proposed |= self.propose_consumer_snapshot(&name)?;
@@ -192,27 +193,9 @@ impl StreamTask {
         Ok(proposed)
     }
 
-    /// The largest state entry for consumer `name` the journal takes.
-    fn consumer_state_bytes_max(&self) -> usize {
-        self.js
-            .journal_if_open()
-            .map_or(CONSUMER_STATE_BYTES_MAX, |journal| {
-                journal.config().body_bytes_max()
-            })
-            .min(CONSUMER_STATE_BYTES_MAX)
-    }
-
-    /// Pending acks durable `name` may have: with every one of them
-    /// redelivered, its delivery state still fits one journal record.
-    pub(super) fn durable_pending_max(&self, name: &str) -> usize {
-        let overhead = Operation::consumer_state_bytes(name.len(), STATE_FIXED_BYTES);
-        let room = self.consumer_state_bytes_max().saturating_sub(overhead);
-        (room / STATE_BYTES_PER_PENDING).max(1)
-    }
-
     fn propose_consumer_snapshot(&mut self, name: &str) -> Result<bool, StreamFailure> {
-        let record_bytes_max = self.consumer_state_bytes_max();
-        let Some(consumer) = self.consumers.get_mut(name) else {
+        let record_bytes_max = self.replica.consumers.state_entry_bytes_max();
+        let Some(consumer) = self.replica.consumers.get_mut(name) else {
             return Ok(false);
         };
         // Pending acks are capped so that they fit; redelivery counts of
@@ -235,6 +218,7 @@ impl StreamTask {
             );
         }
         let (consumer, entries) = self
+            .replica
             .consumers
             .logged_mut(name)
             .expect("due names a durable");
@@ -261,7 +245,9 @@ impl StreamTask {
                     what: "consumer state",
                     error,
                 })?;
-            self.consumers.proposed(name, state, signature, index);
+            self.replica
+                .consumers
+                .proposed(name, state, signature, index);
             Some(index)
         } else {
             // Nothing new (the one proposed before applied): what the
@@ -276,7 +262,7 @@ impl StreamTask {
                     body: Bytes::new(),
                 },
                 Waiter::Info { origin, reply } => {
-                    let consumer = self.consumers.get(name).expect("a due durable");
+                    let consumer = self.replica.consumers.get(name).expect("a due durable");
                     ConsumerOwed::Reply {
                         origin: Some(origin),
                         reply,
@@ -290,69 +276,6 @@ impl StreamTask {
             }
         }
         Ok(index.is_some())
-    }
-
-    // ----- apply ---------------------------------------------------------------
-
-    /// A durable's create or update applied (the replicated state holds
-    /// it in `logged_consumers`): the live consumer follows.
-    pub(super) fn consumer_created(
-        &mut self,
-        index: u64,
-        name: &str,
-        start_sequence: u64,
-    ) -> Result<(), StreamFailure> {
-        let logged = &self.state.logged_consumers[name];
-        let created_unix_ns = logged.created_unix_ns;
-        let (config, mut spec) =
-            consumer_spec(ConsumerOrigin::Entry(index), name, &logged.config_json)?;
-        spec.limit_pending(self.durable_pending_max(name));
-        match self.consumers.get_mut(name) {
-            Some(consumer) => {
-                consumer.delivery.set_config(spec.delivery.clone());
-                consumer.spec = spec;
-                consumer.config = config;
-            }
-            None => {
-                let created = Created {
-                    unix_ns: created_unix_ns,
-                    start_sequence,
-                };
-                self.add_consumer_at(name.to_string(), config, spec, created);
-            }
-        }
-        self.consumers.log(name);
-        Ok(())
-    }
-
-    /// A durable's delete applied: the live consumer goes; acks processed
-    /// before the delete are answered.
-    pub(super) fn consumer_deleted(&mut self, name: &str) {
-        self.remove_consumer(name);
-    }
-
-    /// A durable's delivery state applied. Replaying (recovery), it is the
-    /// live state; live, memory is ahead of the log already.
-    pub(super) fn consumer_state_applied(
-        &mut self,
-        index: u64,
-        name: &str,
-    ) -> Result<(), StreamFailure> {
-        let recovering = self.recovering;
-        let Some((consumer, entries)) = self.consumers.logged_mut(name) else {
-            return Ok(());
-        };
-        if recovering {
-            let state = &self.state.logged_consumers[name].delivery_state;
-            consumer.delivery = DeliveryState::decode(consumer.spec.delivery.clone(), state)
-                .map_err(|source| StreamFailure::ConsumerState {
-                    origin: ConsumerOrigin::Entry(index),
-                    name: name.to_string(),
-                    source,
-                })?;
-        }
-        entries.applied(index);
-        Ok(())
     }
 
     pub(super) fn send_consumer_owed(&self, owed: ConsumerOwed) {
@@ -377,7 +300,7 @@ impl StreamTask {
                 let Some(reply) = reply else {
                     return;
                 };
-                let body = match self.consumers.get(&name) {
+                let body = match self.replica.consumers.get(&name) {
                     Some(consumer) => self.consumer_info(consumer, "consumer_create_response"),
                     None => responses::error_response(
                         "consumer_create_response",
@@ -419,12 +342,13 @@ impl StreamTask {
         let Some(files) = &self.files else {
             return Ok(());
         };
-        if self.state.logged_consumers.is_empty() && !self.consumers_file_written {
+        if self.replica.state.logged_consumers.is_empty() && !self.consumers_file_written {
             return Ok(());
         }
         let stored = StoredConsumers {
-            applied_index: self.state.applied_index,
+            applied_index: self.replica.state.applied_index,
             consumers: self
+                .replica
                 .state
                 .logged_consumers
                 .iter()
@@ -508,22 +432,18 @@ impl StreamTask {
             state,
         } in stored.consumers
         {
+            // Checked here, to say where a bad one came from; the live
+            // consumer starts from it when the replica takes office.
             let origin = ConsumerOrigin::File;
-            let (config, mut spec) = consumer_spec(origin, &name, &json)?;
-            spec.limit_pending(self.durable_pending_max(&name));
-            let delivery =
-                DeliveryState::decode(spec.delivery.clone(), &state).map_err(|source| {
-                    StreamFailure::ConsumerState {
-                        origin,
-                        name: name.clone(),
-                        source,
-                    }
-                })?;
-            let mut consumer = Consumer::new(name.clone(), config, spec, created_unix_ns, 1, 0);
-            consumer.delivery = delivery;
-            self.consumers.insert(consumer);
-            self.consumers.log(&name);
-            self.state.logged_consumers.insert(
+            let (_, spec) = consumer_spec(origin, &name, &json)?;
+            DeliveryState::decode(spec.delivery, &state).map_err(|source| {
+                StreamFailure::ConsumerState {
+                    origin,
+                    name: name.clone(),
+                    source,
+                }
+            })?;
+            self.replica.state.logged_consumers.insert(
                 name,
                 LoggedConsumer {
                     created_unix_ns,
@@ -533,26 +453,6 @@ impl StreamTask {
             );
         }
         Ok(())
-    }
-
-    /// Once recovery applied everything: pending counts from each durable's
-    /// next sequence, its timers armed (pending messages are redelivered
-    /// after their ack wait), and the state taken as proposed.
-    pub(super) fn consumers_recovered(&mut self) {
-        let now_ns = now_unix_ns();
-        for name in self.consumers.logged_names() {
-            let Some(consumer) = self.consumers.get(&name) else {
-                continue;
-            };
-            let from = consumer.delivery.next_stream_sequence();
-            let num_pending = self.count_matching(consumer, from);
-            let (consumer, entries) = self.consumers.logged_mut(&name).expect("looked up above");
-            consumer.num_pending = num_pending;
-            if consumer.delivery.num_ack_pending() > 0 {
-                consumer.wake_at(Some(now_ns));
-            }
-            entries.reset(&consumer.delivery);
-        }
     }
 }
 

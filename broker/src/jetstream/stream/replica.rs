@@ -1,9 +1,10 @@
 //! One replica of a stream, independent of any executor: the replicated
 //! state ([`ReplicatedState`]) and, while this replica leads, the leader's
-//! side ([`Leader`]). A host (the simulator today, the cluster's shard
-//! next) owns the Raft node and the disk, feeds committed entries to
-//! [`Replica::apply`] and routes the [`Answer`]s to clients. The stream
-//! task on a single node drives the same two pieces.
+//! side ([`Leader`]) and the live consumers ([`ConsumerLeader`]). A host
+//! owns the Raft node and the disk, feeds committed entries to
+//! [`Replica::apply_entry`] and answers clients from what it returns: the
+//! stream task on a node (`task.rs`), and the cluster simulator (through
+//! [`Replica::apply`], which turns them into [`Answer`]s).
 //!
 //! Leadership is taken only once everything in the node's log applied in
 //! its term (the new leader's no-op included): until then the last
@@ -22,9 +23,9 @@ use tern_storage::block_store::{Manifest, MemoryFiles, StoreError, StreamLog};
 
 use super::super::api::error::ApiError;
 use super::super::consumer::delivery::{Delivery, DeliveryState};
-use super::super::entry::{Operation, PendingMessage};
+use super::super::entry::{Operation, PendingMessage, CONSUMER_STATE_BYTES_MAX};
 use super::config::{Retention, StreamConfig};
-use super::consumer_leader::{ConsumerLeader, LoggedConsumerError};
+use super::consumer_leader::{ConsumerLeader, LoggedConsumerError, Removed, Waiter};
 use super::leader::{EntryApplied, Ingested, Leader, Owed};
 use super::persistence::ConsumerOwed;
 use super::snapshot::SnapshotError;
@@ -73,6 +74,43 @@ pub enum Answer {
     Deleted { reply: Bytes, removed: bool },
 }
 
+/// One committed entry applied by a replica: [`EntryApplied`] and, while
+/// in office, the consumer its delete removed.
+pub(super) struct ReplicaApplied {
+    pub(super) superseded: smallvec::SmallVec<[Owed; 1]>,
+    pub(super) applied: Option<Applied>,
+    pub(super) released: smallvec::SmallVec<[Owed; 1]>,
+    pub(super) removed: Option<Removed>,
+}
+
+/// What a replica needs to know of its Raft node to follow leadership
+/// (read at once, so a host need not hold the node across an await).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct NodeView {
+    pub leads: bool,
+    pub term: u64,
+    pub applied_index: u64,
+    pub last_index: u64,
+}
+
+impl NodeView {
+    pub fn of(node: &Node) -> NodeView {
+        NodeView {
+            leads: node.role() == Role::Leader,
+            term: node.term(),
+            applied_index: node.applied_index(),
+            last_index: node.last_index(),
+        }
+    }
+}
+
+/// Replies a change of leadership leaves unanswered, for the host to fail.
+#[derive(Default)]
+pub(super) struct Unanswered {
+    pub(super) owed: Vec<Owed>,
+    pub(super) waiting: Vec<Waiter>,
+}
+
 /// Why a replica cannot go on (the host takes it offline).
 #[derive(Debug, thiserror::Error)]
 pub enum ReplicaError {
@@ -106,8 +144,8 @@ pub enum InstallError {
 pub struct Replica {
     name: String,
     pub(super) state: ReplicatedState,
-    leader: Leader,
-    consumers: ConsumerLeader,
+    pub(super) leader: Leader,
+    pub(super) consumers: ConsumerLeader,
     /// The term this replica took office in (it leads while the node is
     /// leader in that term).
     office_term: Option<u64>,
@@ -134,20 +172,32 @@ impl Replica {
             ..tern_storage::block_store::StreamConfig::default()
         };
         let (log, _) = StreamLog::open(MemoryFiles::new(), store_config, &Manifest::new(1)).await?;
-        let mut state = ReplicatedState::new(Store::Memory(log), Rc::new(config));
+        let state = ReplicatedState::new(Store::Memory(log), Rc::new(config));
+        let mut replica = Replica::new(state, CONSUMER_STATE_BYTES_MAX, canary);
+        replica.state.rebuild_expiry().await?;
+        Ok(replica)
+    }
+
+    /// A replica of `state` (opened by its host), whose consumers' state
+    /// entries are at most `state_entry_bytes_max` (the host's log
+    /// record).
+    pub(super) fn new(
+        mut state: ReplicatedState,
+        state_entry_bytes_max: usize,
+        canary: Option<StreamCanary>,
+    ) -> Replica {
         state.evict_newest = canary == Some(StreamCanary::LimitEvictsNewest);
-        state.rebuild_expiry().await?;
-        Ok(Replica {
+        Replica {
             name: state.config.name.clone(),
             state,
             leader: Leader::default(),
-            consumers: ConsumerLeader::default(),
+            consumers: ConsumerLeader::new(state_entry_bytes_max),
             office_term: None,
             canary,
             snapshot_point: None,
             transfers: BTreeMap::new(),
             converges_at: 0,
-        })
+        }
     }
 
     pub fn name(&self) -> &str {
@@ -161,41 +211,64 @@ impl Replica {
     /// Whether this replica leads: its node is leader in the term it took
     /// office in.
     pub fn is_leading(&self, node: &Node) -> bool {
-        node.role() == Role::Leader && self.office_term == Some(node.term())
+        self.leads(NodeView::of(node))
     }
 
-    /// Takes office when the node leads and its log applied in full;
-    /// leaves it when the node no longer leads. Replies still owed from
-    /// an earlier term whose entries are gone from the log fail.
+    pub(super) fn leads(&self, view: NodeView) -> bool {
+        view.leads && self.office_term == Some(view.term)
+    }
+
+    /// [`Self::follow`], the replies it fails answered as [`Answer`]s.
     pub async fn follow_leadership(
         &mut self,
         node: &Node,
         now_ns: u64,
         answers: &mut Vec<Answer>,
     ) -> Result<(), ReplicaError> {
-        let leads = node.role() == Role::Leader;
-        if (!leads || self.office_term != Some(node.term())) && self.office_term.is_some() {
-            self.office_term = None;
-            for reply in self.consumers.leave_office() {
+        let unanswered = self.follow(NodeView::of(node), now_ns).await?;
+        for waiter in unanswered.waiting {
+            if let Waiter::Ack { reply } = waiter {
                 answers.push(Answer::Failed {
                     reply,
                     error: ApiError::cluster_not_leader(),
                 });
             }
         }
-        if leads
-            && self.office_term.is_none()
-            && node.applied_index() == node.last_index()
-            && self.state.applied_index == node.last_index()
-        {
-            for owed in self.leader.owed.drain(..) {
-                fail(owed.owed, &ApiError::cluster_not_leader(), answers);
-            }
-            self.leader.take_office(&self.state, now_ns).await?;
-            self.consumers.take_office(&self.state)?;
-            self.office_term = Some(node.term());
+        for owed in unanswered.owed {
+            fail(owed, &ApiError::cluster_not_leader(), answers);
         }
         Ok(())
+    }
+
+    /// Takes office when the node leads and its log applied in full
+    /// (the leader's side and the live consumers start from the applied
+    /// state); leaves it when the node no longer leads. Returns the
+    /// replies that fail (with nats-server's 10009): acks waiting for a
+    /// consumer state entry when leaving, and replies still owed from an
+    /// earlier term when taking office.
+    pub(super) async fn follow(
+        &mut self,
+        view: NodeView,
+        now_ns: u64,
+    ) -> Result<Unanswered, ReplicaError> {
+        let mut unanswered = Unanswered::default();
+        if !self.leads(view) && self.office_term.is_some() {
+            self.office_term = None;
+            unanswered.waiting = self.consumers.leave_office();
+        }
+        if view.leads
+            && self.office_term.is_none()
+            && view.applied_index == view.last_index
+            && self.state.applied_index == view.last_index
+        {
+            unanswered
+                .owed
+                .extend(self.leader.owed.drain(..).map(|owed| owed.owed));
+            self.leader.take_office(&self.state, now_ns).await?;
+            self.consumers.take_office(&self.state, now_ns)?;
+            self.office_term = Some(view.term);
+        }
+        Ok(unanswered)
     }
 
     /// `Some(reply)` while this replica leads; otherwise the reply fails
@@ -331,13 +404,14 @@ impl Replica {
         }
     }
 
-    /// Applies one committed entry; the replies it releases (or fails, for
-    /// proposals it superseded) go to `answers`.
-    pub async fn apply(
+    /// Applies one committed entry at `now_ns` (the host's clock, for
+    /// the live consumers' timers only): what every host answers from.
+    /// While in office the live consumers follow the log.
+    pub(super) async fn apply_entry(
         &mut self,
         entry: Entry,
-        answers: &mut Vec<Answer>,
-    ) -> Result<(), ReplicaError> {
+        now_ns: u64,
+    ) -> Result<ReplicaApplied, ReplicaError> {
         assert!(
             entry.index == self.state.applied_index + 1,
             "stream {}: entry {} applies after {}",
@@ -357,6 +431,34 @@ impl Replica {
             .leader
             .apply(&mut self.state, &mut self.consumers, &entry)
             .await?;
+        let mut removed = None;
+        if let (Some(applied), Some(_)) = (&applied, self.office_term) {
+            removed = self
+                .consumers
+                .applied(&self.state, entry.index, applied, now_ns)?;
+        }
+        Ok(ReplicaApplied {
+            superseded,
+            applied,
+            released,
+            removed,
+        })
+    }
+
+    /// Applies one committed entry; the replies it releases (or fails, for
+    /// proposals it superseded) go to `answers`.
+    pub async fn apply(
+        &mut self,
+        entry: Entry,
+        now_ns: u64,
+        answers: &mut Vec<Answer>,
+    ) -> Result<(), ReplicaError> {
+        let ReplicaApplied {
+            superseded,
+            applied,
+            released,
+            removed,
+        } = self.apply_entry(entry, now_ns).await?;
         for owed in superseded {
             fail(owed, &ApiError::cluster_not_leader(), answers);
         }
@@ -368,8 +470,9 @@ impl Replica {
             Some(Applied::Deleted { removed }) => Some(*removed),
             _ => None,
         };
-        if let (Some(applied), Some(_)) = (&applied, self.office_term) {
-            for reply in self.consumers.applied(&self.state, entry.index, applied)? {
+        // Acks waiting for a deleted consumer's next state entry fail.
+        for waiter in removed.into_iter().flat_map(|removed| removed.waiting) {
+            if let Waiter::Ack { reply } = waiter {
                 answers.push(Answer::Failed {
                     reply,
                     error: ApiError::consumer_not_found(),
@@ -741,7 +844,7 @@ mod tests {
             let ready = node.ready();
             node.advance(ready.number);
             for entry in ready.committed {
-                block_on(replica.apply(entry, answers)).expect("memory store");
+                block_on(replica.apply(entry, 0, answers)).expect("memory store");
             }
         }
     }

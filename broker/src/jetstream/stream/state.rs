@@ -87,11 +87,10 @@ pub(super) enum Applied {
     ConsumerDeleted {
         name: String,
     },
-    /// A durable consumer's delivery state (`known`: the consumer exists;
-    /// a state entry after its delete changes nothing).
+    /// A durable consumer's delivery state (a state entry after its
+    /// delete changes nothing).
     ConsumerState {
         name: String,
-        known: bool,
     },
 }
 
@@ -238,14 +237,10 @@ impl ReplicatedState {
                 Ok(Applied::ConsumerDeleted { name })
             }
             Operation::ConsumerState { name, state } => {
-                let known = match self.logged_consumers.get_mut(&name) {
-                    Some(logged) => {
-                        logged.delivery_state = state;
-                        true
-                    }
-                    None => false,
-                };
-                Ok(Applied::ConsumerState { name, known })
+                if let Some(logged) = self.logged_consumers.get_mut(&name) {
+                    logged.delivery_state = state;
+                }
+                Ok(Applied::ConsumerState { name })
             }
         }
     }

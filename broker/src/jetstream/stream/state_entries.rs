@@ -72,15 +72,6 @@ impl<W> StateEntries<W> {
         }
     }
 
-    /// `state` taken as proposed and applied again (recovery replayed the
-    /// log); replies waiting stay.
-    pub(super) fn reset(&mut self, state: &DeliveryState) {
-        self.proposed = Bytes::from(state.encode());
-        self.signature = Signature::of(state);
-        self.touched = false;
-        self.in_flight = None;
-    }
-
     /// The state changed in a way its signature does not show.
     pub(super) fn touch(&mut self) {
         self.touched = true;

@@ -1,7 +1,9 @@
-//! The stream task on its owner shard: opening and recovery, the turn
-//! (commands, committed entries, consumers' timers and deliveries, expiry,
-//! checkpoints), ingest and apply. Its API answers are `api.rs`, its
-//! consumers `consumers.rs` and `persistence.rs`.
+//! The stream task on its owner shard, the host of the stream's
+//! [`Replica`]: opening and recovery (the replica takes office once its
+//! log applied), the turn (commands, committed entries, consumers' timers
+//! and deliveries, expiry, checkpoints), ingest, and the answers of what
+//! applies. Its API answers are `api.rs`, its consumers' delivery
+//! `consumers.rs` and their log entries `persistence.rs`.
 
 use std::cell::RefCell;
 use std::rc::Rc;
@@ -14,15 +16,16 @@ use tern_storage::JournalError;
 
 use super::super::api::error::ApiError;
 use super::super::api::responses;
-use super::super::entry::Operation;
+use super::super::entry::{Operation, CONSUMER_STATE_BYTES_MAX};
 use super::super::expiry::Expiry;
 use super::super::persist::{self, RaftState};
 use super::super::{now_unix_ns, JetStream};
 use super::config::{StorageType, StreamConfig};
-use super::consumer_leader::ConsumerLeader;
+use super::consumer_leader::Waiter;
 use super::failure::StreamFailure;
 use super::groups::{Persistence, StreamGroups};
-use super::leader::{EntryApplied, Ingested, Leader, Owed, OwedReply};
+use super::leader::{Ingested, Owed, OwedReply};
+use super::replica::{NodeView, Replica, ReplicaApplied};
 use super::state::{Applied, ReplicatedState};
 use super::*;
 
@@ -68,22 +71,20 @@ pub struct Recovered {
 pub struct StreamTask {
     pub(super) js: Rc<JetStream>,
     pub(super) handle: Rc<StreamHandle>,
-    /// What every replica holds identically, changed only by apply.
-    pub(super) state: ReplicatedState,
+    /// The stream's replica: what every replica holds identically
+    /// (changed only by apply), the leader's side (sequences, checks,
+    /// dedupe, replies owed) and the live consumers.
+    pub(super) replica: Replica,
     pub(super) created_unix_ns: u64,
     pub(super) group: u64,
     pub(super) files: Option<DmaFiles>,
     /// The shard's stream groups, this stream's among them.
     pub(super) groups: Rc<StreamGroups>,
     pub(super) persistence: Persistence,
-    /// The leader's side: sequences, checks, dedupe, replies owed.
-    pub(super) leader: Leader,
     pub(super) checkpointed_index: u64,
     pub(super) last_checkpoint: Instant,
     /// When the leader next looks for messages past max_age.
     pub(super) age_check_at: Instant,
-    /// The live consumers (and the state entries of those in the log).
-    pub(super) consumers: ConsumerLeader,
     /// Whether a `consumers` file was written or found (so a checkpoint
     /// rewrites it also once the last durable is gone).
     pub(super) consumers_file_written: bool,
@@ -91,8 +92,6 @@ pub struct StreamTask {
     pub(super) consumers_reference: Option<persist::ConsumersReference>,
     /// A client read found damage: the stream stops after answering it.
     pub(super) read_damage: RefCell<Option<StoreError>>,
-    /// Replaying the log in `open`: consumer snapshots rebuild state.
-    pub(super) recovering: bool,
     /// The hard state recovered (the checkpoint's until the groups make
     /// a newer one durable).
     pub(super) hard_state: HardState,
@@ -226,29 +225,37 @@ impl StreamTask {
         );
         let groups = js.groups().clone();
         groups.insert(group, node, persistence, handle.clone())?;
+        // A consumer's state entry must fit one journal record.
+        let state_entry_bytes_max = js
+            .journal_if_open()
+            .map_or(CONSUMER_STATE_BYTES_MAX, |journal| {
+                journal.config().body_bytes_max()
+            })
+            .min(CONSUMER_STATE_BYTES_MAX);
         let mut task = StreamTask {
             js,
             handle,
-            state: ReplicatedState {
-                stored_last_unix_ns: raft.last_unix_ns,
-                applied_index: raft.applied_index,
-                applied_term: raft.applied_term,
-                ..ReplicatedState::new(store, config)
-            },
+            replica: Replica::new(
+                ReplicatedState {
+                    stored_last_unix_ns: raft.last_unix_ns,
+                    applied_index: raft.applied_index,
+                    applied_term: raft.applied_term,
+                    ..ReplicatedState::new(store, config)
+                },
+                state_entry_bytes_max,
+                None,
+            ),
             created_unix_ns,
             group,
             files,
             groups,
             persistence,
-            leader: Leader::default(),
             checkpointed_index: raft.applied_index,
             last_checkpoint: Instant::now(),
             age_check_at: Instant::now(),
-            consumers: ConsumerLeader::default(),
             consumers_file_written: false,
             consumers_reference: None,
             read_damage: RefCell::new(None),
-            recovering: true,
             hard_state,
             failure: None,
             ack_prefix: String::new(),
@@ -271,7 +278,7 @@ impl StreamTask {
     }
 
     /// Consumers as of the checkpoint, then everything the log holds
-    /// after it, applied as the only voter.
+    /// after it, applied as the only voter; then the replica takes office.
     pub(super) async fn recover(&mut self, raft: &RaftState) -> Result<(), StreamFailure> {
         // Durable consumers as of the checkpoint; the log's consumer
         // entries after it apply on top.
@@ -279,26 +286,64 @@ impl StreamTask {
         // Become leader (the only voter) and apply everything recovered.
         self.groups.with_node(self.group, Node::campaign_now);
         self.settle().await?;
-        self.recovering = false;
         self.after_recovery().await
+    }
+
+    /// Takes office once the node leads and its log applied (the live
+    /// consumers start from what the log holds); leaves it when the node
+    /// no longer leads, failing what was owed.
+    pub(super) async fn follow_leadership(&mut self) -> Result<(), StreamFailure> {
+        let view = self.groups.node(self.group, NodeView::of);
+        let unanswered = self.replica.follow(view, now_unix_ns()).await?;
+        let not_leader = ApiError::cluster_not_leader();
+        for waiter in unanswered.waiting {
+            match waiter {
+                // As a failed owed double ack: no reply (the client
+                // retries after its timeout).
+                Waiter::Ack { .. } => {}
+                Waiter::Info { origin, reply } => {
+                    self.answer_error(origin, Some(reply), "consumer_info_response", &not_leader)
+                }
+            }
+        }
+        for owed in unanswered.owed {
+            self.fail_owed(owed, &not_leader);
+        }
+        Ok(())
+    }
+
+    /// Whether the replica leads (in office, its node leader in that term).
+    pub(super) fn is_leading(&self) -> bool {
+        let view = self.groups.node(self.group, NodeView::of);
+        self.replica.leads(view)
     }
 
     /// State that follows from the store once recovery applied everything.
     pub(super) async fn after_recovery(&mut self) -> Result<(), StreamFailure> {
-        let state = with_store!(&self.state.store, log => log.state());
-        self.state.stored_last_unix_ns =
-            self.state.stored_last_unix_ns.max(state.last_timestamp_ns);
-        self.leader.take_office(&self.state, now_unix_ns()).await?;
-        self.state.rebuild_expiry().await?;
-        self.state.enforce_size_limits(&mut self.consumers);
+        let state = with_store!(&self.replica.state.store, log => log.state());
+        self.replica.state.stored_last_unix_ns = self
+            .replica
+            .state
+            .stored_last_unix_ns
+            .max(state.last_timestamp_ns);
+        self.follow_leadership().await?;
+        assert!(
+            self.is_leading(),
+            "stream {}: the only voter leads once its log applied",
+            self.handle.name
+        );
+        self.replica.state.rebuild_expiry().await?;
+        self.replica
+            .state
+            .enforce_size_limits(&mut self.replica.consumers);
         // What aged out while the server was down goes before the stream
         // serves, through the log like any expiry.
         let now_ns = now_unix_ns();
-        while self.state.config.max_age_ns > 0 && {
+        while self.replica.state.config.max_age_ns > 0 && {
             let (leader, state, consumers, name) = (
-                &mut self.leader,
-                &mut self.state,
-                &self.consumers,
+                &mut self.replica.leader,
+                &mut self.replica.state,
+                &self.replica.consumers,
                 &self.handle.name,
             );
             self.groups.with_node(self.group, |node| {
@@ -308,7 +353,6 @@ impl StreamTask {
             self.settle().await?;
         }
         self.settle().await?;
-        self.consumers_recovered();
         self.refresh_snapshot();
         Ok(())
     }
@@ -318,7 +362,7 @@ impl StreamTask {
     pub(super) async fn settle(&mut self) -> Result<(), StreamFailure> {
         loop {
             self.apply_committed().await?;
-            if self.state.applied_index >= self.groups.node(self.group, Node::last_index) {
+            if self.replica.state.applied_index >= self.groups.node(self.group, Node::last_index) {
                 return Ok(());
             }
             let (handle, groups) = (self.handle.clone(), self.groups.clone());
@@ -360,12 +404,14 @@ impl StreamTask {
         if !self.handle.committed.borrow().is_empty() {
             self.handle.wake.wake_all();
         }
+        // One clock read for the batch (the live consumers' timers only).
+        let now_ns = now_unix_ns();
         for entry in entries {
-            self.apply(entry).await?;
+            self.apply(entry, now_ns).await?;
         }
         let snapshot = Snapshot {
-            index: self.state.applied_index,
-            term: self.state.applied_term,
+            index: self.replica.state.applied_index,
+            term: self.replica.state.applied_term,
             membership: Membership::new(vec![NODE_ID]),
         };
         self.groups.compact(self.group, snapshot);
@@ -432,7 +478,11 @@ impl StreamTask {
     pub(super) fn next_timer(&self) -> Duration {
         let mut next = AGE_CHECK_INTERVAL;
         for due_ns in [
-            self.state.expiry.as_ref().and_then(Expiry::next_due_ns),
+            self.replica
+                .state
+                .expiry
+                .as_ref()
+                .and_then(Expiry::next_due_ns),
             self.consumers_wake_at_ns(),
         ]
         .into_iter()
@@ -440,7 +490,7 @@ impl StreamTask {
         {
             next = next.min(Duration::from_nanos(due_ns.saturating_sub(now_unix_ns())));
         }
-        if self.state.applied_index > self.checkpointed_index {
+        if self.replica.state.applied_index > self.checkpointed_index {
             next = next.min(CHECKPOINT_INTERVAL.saturating_sub(self.last_checkpoint.elapsed()));
         }
         next = next.min(self.age_check_at.saturating_duration_since(Instant::now()));
@@ -483,16 +533,17 @@ impl StreamTask {
         {
             self.consumer_timers(now_ns);
         }
-        if !self.consumers.is_empty() {
+        if !self.replica.consumers.is_empty() {
             self.deliver_to_consumers().await?;
             self.publish_all_events();
         }
         // Durable consumers' state entries (one in flight each; the next
         // once it applied).
-        if self.consumers.has_logged() {
+        if self.replica.consumers.has_logged() {
             self.propose_consumer_snapshots()?;
         }
         if self
+            .replica
             .state
             .expiry
             .as_ref()
@@ -500,9 +551,9 @@ impl StreamTask {
             .is_some_and(|due_ns| due_ns <= now_ns)
         {
             let (leader, state, consumers, name) = (
-                &mut self.leader,
-                &mut self.state,
-                &self.consumers,
+                &mut self.replica.leader,
+                &mut self.replica.state,
+                &self.replica.consumers,
                 &self.handle.name,
             );
             self.groups.with_node(self.group, |node| {
@@ -511,11 +562,11 @@ impl StreamTask {
         }
         if Instant::now() >= self.age_check_at {
             self.age_check_at = Instant::now() + AGE_CHECK_INTERVAL;
-            if self.state.config.max_age_ns > 0 && {
+            if self.replica.state.config.max_age_ns > 0 && {
                 let (leader, state, consumers, name) = (
-                    &mut self.leader,
-                    &mut self.state,
-                    &self.consumers,
+                    &mut self.replica.leader,
+                    &mut self.replica.state,
+                    &self.replica.consumers,
                     &self.handle.name,
                 );
                 self.groups.with_node(self.group, |node| {
@@ -526,8 +577,8 @@ impl StreamTask {
                 self.age_check_at = Instant::now();
             }
         }
-        if self.state.applied_index > self.checkpointed_index
-            && (self.state.applied_bytes_since_checkpoint >= CHECKPOINT_BYTES
+        if self.replica.state.applied_index > self.checkpointed_index
+            && (self.replica.state.applied_bytes_since_checkpoint >= CHECKPOINT_BYTES
                 || self.last_checkpoint.elapsed() >= CHECKPOINT_INTERVAL)
         {
             self.checkpoint().await?;
@@ -541,7 +592,7 @@ impl StreamTask {
         self.failure = Some(error.to_string());
         self.refresh_snapshot();
         // Everything owed fails; nothing more is accepted.
-        let owed: Vec<OwedReply> = self.leader.owed.drain(..).collect();
+        let owed: Vec<OwedReply> = self.replica.leader.owed.drain(..).collect();
         let failure = ApiError::store_failed(self.failure.as_deref().unwrap_or("failed"));
         for owed in owed {
             self.fail_owed(owed.owed, &failure);
@@ -598,11 +649,11 @@ impl StreamTask {
 
     pub(super) fn refresh_snapshot(&self) {
         let mut snapshot = self.handle.snapshot.borrow_mut();
-        snapshot.config = self.state.config.clone();
-        snapshot.state = with_store!(&self.state.store, log => log.state());
-        snapshot.last_unix_ns = self.state.stored_last_unix_ns;
+        snapshot.config = self.replica.state.config.clone();
+        snapshot.state = with_store!(&self.replica.state.store, log => log.state());
+        snapshot.last_unix_ns = self.replica.state.stored_last_unix_ns;
         snapshot.failure = self.failure.clone();
-        snapshot.consumers = self.consumers.len();
+        snapshot.consumers = self.replica.consumers.len();
         let bytes = snapshot.state.bytes;
         drop(snapshot);
         // A stopped stream keeps its last count until it is deleted
@@ -615,11 +666,11 @@ impl StreamTask {
     /// Flushes the store (synced), records the applied index, and lets the
     /// journal recycle what is older.
     pub(super) async fn checkpoint(&mut self) -> Result<(), StreamFailure> {
-        if self.state.applied_index == self.checkpointed_index {
+        if self.replica.state.applied_index == self.checkpointed_index {
             return Ok(());
         }
         self.checkpoint_consumers().await?;
-        let manifest = with_store!(&mut self.state.store, log => log.sync().await)?;
+        let manifest = with_store!(&mut self.replica.state.store, log => log.sync().await)?;
         if let Some(files) = &self.files {
             let hard_state = self
                 .groups
@@ -628,9 +679,9 @@ impl StreamTask {
             let state = RaftState {
                 term: hard_state.term,
                 vote: hard_state.vote.unwrap_or(0),
-                applied_index: self.state.applied_index,
-                applied_term: self.state.applied_term,
-                last_unix_ns: self.state.stored_last_unix_ns,
+                applied_index: self.replica.state.applied_index,
+                applied_term: self.replica.state.applied_term,
+                last_unix_ns: self.replica.state.stored_last_unix_ns,
                 consumers: self.consumers_reference,
                 manifest,
             };
@@ -639,11 +690,11 @@ impl StreamTask {
             // and the block store drop files the older checkpoint named.
             self.js
                 .journal()
-                .checkpoint(self.group, self.state.applied_index);
+                .checkpoint(self.group, self.replica.state.applied_index);
         }
-        with_store!(&mut self.state.store, log => log.checkpointed().await)?;
-        self.checkpointed_index = self.state.applied_index;
-        self.state.applied_bytes_since_checkpoint = 0;
+        with_store!(&mut self.replica.state.store, log => log.checkpointed().await)?;
+        self.checkpointed_index = self.replica.state.applied_index;
+        self.replica.state.applied_bytes_since_checkpoint = 0;
         self.last_checkpoint = Instant::now();
         Ok(())
     }
@@ -655,9 +706,9 @@ impl StreamTask {
     pub(super) fn ingest(&mut self, inbound: Inbound) {
         let Inbound { message, reply } = inbound;
         let (leader, state, consumers, name) = (
-            &mut self.leader,
-            &self.state,
-            &self.consumers,
+            &mut self.replica.leader,
+            &self.replica.state,
+            &self.replica.consumers,
             &self.handle.name,
         );
         let ingested = self.groups.with_node(self.group, |node| {
@@ -667,7 +718,7 @@ impl StreamTask {
         });
         let reply = match ingested {
             Ingested::Rejected(error) => return self.reject(&reply, error),
-            _ if self.state.config.no_ack => return,
+            _ if self.replica.state.config.no_ack => return,
             _ => match reply {
                 Some(reply) => reply,
                 None => return,
@@ -679,7 +730,7 @@ impl StreamTask {
                 let owed = Owed::Duplicate { reply, sequence };
                 // The original may still be in flight: answer after it.
                 let last_index = self.last_index();
-                if last_index > self.state.applied_index {
+                if last_index > self.replica.state.applied_index {
                     self.owe(last_index, owed);
                 } else {
                     self.send_owed(owed);
@@ -691,7 +742,7 @@ impl StreamTask {
 
     pub(super) fn reject(&self, reply: &Option<Bytes>, error: ApiError) {
         if let Some(reply) = reply {
-            if !self.state.config.no_ack {
+            if !self.replica.state.config.no_ack {
                 self.js.publish_reply(
                     reply,
                     responses::pub_ack_error(&self.handle.name, &error).as_bytes(),
@@ -705,21 +756,21 @@ impl StreamTask {
     /// Applies one committed entry (the path `Replica` takes too), then
     /// does what only this task does with it: live consumers following the
     /// log, subscriptions following a config, and the replies it releases.
-    pub(super) async fn apply(&mut self, entry: Entry) -> Result<(), StreamFailure> {
-        let index = entry.index;
-        let EntryApplied {
+    pub(super) async fn apply(&mut self, entry: Entry, now_ns: u64) -> Result<(), StreamFailure> {
+        let ReplicaApplied {
             superseded,
             applied,
             mut released,
-        } = self
-            .leader
-            .apply(&mut self.state, &mut self.consumers, &entry)
-            .await?;
+            removed,
+        } = self.replica.apply_entry(entry, now_ns).await?;
         for owed in superseded {
             self.fail_owed(owed, &ApiError::cluster_not_leader());
         }
+        if let Some(removed) = removed {
+            self.close_consumer(removed);
+        }
         let stored_sequence = match applied {
-            Some(applied) => self.follow_applied(index, applied, &mut released)?,
+            Some(applied) => self.follow_applied(applied, &mut released),
             None => None,
         };
         for owed in released {
@@ -741,28 +792,20 @@ impl StreamTask {
         Ok(())
     }
 
-    /// What the operation at `index` did, followed by this task: live
-    /// consumers, subscriptions, and the API answers among `released` that
-    /// need the result (taken out of them). A message's sequence is
-    /// returned for its PubAck.
+    /// What the operation did, followed by this task: subscriptions, and
+    /// the API answers among `released` that need the result (taken out of
+    /// them); the live consumers followed in the replica. A message's
+    /// sequence is returned for its PubAck.
     pub(super) fn follow_applied(
         &mut self,
-        index: u64,
         applied: Applied,
         released: &mut [Owed],
-    ) -> Result<Option<u64>, StreamFailure> {
+    ) -> Option<u64> {
         match applied {
-            Applied::Message { sequence } => return Ok(Some(sequence)),
-            Applied::ConsumerCreated {
-                name,
-                start_sequence,
-            } => self.consumer_created(index, &name, start_sequence)?,
-            Applied::ConsumerDeleted { name } => self.consumer_deleted(&name),
-            Applied::ConsumerState { name, known } => {
-                if known {
-                    self.consumer_state_applied(index, &name)?;
-                }
-            }
+            Applied::Message { sequence } => return Some(sequence),
+            Applied::ConsumerCreated { .. }
+            | Applied::ConsumerDeleted { .. }
+            | Applied::ConsumerState { .. } => {}
             Applied::Purged { count } => {
                 for owed in released.iter_mut() {
                     if let Owed::Purge { origin, reply } = owed {
@@ -794,7 +837,7 @@ impl StreamTask {
             Applied::Config { changed_from } => {
                 if let Some(old) = changed_from {
                     self.js
-                        .stream_subjects_changed(&self.handle, &old, &self.state.config);
+                        .stream_subjects_changed(&self.handle, &old, &self.replica.state.config);
                     // Age is the leader's to decide: its next check, at once.
                     self.age_check_at = Instant::now();
                     self.refresh_snapshot();
@@ -815,14 +858,16 @@ impl StreamTask {
                 }
             }
         }
-        Ok(None)
+        None
     }
 
     /// Owes a reply once the entry this leader proposed at `index` (in its
     /// current term) applies.
     pub(super) fn owe(&mut self, index: u64, owed: Owed) {
         let term = self.groups.node(self.group, Node::term);
-        self.leader.owe(term, index, self.state.applied_index, owed);
+        self.replica
+            .leader
+            .owe(term, index, self.replica.state.applied_index, owed);
     }
 
     /// The last index of the group's log (proposed, maybe not committed).

@@ -22,7 +22,7 @@ fn entry(index: u64, operation: &Operation) -> Entry {
 
 fn apply(replica: &mut Replica, index: u64, operation: &Operation) {
     let mut answers = Vec::new();
-    block_on(replica.apply(entry(index, operation), &mut answers)).expect("applies");
+    block_on(replica.apply(entry(index, operation), 0, &mut answers)).expect("applies");
 }
 
 /// A stored message: sequence, time, subject, payload.
