@@ -1306,7 +1306,7 @@ impl World {
                     reply.clone(),
                     (group, name.clone(), delivery.stream_sequence),
                 );
-                released += replica.ack(node, &name, delivery, reply, &mut answers);
+                released += replica.ack(node, &name, delivery, reply, now_ns, &mut answers);
             }
         }
         for delivery in &fetched {

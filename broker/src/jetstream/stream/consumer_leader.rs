@@ -28,6 +28,7 @@ use super::super::consumer::delivery::{
 };
 use super::super::consumer::{Consumer, ConsumerSpec, PushState, Start};
 use super::super::entry::{Operation, CONSUMER_STATE_BYTES_MAX};
+use super::consumers::AckRequest;
 use super::state::{Applied, ReplicatedState};
 use super::state_entries::{Signature, StateEntries};
 use super::Store;
@@ -94,6 +95,19 @@ pub(super) struct Created {
 pub(super) struct Removed {
     pub(super) consumer: Consumer,
     pub(super) waiting: Vec<Waiter>,
+}
+
+/// What a consumer delivers next ([`ConsumerLeader::choose`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Chosen {
+    /// Nothing until an ack (max_ack_pending) or a redelivery is due.
+    Stalled,
+    /// Caught up: no new message it selects past its position yet.
+    EndOfStream,
+    /// A stored message delivered before, due again.
+    Redelivery(u64),
+    /// A stored message it selects, never delivered.
+    New(u64),
 }
 
 /// The live consumers of the leader (empty on a follower).
@@ -534,6 +548,111 @@ impl ConsumerLeader {
     }
 }
 
+// ----- delivery ---------------------------------------------------------------------
+
+/// The next new message `consumer` selects at or after `from` in `store`:
+/// its `last_per_subject` list first, then the store's next match.
+fn next_new(store: &Store, consumer: &mut Consumer, from: u64) -> Option<u64> {
+    while let Some(&listed) = consumer.start_list.front() {
+        let live = with_store!(store, log => log.subject_of(listed))
+            .is_some_and(|subject| consumer.matches(subject));
+        if listed >= from && live {
+            return Some(listed);
+        }
+        consumer.start_list.pop_front();
+    }
+    let from = from.max(consumer.resume_after + 1);
+    let consumer = &*consumer;
+    with_store!(store, log => log.next_matching(from, |subject| consumer.matches(subject)))
+}
+
+impl ConsumerLeader {
+    /// What consumer `name` delivers next from `store`: a redelivery due
+    /// (one whose message left the stream is given up on the way), else
+    /// the next new message it selects. Nothing is marked delivered:
+    /// [`DeliveryState::delivered_at`] does once it goes out. `None`: no
+    /// such consumer.
+    pub(super) fn choose(&mut self, store: &Store, name: &str) -> Option<Chosen> {
+        let consumer = self.consumers.get_mut(name)?;
+        loop {
+            return Some(match consumer.delivery.next_to_deliver() {
+                Next::Stalled => Chosen::Stalled,
+                Next::Redeliver { stream_sequence } => {
+                    if with_store!(store, log => log.subject_of(stream_sequence)).is_none() {
+                        consumer.delivery.message_gone(stream_sequence);
+                        continue;
+                    }
+                    Chosen::Redelivery(stream_sequence)
+                }
+                Next::FromStream { stream_sequence } => {
+                    match next_new(store, consumer, stream_sequence) {
+                        Some(sequence) => Chosen::New(sequence),
+                        None => Chosen::EndOfStream,
+                    }
+                }
+            });
+        }
+    }
+}
+
+// ----- acks ---------------------------------------------------------------------
+
+impl ConsumerLeader {
+    /// An ack of consumer `name`'s delivery of `stream_sequence` at
+    /// `now_ns` (`+ACK`, `-NAK`, `+WPI`, `+TERM`): the live delivery state
+    /// takes it at once; a logged consumer's next state entry carries it.
+    /// Returns how the ack floor moved and a term's reason (for its
+    /// advisory). `None`: no such consumer.
+    pub(super) fn acknowledge(
+        &mut self,
+        name: &str,
+        stream_sequence: u64,
+        consumer_sequence: u64,
+        request: AckRequest,
+        now_ns: u64,
+    ) -> Option<(FloorMove, Option<String>)> {
+        let consumer = self.consumers.get_mut(name)?;
+        let before = consumer.delivery.ack_floor().1;
+        let mut term_reason = None;
+        let mut deadlines_moved = false;
+        match request {
+            AckRequest::Ack => {
+                if consumer.delivery.ack(stream_sequence, consumer_sequence) {
+                    consumer.last_acked_unix_ns = now_ns;
+                }
+            }
+            AckRequest::Nak { delay_ns } => {
+                consumer
+                    .delivery
+                    .nak(stream_sequence, consumer_sequence, delay_ns, now_ns);
+                if delay_ns.is_some() {
+                    consumer.wake_at(Some(now_ns));
+                }
+                deadlines_moved = true;
+            }
+            AckRequest::Progress => {
+                consumer.delivery.in_progress(stream_sequence, now_ns);
+                deadlines_moved = true;
+            }
+            AckRequest::Term { reason } => {
+                term_reason = reason;
+                consumer.delivery.term(stream_sequence, consumer_sequence);
+                consumer.last_acked_unix_ns = now_ns;
+            }
+        }
+        let floor = FloorMove {
+            from: before,
+            to: consumer.delivery.ack_floor().1,
+        };
+        // An ack or term moves what the signature shows; a nak or progress
+        // moves only deadlines, which the next entry must carry too.
+        if deadlines_moved {
+            self.touch(name);
+        }
+        Some((floor, term_reason))
+    }
+}
+
 // ----- a replica's clients -----------------------------------------------------------
 
 impl ConsumerLeader {
@@ -547,33 +666,22 @@ impl ConsumerLeader {
         count: usize,
         now_ns: u64,
     ) -> Option<Vec<Delivery>> {
-        let consumer = self.consumers.get_mut(name)?;
         let count = count.min(FETCH_MESSAGES_MAX);
         let first = with_store!(&state.store, log => log.state()).first_sequence;
-        consumer.delivery.check_pending(now_ns, first);
+        self.consumers
+            .get_mut(name)?
+            .delivery
+            .check_pending(now_ns, first);
         let mut deliveries = Vec::new();
         while deliveries.len() < count {
-            match consumer.delivery.next_to_deliver() {
-                Next::Stalled => break,
-                Next::Redeliver { stream_sequence } => {
-                    let stored =
-                        with_store!(&state.store, log => log.subject_of(stream_sequence)).is_some();
-                    if stored {
-                        deliveries.push(consumer.delivery.delivered_at(stream_sequence, now_ns));
-                    } else {
-                        consumer.delivery.message_gone(stream_sequence);
-                    }
-                }
-                Next::FromStream { stream_sequence } => {
-                    let selected = &*consumer;
-                    let Some(found) = with_store!(&state.store, log => log.next_matching(stream_sequence, |subject| selected.matches(subject)))
-                    else {
-                        break;
-                    };
-                    deliveries.push(consumer.delivery.delivered_at(found, now_ns));
-                }
-            }
+            let sequence = match self.choose(&state.store, name)? {
+                Chosen::Stalled | Chosen::EndOfStream => break,
+                Chosen::Redelivery(sequence) | Chosen::New(sequence) => sequence,
+            };
+            let consumer = self.consumers.get_mut(name).expect("chosen for it");
+            deliveries.push(consumer.delivery.delivered_at(sequence, now_ns));
         }
+        let consumer = &self.consumers[name];
         debug_assert!(deliveries.iter().all(|delivery| {
             with_store!(&state.store, log => log.subject_of(delivery.stream_sequence))
                 .is_some_and(|subject| consumer.matches(subject))
@@ -581,20 +689,21 @@ impl ConsumerLeader {
         Some(deliveries)
     }
 
-    /// A double ack of `name`'s delivery: acked in the live state at once;
-    /// its reply waits for the next state entry. `Err(reply)`: no such
-    /// logged consumer, too many acks wait already, or a sequence this
-    /// leader's state never delivered (a delivery by an earlier leader that
-    /// was not committed: confirming it would be a lie, the message comes
-    /// again).
+    /// A double ack of `name`'s delivery at `now_ns`: acked in the live
+    /// state at once ([`Self::acknowledge`]); its reply waits for the
+    /// next state entry. `Err(reply)`: no such logged consumer, too many
+    /// acks wait already, or a sequence this leader's state never
+    /// delivered (a delivery by an earlier leader that was not committed:
+    /// confirming it would be a lie, the message comes again).
     pub(super) fn ack(
         &mut self,
         name: &str,
         stream_sequence: u64,
         consumer_sequence: u64,
         reply: Bytes,
+        now_ns: u64,
     ) -> Result<FloorMove, Bytes> {
-        let Some((consumer, entries)) = self.logged_mut(name) else {
+        let Some((consumer, entries)) = self.logged(name) else {
             return Err(reply);
         };
         if entries.waiting_count() >= ACKS_WAITING_MAX
@@ -602,34 +711,41 @@ impl ConsumerLeader {
         {
             return Err(reply);
         }
-        let before = consumer.delivery.ack_floor().1;
-        consumer.delivery.ack(stream_sequence, consumer_sequence);
+        let (floor, _) = self
+            .acknowledge(
+                name,
+                stream_sequence,
+                consumer_sequence,
+                AckRequest::Ack,
+                now_ns,
+            )
+            .expect("looked up above");
+        let (_, entries) = self.logged_mut(name).expect("looked up above");
         entries.wait(Waiter::Ack { reply });
-        Ok(FloorMove {
-            from: before,
-            to: consumer.delivery.ack_floor().1,
-        })
+        Ok(floor)
     }
 
     /// Like [`Self::ack`] with nothing waiting for the entry (the
-    /// ack-before-state canary answers at once). Returns whether it was
-    /// taken.
+    /// ack-before-state canary answers at once). `None`: not taken.
     pub(super) fn ack_unconfirmed(
         &mut self,
         name: &str,
         stream_sequence: u64,
         consumer_sequence: u64,
+        now_ns: u64,
     ) -> Option<FloorMove> {
-        let consumer = self.consumers.get_mut(name)?;
+        let consumer = self.consumers.get(name)?;
         if stream_sequence >= consumer.delivery.next_stream_sequence() {
             return None;
         }
-        let before = consumer.delivery.ack_floor().1;
-        consumer.delivery.ack(stream_sequence, consumer_sequence);
-        Some(FloorMove {
-            from: before,
-            to: consumer.delivery.ack_floor().1,
-        })
+        let (floor, _) = self.acknowledge(
+            name,
+            stream_sequence,
+            consumer_sequence,
+            AckRequest::Ack,
+            now_ns,
+        )?;
+        Some(floor)
     }
 
     /// The state entries due: every logged consumer with none in flight

@@ -13,7 +13,7 @@ use super::super::api::error::ApiError;
 use super::super::consumer::config::{
     self as consumer_config, CreateContext, CreateKind, CreateTarget,
 };
-use super::super::consumer::delivery::{AckMode, Next};
+use super::super::consumer::delivery::AckMode;
 use super::super::consumer::pull::{PullRequest, Reply, Status};
 use super::super::consumer::rate_limit::RateLimit;
 use super::super::consumer::requests::{
@@ -25,7 +25,7 @@ use super::super::consumer::responses::{
 use super::super::consumer::{headers_only, write_ack_subject, Consumer, ConsumerSpec, Start};
 use super::super::JetStream;
 use super::config::StreamConfig;
-use super::consumer_leader::{last_per_subject, Created, Removed, Waiter};
+use super::consumer_leader::{last_per_subject, Chosen, Created, Removed, Waiter};
 use super::{now_unix_ns, Retention, Store, StoreError, StreamTask};
 
 /// Deliveries one turn makes across the stream's consumers at most, so
@@ -272,41 +272,19 @@ impl StreamTask {
         reply: Option<Bytes>,
         now_ns: u64,
     ) {
-        let Some(consumer) = self.replica.consumers.get_mut(name) else {
-            return;
-        };
-        let floor_before = consumer.delivery.ack_floor().1;
         let acknowledging = matches!(request, AckRequest::Ack | AckRequest::Term { .. });
-        let mut term_reason = None;
-        match request {
-            AckRequest::Ack => {
-                if consumer.delivery.ack(stream_sequence, consumer_sequence) {
-                    consumer.last_acked_unix_ns = now_ns;
-                }
-            }
-            AckRequest::Nak { delay_ns } => {
-                consumer
-                    .delivery
-                    .nak(stream_sequence, consumer_sequence, delay_ns, now_ns);
-                if delay_ns.is_some() {
-                    consumer.wake_at(Some(now_ns));
-                }
-            }
-            AckRequest::Progress => consumer.delivery.in_progress(stream_sequence, now_ns),
-            AckRequest::Term { reason } => {
-                term_reason = reason;
-                consumer.delivery.term(stream_sequence, consumer_sequence);
-                consumer.last_acked_unix_ns = now_ns;
-            }
-        }
-        self.publish_events(name, term_reason.as_deref());
-        self.consumer_touched(name);
-        let Some(consumer) = self.replica.consumers.get(name) else {
+        let Some((floor, term_reason)) = self.replica.consumers.acknowledge(
+            name,
+            stream_sequence,
+            consumer_sequence,
+            request,
+            now_ns,
+        ) else {
             return;
         };
+        self.publish_events(name, term_reason.as_deref());
         if acknowledging && self.replica.state.config.retention != Retention::Limits {
-            let floor_after = consumer.delivery.ack_floor().1;
-            self.release(stream_sequence, Some(floor_before..=floor_after));
+            self.release(stream_sequence, floor.moved());
         }
         // Double ack: an empty message once it is processed (for a
         // durable, once a snapshot holding it applied).
@@ -493,23 +471,6 @@ impl StreamTask {
         }
     }
 
-    /// The next new message for `name` at or after `from`: the
-    /// `last_per_subject` list first, then the store's next match.
-    fn next_new(&mut self, name: &str, from: u64) -> Option<u64> {
-        let consumer = self.replica.consumers.get_mut(name)?;
-        while let Some(&listed) = consumer.start_list.front() {
-            let live = with_store!(&self.replica.state.store, log => log.subject_of(listed))
-                .is_some_and(|subject| consumer.matches(subject));
-            if listed >= from && live {
-                return Some(listed);
-            }
-            consumer.start_list.pop_front();
-        }
-        let from = from.max(consumer.resume_after + 1);
-        let consumer = &*consumer;
-        with_store!(&self.replica.state.store, log => log.next_matching(from, |subject| consumer.matches(subject)))
-    }
-
     /// Delivers to one consumer (its waiting pull requests, or its deliver
     /// subject); returns how many messages went out.
     async fn deliver(&mut self, name: &str, budget: usize) -> Result<usize, StoreError> {
@@ -548,18 +509,16 @@ impl StreamTask {
             if !can_take {
                 break Ok(());
             }
-            let (sequence, redelivery) = match consumer.delivery.next_to_deliver() {
-                Next::Stalled => break Ok(()),
-                Next::Redeliver { stream_sequence } => (stream_sequence, true),
-                Next::FromStream { stream_sequence } => {
-                    match self.next_new(name, stream_sequence) {
-                        Some(sequence) => (sequence, false),
-                        None => {
-                            end_of_stream = true;
-                            break Ok(());
-                        }
-                    }
+            let replica = &mut self.replica;
+            let (sequence, redelivery) = match replica.consumers.choose(&replica.state.store, name)
+            {
+                None | Some(Chosen::Stalled) => break Ok(()),
+                Some(Chosen::EndOfStream) => {
+                    end_of_stream = true;
+                    break Ok(());
                 }
+                Some(Chosen::Redelivery(sequence)) => (sequence, true),
+                Some(Chosen::New(sequence)) => (sequence, false),
             };
             let read = with_store!(&self.replica.state.store, log => log.read_with(sequence, |view| {
                 scratch.message.clear();

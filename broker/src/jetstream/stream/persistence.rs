@@ -125,19 +125,11 @@ impl StreamTask {
         self.replica.consumers.is_logged(name)
     }
 
-    /// Something changed `name`'s delivery state (an ack, nak, progress).
-    pub(super) fn consumer_touched(&mut self, name: &str) {
-        self.replica.consumers.touch(name);
-    }
-
     /// A double ack's reply: at once for a consumer kept in memory, after
     /// the snapshot holding the ack applied for a durable.
     pub(super) fn answer_ack(&mut self, name: &str, reply: Bytes) {
         match self.replica.consumers.logged_mut(name) {
-            Some((_, entries)) => {
-                entries.touch();
-                entries.wait(Waiter::Ack { reply });
-            }
+            Some((_, entries)) => entries.wait(Waiter::Ack { reply }),
             None => self.js.publish_reply(&reply, b""),
         }
     }

@@ -649,6 +649,7 @@ impl Replica {
         name: &str,
         delivery: Delivery,
         reply: Bytes,
+        now_ns: u64,
         answers: &mut Vec<Answer>,
     ) -> usize {
         let Some(reply) = self.refused_unless_leading(node, reply, answers) else {
@@ -659,7 +660,7 @@ impl Replica {
         let acked = if self.canary == Some(StreamCanary::AckBeforeState) {
             match self
                 .consumers
-                .ack_unconfirmed(name, stream_sequence, consumer_sequence)
+                .ack_unconfirmed(name, stream_sequence, consumer_sequence, now_ns)
             {
                 Some(moved) => {
                     answers.push(Answer::AckConfirmed { reply });
@@ -676,7 +677,7 @@ impl Replica {
         } else {
             match self
                 .consumers
-                .ack(name, stream_sequence, consumer_sequence, reply)
+                .ack(name, stream_sequence, consumer_sequence, reply, now_ns)
             {
                 Ok(moved) => moved,
                 Err(reply) => {
@@ -886,7 +887,7 @@ mod tests {
         assert_eq!(sequences, [1, 2, 3]);
         for delivery in &deliveries[..2] {
             let reply = Bytes::from(format!("ack{}", delivery.stream_sequence));
-            replica.ack(&mut node, "C", *delivery, reply, &mut answers);
+            replica.ack(&mut node, "C", *delivery, reply, 3_000, &mut answers);
         }
         assert!(answers.is_empty(), "not confirmed before its state entry");
         replica.propose_consumer_states(&mut node, &mut answers);
@@ -906,7 +907,14 @@ mod tests {
             consumer_sequence: 9,
             delivery_count: 1,
         };
-        replica.ack(&mut node, "C", never, Bytes::from("ack9"), &mut answers);
+        replica.ack(
+            &mut node,
+            "C",
+            never,
+            Bytes::from("ack9"),
+            3_000,
+            &mut answers,
+        );
         assert!(matches!(answers.pop(), Some(Answer::Failed { .. })));
 
         let (index, term) = replica.mark_snapshot();
