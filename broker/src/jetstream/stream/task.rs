@@ -22,6 +22,7 @@ use super::super::persist::{self, RaftState};
 use super::super::{now_unix_ns, JetStream};
 use super::config::{StorageType, StreamConfig};
 use super::consumer_leader::Waiter;
+use super::deliveries::DeliveryScratch;
 use super::failure::StreamFailure;
 use super::groups::{Persistence, StreamGroups};
 use super::leader::{Ingested, Owed, OwedReply};
@@ -102,14 +103,6 @@ pub struct StreamTask {
     /// Reused by every delivery: the message read from the store (subject,
     /// headers, payload back to back) and its ack subject.
     pub(super) delivery_scratch: DeliveryScratch,
-}
-
-/// Buffers a delivery is built in, kept between deliveries so the drain
-/// path allocates nothing per message.
-#[derive(Default)]
-pub(super) struct DeliveryScratch {
-    pub(super) message: Vec<u8>,
-    pub(super) ack_subject: String,
 }
 
 impl StreamTask {
