@@ -41,6 +41,7 @@ use super::multiraft::{Durable, Flush, GroupId, GroupWrite, MultiRaft, SnapshotS
 use crate::jetstream::consumer::delivery::Delivery;
 use crate::jetstream::entry::{Operation, PendingMessage};
 use crate::jetstream::stream::config as stream_config;
+use crate::jetstream::stream::deliveries::RecordingOutlet;
 use crate::jetstream::stream::replica::{Answer, Replica, StreamCanary};
 use crate::jetstream::stream::transfer::{SnapshotInstall, TransferError};
 use checker::{Checker, Violation};
@@ -1282,16 +1283,27 @@ impl World {
         let acks = self.random.below(4) as usize;
         let name = consumer_name(&self.consumer_generations, group);
         let mut answers = Vec::new();
-        let mut fetched = Vec::new();
+        let fetched;
         let mut acked = Vec::new();
         let mut released = 0;
         {
             let shard = &mut self.nodes[position].shards[shard];
             let replica = shard.replicas.get_mut(&group).expect("runs");
             let node = shard.raft.node_mut(group).expect("runs");
-            if let Ok(deliveries) = replica.fetch(node, &name, count, now_ns) {
-                fetched = deliveries;
+            // A no-wait pull request for `count`, served at once (the
+            // production pull path: queue, timers, the delivery loop).
+            self.next_payload += 1;
+            let inbox = Bytes::from(format!("_INBOX.{}", self.next_payload));
+            let body = format!(r#"{{"batch":{count},"no_wait":true}}"#);
+            let mut outlet = RecordingOutlet::default();
+            if replica
+                .pull(node, &mut outlet, &name, inbox, body.as_bytes(), now_ns)
+                .is_ok()
+            {
+                released += block_on(replica.serve(node, &mut outlet, now_ns))
+                    .expect("memory stores do not fail");
             }
+            fetched = outlet.deliveries;
             let unacked = self.unacked.entry(group).or_default();
             unacked.extend(fetched.iter().copied());
             while unacked.len() > UNACKED_MAX {
@@ -1693,7 +1705,7 @@ mod tests {
     /// directly.
     #[test]
     fn the_checkers_catch_a_snapshot_without_its_removal_list() {
-        for seed in [35, 285, 337] {
+        for seed in [104, 218, 237] {
             let outcome = run(&SimConfig {
                 canary: Some(StreamCanary::SnapshotWithoutRemovals),
                 ..SimConfig::new(seed)

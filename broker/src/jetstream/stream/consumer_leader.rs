@@ -23,8 +23,7 @@ use bytes::Bytes;
 
 use super::super::consumer::config::ConsumerConfig;
 use super::super::consumer::delivery::{
-    Delivery, DeliveryState, Next, StateDecodeError, PENDING_MAX, STATE_BYTES_PER_PENDING,
-    STATE_FIXED_BYTES,
+    DeliveryState, Next, StateDecodeError, PENDING_MAX, STATE_BYTES_PER_PENDING, STATE_FIXED_BYTES,
 };
 use super::super::consumer::{Consumer, ConsumerSpec, PushState, Start};
 use super::super::entry::{Operation, CONSUMER_STATE_BYTES_MAX};
@@ -33,8 +32,6 @@ use super::state::{Applied, ReplicatedState};
 use super::state_entries::{Signature, StateEntries};
 use super::Store;
 
-/// Deliveries one fetch hands out at most.
-pub const FETCH_MESSAGES_MAX: usize = 256;
 /// Double acks waiting for one consumer's next state entry at most; more
 /// are refused (the client retries, as after a timeout).
 pub const ACKS_WAITING_MAX: usize = 4096;
@@ -656,39 +653,6 @@ impl ConsumerLeader {
 // ----- a replica's clients -----------------------------------------------------------
 
 impl ConsumerLeader {
-    /// Up to `count` (≤ [`FETCH_MESSAGES_MAX`]) deliveries of consumer
-    /// `name` at `now_ns`: redeliveries due first, then new messages that
-    /// pass its filters. `None`: no such consumer.
-    pub(super) fn fetch(
-        &mut self,
-        state: &ReplicatedState,
-        name: &str,
-        count: usize,
-        now_ns: u64,
-    ) -> Option<Vec<Delivery>> {
-        let count = count.min(FETCH_MESSAGES_MAX);
-        let first = with_store!(&state.store, log => log.state()).first_sequence;
-        self.consumers
-            .get_mut(name)?
-            .delivery
-            .check_pending(now_ns, first);
-        let mut deliveries = Vec::new();
-        while deliveries.len() < count {
-            let sequence = match self.choose(&state.store, name)? {
-                Chosen::Stalled | Chosen::EndOfStream => break,
-                Chosen::Redelivery(sequence) | Chosen::New(sequence) => sequence,
-            };
-            let consumer = self.consumers.get_mut(name).expect("chosen for it");
-            deliveries.push(consumer.delivery.delivered_at(sequence, now_ns));
-        }
-        let consumer = &self.consumers[name];
-        debug_assert!(deliveries.iter().all(|delivery| {
-            with_store!(&state.store, log => log.subject_of(delivery.stream_sequence))
-                .is_some_and(|subject| consumer.matches(subject))
-        }));
-        Some(deliveries)
-    }
-
     /// A double ack of `name`'s delivery at `now_ns`: acked in the live
     /// state at once ([`Self::acknowledge`]); its reply waits for the
     /// next state entry. `Err(reply)`: no such logged consumer, too many

@@ -118,10 +118,7 @@ impl StreamTask {
     /// inactive past their threshold (a durable through the log).
     pub(super) fn consumer_timers(&mut self, now_ns: u64) {
         let mut outlet = self.outlet();
-        let inactive = self
-            .replica
-            .consumers
-            .run_timers(&mut outlet, &self.replica.state, now_ns);
+        let inactive = self.replica.run_timers(&mut outlet, now_ns);
         for name in inactive {
             log::debug!(target: "tern::jetstream", "stream {}: consumer {name} inactive, deleted", self.handle.name);
             if self.is_logged(&name) {
@@ -154,18 +151,9 @@ impl StreamTask {
         // One clock read per turn: a turn is at most a batch's worth.
         let now_ns = now_unix_ns();
         let seed = self.seed(now_ns);
-        let replica = &mut self.replica;
-        let delivered = replica
-            .consumers
-            .deliver(
-                &mut outlet,
-                &replica.state,
-                &self.handle.name,
-                &mut self.delivery_scratch,
-                burst_bytes,
-                seed,
-                now_ns,
-            )
+        let delivered = self
+            .replica
+            .deliver(&mut outlet, burst_bytes, seed, now_ns)
             .await?;
         if self.replica.state.config.retention != Retention::Limits {
             for sequence in delivered.unacknowledged {

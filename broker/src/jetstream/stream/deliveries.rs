@@ -11,10 +11,10 @@ use std::borrow::Cow;
 use bytes::Bytes;
 
 use super::super::advisory;
-use super::super::consumer::delivery::AckMode;
+use super::super::consumer::delivery::{AckMode, Delivery};
 use super::super::consumer::pull::{PullRequest, Reply, Status};
 use super::super::consumer::rate_limit::RateLimit;
-use super::super::consumer::requests as consumer_requests;
+use super::super::consumer::requests::{self as consumer_requests, AckSubject};
 use super::super::consumer::responses::{self as consumer_responses, PullStatus};
 use super::super::consumer::{headers_only, write_ack_subject, Consumer};
 use super::consumer_leader::{Chosen, ConsumerLeader};
@@ -53,6 +53,45 @@ pub trait Outlet {
     );
     /// A status, advisory or reply published on `subject`.
     fn publish(&mut self, subject: &[u8], header_bytes: usize, body: &[u8]);
+}
+
+/// A client's view of a leader's deliveries, for the simulator and tests:
+/// every message with an ack subject (statuses, heartbeats and flow
+/// control carry none) recorded as the delivery the subject names.
+/// Everyone listens.
+#[derive(Default)]
+pub struct RecordingOutlet {
+    pub deliveries: Vec<Delivery>,
+}
+
+impl Outlet for RecordingOutlet {
+    fn interest_generation(&self) -> u64 {
+        0
+    }
+
+    fn has_interest(&self, _subject: &[u8]) -> bool {
+        true
+    }
+
+    fn deliver(
+        &mut self,
+        _inbox: &[u8],
+        _subject: &[u8],
+        reply: Option<&[u8]>,
+        _header_bytes: usize,
+        _body: &[u8],
+    ) {
+        let Some(ack) = reply.and_then(AckSubject::decode) else {
+            return;
+        };
+        self.deliveries.push(Delivery {
+            stream_sequence: ack.stream_sequence,
+            consumer_sequence: ack.consumer_sequence,
+            delivery_count: ack.delivered_count,
+        });
+    }
+
+    fn publish(&mut self, _subject: &[u8], _header_bytes: usize, _body: &[u8]) {}
 }
 
 /// Buffers a delivery is built in, kept between deliveries so the drain

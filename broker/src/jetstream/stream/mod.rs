@@ -265,7 +265,7 @@ mod api;
 pub mod config;
 mod consumer_leader;
 mod consumers;
-mod deliveries;
+pub mod deliveries;
 pub mod failure;
 pub mod groups;
 mod leader;

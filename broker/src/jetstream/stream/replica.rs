@@ -23,9 +23,11 @@ use tern_storage::block_store::{Manifest, MemoryFiles, StoreError, StreamLog};
 
 use super::super::api::error::ApiError;
 use super::super::consumer::delivery::{Delivery, DeliveryState};
+use super::super::consumer::requests::PullRequest as RequestBody;
 use super::super::entry::{Operation, PendingMessage, CONSUMER_STATE_BYTES_MAX};
 use super::config::{Retention, StreamConfig};
 use super::consumer_leader::{ConsumerLeader, LoggedConsumerError, Removed, Waiter};
+use super::deliveries::{Delivered, DeliveryScratch, Outlet};
 use super::leader::{EntryApplied, Ingested, Leader, Owed};
 use super::persistence::ConsumerOwed;
 use super::snapshot::SnapshotError;
@@ -157,7 +159,13 @@ pub struct Replica {
     /// Installed from a snapshot read while the leader went on: the
     /// contents are a replica's state only from this applied index on.
     pub(super) converges_at: u64,
+    /// Reused by every delivery (`deliveries.rs`).
+    scratch: DeliveryScratch,
 }
+
+/// A paced push consumer's bucket when the stream sets no max_msg_size
+/// ([`Replica::serve`]; the stream task uses the server's max_payload).
+const SERVE_BURST_BYTES: u64 = 1 << 20;
 
 impl Replica {
     /// A replica with an empty memory store.
@@ -197,6 +205,7 @@ impl Replica {
             snapshot_point: None,
             transfers: BTreeMap::new(),
             converges_at: 0,
+            scratch: DeliveryScratch::default(),
         }
     }
 
@@ -625,20 +634,89 @@ impl Replica {
             .map_err(|_| ApiError::cluster_not_leader())
     }
 
-    /// Up to `count` deliveries of consumer `name` (the leader's).
-    pub fn fetch(
+    /// A client's pull request for consumer `name` (the leader's): a
+    /// `MSG.NEXT` `body` answered on `inbox`, through `outlet` (statuses
+    /// at once, deliveries when the leader next serves).
+    pub fn pull(
         &mut self,
         node: &Node,
+        outlet: &mut impl Outlet,
         name: &str,
-        count: usize,
+        inbox: Bytes,
+        body: &[u8],
         now_ns: u64,
-    ) -> Result<Vec<Delivery>, ApiError> {
+    ) -> Result<(), ApiError> {
         if !self.is_leading(node) {
             return Err(ApiError::cluster_not_leader());
         }
+        if !self.consumers.contains(name) {
+            return Err(ApiError::consumer_not_found());
+        }
+        let parsed = RequestBody::parse(body);
+        self.consumers.pull(outlet, name, inbox, parsed, now_ns);
+        Ok(())
+    }
+
+    /// The live consumers' timers due at `now_ns` (redeliveries, pull
+    /// expiries, heartbeats) through `outlet`; returns the consumers past
+    /// their inactive threshold, for the host to delete.
+    pub(super) fn run_timers(&mut self, outlet: &mut impl Outlet, now_ns: u64) -> Vec<String> {
+        self.consumers.run_timers(outlet, &self.state, now_ns)
+    }
+
+    /// Deliveries to the live consumers' clients through `outlet` at
+    /// `now_ns` (`burst_bytes`: a paced push consumer's bucket; `seed`
+    /// tags flow control requests).
+    pub(super) async fn deliver(
+        &mut self,
+        outlet: &mut impl Outlet,
+        burst_bytes: u64,
+        seed: u64,
+        now_ns: u64,
+    ) -> Result<Delivered, StoreError> {
         self.consumers
-            .fetch(&self.state, name, count, now_ns)
-            .ok_or_else(ApiError::consumer_not_found)
+            .deliver(
+                outlet,
+                &self.state,
+                &self.name,
+                &mut self.scratch,
+                burst_bytes,
+                seed,
+                now_ns,
+            )
+            .await
+    }
+
+    /// The leader serves its consumers at `now_ns`: timers due, then
+    /// deliveries through `outlet`; what went to consumers that take no
+    /// acks is released through the log. Returns the removals proposed.
+    pub async fn serve(
+        &mut self,
+        node: &mut Node,
+        outlet: &mut impl Outlet,
+        now_ns: u64,
+    ) -> Result<usize, StoreError> {
+        if !self.is_leading(node) {
+            return Ok(0);
+        }
+        self.run_timers(outlet, now_ns);
+        let burst_bytes = match self.state.config.max_msg_size {
+            size if size > 0 => size as u64,
+            _ => SERVE_BURST_BYTES,
+        };
+        let delivered = self
+            .deliver(outlet, burst_bytes, now_ns ^ node.term(), now_ns)
+            .await?;
+        let mut released = 0;
+        for sequence in delivered.unacknowledged {
+            let consumers = &self.consumers;
+            released +=
+                self.leader
+                    .release(&self.state, node, sequence, None, |subject, candidate| {
+                        consumers.needs(subject, candidate)
+                    });
+        }
+        Ok(released)
     }
 
     /// A double ack of one delivery: confirmed by an
@@ -824,6 +902,7 @@ mod tests {
     use tern_raft::{Config, Membership, Restore};
 
     use super::super::config as stream_config;
+    use super::super::deliveries::RecordingOutlet;
     use super::*;
 
     fn leader_node() -> Node {
@@ -837,6 +916,30 @@ mod tests {
         );
         node.campaign_now();
         node
+    }
+
+    /// What a no-wait pull request for `count` gets at once.
+    fn fetch(
+        replica: &mut Replica,
+        node: &mut Node,
+        name: &str,
+        count: usize,
+        now_ns: u64,
+    ) -> Vec<Delivery> {
+        let mut outlet = RecordingOutlet::default();
+        let body = format!(r#"{{"batch":{count},"no_wait":true}}"#);
+        replica
+            .pull(
+                node,
+                &mut outlet,
+                name,
+                Bytes::from("inbox"),
+                body.as_bytes(),
+                now_ns,
+            )
+            .expect("leads");
+        block_on(replica.serve(node, &mut outlet, now_ns)).expect("memory store");
+        outlet.deliveries
     }
 
     /// Drives the single voter until everything proposed applied.
@@ -882,7 +985,7 @@ mod tests {
         }
         settle(&mut node, &mut replica, &mut answers);
         answers.clear();
-        let deliveries = replica.fetch(&node, "C", 10, 3_000).expect("leads");
+        let deliveries = fetch(&mut replica, &mut node, "C", 10, 3_000);
         let sequences: Vec<u64> = deliveries.iter().map(|d| d.stream_sequence).collect();
         assert_eq!(sequences, [1, 2, 3]);
         for delivery in &deliveries[..2] {
@@ -941,7 +1044,7 @@ mod tests {
         assert!(installed.is_leading(&other));
         let live = installed.live_delivery(&other, "C").expect("runs");
         assert_eq!(live.ack_floor().1, 2, "the confirmed acks");
-        let again = installed.fetch(&other, "C", 10, 1_000_000).expect("leads");
+        let again = fetch(&mut installed, &mut other, "C", 10, 1_000_000);
         let sequences: Vec<u64> = again.iter().map(|d| d.stream_sequence).collect();
         assert_eq!(
             sequences,

@@ -22,7 +22,6 @@ use super::super::persist::{self, RaftState};
 use super::super::{now_unix_ns, JetStream};
 use super::config::{StorageType, StreamConfig};
 use super::consumer_leader::Waiter;
-use super::deliveries::DeliveryScratch;
 use super::failure::StreamFailure;
 use super::groups::{Persistence, StreamGroups};
 use super::leader::{Ingested, Owed, OwedReply};
@@ -100,9 +99,6 @@ pub struct StreamTask {
     /// `{"stream":"<name>","seq":`, and a buffer PubAcks are built in.
     pub(super) ack_prefix: String,
     pub(super) ack_buffer: String,
-    /// Reused by every delivery: the message read from the store (subject,
-    /// headers, payload back to back) and its ack subject.
-    pub(super) delivery_scratch: DeliveryScratch,
 }
 
 impl StreamTask {
@@ -253,7 +249,6 @@ impl StreamTask {
             failure: None,
             ack_prefix: String::new(),
             ack_buffer: String::with_capacity(128),
-            delivery_scratch: DeliveryScratch::default(),
         };
         task.ack_prefix = {
             let full = responses::pub_ack(&task.handle.name, 1, false, None);
