@@ -768,7 +768,9 @@ impl World {
                         {
                             deleted.push((group, name));
                         }
-                        replica.propose_consumer_states(node, &mut answers);
+                        replica
+                            .propose_consumer_states(node, &mut answers)
+                            .expect("a consumer state fits an entry");
                     }
                 }
                 self.drive(position, shard, &mut answers);

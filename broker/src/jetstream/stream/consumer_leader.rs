@@ -23,7 +23,8 @@ use bytes::Bytes;
 
 use super::super::consumer::config::ConsumerConfig;
 use super::super::consumer::delivery::{
-    DeliveryState, Next, StateDecodeError, PENDING_MAX, STATE_BYTES_PER_PENDING, STATE_FIXED_BYTES,
+    DeliveryState, Next, StateDecodeError, PENDING_MAX, STATE_BYTES_PER_PENDING,
+    STATE_BYTES_PER_REDELIVERED, STATE_FIXED_BYTES,
 };
 use super::super::consumer::{Consumer, ConsumerSpec, PushState, Start};
 use super::super::entry::{Operation, CONSUMER_STATE_BYTES_MAX};
@@ -70,13 +71,29 @@ impl FloorMove {
     }
 }
 
-/// A state entry to propose (`None`: the state did not move since an
-/// entry that applied, so the acks are confirmed already), and the acks it
-/// confirms once applied.
-pub(super) struct StateProposal {
-    pub(super) name: String,
-    pub(super) state: Option<(Bytes, Signature)>,
-    pub(super) acks: Vec<Bytes>,
+/// A logged consumer's state entry to propose ([`ConsumerLeader::take_due_entry`]).
+pub(super) struct DueEntry {
+    /// The entry, its state and signature for [`ConsumerLeader::proposed`];
+    /// `None`: the state did not move since an entry that applied, which
+    /// holds what the waiting replies report already.
+    pub(super) entry: Option<(Operation, Bytes, Signature)>,
+    /// The replies the entry answers once it applied.
+    pub(super) waiting: Vec<Waiter>,
+}
+
+/// A consumer whose delivery state outgrew one state entry (a journal
+/// record): the stream cannot go on.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error(
+    "consumer {name}: its delivery state snapshot of {entry_bytes} bytes \
+     ({pending} pending acks) exceeds the journal record limit of {max_bytes} bytes; \
+     lower its max_ack_pending"
+)]
+pub struct StateEntryTooLarge {
+    pub name: String,
+    pub entry_bytes: usize,
+    pub pending: usize,
+    pub max_bytes: usize,
 }
 
 /// When a consumer was created and where it starts delivering.
@@ -210,11 +227,6 @@ impl ConsumerLeader {
             logged: BTreeMap::new(),
             state_entry_bytes_max,
         }
-    }
-
-    /// The largest state entry the log takes.
-    pub(super) fn state_entry_bytes_max(&self) -> usize {
-        self.state_entry_bytes_max
     }
 
     /// Pending acks logged consumer `name` may have: with every one of
@@ -712,27 +724,58 @@ impl ConsumerLeader {
         Some(floor)
     }
 
-    /// The state entries due: every logged consumer with none in flight
-    /// whose state moved or that has acks waiting.
-    pub(super) fn due_proposals(&mut self) -> Vec<StateProposal> {
-        let mut due = Vec::new();
-        for name in self.due_names() {
-            let (consumer, entries) = self.logged_mut(&name).expect("a due consumer");
-            let taken = entries.take_due(&consumer.delivery);
-            due.push(StateProposal {
-                name,
-                state: taken.state,
-                acks: taken
-                    .waiting
-                    .into_iter()
-                    .filter_map(|waiter| match waiter {
-                        Waiter::Ack { reply } => Some(reply),
-                        Waiter::Info { .. } => None,
-                    })
-                    .collect(),
-            });
+    /// Logged consumer `name`'s next state entry of stream `stream`, to
+    /// propose: redelivery counts of messages given up after max_deliver
+    /// are forgotten, oldest first, if the state would not fit an entry
+    /// otherwise (pending acks are capped so that they always do).
+    /// `None`: no such logged consumer.
+    pub(super) fn take_due_entry(
+        &mut self,
+        name: &str,
+        stream: &str,
+    ) -> Result<Option<DueEntry>, StateEntryTooLarge> {
+        let record_bytes_max = self.state_entry_bytes_max;
+        let Some((consumer, entries)) = self.logged_mut(name) else {
+            return Ok(None);
+        };
+        let over = Operation::consumer_state_bytes(name.len(), consumer.delivery.encoded_bytes())
+            .saturating_sub(record_bytes_max);
+        if over > 0 {
+            let given_up = consumer.delivery.given_up();
+            let forget = over.div_ceil(STATE_BYTES_PER_REDELIVERED);
+            let forgotten = consumer
+                .delivery
+                .forget_given_up(given_up.saturating_sub(forget));
+            log::warn!(
+                target: "tern::consumer",
+                "stream {stream}: consumer {name}: forgot {forgotten} redelivery counts of \
+                 messages given up after max_deliver so its state fits a journal record"
+            );
         }
-        due
+        let due = entries.take_due(&consumer.delivery);
+        let entry = match due.state {
+            None => None,
+            Some((state, signature)) => {
+                let operation = Operation::ConsumerState {
+                    name: name.to_string(),
+                    state: state.clone(),
+                };
+                let entry_bytes = operation.encoded_bytes();
+                if entry_bytes > record_bytes_max {
+                    return Err(StateEntryTooLarge {
+                        name: name.to_string(),
+                        entry_bytes,
+                        pending: consumer.delivery.num_ack_pending(),
+                        max_bytes: record_bytes_max,
+                    });
+                }
+                Some((operation, state, signature))
+            }
+        };
+        Ok(Some(DueEntry {
+            entry,
+            waiting: due.waiting,
+        }))
     }
 
     /// `name`'s state entry was proposed at `index`.

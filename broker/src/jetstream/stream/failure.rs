@@ -9,7 +9,7 @@ use tern_storage::{DeviceError, JournalError};
 
 use super::super::consumer::delivery::StateDecodeError;
 use super::super::persist::PersistError;
-use super::consumer_leader::LoggedConsumerError;
+use super::consumer_leader::{LoggedConsumerError, StateEntryTooLarge};
 use super::replica::ReplicaError;
 use crate::cluster::multiraft::GroupError;
 
@@ -61,17 +61,8 @@ pub enum StreamFailure {
         source: StateDecodeError,
     },
     /// A durable consumer whose delivery state outgrew a journal record.
-    #[error(
-        "consumer {name}: its delivery state snapshot of {entry_bytes} bytes \
-         ({pending} pending acks) exceeds the journal record limit of {max_bytes} bytes; \
-         lower its max_ack_pending"
-    )]
-    ConsumerStateTooLarge {
-        name: String,
-        entry_bytes: usize,
-        pending: usize,
-        max_bytes: usize,
-    },
+    #[error(transparent)]
+    ConsumerStateTooLarge(#[from] StateEntryTooLarge),
     /// The consumers file is missing or not the one the checkpoint names.
     #[error("{path} {problem}")]
     ConsumersFile { path: String, problem: String },
@@ -85,6 +76,7 @@ impl From<ReplicaError> for StreamFailure {
         match error {
             ReplicaError::Store(error) => StreamFailure::Store(error),
             ReplicaError::Consumer(error) => StreamFailure::LoggedConsumer(error),
+            ReplicaError::StateEntry(error) => StreamFailure::ConsumerStateTooLarge(error),
         }
     }
 }

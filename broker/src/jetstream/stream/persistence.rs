@@ -25,7 +25,7 @@ use bytes::Bytes;
 use super::super::api::error::ApiError;
 use super::super::api::responses;
 use super::super::consumer::config::ConsumerConfig;
-use super::super::consumer::delivery::{DeliveryState, STATE_BYTES_PER_REDELIVERED};
+use super::super::consumer::delivery::DeliveryState;
 use super::super::consumer::responses as consumer_responses;
 use super::super::consumer::store::{self as consumer_store, StoredConsumer, StoredConsumers};
 use super::super::consumer::ConsumerSpec;
@@ -186,65 +186,30 @@ impl StreamTask {
     }
 
     fn propose_consumer_snapshot(&mut self, name: &str) -> Result<bool, StreamFailure> {
-        let record_bytes_max = self.replica.consumers.state_entry_bytes_max();
-        let Some(consumer) = self.replica.consumers.get_mut(name) else {
-            return Ok(false);
-        };
-        // Pending acks are capped so that they fit; redelivery counts of
-        // messages given up after max_deliver are not, and the oldest of
-        // them go once they would not (they only count toward
-        // num_redelivered).
-        let over = Operation::consumer_state_bytes(name.len(), consumer.delivery.encoded_bytes())
-            .saturating_sub(record_bytes_max);
-        if over > 0 {
-            let given_up = consumer.delivery.given_up();
-            let forget = over.div_ceil(STATE_BYTES_PER_REDELIVERED);
-            let forgotten = consumer
-                .delivery
-                .forget_given_up(given_up.saturating_sub(forget));
-            log::warn!(
-                target: "tern::consumer",
-                "stream {}: consumer {name}: forgot {forgotten} redelivery counts of \
-                 messages given up after max_deliver so its state fits a journal record",
-                self.handle.name
-            );
-        }
-        let (consumer, entries) = self
+        let Some(due) = self
             .replica
             .consumers
-            .logged_mut(name)
-            .expect("due names a durable");
-        let due = entries.take_due(&consumer.delivery);
-        let consumer = &*consumer;
+            .take_due_entry(name, &self.handle.name)?
+        else {
+            return Ok(false);
+        };
         let waiting = due.waiting;
-        let index = if let Some((state, signature)) = due.state {
-            let operation = Operation::ConsumerState {
-                name: name.to_string(),
-                state: state.clone(),
-            };
-            let entry_bytes = operation.encoded_bytes();
-            if entry_bytes > record_bytes_max {
-                return Err(StreamFailure::ConsumerStateTooLarge {
-                    name: name.to_string(),
-                    entry_bytes,
-                    pending: consumer.delivery.num_ack_pending(),
-                    max_bytes: record_bytes_max,
-                });
+        let index = match due.entry {
+            Some((operation, state, signature)) => {
+                let index = self
+                    .propose(&operation)
+                    .map_err(|error| StreamFailure::Refused {
+                        what: "consumer state",
+                        error,
+                    })?;
+                self.replica
+                    .consumers
+                    .proposed(name, state, signature, index);
+                Some(index)
             }
-            let index = self
-                .propose(&operation)
-                .map_err(|error| StreamFailure::Refused {
-                    what: "consumer state",
-                    error,
-                })?;
-            self.replica
-                .consumers
-                .proposed(name, state, signature, index);
-            Some(index)
-        } else {
             // Nothing new (the one proposed before applied): what the
             // waiting replies report is durable already.
-            None
+            None => None,
         };
         for waiter in waiting {
             let owed = match waiter {

@@ -26,7 +26,9 @@ use super::super::consumer::delivery::{Delivery, DeliveryState};
 use super::super::consumer::requests::PullRequest as RequestBody;
 use super::super::entry::{Operation, PendingMessage, CONSUMER_STATE_BYTES_MAX};
 use super::config::{Retention, StreamConfig};
-use super::consumer_leader::{ConsumerLeader, LoggedConsumerError, Removed, Waiter};
+use super::consumer_leader::{
+    ConsumerLeader, LoggedConsumerError, Removed, StateEntryTooLarge, Waiter,
+};
 use super::deliveries::{Delivered, DeliveryScratch, Outlet};
 use super::leader::{EntryApplied, Ingested, Leader, Owed};
 use super::persistence::ConsumerOwed;
@@ -120,6 +122,8 @@ pub enum ReplicaError {
     Store(#[from] StoreError),
     #[error(transparent)]
     Consumer(#[from] LoggedConsumerError),
+    #[error(transparent)]
+    StateEntry(#[from] StateEntryTooLarge),
 }
 
 /// A stored message as the checkers compare them.
@@ -782,36 +786,35 @@ impl Replica {
     /// The leader's timer: a state entry for every consumer whose live
     /// state moved (at most one in flight each); acks that need none are
     /// confirmed at once.
-    pub fn propose_consumer_states(&mut self, node: &mut Node, answers: &mut Vec<Answer>) {
+    pub fn propose_consumer_states(
+        &mut self,
+        node: &mut Node,
+        answers: &mut Vec<Answer>,
+    ) -> Result<(), ReplicaError> {
         if !self.is_leading(node) {
-            return;
+            return Ok(());
         }
-        for proposal in self.consumers.due_proposals() {
-            let Some((state, signature)) = proposal.state else {
-                answers.extend(
-                    proposal
-                        .acks
-                        .into_iter()
-                        .map(|reply| Answer::AckConfirmed { reply }),
-                );
+        for name in self.consumers.due_names() {
+            let Some(due) = self.consumers.take_due_entry(&name, &self.name)? else {
                 continue;
             };
-            let operation = Operation::ConsumerState {
-                name: proposal.name.clone(),
-                state: state.clone(),
+            let acks = due.waiting.into_iter().filter_map(|waiter| match waiter {
+                Waiter::Ack { reply } => Some(reply),
+                Waiter::Info { .. } => None,
+            });
+            let Some((operation, state, signature)) = due.entry else {
+                answers.extend(acks.map(|reply| Answer::AckConfirmed { reply }));
+                continue;
             };
             let Ok(index) = node.propose(operation.encode()) else {
-                for reply in proposal.acks {
-                    answers.push(Answer::Failed {
-                        reply,
-                        error: ApiError::cluster_not_leader(),
-                    });
-                }
+                answers.extend(acks.map(|reply| Answer::Failed {
+                    reply,
+                    error: ApiError::cluster_not_leader(),
+                }));
                 continue;
             };
-            self.consumers
-                .proposed(&proposal.name, state, signature, index);
-            for reply in proposal.acks {
+            self.consumers.proposed(&name, state, signature, index);
+            for reply in acks {
                 self.leader.owe(
                     node.term(),
                     index,
@@ -824,6 +827,7 @@ impl Replica {
                 );
             }
         }
+        Ok(())
     }
 
     /// The durable consumers as this replica applied them.
@@ -993,7 +997,9 @@ mod tests {
             replica.ack(&mut node, "C", *delivery, reply, 3_000, &mut answers);
         }
         assert!(answers.is_empty(), "not confirmed before its state entry");
-        replica.propose_consumer_states(&mut node, &mut answers);
+        replica
+            .propose_consumer_states(&mut node, &mut answers)
+            .expect("fits");
         assert!(answers.is_empty(), "not confirmed before the entry applied");
         settle(&mut node, &mut replica, &mut answers);
         let confirmed: Vec<Bytes> = answers
