@@ -165,6 +165,15 @@ impl StreamTask {
 
     /// Publishes `name`'s queued advisories (`reason`: a term's).
     pub(super) fn publish_events(&mut self, name: &str, reason: Option<&str>) {
+        // Most acks raise none: no clock read, no outlet.
+        let has_events = self
+            .replica
+            .consumers
+            .get(name)
+            .is_some_and(|consumer| consumer.delivery.has_events());
+        if !has_events {
+            return;
+        }
         let mut outlet = self.outlet();
         let now_ns = now_unix_ns();
         let seed = self.seed(now_ns);
