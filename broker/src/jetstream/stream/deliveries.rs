@@ -62,6 +62,8 @@ pub trait Outlet {
 #[derive(Default)]
 pub struct RecordingOutlet {
     pub deliveries: Vec<Delivery>,
+    /// What was published (statuses, advisories): subject and bytes.
+    pub published: Vec<(Bytes, Bytes)>,
 }
 
 impl Outlet for RecordingOutlet {
@@ -91,7 +93,12 @@ impl Outlet for RecordingOutlet {
         });
     }
 
-    fn publish(&mut self, _subject: &[u8], _header_bytes: usize, _body: &[u8]) {}
+    fn publish(&mut self, subject: &[u8], _header_bytes: usize, body: &[u8]) {
+        self.published.push((
+            Bytes::copy_from_slice(subject),
+            Bytes::copy_from_slice(body),
+        ));
+    }
 }
 
 /// Buffers a delivery is built in, kept between deliveries so the drain

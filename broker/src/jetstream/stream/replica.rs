@@ -1059,6 +1059,80 @@ mod tests {
         );
     }
 
+    /// The production pull path as a replica serves it: a no-wait request
+    /// on nothing is answered 404 on its inbox; a batch takes what there
+    /// is, in order, each delivery named by its ack subject; what was not
+    /// acked comes again (delivery count 2) once its ack wait passed and
+    /// the timers ran, and an acked message does not.
+    #[test]
+    fn pull_requests_are_served_by_the_delivery_loop() {
+        let config = stream_config::parse(
+            "S",
+            br#"{"name":"S","subjects":["s.>"],"storage":"memory"}"#,
+            true,
+        )
+        .expect("valid");
+        let mut node = leader_node();
+        let mut replica = block_on(Replica::in_memory(config, None)).expect("opens");
+        let mut answers = Vec::new();
+        settle(&mut node, &mut replica, &mut answers);
+        block_on(replica.follow_leadership(&node, 1_000, &mut answers)).expect("memory");
+        let consumer_config = Bytes::from_static(
+            br#"{"name":"C","durable_name":"C","deliver_policy":"all","ack_policy":"explicit","ack_wait":1000000}"#,
+        );
+        replica
+            .add_consumer(&mut node, "C", consumer_config, 1_000)
+            .expect("leads");
+        settle(&mut node, &mut replica, &mut answers);
+
+        let mut outlet = RecordingOutlet::default();
+        let no_wait = br#"{"batch":5,"no_wait":true}"#;
+        replica
+            .pull(&node, &mut outlet, "C", Bytes::from("in.1"), no_wait, 2_000)
+            .expect("leads");
+        block_on(replica.serve(&mut node, &mut outlet, 2_000)).expect("memory store");
+        assert!(outlet.deliveries.is_empty());
+        let (inbox, status) = outlet.published.pop().expect("answered");
+        assert_eq!(&inbox[..], b"in.1");
+        assert!(
+            status.starts_with(b"NATS/1.0 404 No Messages"),
+            "{status:?}"
+        );
+
+        for number in 0..3 {
+            let message = PendingMessage::new(b"s.a", b"", format!("m{number}").as_bytes());
+            replica.publish(&mut node, message, Bytes::from("p"), 3_000, &mut answers);
+        }
+        settle(&mut node, &mut replica, &mut answers);
+        let first = fetch(&mut replica, &mut node, "C", 2, 4_000);
+        let second = fetch(&mut replica, &mut node, "C", 5, 4_000);
+        let delivered: Vec<(u64, u64, u64)> = first
+            .iter()
+            .chain(&second)
+            .map(|d| (d.stream_sequence, d.consumer_sequence, d.delivery_count))
+            .collect();
+        assert_eq!(delivered, [(1, 1, 1), (2, 2, 1), (3, 3, 1)]);
+        answers.clear();
+        replica.ack(
+            &mut node,
+            "C",
+            first[0],
+            Bytes::from("a1"),
+            5_000,
+            &mut answers,
+        );
+        assert!(answers.is_empty());
+
+        let early = fetch(&mut replica, &mut node, "C", 5, 500_000);
+        assert!(early.is_empty(), "before the ack wait: {early:?}");
+        let again = fetch(&mut replica, &mut node, "C", 5, 2_000_000);
+        let redelivered: Vec<(u64, u64)> = again
+            .iter()
+            .map(|d| (d.stream_sequence, d.delivery_count))
+            .collect();
+        assert_eq!(redelivered, [(2, 2), (3, 2)], "the acked one stays acked");
+    }
+
     /// A snapshot holds what the replica holds: installed elsewhere it
     /// gives the same contents, payloads, applied index and last sequence
     /// (with the last messages deleted), and the new replica leads on
