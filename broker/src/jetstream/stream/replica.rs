@@ -922,6 +922,31 @@ mod tests {
         node
     }
 
+    /// A memory stream of `config_json` whose only voter leads, in office.
+    fn leading(config_json: &str) -> (Node, Replica) {
+        let config = stream_config::parse("S", config_json.as_bytes(), true).expect("valid");
+        let mut node = leader_node();
+        let mut replica = block_on(Replica::in_memory(config, None)).expect("opens");
+        let mut answers = Vec::new();
+        settle(&mut node, &mut replica, &mut answers);
+        block_on(replica.follow_leadership(&node, 1_000, &mut answers)).expect("memory");
+        assert!(answers.is_empty());
+        (node, replica)
+    }
+
+    /// Durable consumer `C` (explicit acks, `ack_wait_ns`) through the log.
+    fn add_durable(node: &mut Node, replica: &mut Replica, ack_wait_ns: u64) {
+        let json = format!(
+            r#"{{"name":"C","durable_name":"C","deliver_policy":"all","ack_policy":"explicit","ack_wait":{ack_wait_ns}}}"#
+        );
+        replica
+            .add_consumer(node, "C", Bytes::from(json), 1_000)
+            .expect("leads");
+        let mut answers = Vec::new();
+        settle(node, replica, &mut answers);
+        assert!(answers.is_empty());
+    }
+
     /// What a no-wait pull request for `count` gets at once.
     fn fetch(
         replica: &mut Replica,
@@ -964,24 +989,10 @@ mod tests {
     /// the unacked one is redelivered after its ack wait).
     #[test]
     fn a_consumer_state_survives_a_snapshot_and_a_new_leader() {
-        let config = stream_config::parse(
-            "S",
-            br#"{"name":"S","subjects":["s.>"],"storage":"memory"}"#,
-            true,
-        )
-        .expect("valid");
-        let mut node = leader_node();
-        let mut replica = block_on(Replica::in_memory(config, None)).expect("opens");
+        let (mut node, mut replica) =
+            leading(r#"{"name":"S","subjects":["s.>"],"storage":"memory"}"#);
         let mut answers = Vec::new();
-        settle(&mut node, &mut replica, &mut answers);
-        block_on(replica.follow_leadership(&node, 1_000, &mut answers)).expect("memory");
-        let consumer_config = Bytes::from_static(
-            br#"{"name":"C","durable_name":"C","deliver_policy":"all","ack_policy":"explicit","ack_wait":1000}"#,
-        );
-        replica
-            .add_consumer(&mut node, "C", consumer_config, 1_000)
-            .expect("leads");
-        settle(&mut node, &mut replica, &mut answers);
+        add_durable(&mut node, &mut replica, 1000);
         assert!(replica.logged_consumers().contains_key("C"));
         for number in 0..3 {
             let message = PendingMessage::new(b"s.a", b"", format!("m{number}").as_bytes());
@@ -1066,24 +1077,10 @@ mod tests {
     /// the timers ran, and an acked message does not.
     #[test]
     fn pull_requests_are_served_by_the_delivery_loop() {
-        let config = stream_config::parse(
-            "S",
-            br#"{"name":"S","subjects":["s.>"],"storage":"memory"}"#,
-            true,
-        )
-        .expect("valid");
-        let mut node = leader_node();
-        let mut replica = block_on(Replica::in_memory(config, None)).expect("opens");
+        let (mut node, mut replica) =
+            leading(r#"{"name":"S","subjects":["s.>"],"storage":"memory"}"#);
         let mut answers = Vec::new();
-        settle(&mut node, &mut replica, &mut answers);
-        block_on(replica.follow_leadership(&node, 1_000, &mut answers)).expect("memory");
-        let consumer_config = Bytes::from_static(
-            br#"{"name":"C","durable_name":"C","deliver_policy":"all","ack_policy":"explicit","ack_wait":1000000}"#,
-        );
-        replica
-            .add_consumer(&mut node, "C", consumer_config, 1_000)
-            .expect("leads");
-        settle(&mut node, &mut replica, &mut answers);
+        add_durable(&mut node, &mut replica, 1000000);
 
         let mut outlet = RecordingOutlet::default();
         let no_wait = br#"{"batch":5,"no_wait":true}"#;
@@ -1139,17 +1136,10 @@ mod tests {
     /// from there with the next sequence.
     #[test]
     fn a_snapshot_installs_the_same_stream() {
-        let config = stream_config::parse(
-            "S",
-            br#"{"name":"S","subjects":["s.>"],"storage":"memory","max_msgs_per_subject":2}"#,
-            true,
-        )
-        .expect("valid");
-        let mut node = leader_node();
-        let mut replica = block_on(Replica::in_memory(config, None)).expect("opens");
+        let (mut node, mut replica) = leading(
+            r#"{"name":"S","subjects":["s.>"],"storage":"memory","max_msgs_per_subject":2}"#,
+        );
         let mut answers = Vec::new();
-        settle(&mut node, &mut replica, &mut answers);
-        block_on(replica.follow_leadership(&node, 1_000, &mut answers)).expect("memory");
         assert!(replica.is_leading(&node));
         for (number, subject) in ["s.a", "s.b", "s.a", "s.a", "s.c"].iter().enumerate() {
             let message =
