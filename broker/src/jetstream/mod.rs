@@ -1806,15 +1806,27 @@ impl JetStream {
     }
 }
 
+/// Why a stream's stored config file does not read back.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum StoredConfigFileError {
+    #[error("config is not JSON: {0}")]
+    NotJson(#[from] serde_json::Error),
+    #[error("config has no group")]
+    NoGroup,
+    #[error("config has no config")]
+    NoConfig,
+    #[error(transparent)]
+    Config(#[from] stream::config::StoredStreamConfigError),
+}
+
 /// The stored config file's JSON: `{"group":N,"config":{…}}`.
-fn decode_stored_config(json: &[u8]) -> Result<(u64, StreamConfig), String> {
-    let value: serde_json::Value =
-        serde_json::from_slice(json).map_err(|error| format!("config is not JSON: {error}"))?;
+fn decode_stored_config(json: &[u8]) -> Result<(u64, StreamConfig), StoredConfigFileError> {
+    let value: serde_json::Value = serde_json::from_slice(json)?;
     let group = value
         .get("group")
         .and_then(|group| group.as_u64())
-        .ok_or("config has no group")?;
-    let config = value.get("config").ok_or("config has no config")?;
+        .ok_or(StoredConfigFileError::NoGroup)?;
+    let config = value.get("config").ok_or(StoredConfigFileError::NoConfig)?;
     let config = StreamConfig::from_stored_json(config.to_string().as_bytes())?;
     Ok((group, config))
 }

@@ -1440,13 +1440,17 @@ impl ConsumerConfig {
     /// Reads a stored configuration (as written by
     /// [`ConsumerConfig::to_stored_json`], or a `config` nats-server wrote).
     /// Unknown fields are ignored; nothing is normalised.
-    pub fn from_stored_json(bytes: &[u8]) -> Result<ConsumerConfig, String> {
+    pub fn from_stored_json(bytes: &[u8]) -> Result<ConsumerConfig, StoredConsumerConfigError> {
         let body: ConsumerConfigBody =
-            json::decode(bytes, &STORED_SCHEMA, json::DecodeMode::Lenient)
-                .map_err(|error| format!("stored consumer config: {error}"))?;
+            json::decode(bytes, &STORED_SCHEMA, json::DecodeMode::Lenient)?;
         Ok(body.into_config())
     }
 }
+
+/// A stored consumer config that does not read back.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("stored consumer config: {0}")]
+pub struct StoredConsumerConfigError(#[from] pub json::DecodeError);
 
 impl fmt::Display for ConsumerConfig {
     fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {

@@ -386,7 +386,7 @@ async fn examine(name: String, directory: PathBuf) -> Result<StreamExamination, 
         |bytes| match persist::decode_config(bytes) {
             Ok((json, _)) => match crate::jetstream::decode_stored_config(&json) {
                 Ok(decoded) => Part::Present(decoded),
-                Err(reason) => Part::Damaged(reason),
+                Err(error) => Part::Damaged(error.to_string()),
             },
             Err(error) => Part::Damaged(error.to_string()),
         },

@@ -1440,19 +1440,25 @@ impl StreamConfig {
     /// Reads a stored configuration (as written by
     /// [`StreamConfig::to_stored_json`], or by nats-server). Unknown fields
     /// are ignored (a newer tern may add some); nothing is normalised.
-    pub fn from_stored_json(bytes: &[u8]) -> Result<StreamConfig, String> {
+    pub fn from_stored_json(bytes: &[u8]) -> Result<StreamConfig, StoredStreamConfigError> {
         let request: StreamConfigRequest =
-            json::decode(bytes, &STREAM_CONFIG_SCHEMA, json::DecodeMode::Lenient)
-                .map_err(|error| format!("stored stream config: {error}"))?;
+            json::decode(bytes, &STREAM_CONFIG_SCHEMA, json::DecodeMode::Lenient)?;
         let (config, _) = request.into_parts();
         if !is_valid_name(&config.name) {
-            return Err(format!(
-                "stored stream config: invalid name {}",
-                json::go_quote(&config.name)
-            ));
+            return Err(StoredStreamConfigError::Name(json::go_quote(&config.name)));
         }
         Ok(config)
     }
+}
+
+/// A stored stream config that does not read back.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum StoredStreamConfigError {
+    #[error("stored stream config: {0}")]
+    Json(#[from] json::DecodeError),
+    /// The name, quoted as Go quotes it.
+    #[error("stored stream config: invalid name {0}")]
+    Name(String),
 }
 
 impl fmt::Display for StreamConfig {

@@ -21,7 +21,8 @@ use std::collections::{BTreeMap, VecDeque};
 
 use bytes::Bytes;
 
-use super::super::consumer::config::ConsumerConfig;
+use super::super::api::error::ApiError;
+use super::super::consumer::config::{ConsumerConfig, StoredConsumerConfigError};
 use super::super::consumer::delivery::{
     DeliveryState, Next, StateDecodeError, PENDING_MAX, STATE_BYTES_PER_PENDING,
     STATE_BYTES_PER_REDELIVERED, STATE_FIXED_BYTES,
@@ -40,8 +41,14 @@ pub const ACKS_WAITING_MAX: usize = 4096;
 /// A logged consumer the leader cannot run.
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum LoggedConsumerError {
-    #[error("consumer {name}: its logged config does not decode: {reason}")]
-    Config { name: String, reason: String },
+    #[error("consumer {name}: its logged config does not decode: {source}")]
+    Config {
+        name: String,
+        source: StoredConsumerConfigError,
+    },
+    /// A config this build does not run (a feature not built yet).
+    #[error("consumer {name}: its logged config is not supported: {}", .error.description)]
+    Unsupported { name: String, error: ApiError },
     #[error("consumer {name}: its logged delivery state does not decode: {source}")]
     State {
         name: String,
@@ -146,16 +153,17 @@ pub(super) fn spec_of(
     name: &str,
     config_json: &[u8],
 ) -> Result<(ConsumerConfig, ConsumerSpec), LoggedConsumerError> {
-    let config = ConsumerConfig::from_stored_json(config_json).map_err(|reason| {
+    let config = ConsumerConfig::from_stored_json(config_json).map_err(|source| {
         LoggedConsumerError::Config {
             name: name.to_string(),
-            reason,
+            source,
         }
     })?;
-    let spec = ConsumerSpec::from_config(&config).map_err(|error| LoggedConsumerError::Config {
-        name: name.to_string(),
-        reason: error.description.to_string(),
-    })?;
+    let spec =
+        ConsumerSpec::from_config(&config).map_err(|error| LoggedConsumerError::Unsupported {
+            name: name.to_string(),
+            error,
+        })?;
     Ok((config, spec))
 }
 

@@ -47,11 +47,10 @@ pub enum StreamFailure {
     },
     /// A durable consumer the log (or the consumers file) holds that this
     /// build cannot run.
-    #[error("{origin}: consumer {name}: {reason}")]
+    #[error("{origin}: {error}")]
     Consumer {
         origin: ConsumerOrigin,
-        name: String,
-        reason: String,
+        error: LoggedConsumerError,
     },
     /// A durable consumer's delivery state that does not decode.
     #[error("{origin}: consumer {name}: {source}")]

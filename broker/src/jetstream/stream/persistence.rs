@@ -31,7 +31,7 @@ use super::super::consumer::store::{self as consumer_store, StoredConsumer, Stor
 use super::super::consumer::ConsumerSpec;
 use super::super::entry::Operation;
 use super::super::persist;
-use super::consumer_leader::Waiter;
+use super::consumer_leader::{spec_of, Waiter};
 use super::failure::{ConsumerOrigin, StreamFailure};
 use super::groups::Persistence;
 use super::state::LoggedConsumer;
@@ -419,13 +419,5 @@ fn consumer_spec(
     name: &str,
     json: &[u8],
 ) -> Result<(ConsumerConfig, ConsumerSpec), StreamFailure> {
-    let failure = |reason: String| StreamFailure::Consumer {
-        origin,
-        name: name.to_string(),
-        reason,
-    };
-    let config = ConsumerConfig::from_stored_json(json).map_err(failure)?;
-    let spec = ConsumerSpec::from_config(&config)
-        .map_err(|error| failure(error.description.to_string()))?;
-    Ok((config, spec))
+    spec_of(name, json).map_err(|error| StreamFailure::Consumer { origin, error })
 }

@@ -140,7 +140,7 @@ pub enum InstallError {
     #[error(transparent)]
     Snapshot(#[from] SnapshotError),
     #[error("stream snapshot: its config does not decode: {0}")]
-    Config(String),
+    Config(#[from] super::config::StoredStreamConfigError),
     #[error(transparent)]
     Store(#[from] StoreError),
     #[error("stream snapshot: {0}")]
