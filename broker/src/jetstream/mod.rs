@@ -43,6 +43,7 @@ pub mod entry;
 pub mod expiry;
 pub mod headers;
 pub mod layout;
+pub mod meta;
 pub mod persist;
 pub mod store_check;
 pub mod stream;
@@ -67,7 +68,8 @@ use crate::mesh::message::ShardMessage;
 use crate::nats::interest::{InternalHandler, InternalSubscription};
 use crate::shard::Shard;
 use api::error::ApiError;
-use api::{json, requests, responses};
+use api::{requests, responses};
+use meta::{Catalog, MetaChange, MetaOperation, MetaRefusal, StoreLimits};
 use stream::config::{self as stream_config, StorageType, StreamConfig};
 use stream::groups::StreamGroups;
 use stream::{ApiCall, Inbound, Recovered, StreamApi, StreamHandle, StreamTask};
@@ -171,11 +173,6 @@ pub struct Gathered {
     pub api_errors: u64,
 }
 
-/// A stream the meta shard knows; `None`: its config is damaged.
-struct CatalogEntry {
-    config: Option<StreamConfig>,
-}
-
 struct PendingGather {
     expected: usize,
     parts: RefCell<Vec<Gathered>>,
@@ -200,7 +197,7 @@ pub struct JetStream {
     /// The readable configs of damaged streams (journal damage).
     damaged_configs: RefCell<BTreeMap<String, Box<StreamConfig>>>,
     /// The catalog, on the meta shard only.
-    catalog: RefCell<BTreeMap<String, CatalogEntry>>,
+    catalog: RefCell<Catalog>,
     gathers: RefCell<FxHashMap<u64, Rc<PendingGather>>>,
     next_gather: Cell<u64>,
     api_total: Cell<u64>,
@@ -264,7 +261,10 @@ impl JetStream {
             subscriptions: RefCell::new(FxHashMap::default()),
             damaged: RefCell::new(BTreeMap::new()),
             damaged_configs: RefCell::new(BTreeMap::new()),
-            catalog: RefCell::new(BTreeMap::new()),
+            catalog: RefCell::new(Catalog::new(StoreLimits {
+                max_file_bytes: config.max_file_bytes,
+                max_memory_bytes: config.max_memory_bytes,
+            })),
             gathers: RefCell::new(FxHashMap::default()),
             next_gather: Cell::new(0),
             api_total: Cell::new(0),
@@ -349,20 +349,15 @@ impl JetStream {
                     log::error!(target: "tern::jetstream", "stream {name}: {reason}; the stream stays offline until its config is repaired (nothing was deleted)");
                     js.damaged.borrow_mut().insert(name.clone(), reason);
                     if index == META_SHARD {
-                        js.catalog
-                            .borrow_mut()
-                            .insert(name, CatalogEntry { config: None });
+                        js.catalog.borrow_mut().load(name, None);
                     }
                     continue;
                 }
             };
             if index == META_SHARD {
-                js.catalog.borrow_mut().insert(
-                    name.clone(),
-                    CatalogEntry {
-                        config: Some(config.clone()),
-                    },
-                );
+                js.catalog
+                    .borrow_mut()
+                    .load(name.clone(), Some(config.clone()));
             }
             if owner != index {
                 continue;
@@ -981,7 +976,7 @@ impl JetStream {
                 glommio::spawn_local(self.clone().handle_owner_command(*command)).detach();
             }
             ShardMessage::JetStreamCreateFailed { name } => {
-                self.catalog.borrow_mut().remove(&name);
+                self.catalog.borrow_mut().forget(&name);
             }
             ShardMessage::JetStreamReply(reply) => {
                 let (reply, headers, payload) = *reply;
@@ -1118,146 +1113,57 @@ impl JetStream {
         self.remove_stream_files(&handle.name).await
     }
 
-    /// Create, update and delete, checked against the catalog (meta shard).
+    /// Create, update and delete, checked against the catalog (meta shard)
+    /// and sent to the stream's owner once the catalog took them.
     fn meta_request(self: &Rc<Self>, operation: &str, name: &str, request: ApiRequest) {
-        let kind = match operation {
-            "CREATE" => "stream_create_response",
-            "UPDATE" => "stream_update_response",
-            _ => "stream_delete_response",
+        let (kind, operation) = match operation {
+            "CREATE" => ("stream_create_response", MetaOperation::Create),
+            "UPDATE" => ("stream_update_response", MetaOperation::Update),
+            _ => ("stream_delete_response", MetaOperation::Delete),
+        };
+        let checked = self
+            .catalog
+            .borrow()
+            .check(operation, name, &request.payload, || {
+                crate::server::random_u64() | 1
+            });
+        let change = match checked {
+            Ok(change) => change,
+            Err(MetaRefusal::Api(error)) => return self.answer_here(request, kind, error),
+            Err(MetaRefusal::Damaged) => {
+                let reason = self.damaged.borrow().get(name).cloned().unwrap_or_default();
+                return self.answer_here(request, kind, ApiError::stream_offline(&reason));
+            }
+        };
+        self.catalog.borrow_mut().apply(&change);
+        let command = match change {
+            MetaChange::Delete { name } => OwnerCommand::Delete {
+                name,
+                origin: request.origin,
+                reply: request.reply,
+            },
+            MetaChange::Exists { config } => OwnerCommand::Update {
+                config: Box::new(config),
+                create: true,
+                origin: request.origin,
+                reply: request.reply,
+            },
+            MetaChange::Create { config, group } => OwnerCommand::Create {
+                config: Box::new(config),
+                created_unix_ns: now_unix_ns(),
+                group,
+                origin: request.origin,
+                reply: request.reply,
+            },
+            MetaChange::Update { config } => OwnerCommand::Update {
+                config: Box::new(config),
+                create: false,
+                origin: request.origin,
+                reply: request.reply,
+            },
         };
         let owner = owner_of(name, self.shard_count);
-        if operation == "DELETE" {
-            if !json::is_empty_request(&request.payload) {
-                return self.answer_here(request, kind, ApiError::empty_request_expected());
-            }
-            if self.catalog.borrow_mut().remove(name).is_none() {
-                return self.answer_here(request, kind, ApiError::stream_not_found());
-            }
-            self.send_to(
-                owner,
-                ShardMessage::JetStreamOwner(Box::new(OwnerCommand::Delete {
-                    name: name.to_string(),
-                    origin: request.origin,
-                    reply: request.reply,
-                })),
-            );
-            return;
-        }
-        let create = operation == "CREATE";
-        let config = match stream_config::parse(name, &request.payload, create) {
-            Ok(config) => config,
-            Err(error) => return self.answer_here(request, kind, error),
-        };
-        let existing = self
-            .catalog
-            .borrow()
-            .get(name)
-            .map(|entry| entry.config.clone());
-        match (create, existing) {
-            (_, Some(None)) => {
-                let reason = self.damaged.borrow().get(name).cloned().unwrap_or_default();
-                self.answer_here(request, kind, ApiError::stream_offline(&reason))
-            }
-            (true, Some(Some(current))) => {
-                if !current.same_as(&config) {
-                    return self.answer_here(request, kind, ApiError::stream_name_in_use());
-                }
-                self.send_to(
-                    owner,
-                    ShardMessage::JetStreamOwner(Box::new(OwnerCommand::Update {
-                        config: Box::new(current),
-                        create: true,
-                        origin: request.origin,
-                        reply: request.reply,
-                    })),
-                );
-            }
-            (false, None) => self.answer_here(request, kind, ApiError::stream_not_found()),
-            (true, None) => {
-                if let Some(error) = self.reservation_error(&config, None) {
-                    return self.answer_here(request, kind, error);
-                }
-                if let Some(error) = self.overlap_error(name, &config) {
-                    return self.answer_here(request, kind, error);
-                }
-                let group = crate::server::random_u64() | 1;
-                self.catalog.borrow_mut().insert(
-                    name.to_string(),
-                    CatalogEntry {
-                        config: Some(config.clone()),
-                    },
-                );
-                self.send_to(
-                    owner,
-                    ShardMessage::JetStreamOwner(Box::new(OwnerCommand::Create {
-                        config: Box::new(config),
-                        created_unix_ns: now_unix_ns(),
-                        group,
-                        origin: request.origin,
-                        reply: request.reply,
-                    })),
-                );
-            }
-            (false, Some(Some(current))) => {
-                let config = match stream_config::apply_update(&current, &config) {
-                    Ok(config) => config,
-                    Err(error) => return self.answer_here(request, kind, error),
-                };
-                if let Some(error) = self.reservation_error(&config, Some(&current)) {
-                    return self.answer_here(request, kind, error);
-                }
-                if let Some(error) = self.overlap_error(name, &config) {
-                    return self.answer_here(request, kind, error);
-                }
-                if let Some(entry) = self.catalog.borrow_mut().get_mut(name) {
-                    entry.config = Some(config.clone());
-                }
-                self.send_to(
-                    owner,
-                    ShardMessage::JetStreamOwner(Box::new(OwnerCommand::Update {
-                        config: Box::new(config),
-                        create: false,
-                        origin: request.origin,
-                        reply: request.reply,
-                    })),
-                );
-            }
-        }
-    }
-
-    /// nats-server's server limit check on create and update: the streams'
-    /// `max_bytes` reservations of one storage type (this stream's current
-    /// one included) plus what the request adds may not exceed
-    /// `max_file_store` / `max_memory_store`. A created stream without
-    /// `max_bytes` adds 1 byte (none fits once reservations fill the limit);
-    /// an update adds only the raise of its `max_bytes`.
-    fn reservation_error(
-        &self,
-        config: &StreamConfig,
-        current: Option<&StreamConfig>,
-    ) -> Option<ApiError> {
-        let limit_bytes = self.store_limit_bytes(config.storage);
-        if limit_bytes < 0 {
-            return None;
-        }
-        let reserved_bytes = self
-            .catalog
-            .borrow()
-            .values()
-            .filter_map(|entry| entry.config.as_ref())
-            .filter(|other| other.storage == config.storage)
-            .map(|other| other.max_bytes.max(0))
-            .fold(0i64, i64::saturating_add);
-        let added_bytes = match current {
-            None if config.max_bytes < 0 => 1,
-            None => config.max_bytes,
-            Some(current) => (config.max_bytes.max(0) - current.max_bytes.max(0)).max(0),
-        };
-        let over = reserved_bytes > limit_bytes || added_bytes > limit_bytes - reserved_bytes;
-        over.then(|| match config.storage {
-            StorageType::File => ApiError::insufficient_storage(),
-            StorageType::Memory => ApiError::insufficient_memory(),
-        })
+        self.send_to(owner, ShardMessage::JetStreamOwner(Box::new(command)));
     }
 
     /// `max_file_store` or `max_memory_store` (negative: none).
@@ -1266,17 +1172,6 @@ impl JetStream {
             StorageType::File => self.config.max_file_bytes,
             StorageType::Memory => self.config.max_memory_bytes,
         }
-    }
-
-    fn overlap_error(&self, name: &str, config: &StreamConfig) -> Option<ApiError> {
-        let catalog = self.catalog.borrow();
-        let overlaps = catalog.iter().any(|(other, entry)| {
-            other != name
-                && entry.config.as_ref().is_some_and(|other| {
-                    stream_config::any_subjects_overlap(&other.subjects, &config.subjects)
-                })
-        });
-        overlaps.then(ApiError::subjects_overlap)
     }
 
     async fn handle_owner_command(self: Rc<Self>, command: OwnerCommand) {
