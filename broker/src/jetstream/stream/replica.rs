@@ -302,42 +302,52 @@ impl Replica {
         None
     }
 
-    /// A publish: checked and proposed by the leader, its PubAck owed
-    /// until the entry applies.
-    pub fn publish(
+    /// A publish at `now_ns`: checked and proposed by the leader, its
+    /// PubAck owed until the entry applies (a duplicate's until what is in
+    /// flight has). Returns the answer due at once: a refusal (10009 when
+    /// this replica does not lead), or a duplicate of what applied
+    /// already; none when the stream takes no acks or the publish wants no
+    /// reply.
+    pub fn ingest(
         &mut self,
         node: &mut Node,
         message: PendingMessage,
-        reply: Bytes,
+        reply: Option<Bytes>,
         now_ns: u64,
-        answers: &mut Vec<Answer>,
-    ) {
-        let Some(reply) = self.refused_unless_leading(node, reply, answers) else {
-            return;
-        };
+    ) -> Option<Answer> {
+        let reply = reply.filter(|_| !self.state.config.no_ack);
+        if !self.is_leading(node) {
+            return reply.map(|reply| Answer::Failed {
+                reply,
+                error: ApiError::cluster_not_leader(),
+            });
+        }
         let consumers = &self.consumers;
-        match self
-            .leader
-            .ingest(&self.state, node, &self.name, message, now_ns, |subject| {
-                consumers.wants(subject)
-            }) {
-            Ingested::Rejected(error) => answers.push(Answer::Failed { reply, error }),
+        let ingested =
+            self.leader
+                .ingest(&self.state, node, &self.name, message, now_ns, |subject| {
+                    consumers.wants(subject)
+                });
+        let reply = reply?;
+        match ingested {
+            Ingested::Rejected(error) => Some(Answer::Failed { reply, error }),
             Ingested::Duplicate { sequence } => {
-                if node.last_index() > self.state.applied_index {
-                    let index = node.last_index();
+                // The original may still be in flight: answer after it.
+                let last_index = node.last_index();
+                if last_index > self.state.applied_index {
                     self.leader.owe(
                         node.term(),
-                        index,
+                        last_index,
                         self.state.applied_index,
                         Owed::Duplicate { reply, sequence },
                     );
-                } else {
-                    answers.push(Answer::PubAck {
-                        reply,
-                        sequence,
-                        duplicate: true,
-                    });
+                    return None;
                 }
+                Some(Answer::PubAck {
+                    reply,
+                    sequence,
+                    duplicate: true,
+                })
             }
             Ingested::Proposed { index, .. } => {
                 self.leader.owe(
@@ -346,8 +356,21 @@ impl Replica {
                     self.state.applied_index,
                     Owed::PubAck { reply },
                 );
+                None
             }
         }
+    }
+
+    /// [`Self::ingest`] of a publish that wants a reply.
+    pub fn publish(
+        &mut self,
+        node: &mut Node,
+        message: PendingMessage,
+        reply: Bytes,
+        now_ns: u64,
+        answers: &mut Vec<Answer>,
+    ) {
+        answers.extend(self.ingest(node, message, Some(reply), now_ns));
     }
 
     /// The leader's timer: proposes what max_age and TTLs removed by its

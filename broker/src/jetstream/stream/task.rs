@@ -24,8 +24,8 @@ use super::config::{StorageType, StreamConfig};
 use super::consumer_leader::Waiter;
 use super::failure::StreamFailure;
 use super::groups::{Persistence, StreamGroups};
-use super::leader::{Ingested, Owed, OwedReply};
-use super::replica::{NodeView, Replica, ReplicaApplied};
+use super::leader::{Owed, OwedReply};
+use super::replica::{Answer, NodeView, Replica, ReplicaApplied};
 use super::state::{Applied, ReplicatedState};
 use super::*;
 
@@ -689,54 +689,30 @@ impl StreamTask {
 
     // ----- ingest --------------------------------------------------------------
 
-    /// A publish: the leader checks and proposes it; the reply is owed
-    /// until its entry applies (a duplicate's until what is in flight has).
+    /// A publish: the replica's leader checks and proposes it; the reply
+    /// is owed until its entry applies, or answered at once.
     pub(super) fn ingest(&mut self, inbound: Inbound) {
         let Inbound { message, reply } = inbound;
-        let (leader, state, consumers, name) = (
-            &mut self.replica.leader,
-            &self.replica.state,
-            &self.replica.consumers,
-            &self.handle.name,
-        );
-        let ingested = self.groups.with_node(self.group, |node| {
-            leader.ingest(state, node, name, message, now_unix_ns(), |subject| {
-                consumers.wants(subject)
-            })
+        let replica = &mut self.replica;
+        let answer = self.groups.with_node(self.group, |node| {
+            replica.ingest(node, message, reply, now_unix_ns())
         });
-        let reply = match ingested {
-            Ingested::Rejected(error) => return self.reject(&reply, error),
-            _ if self.replica.state.config.no_ack => return,
-            _ => match reply {
-                Some(reply) => reply,
-                None => return,
-            },
+        let body = match answer {
+            None => return,
+            Some(Answer::PubAck {
+                reply,
+                sequence,
+                duplicate,
+            }) => (
+                reply,
+                responses::pub_ack(&self.handle.name, sequence, duplicate, None),
+            ),
+            Some(Answer::Failed { reply, error }) => {
+                (reply, responses::pub_ack_error(&self.handle.name, &error))
+            }
+            Some(other) => unreachable!("a publish is answered by a PubAck: {other:?}"),
         };
-        match ingested {
-            Ingested::Rejected(_) => unreachable!("answered above"),
-            Ingested::Duplicate { sequence } => {
-                let owed = Owed::Duplicate { reply, sequence };
-                // The original may still be in flight: answer after it.
-                let last_index = self.last_index();
-                if last_index > self.replica.state.applied_index {
-                    self.owe(last_index, owed);
-                } else {
-                    self.send_owed(owed);
-                }
-            }
-            Ingested::Proposed { index, .. } => self.owe(index, Owed::PubAck { reply }),
-        }
-    }
-
-    pub(super) fn reject(&self, reply: &Option<Bytes>, error: ApiError) {
-        if let Some(reply) = reply {
-            if !self.replica.state.config.no_ack {
-                self.js.publish_reply(
-                    reply,
-                    responses::pub_ack_error(&self.handle.name, &error).as_bytes(),
-                );
-            }
-        }
+        self.js.publish_reply(&body.0, body.1.as_bytes());
     }
 
     // ----- apply -----------------------------------------------------------------
