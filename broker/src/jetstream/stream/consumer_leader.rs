@@ -1,5 +1,6 @@
-//! The live consumers of a stream's leader, the one owner of them for
-//! every host (the stream task on a node, a replica in the simulator):
+//! The live consumers of a stream's leader, the one owner of them,
+//! held by the [`super::replica::Replica`] every host runs (the stream
+//! task on a node, the simulator):
 //! each consumer's live delivery state (ahead of the log: deliveries and
 //! acks change it at once), its pull requests and push pacing
 //! ([`Consumer`]), and for a consumer whose state is in the log the state

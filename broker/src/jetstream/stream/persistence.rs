@@ -15,7 +15,9 @@
 //!   so what a client was told survives a SIGKILL.
 //! - The checkpoint writes every durable's config and last APPLIED snapshot
 //!   to the `consumers` file (`consumer_store`) before the journal may drop
-//!   the entries; `open` loads it, then replays the entries after it.
+//!   the entries; `open` loads it into the replicated state, replays the
+//!   entries after it, and the replica's take-office starts each live
+//!   consumer from what that left (`ConsumerLeader::take_office`).
 //!
 //! Ephemeral consumers, and every consumer of a memory stream, stay in
 //! memory only (nats-server's behaviour).

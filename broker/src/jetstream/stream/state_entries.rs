@@ -1,6 +1,6 @@
 //! The leader's bookkeeping of one durable consumer's delivery-state
-//! entries, shared by the stream task (`persistence.rs`) and a replica's
-//! leader (`consumer_leader.rs`): what was last proposed, the one entry in
+//! entries, kept per logged consumer by `ConsumerLeader`
+//! (`consumer_leader.rs`): what was last proposed, the one entry in
 //! flight, and the replies (double acks, infos) waiting for the next entry.
 //!
 //! Deliveries and acks change the leader's live state at once; they are not
