@@ -19,8 +19,6 @@ use super::super::consumer::responses::{
     self as consumer_responses, ConsumerInfoState, PullStatus, SequencePair,
 };
 use super::super::consumer::{Consumer, ConsumerSpec, Start};
-use super::super::JetStream;
-use super::config::StreamConfig;
 use super::consumer_leader::{last_per_subject, Created, Removed, Waiter};
 use super::deliveries::{send_statuses_for, xorshift, Outlet};
 use super::{now_unix_ns, Retention, Store, StoreError, StreamTask};
@@ -147,13 +145,13 @@ impl StreamTask {
     /// to consumers that take no acks may leave an interest stream.
     pub(super) async fn deliver_to_consumers(&mut self) -> Result<(), StoreError> {
         let mut outlet = self.outlet();
-        let burst_bytes = rate_burst_bytes(&self.replica.state.config, &self.js);
+        let max_payload_bytes = self.js.shard().config.limits.max_payload_bytes as u64;
         // One clock read per turn: a turn is at most a batch's worth.
         let now_ns = now_unix_ns();
         let seed = self.seed(now_ns);
         let delivered = self
             .replica
-            .deliver(&mut outlet, burst_bytes, seed, now_ns)
+            .deliver(&mut outlet, max_payload_bytes, seed, now_ns)
             .await?;
         if self.replica.state.config.retention != Retention::Limits {
             for sequence in delivered.unacknowledged {
@@ -402,15 +400,9 @@ impl StreamTask {
         sequence: u64,
         floor_moved: Option<std::ops::RangeInclusive<u64>>,
     ) {
-        let (leader, state, consumers) = (
-            &mut self.replica.leader,
-            &self.replica.state,
-            &self.replica.consumers,
-        );
+        let replica = &mut self.replica;
         self.groups.with_node(self.group, |node| {
-            leader.release(state, node, sequence, floor_moved, |subject, candidate| {
-                consumers.needs(subject, candidate)
-            })
+            replica.release(node, sequence, floor_moved)
         });
     }
 
@@ -614,14 +606,5 @@ impl StreamTask {
             &self.consumer_state(consumer),
             now_unix_ns(),
         )
-    }
-}
-
-/// A paced push consumer's bucket holds one message at most, as
-/// nats-server's: the stream's `max_msg_size`, else the server's `max_payload`.
-fn rate_burst_bytes(config: &StreamConfig, js: &JetStream) -> u64 {
-    match config.max_msg_size {
-        size if size > 0 => size as u64,
-        _ => js.shard().config.limits.max_payload_bytes as u64,
     }
 }

@@ -7,7 +7,6 @@ use tern_raft::ProposeError;
 use tern_storage::block_store::StoreError;
 use tern_storage::{DeviceError, JournalError};
 
-use super::super::consumer::delivery::StateDecodeError;
 use super::super::persist::PersistError;
 use super::consumer_leader::{LoggedConsumerError, StateEntryTooLarge};
 use super::replica::ReplicaError;
@@ -45,20 +44,10 @@ pub enum StreamFailure {
         what: &'static str,
         error: ProposeError,
     },
-    /// A durable consumer the log (or the consumers file) holds that this
-    /// build cannot run.
-    #[error("{origin}: {error}")]
-    Consumer {
-        origin: ConsumerOrigin,
-        error: LoggedConsumerError,
-    },
-    /// A durable consumer's delivery state that does not decode.
-    #[error("{origin}: consumer {name}: {source}")]
-    ConsumerState {
-        origin: ConsumerOrigin,
-        name: String,
-        source: StateDecodeError,
-    },
+    /// A durable consumer in the `consumers` file that this build cannot
+    /// run (its config or delivery state does not decode).
+    #[error("consumers file: {0}")]
+    ConsumersFileEntry(LoggedConsumerError),
     /// A durable consumer whose delivery state outgrew a journal record.
     #[error(transparent)]
     ConsumerStateTooLarge(#[from] StateEntryTooLarge),
@@ -76,24 +65,6 @@ impl From<ReplicaError> for StreamFailure {
             ReplicaError::Store(error) => StreamFailure::Store(error),
             ReplicaError::Consumer(error) => StreamFailure::LoggedConsumer(error),
             ReplicaError::StateEntry(error) => StreamFailure::ConsumerStateTooLarge(error),
-        }
-    }
-}
-
-/// Where a durable consumer that failed came from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ConsumerOrigin {
-    /// The log entry at this index.
-    Entry(u64),
-    /// The consumers checkpoint file.
-    File,
-}
-
-impl std::fmt::Display for ConsumerOrigin {
-    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            ConsumerOrigin::Entry(index) => write!(formatter, "entry {index}"),
-            ConsumerOrigin::File => write!(formatter, "consumers file"),
         }
     }
 }

@@ -27,14 +27,13 @@ use bytes::Bytes;
 use super::super::api::error::ApiError;
 use super::super::api::responses;
 use super::super::consumer::config::ConsumerConfig;
-use super::super::consumer::delivery::DeliveryState;
 use super::super::consumer::responses as consumer_responses;
 use super::super::consumer::store::{self as consumer_store, StoredConsumer, StoredConsumers};
 use super::super::consumer::ConsumerSpec;
 use super::super::entry::Operation;
 use super::super::persist;
-use super::consumer_leader::{spec_of, Waiter};
-use super::failure::{ConsumerOrigin, StreamFailure};
+use super::consumer_leader::{check_logged, Waiter};
+use super::failure::StreamFailure;
 use super::groups::Persistence;
 use super::state::LoggedConsumer;
 use super::{now_unix_ns, Owed, StreamTask};
@@ -393,33 +392,18 @@ impl StreamTask {
         {
             // Checked here, to say where a bad one came from; the live
             // consumer starts from it when the replica takes office.
-            let origin = ConsumerOrigin::File;
-            let (_, spec) = consumer_spec(origin, &name, &json)?;
-            DeliveryState::decode(spec.delivery, &state).map_err(|source| {
-                StreamFailure::ConsumerState {
-                    origin,
-                    name: name.clone(),
-                    source,
-                }
-            })?;
+            let (config_json, delivery_state) = (Bytes::from(json), Bytes::from(state));
+            check_logged(&name, &config_json, &delivery_state)
+                .map_err(StreamFailure::ConsumersFileEntry)?;
             self.replica.state.logged_consumers.insert(
                 name,
                 LoggedConsumer {
                     created_unix_ns,
-                    config_json: Bytes::from(json),
-                    delivery_state: Bytes::from(state),
+                    config_json,
+                    delivery_state,
                 },
             );
         }
         Ok(())
     }
-}
-
-/// A durable consumer's config from its stored JSON, and what it runs by.
-fn consumer_spec(
-    origin: ConsumerOrigin,
-    name: &str,
-    json: &[u8],
-) -> Result<(ConsumerConfig, ConsumerSpec), StreamFailure> {
-    spec_of(name, json).map_err(|error| StreamFailure::Consumer { origin, error })
 }

@@ -167,9 +167,9 @@ pub struct Replica {
     scratch: DeliveryScratch,
 }
 
-/// A paced push consumer's bucket when the stream sets no max_msg_size
-/// ([`Replica::serve`]; the stream task uses the server's max_payload).
-const SERVE_BURST_BYTES: u64 = 1 << 20;
+/// The server's max_payload [`Replica::serve`] paces push consumers by
+/// (nats-server's default; the stream task passes its configured one).
+const SERVE_MAX_PAYLOAD_BYTES: u64 = 1 << 20;
 
 impl Replica {
     /// A replica with an empty memory store.
@@ -692,15 +692,21 @@ impl Replica {
     }
 
     /// Deliveries to the live consumers' clients through `outlet` at
-    /// `now_ns` (`burst_bytes`: a paced push consumer's bucket; `seed`
-    /// tags flow control requests).
+    /// `now_ns` (`max_payload_bytes`: the server's, what a paced push
+    /// consumer's bucket holds when the stream sets no max_msg_size;
+    /// `seed` tags flow control requests).
     pub(super) async fn deliver(
         &mut self,
         outlet: &mut impl Outlet,
-        burst_bytes: u64,
+        max_payload_bytes: u64,
         seed: u64,
         now_ns: u64,
     ) -> Result<Delivered, StoreError> {
+        // A paced bucket holds one message at most, as nats-server's.
+        let burst_bytes = match self.state.config.max_msg_size {
+            size if size > 0 => size as u64,
+            _ => max_payload_bytes,
+        };
         self.consumers
             .deliver(
                 outlet,
@@ -727,21 +733,17 @@ impl Replica {
             return Ok(0);
         }
         self.run_timers(outlet, now_ns);
-        let burst_bytes = match self.state.config.max_msg_size {
-            size if size > 0 => size as u64,
-            _ => SERVE_BURST_BYTES,
-        };
         let delivered = self
-            .deliver(outlet, burst_bytes, now_ns ^ node.term(), now_ns)
+            .deliver(
+                outlet,
+                SERVE_MAX_PAYLOAD_BYTES,
+                now_ns ^ node.term(),
+                now_ns,
+            )
             .await?;
         let mut released = 0;
         for sequence in delivered.unacknowledged {
-            let consumers = &self.consumers;
-            released +=
-                self.leader
-                    .release(&self.state, node, sequence, None, |subject, candidate| {
-                        consumers.needs(subject, candidate)
-                    });
+            released += self.release(node, sequence, None);
         }
         Ok(released)
     }
@@ -796,13 +798,26 @@ impl Replica {
         };
         // Interest retention: what no consumer needs any more goes,
         // through the log.
+        self.release(node, stream_sequence, acked.moved())
+    }
+
+    /// Interest and work-queue retention: proposes the removal of
+    /// `sequence` and of what an ack floor passed (`floor_moved`) once no
+    /// live consumer needs them ([`Leader::release`]). Returns the
+    /// removals proposed.
+    pub(super) fn release(
+        &mut self,
+        node: &mut Node,
+        sequence: u64,
+        floor_moved: Option<std::ops::RangeInclusive<u64>>,
+    ) -> usize {
         let consumers = &self.consumers;
         self.leader.release(
             &self.state,
             node,
-            stream_sequence,
-            acked.moved(),
-            |subject, sequence| consumers.needs(subject, sequence),
+            sequence,
+            floor_moved,
+            |subject, candidate| consumers.needs(subject, candidate),
         )
     }
 
