@@ -128,9 +128,33 @@ pub struct Flags {
     /// Journal directory or raw block device [default: <store_dir>/jetstream/journal]
     #[arg(long = "journal_dir", alias = "journal-dir", value_name = "PATH")]
     pub journal_dir: Option<PathBuf>,
+    /// Cluster listen URL, `nats://HOST:PORT` (port -1 or 0 picks a free
+    /// port); enables clustering (nats-server: --cluster)
+    #[arg(long = "cluster", value_name = "URL")]
+    pub cluster: Option<String>,
+    /// Cluster name; every node of a cluster has the same (nats-server: --cluster_name)
+    #[arg(long = "cluster_name", alias = "cluster-name", value_name = "NAME")]
+    pub cluster_name: Option<String>,
+    /// Routes to other nodes, comma separated `nats://HOST:PORT`; one is
+    /// enough, the rest are learnt from it
+    #[arg(long = "routes", value_name = "URLS")]
+    pub routes: Option<String>,
     /// Enable debug logging
     #[arg(short = 'D', long = "debug")]
     pub debug: bool,
+}
+
+/// The `[cluster]` table of the TOML file.
+#[derive(Deserialize, Debug, Default)]
+#[serde(deny_unknown_fields)]
+pub struct ClusterFile {
+    pub name: Option<String>,
+    /// `host:port` (or `nats://host:port`).
+    pub listen: Option<String>,
+    pub host: Option<String>,
+    pub port: Option<i32>,
+    #[serde(default)]
+    pub routes: Vec<String>,
 }
 
 /// The `[jetstream]` table of the TOML file.
@@ -180,6 +204,7 @@ pub struct FileConfig {
     pub spin_awaiting_reply: Option<DurationValue>,
     pub debug: Option<bool>,
     pub jetstream: Option<JetStreamFile>,
+    pub cluster: Option<ClusterFile>,
 }
 
 #[derive(Deserialize, Debug, Clone)]
@@ -229,6 +254,76 @@ pub struct JetStreamConfig {
     pub journal_ids: Vec<u64>,
 }
 
+/// A host and port, as given (resolved when connecting, so a name may
+/// stand for an address that changes).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct HostPort {
+    pub host: String,
+    /// 0 = pick a free port (listen addresses only).
+    pub port: u16,
+}
+
+impl std::fmt::Display for HostPort {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.host.contains(':') {
+            write!(formatter, "[{}]:{}", self.host, self.port)
+        } else {
+            write!(formatter, "{}:{}", self.host, self.port)
+        }
+    }
+}
+
+impl HostPort {
+    /// `nats://host:port`, `nats-route://host:port`, `host:port`; `-1` as
+    /// the port means "pick one" (0) where `random_port` allows it.
+    pub fn parse(text: &str, random_port: bool) -> Result<HostPort, String> {
+        let trimmed = text.trim();
+        let rest = ["nats-route://", "nats://", "tls://"]
+            .iter()
+            .find_map(|scheme| trimmed.strip_prefix(scheme))
+            .unwrap_or(trimmed);
+        // Credentials in a route URL (`nats://user:pass@host:port`) belong
+        // to route authorization, which tern does not have: refuse them.
+        if rest.contains('@') {
+            return Err(format!(
+                "{text:?}: credentials in a route URL are not supported"
+            ));
+        }
+        let rest = rest.trim_end_matches('/');
+        let (host, port) = rest
+            .rsplit_once(':')
+            .ok_or_else(|| format!("{text:?} is not host:port"))?;
+        let host = host.trim_start_matches('[').trim_end_matches(']');
+        if host.is_empty() {
+            return Err(format!("{text:?} has no host"));
+        }
+        let port: i32 = port
+            .parse()
+            .map_err(|_| format!("{text:?}: {port:?} is not a port"))?;
+        let port = match port {
+            -1 | 0 if random_port => 0,
+            port => u16::try_from(port)
+                .ok()
+                .filter(|port| *port != 0)
+                .ok_or_else(|| format!("{text:?}: {port} is not a port"))?,
+        };
+        Ok(HostPort {
+            host: host.to_string(),
+            port,
+        })
+    }
+}
+
+/// Clustering (present when a cluster listen address is configured).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClusterConfig {
+    /// Every node of the cluster has the same; checked when nodes connect.
+    pub name: String,
+    pub listen: HostPort,
+    /// Where to find other nodes; the rest are learnt from them.
+    pub routes: Vec<HostPort>,
+}
+
 /// The default storage reserve: 5 % of the filesystem, at most 1 GiB.
 pub fn default_storage_reserve_bytes(filesystem_bytes: u64) -> u64 {
     (filesystem_bytes / 20).min(1 << 30)
@@ -261,6 +356,8 @@ pub struct Config {
     pub config_file: Option<PathBuf>,
     /// `None`: JetStream is disabled (its API subjects have no responders).
     pub jetstream: Option<JetStreamConfig>,
+    /// `None`: a single node.
+    pub cluster: Option<ClusterConfig>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -475,7 +572,14 @@ impl Config {
         } else {
             None
         };
+        let cluster = resolve_cluster(
+            flags.cluster,
+            flags.cluster_name,
+            flags.routes,
+            file.cluster,
+        )?;
         let config = Config {
+            cluster,
             host,
             port,
             http_port,
@@ -566,6 +670,79 @@ impl Config {
         Ok(())
     }
 }
+
+/// The cluster flags over the `[cluster]` table: `None` unless a listen
+/// address is given. nats-server names a cluster without a name after a
+/// random id; tern asks for one, so two clusters never merge by accident.
+fn resolve_cluster(
+    listen_flag: Option<String>,
+    name_flag: Option<String>,
+    routes_flag: Option<String>,
+    file: Option<ClusterFile>,
+) -> Result<Option<ClusterConfig>, ConfigError> {
+    let file = file.unwrap_or_default();
+    let listen = match (listen_flag, file.listen, file.host, file.port) {
+        (Some(url), ..) | (None, Some(url), ..) => {
+            Some(HostPort::parse(&url, true).map_err(|message| invalid("cluster", message))?)
+        }
+        (None, None, host, Some(port)) => Some(
+            HostPort::parse(
+                &format!("{}:{port}", host.as_deref().unwrap_or("0.0.0.0")),
+                true,
+            )
+            .map_err(|message| invalid("cluster", message))?,
+        ),
+        (None, None, _, None) => None,
+    };
+    let route_texts: Vec<String> = match routes_flag {
+        Some(text) => text
+            .split(',')
+            .map(str::trim)
+            .filter(|route| !route.is_empty())
+            .map(str::to_string)
+            .collect(),
+        None => file.routes,
+    };
+    let name = name_flag.or(file.name);
+    let Some(listen) = listen else {
+        if !route_texts.is_empty() || name.is_some() {
+            return Err(invalid(
+                "cluster",
+                "routes and a cluster name need a cluster listen address (--cluster or [cluster] listen)",
+            ));
+        }
+        return Ok(None);
+    };
+    let name = name.ok_or_else(|| {
+        invalid(
+            "cluster_name",
+            "a cluster needs a name (--cluster_name or [cluster] name)",
+        )
+    })?;
+    if name.is_empty()
+        || name.contains(|c: char| c.is_whitespace() || c == '.' || c == '*' || c == '>')
+    {
+        return Err(invalid(
+            "cluster_name",
+            format!("{name:?}: no spaces, dots or wildcards"),
+        ));
+    }
+    let routes = route_texts
+        .iter()
+        .map(|route| HostPort::parse(route, false).map_err(|message| invalid("routes", message)))
+        .collect::<Result<Vec<_>, _>>()?;
+    if routes.len() > MAX_ROUTES {
+        return Err(invalid("routes", format!("at most {MAX_ROUTES}")));
+    }
+    Ok(Some(ClusterConfig {
+        name,
+        listen,
+        routes,
+    }))
+}
+
+/// Most routes a configuration may list (and most nodes a cluster may have).
+pub const MAX_ROUTES: usize = 64;
 
 /// `1048576`, `64KB`, `64K`, `1MiB`, `1 MB`: KB/K/KiB all mean 1024 (as nats-server).
 pub fn parse_size(text: &str) -> Result<usize, String> {
@@ -691,6 +868,87 @@ mod tests {
         assert_eq!(config.port, 5000);
         assert_eq!(config.http_port, None);
         assert_eq!(config.limits.max_payload_bytes, 65536);
+    }
+
+    #[test]
+    fn cluster_flags_and_table() {
+        let flags = config(&[
+            "--cluster",
+            "nats://127.0.0.1:-1",
+            "--cluster_name",
+            "orders",
+            "--routes",
+            "nats://10.0.0.2:6222, nats-route://[::1]:6223",
+        ])
+        .unwrap();
+        let cluster = flags.cluster.unwrap();
+        assert_eq!(cluster.name, "orders");
+        assert_eq!(
+            cluster.listen,
+            HostPort {
+                host: "127.0.0.1".into(),
+                port: 0
+            }
+        );
+        assert_eq!(
+            cluster.routes,
+            vec![
+                HostPort {
+                    host: "10.0.0.2".into(),
+                    port: 6222
+                },
+                HostPort {
+                    host: "::1".into(),
+                    port: 6223
+                }
+            ]
+        );
+        assert_eq!(cluster.routes[1].to_string(), "[::1]:6223");
+
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("tern.toml");
+        std::fs::write(
+            &path,
+            "[cluster]\nname = \"c1\"\nlisten = \"0.0.0.0:6222\"\nroutes = [\"nats://n2:6222\"]\n",
+        )
+        .unwrap();
+        let file = config(&["-c", path.to_str().unwrap()]).unwrap();
+        let cluster = file.cluster.unwrap();
+        assert_eq!(cluster.listen.port, 6222);
+        assert_eq!(cluster.routes[0].host, "n2");
+        let overridden = config(&["-c", path.to_str().unwrap(), "--cluster_name", "c2"]).unwrap();
+        assert_eq!(overridden.cluster.unwrap().name, "c2");
+
+        assert!(config(&[]).unwrap().cluster.is_none());
+        for bad in [
+            &["--cluster", "nats://127.0.0.1:6222"][..],
+            &["--routes", "nats://a:1"],
+            &[
+                "--cluster",
+                "nats://127.0.0.1:6222",
+                "--cluster_name",
+                "a.b",
+            ],
+            &["--cluster", "127.0.0.1", "--cluster_name", "a"],
+            &[
+                "--cluster",
+                "nats://h:1",
+                "--cluster_name",
+                "a",
+                "--routes",
+                "nats://u:p@h:2",
+            ],
+            &[
+                "--cluster",
+                "nats://h:1",
+                "--cluster_name",
+                "a",
+                "--routes",
+                "nats://h:-1",
+            ],
+        ] {
+            assert!(config(bad).is_err(), "{bad:?}");
+        }
     }
 
     #[test]

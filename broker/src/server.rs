@@ -42,6 +42,8 @@ pub enum ServerError {
     Shard { shard: usize, message: String },
     #[error("{0}")]
     JetStream(String),
+    #[error("{0}")]
+    Cluster(String),
 }
 
 /// A random u64 from the standard library's per-process hasher keys.
@@ -154,6 +156,26 @@ pub fn run(mut config: Config) -> Result<(), ServerError> {
     // but nothing listens on it until the server can serve: a client
     // connecting during start-up is refused, not reset (nats-server).
     let (_reservation, client_port) = reserve_port(address)?;
+    // The cluster port: one listening socket per shard, steered by source
+    // port (cluster::steer). Each shard takes its own.
+    let route_listeners = match &config.cluster {
+        None => None,
+        Some(cluster) => {
+            let address = resolve(&cluster.listen.host, cluster.listen.port)?;
+            let sockets = crate::cluster::steer::listen_group(address, config.cores.len())
+                .map_err(|error| ServerError::Cluster(error.to_string()))?;
+            let port = sockets[0]
+                .local_addr()
+                .ok()
+                .and_then(|bound| bound.as_socket())
+                .map_or(0, |bound| bound.port());
+            let fds: Vec<i32> = sockets
+                .into_iter()
+                .map(std::os::fd::IntoRawFd::into_raw_fd)
+                .collect();
+            Some(RouteListeners { fds, port })
+        }
+    };
     log::info!(target: "tern::server", "Starting tern-server");
     log::info!(target: "tern::server", "  Version:  {TERN_VERSION} (NATS protocol compatible with {NATS_COMPATIBLE_VERSION})");
     log::info!(target: "tern::server", "  Name:     {server_name}");
@@ -186,9 +208,11 @@ pub fn run(mut config: Config) -> Result<(), ServerError> {
         storage_usage,
     });
     let seed = random_u64();
+    let route_listeners = Arc::new(route_listeners);
     let results = run_shards::<ShardMessage, _, _, _>(&spec, move |context| {
         let shared = shared.clone();
-        async move { shard_main(shared, context, seed).await }
+        let route_listeners = route_listeners.clone();
+        async move { shard_main(shared, context, seed, &route_listeners).await }
     })?;
     for (shard, result) in results.into_iter().enumerate() {
         result.map_err(|message| ServerError::Shard { shard, message })?;
@@ -225,10 +249,55 @@ async fn hold_startup_for_tests(shutdown: &tern_shard::Shutdown) {
     }
 }
 
+/// The cluster port's listening sockets, one per shard (raw descriptors,
+/// each taken over by its shard), and the port they listen on.
+struct RouteListeners {
+    fds: Vec<i32>,
+    port: u16,
+}
+
+/// A shard's routes, from the cluster config and this node's identity.
+fn shard_routes(
+    shared: &Shared,
+    index: usize,
+    shard_count: usize,
+    route_port: u16,
+    seed: u64,
+) -> Option<crate::cluster::routes::Routes> {
+    let config = &shared.config;
+    let cluster = config.cluster.clone()?;
+    let client_url = crate::config::HostPort {
+        host: config.host.clone(),
+        port: shared.client_port,
+    };
+    let route_url = crate::config::HostPort {
+        host: cluster.listen.host.clone(),
+        port: route_port,
+    };
+    let hello = crate::cluster::frame::Hello {
+        cluster: cluster.name.clone(),
+        server_id: shared.server_id.clone(),
+        server_name: shared.server_name.clone(),
+        shard_count: shard_count as u16,
+        shard_index: index as u16,
+        client_url: client_url.to_string(),
+        route_url: route_url.to_string(),
+        known_routes: Vec::new(),
+    };
+    Some(crate::cluster::routes::Routes::new(
+        cluster,
+        hello,
+        config.limits.max_payload_bytes,
+        config.limits.max_pending_bytes,
+        seed,
+    ))
+}
+
 async fn shard_main(
     shared: Arc<Shared>,
     context: ShardContext<ShardMessage>,
     seed: u64,
+    route_listeners: &Option<RouteListeners>,
 ) -> Result<(), String> {
     let config = &shared.config;
     let index = context.index;
@@ -253,6 +322,15 @@ async fn shard_main(
         shutdown.clone(),
         seed.wrapping_add(index as u64)
             .wrapping_mul(0x9E37_79B9_7F4A_7C15),
+        shard_routes(
+            &shared,
+            index,
+            context.shard_count,
+            route_listeners
+                .as_ref()
+                .map_or(0, |listeners| listeners.port),
+            seed ^ index as u64,
+        ),
     );
     for (peer, receiver) in receivers {
         glommio::spawn_local(shard.clone().receive_from(peer, receiver)).detach();
@@ -301,6 +379,17 @@ async fn shard_main(
         }
     };
     let accept = glommio::spawn_local(shard.clone().accept_loop(listener));
+    if let (Some(listeners), Some(cluster)) = (route_listeners, &config.cluster) {
+        // SAFETY: the descriptor is a listening socket made for this shard
+        // alone at start-up; ownership passes to the listener here, once.
+        let listener =
+            unsafe { <TcpListener as std::os::fd::FromRawFd>::from_raw_fd(listeners.fds[index]) };
+        crate::cluster::routes::start(&shard, listener);
+        if index == 0 {
+            log::info!(target: "tern::server", "Cluster name is {}", cluster.name);
+            log::info!(target: "tern::server", "Listening for route connections on {}:{}", cluster.listen.host, listeners.port);
+        }
+    }
     let mut monitor_task = None;
     if let Some(http_listener) = http_listener {
         match http_listener {

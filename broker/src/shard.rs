@@ -24,11 +24,14 @@ use tern_shard::mesh::RingProgress;
 use tern_shard::spin::Spinner;
 use tern_shard::{Shutdown, Waiters};
 
+use crate::cluster::frame::RoutedFrame;
+use crate::cluster::link::RouteLink;
+use crate::cluster::routes::Routes;
 use crate::config::Config;
 use crate::jetstream::JetStream;
 use crate::mesh::message::{InterestUpdate, ReportKind, RoutedMessage, ShardMessage};
 use crate::mesh::outbox::PeerLinks;
-use crate::monitor::stats::{self, ConnectionInfo, ShardCounters, ShardReport};
+use crate::monitor::stats::{self, ConnectionInfo, RouteInfo, ShardCounters, ShardReport};
 use crate::nats::conn::{self, Client, CloseReason, Subscription};
 use crate::nats::interest::{InternalHandler, InternalSubscription, Router, Target};
 use crate::nats::proto::encode::{self, Delivery};
@@ -117,13 +120,39 @@ pub struct Shard {
     /// Peers that said they finished starting.
     started_peers: Cell<usize>,
     started_waiters: Waiters,
+    /// This shard's routes to the other nodes (clustered only).
+    pub routes: Option<Routes>,
+    /// Routes that passed their stall threshold since the last stall check.
+    stalled_links: RefCell<Vec<Rc<RouteLink>>>,
 }
 
 /// Where a queue group's message goes.
 enum QueueChoice {
     Delivered,
     Forward(usize),
+    ForwardToNode(Rc<RouteLink>),
     Nobody,
+}
+
+/// Where a message came from, which decides where it may go next.
+#[derive(Clone, Copy)]
+enum Origin<'a> {
+    /// A client or the server on this node: everywhere.
+    ThisNode,
+    /// Another node's route: this node's clients only (never back to a
+    /// node, never to JetStream, which is per node), and for `queues` only
+    /// those groups the sender chose this node for.
+    OtherNode {
+        queues: &'a [&'a [u8]],
+        queues_only: bool,
+    },
+}
+
+/// Which members a queue group's pick may land on.
+#[derive(Clone, Copy)]
+struct QueueScope {
+    shards: bool,
+    nodes: bool,
 }
 
 impl Shard {
@@ -136,6 +165,7 @@ impl Shard {
         ring_progress: Vec<(usize, Rc<RingProgress>)>,
         shutdown: Shutdown,
         seed: u64,
+        routes: Option<Routes>,
     ) -> Rc<Shard> {
         let spinner = Spinner::new(
             shared.config.spin_awaiting_reply,
@@ -164,6 +194,8 @@ impl Shard {
             interest_changed: Waiters::new(),
             started_peers: Cell::new(0),
             started_waiters: Waiters::new(),
+            routes,
+            stalled_links: RefCell::new(Vec::new()),
         })
     }
 
@@ -189,6 +221,12 @@ impl Shard {
             jetstream: self.config.jetstream.is_some(),
             client_id: client.id,
             client_ip: client.address.ip().to_string(),
+            cluster: self
+                .config
+                .cluster
+                .as_ref()
+                .map(|cluster| cluster.name.clone()),
+            connect_urls: self.connect_urls(),
             connect_info: false,
             remote_account: String::new(),
             ldm: false,
@@ -289,11 +327,74 @@ impl Shard {
             .broadcast(|| ShardMessage::Interest(update.clone()));
     }
 
+    /// Tells the other nodes (over this shard's routes) how this node's
+    /// client interest changed. Called after every change of it.
+    pub fn export_interest(&self) {
+        let exports = self.router.borrow_mut().take_exports();
+        let Some(routes) = &self.routes else {
+            return;
+        };
+        if exports.is_empty() {
+            return;
+        }
+        let links = routes.links();
+        for export in exports {
+            for link in &links {
+                link.send_interest(&export.subject, export.queue.as_ref(), export.weight);
+            }
+        }
+    }
+
+    // ----- the cluster ---------------------------------------------------------
+
+    /// Client addresses of the cluster's nodes for INFO `connect_urls`:
+    /// this node's and every node this shard has a route to (nats-server
+    /// lists them once a route exists).
+    fn connect_urls(&self) -> Vec<String> {
+        let Some(routes) = &self.routes else {
+            return Vec::new();
+        };
+        let others = routes.connect_urls();
+        if others.is_empty() {
+            return Vec::new();
+        }
+        let mut urls = vec![format!(
+            "{}:{}",
+            self.advertised_host(),
+            self.shared.client_port
+        )];
+        urls.extend(others);
+        urls
+    }
+
+    /// The host this node's clients are told to use.
+    pub fn advertised_host(&self) -> String {
+        let unspecified = self
+            .config
+            .host
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_unspecified());
+        if unspecified {
+            "127.0.0.1".to_string()
+        } else {
+            self.config.host.clone()
+        }
+    }
+
+    /// A route came or went: clients that take async INFO learn the new
+    /// `connect_urls`.
+    pub fn cluster_changed(&self) {
+        let clients: Vec<Rc<Client>> = self.clients.borrow().values().cloned().collect();
+        for client in clients {
+            client.send_info_update(self);
+        }
+    }
     // ----- the publish path --------------------------------------------------
 
     /// Routes one published message from a local client.
     pub fn route_publish(&self, publisher: &Rc<Client>, publish: &Publish<'_>) {
         self.route(
+            Origin::ThisNode,
             Some(publisher),
             Caching::Cached,
             publish.subject,
@@ -308,6 +409,7 @@ impl Shard {
     /// routed like a client's publish, without a publisher.
     pub fn publish_internal(&self, subject: &[u8], header_bytes: usize, message: &[u8]) {
         self.route(
+            Origin::ThisNode,
             None,
             Caching::Transient,
             subject,
@@ -330,6 +432,7 @@ impl Shard {
         message: &[u8],
     ) {
         self.route(
+            Origin::ThisNode,
             None,
             Caching::Cached,
             inbox,
@@ -340,10 +443,30 @@ impl Shard {
         );
     }
 
+    /// Delivers a message another node forwarded over this shard's route:
+    /// to this node's clients, on this shard and the others.
+    pub fn deliver_from_route(&self, message: &RoutedFrame<'_>) {
+        self.route(
+            Origin::OtherNode {
+                queues: &message.queues,
+                queues_only: message.queues_only,
+            },
+            None,
+            Caching::Cached,
+            message.routing,
+            message.subject,
+            message.reply,
+            message.header_bytes,
+            message.message,
+        );
+    }
+
     /// Routes by `routing` (interest is matched against it) and delivers as
     /// `subject` (the same but for JetStream deliveries).
+    #[allow(clippy::too_many_arguments)]
     fn route(
         &self,
+        origin: Origin<'_>,
         publisher: Option<&Rc<Client>>,
         caching: Caching,
         routing: &[u8],
@@ -371,23 +494,48 @@ impl Shard {
             message,
         };
         let publisher_id = publisher.map(|publisher| publisher.id);
+        let (from_node, named_queues, queues_only) = match origin {
+            Origin::ThisNode => (false, &[][..], false),
+            Origin::OtherNode {
+                queues,
+                queues_only,
+            } => (true, queues, queues_only),
+        };
         let mut delivered = false;
         let mut forwards: Vec<(usize, Vec<Bytes>)> = Vec::new();
-        for target in &matches.plain {
+        let mut node_forwards: Vec<(Rc<RouteLink>, Vec<Bytes>)> = Vec::new();
+        for target in matches.plain.iter().filter(|_| !queues_only) {
             match target {
                 Target::Local(subscription) => {
                     delivered |= self.deliver_local(subscription, publisher_id, &delivery);
                 }
                 Target::Remote(interest) => add_forward(&mut forwards, interest.shard, None),
                 Target::Internal(internal) => {
-                    delivered |= self.deliver_internal(internal, &delivery, true);
+                    if !from_node {
+                        delivered |= self.deliver_internal(internal, &delivery, true);
+                    }
+                }
+                Target::Node(interest) => {
+                    if !from_node {
+                        add_node_forward(&mut node_forwards, &interest.route, None);
+                    }
                 }
             }
         }
+        let scope = QueueScope {
+            shards: true,
+            nodes: !from_node,
+        };
         for group in &matches.queues {
-            match self.choose_queue_member(group, publisher_id, &delivery, true) {
+            if from_node && !named_queues.contains(&&group.name[..]) {
+                continue;
+            }
+            match self.choose_queue_member(group, publisher_id, &delivery, scope) {
                 QueueChoice::Delivered => delivered = true,
                 QueueChoice::Forward(shard) => add_forward(&mut forwards, shard, Some(&group.name)),
+                QueueChoice::ForwardToNode(route) => {
+                    add_node_forward(&mut node_forwards, &route, Some(&group.name))
+                }
                 QueueChoice::Nobody => {}
             }
         }
@@ -395,11 +543,20 @@ impl Shard {
             self.spinner.arm();
         }
         for (peer, queues) in forwards {
-            let routed =
+            let mut routed =
                 RoutedMessage::routed_as(routing, subject, reply, header_bytes, message, queues);
+            routed.from_node = from_node;
             self.links.send(peer, ShardMessage::Deliver(routed));
             stats::add(&self.counters.forwarded_msgs, 1);
             delivered = true;
+        }
+        for (route, queues) in node_forwards {
+            if route.send_message(routing, subject, reply, header_bytes, message, &queues) {
+                delivered = true;
+                if route.over_stall_threshold() && route.list_for_stall() {
+                    self.stalled_links.borrow_mut().push(route);
+                }
+            }
         }
         if !delivered {
             log::debug!(
@@ -509,33 +666,43 @@ impl Shard {
                     self.deliver_local(subscription, None, &delivery);
                 }
                 Target::Internal(internal) => {
-                    self.deliver_internal(internal, &delivery, false);
+                    if !routed.from_node {
+                        self.deliver_internal(internal, &delivery, false);
+                    }
                 }
-                Target::Remote(_) => {}
+                Target::Remote(_) | Target::Node(_) => {}
             }
         }
+        let local_only = QueueScope {
+            shards: false,
+            nodes: false,
+        };
         for name in &routed.queues {
             if let Some(group) = matches.queues.iter().find(|group| group.name == name) {
-                self.choose_queue_member(group, None, &delivery, false);
+                self.choose_queue_member(group, None, &delivery, local_only);
             }
         }
     }
 
     /// Picks one member of a queue group, weighted so every member across all
-    /// shards is equally likely, and delivers to it if it is local. With
-    /// `allow_remote` false (a forwarded message) only local members count.
+    /// shards and nodes is equally likely, and delivers to it if it is
+    /// local. `scope` says whether other shards' and other nodes' members
+    /// count (not for a message forwarded from them).
     fn choose_queue_member(
         &self,
         group: &QueueMatches<Target>,
         publisher: Option<u64>,
         delivery: &Delivery<'_>,
-        allow_remote: bool,
+        scope: QueueScope,
     ) -> QueueChoice {
         let weight = |target: &Target| -> u64 {
             match target {
                 Target::Local(subscription) => u64::from(!subscription.closed.get()),
-                Target::Remote(interest) if allow_remote => u64::from(interest.weight.get()),
-                Target::Remote(_) | Target::Internal(_) => 0,
+                Target::Remote(interest) if scope.shards => u64::from(interest.weight.get()),
+                Target::Node(interest) if scope.nodes && interest.route.is_open() => {
+                    u64::from(interest.weight.get())
+                }
+                Target::Remote(_) | Target::Node(_) | Target::Internal(_) => 0,
             }
         };
         let total: u64 = group.members.iter().map(weight).sum();
@@ -566,6 +733,9 @@ impl Shard {
                     }
                 }
                 Target::Remote(interest) => return QueueChoice::Forward(interest.shard),
+                Target::Node(interest) => {
+                    return QueueChoice::ForwardToNode(interest.route.clone())
+                }
                 Target::Internal(_) => {}
             }
         }
@@ -677,11 +847,20 @@ impl Shard {
     /// as nats-server stalls fast producers. What is still over afterwards
     /// stays queued and max_pending decides.
     pub async fn stall_for_consumers(&self) {
-        if self.stalled.borrow().is_empty() {
+        if self.stalled.borrow().is_empty() && self.stalled_links.borrow().is_empty() {
             return;
         }
         let stalled = std::mem::take(&mut *self.stalled.borrow_mut());
+        let stalled_links = std::mem::take(&mut *self.stalled_links.borrow_mut());
         let started = std::time::Instant::now();
+        for link in stalled_links {
+            link.unlist_for_stall();
+            let spent = started.elapsed();
+            if spent >= STALL_TOTAL_MAX {
+                continue;
+            }
+            let _ = tern_shard::timer::timeout(STALL_TOTAL_MAX - spent, link.drained()).await;
+        }
         for client in stalled {
             client.unlist_for_stall();
             let spent = started.elapsed();
@@ -731,6 +910,7 @@ impl Shard {
                     update.count
                 );
                 self.router.borrow_mut().apply_remote(peer, &update);
+                self.export_interest();
                 self.interest_changed.wake_all();
                 self.links.acknowledge(peer, update.sequence);
             }
@@ -786,6 +966,25 @@ impl Shard {
             report.sublist = router.sublist().stats();
             report.sublist_entries = router.sublist().count() as u64;
             report.sublist_cache_entries = router.sublist().cache_len() as u64;
+        }
+        if let Some(routes) = &self.routes {
+            for link in routes.links() {
+                report.routes.push(RouteInfo {
+                    rid: link.id * self.shard_count as u64 + self.index as u64,
+                    remote_id: link.peer.server_id.clone(),
+                    remote_name: link.peer.server_name.clone(),
+                    did_solicit: link.peer.did_solicit,
+                    ip: link.peer.address.ip().to_string(),
+                    port: link.peer.address.port(),
+                    start: Civil::from_system_time(link.started).rfc3339(),
+                    pending_size: link.pending_bytes() as u64,
+                    in_msgs: link.in_msgs.get(),
+                    out_msgs: link.out_msgs.get(),
+                    in_bytes: link.in_bytes.get(),
+                    out_bytes: link.out_bytes.get(),
+                    shard: self.index,
+                });
+            }
         }
         if let ReportKind::Connections { subscriptions } = kind {
             let now = std::time::Instant::now();
@@ -850,6 +1049,23 @@ impl Shard {
         reports.push(self.report(kind));
         reports.sort_by_key(|report| report.shard);
         reports
+    }
+}
+
+fn add_node_forward(
+    forwards: &mut Vec<(Rc<RouteLink>, Vec<Bytes>)>,
+    route: &Rc<RouteLink>,
+    queue: Option<&Bytes>,
+) {
+    let position = match forwards.iter().position(|(link, _)| link.id == route.id) {
+        Some(position) => position,
+        None => {
+            forwards.push((route.clone(), Vec::new()));
+            forwards.len() - 1
+        }
+    };
+    if let Some(queue) = queue {
+        forwards[position].1.push(queue.clone());
     }
 }
 

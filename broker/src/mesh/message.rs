@@ -10,7 +10,8 @@ use bytes::Bytes;
 use crate::monitor::stats::ShardReport;
 
 /// A shard's interest in `subject` (and `queue`) changed: it now has `count`
-/// local subscriptions for it (0 = none).
+/// local subscriptions for it (0 = none), `clients` of them clients' (for a
+/// plain subject 0 or 1: presence), the part other nodes are told of.
 #[derive(Debug, Clone)]
 pub struct InterestUpdate {
     /// Increases by one per update a shard broadcasts.
@@ -18,6 +19,7 @@ pub struct InterestUpdate {
     pub subject: Bytes,
     pub queue: Option<Bytes>,
     pub count: u32,
+    pub clients: u32,
 }
 
 /// A published message forwarded to a shard with matching interest. The
@@ -37,6 +39,8 @@ pub struct RoutedMessage {
     pub has_reply: bool,
     pub header_bytes: u32,
     pub queues: Vec<Bytes>,
+    /// Came from another node: for this node's clients only.
+    pub from_node: bool,
 }
 
 impl RoutedMessage {
@@ -77,6 +81,7 @@ impl RoutedMessage {
             has_reply: reply.is_some(),
             header_bytes: header_bytes as u32,
             queues,
+            from_node: false,
         }
     }
 

@@ -17,7 +17,7 @@ use glommio::net::{TcpListener, TcpStream};
 use serde::Serialize;
 
 use crate::mesh::message::ReportKind;
-use crate::monitor::stats::{ConnectionInfo, ShardReport};
+use crate::monitor::stats::{ConnectionInfo, RouteInfo, ShardReport};
 use crate::nats::proto::info::{NATS_COMPATIBLE_VERSION, TERN_VERSION};
 use crate::shard::Shard;
 use crate::timestamp::{go_duration, Civil};
@@ -118,6 +118,7 @@ impl Monitor {
             "/connz" => json_response(&self.connz(&query).await),
             "/subsz" | "/subscriptionsz" => json_response(&self.subsz().await),
             "/jsz" => json_response(&self.jsz(&query).await),
+            "/routez" => json_response(&self.routez().await),
             "/metrics" => {
                 let body = self.metrics().await;
                 response(200, "text/plain; version=0.0.4", body.as_bytes())
@@ -304,7 +305,10 @@ impl Monitor {
             cpu: self.sample_cpu(),
             connections: reports.iter().map(|report| report.connections).sum(),
             total_connections: reports.iter().map(|report| report.total_connections).sum(),
-            routes: 0,
+            routes: reports
+                .iter()
+                .map(|report| report.routes.len() as u64)
+                .sum(),
             remotes: 0,
             leafnodes: 0,
             in_msgs: reports.iter().map(|report| report.in_msgs).sum(),
@@ -356,6 +360,23 @@ impl Monitor {
             offset,
             limit,
             connections: page,
+        }
+    }
+
+    /// Every route connection of every shard (one per shard and node).
+    async fn routez(&self) -> Routez {
+        let shard = &self.shard;
+        let reports = shard.gather_reports(ReportKind::Counters).await;
+        let routes: Vec<RouteInfo> = reports
+            .into_iter()
+            .flat_map(|report| report.routes)
+            .collect();
+        Routez {
+            server_id: shard.shared.server_id.clone(),
+            server_name: shard.shared.server_name.clone(),
+            now: Civil::from_system_time(SystemTime::now()).rfc3339(),
+            num_routes: routes.len(),
+            routes,
         }
     }
 
@@ -513,7 +534,7 @@ impl Monitor {
     }
 }
 
-const INDEX: &str = "tern monitoring\n\n/healthz\n/varz\n/connz\n/subsz\n/metrics\n";
+const INDEX: &str = "tern monitoring\n\n/healthz\n/varz\n/connz\n/routez\n/subsz\n/jsz\n/metrics\n";
 
 #[derive(Serialize)]
 struct Varz {
@@ -594,6 +615,15 @@ struct Connz {
     offset: usize,
     limit: usize,
     connections: Vec<ConnectionInfo>,
+}
+
+#[derive(Serialize)]
+struct Routez {
+    server_id: String,
+    server_name: String,
+    now: String,
+    num_routes: usize,
+    routes: Vec<RouteInfo>,
 }
 
 #[derive(Serialize)]

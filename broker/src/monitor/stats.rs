@@ -35,6 +35,25 @@ pub fn subtract(cell: &Cell<u64>, amount: u64) {
     cell.set(value - amount);
 }
 
+/// One route connection as `/routez` shows it (nats-server field names,
+/// plus the shard that owns it).
+#[derive(Debug, Clone, Serialize)]
+pub struct RouteInfo {
+    pub rid: u64,
+    pub remote_id: String,
+    pub remote_name: String,
+    pub did_solicit: bool,
+    pub ip: String,
+    pub port: u16,
+    pub start: String,
+    pub pending_size: u64,
+    pub in_msgs: u64,
+    pub out_msgs: u64,
+    pub in_bytes: u64,
+    pub out_bytes: u64,
+    pub shard: usize,
+}
+
 /// One connection as `/connz` shows it (nats-server field names, plus the shard).
 #[derive(Debug, Clone, Serialize)]
 pub struct ConnectionInfo {
@@ -88,6 +107,7 @@ pub struct ShardReport {
     pub sublist_entries: u64,
     pub sublist_cache_entries: u64,
     pub connection_list: Vec<ConnectionInfo>,
+    pub routes: Vec<RouteInfo>,
 }
 
 impl ShardReport {

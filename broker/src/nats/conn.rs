@@ -414,6 +414,16 @@ impl Client {
 
     // ----- PONG and the async INFO ---------------------------------------
 
+    /// An async INFO with the current `connect_urls`, for a client that
+    /// takes them (CONNECT with protocol 1 or more), as nats-server sends
+    /// when the cluster changes.
+    pub fn send_info_update(&self, shard: &Shard) {
+        if !self.is_open() || !self.connect_received.get() || self.options.borrow().protocol < 1 {
+            return;
+        }
+        self.queue_bytes(&shard.server_info(self).to_line());
+    }
+
     /// Sends a PONG, and after the first one the `connect_info` INFO.
     pub fn send_pong(&self, shard: &Shard) {
         self.queue_bytes(encode::PONG);
@@ -444,11 +454,15 @@ impl Flags {
 /// A glommio stream the read and write tasks share; each poll borrows it only
 /// for its own duration, and glommio keeps read and write readiness separate.
 #[derive(Clone)]
-struct SharedStream(Rc<RefCell<TcpStream>>);
+pub struct SharedStream(Rc<RefCell<TcpStream>>);
 
 impl SharedStream {
+    pub fn new(stream: TcpStream) -> SharedStream {
+        SharedStream(Rc::new(RefCell::new(stream)))
+    }
+
     /// Shuts both directions down now (the socket closes when the last task drops it).
-    fn shutdown(&self) {
+    pub fn shutdown(&self) {
         use std::os::fd::AsRawFd;
         let fd = self.0.borrow().as_raw_fd();
         // SAFETY: fd is a socket owned by the stream, alive while we hold the Rc.
@@ -796,6 +810,7 @@ fn handle_subscribe(
         closed: Cell::new(false),
     });
     let added = shard.router.borrow_mut().add_local(&subscription);
+    shard.export_interest();
     shard.interest_changed.wake_all();
     match added {
         Err(_) => {
@@ -852,6 +867,7 @@ pub fn unsubscribe(shard: &Shard, client: &Client, subscription: &Rc<Subscriptio
     client.subscriptions.borrow_mut().remove(&subscription.sid);
     stats::subtract(&shard.counters.subscriptions, 1);
     let update = shard.router.borrow_mut().remove_local(subscription);
+    shard.export_interest();
     shard.interest_changed.wake_all();
     if let Some(update) = update {
         shard.broadcast_interest(update);

@@ -23,11 +23,41 @@ use crate::nats::conn::{Client, Subscription};
 use crate::nats::sublist::{InvalidSubject, Matches, Sublist, SublistEntry};
 
 /// Another shard's interest in a (subject, queue); `weight` is its number of
-/// local queue members (1 for plain interest).
+/// local queue members (1 for plain interest); `clients` the part of it that
+/// is clients' (exported to other nodes; internal subscriptions are not).
 #[derive(Debug)]
 pub struct RemoteInterest {
     pub shard: usize,
     pub weight: Cell<u32>,
+    pub clients: Cell<u32>,
+}
+
+/// Another node's interest in a (subject, queue), learnt over this shard's
+/// route to it; `weight` is that node's number of queue members (1 for
+/// plain interest).
+pub struct NodeInterest {
+    pub route: Rc<crate::cluster::link::RouteLink>,
+    pub weight: Cell<u32>,
+}
+
+impl std::fmt::Debug for NodeInterest {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            formatter,
+            "node {} weight {}",
+            self.route.peer.server_name,
+            self.weight.get()
+        )
+    }
+}
+
+/// A change of this node's client interest to tell the other nodes:
+/// `weight` 0 means none left.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeExport {
+    pub subject: Bytes,
+    pub queue: Option<Bytes>,
+    pub weight: u32,
 }
 
 /// A subscription the server holds itself (JetStream). Announced ones are
@@ -76,6 +106,7 @@ pub enum Target {
     Local(Rc<Subscription>),
     Remote(Rc<RemoteInterest>),
     Internal(Rc<InternalSubscription>),
+    Node(Rc<NodeInterest>),
 }
 
 impl SublistEntry for Target {
@@ -84,6 +115,7 @@ impl SublistEntry for Target {
             (Target::Local(a), Target::Local(b)) => Rc::ptr_eq(a, b),
             (Target::Remote(a), Target::Remote(b)) => Rc::ptr_eq(a, b),
             (Target::Internal(a), Target::Internal(b)) => Rc::ptr_eq(a, b),
+            (Target::Node(a), Target::Node(b)) => Rc::ptr_eq(a, b),
             _ => false,
         }
     }
@@ -96,7 +128,16 @@ pub struct Router {
     shard_count: usize,
     sublist: Sublist<Target>,
     local_counts: FxHashMap<InterestKey, u32>,
+    /// The clients' part of `local_counts` (what other nodes are told of).
+    local_clients: FxHashMap<InterestKey, u32>,
     remote: Vec<FxHashMap<InterestKey, Rc<RemoteInterest>>>,
+    /// This node's client interest, all shards together: per key, the sum
+    /// of every shard's clients (a shard's plain interest counts 1).
+    node_counts: FxHashMap<InterestKey, u32>,
+    /// Changes of `node_counts` not yet sent to the other nodes.
+    exports: Vec<NodeExport>,
+    /// Other nodes' interest, per route link (by its id).
+    nodes: FxHashMap<u64, FxHashMap<InterestKey, Rc<NodeInterest>>>,
     /// Sequence of the last update this shard broadcast.
     sequence: u64,
     /// Per peer: highest of our sequences it has applied.
@@ -118,7 +159,11 @@ impl Router {
             shard_count,
             sublist: Sublist::new(),
             local_counts: FxHashMap::default(),
+            local_clients: FxHashMap::default(),
             remote: (0..shard_count).map(|_| FxHashMap::default()).collect(),
+            node_counts: FxHashMap::default(),
+            exports: Vec::new(),
+            nodes: FxHashMap::default(),
             sequence: 0,
             peer_applied: vec![0; shard_count],
             deferred_pongs: Vec::new(),
@@ -157,7 +202,11 @@ impl Router {
         let count = self.local_counts.entry(key.clone()).or_insert(0);
         *count += 1;
         let count = *count;
-        Ok(self.announce(key, count, count == 1))
+        let clients = self.local_clients.entry(key.clone()).or_insert(0);
+        *clients += 1;
+        let clients = *clients;
+        self.count_node_clients(&key, clients - 1, clients);
+        Ok(self.announce(key, count, clients, count == 1 || clients == 1))
     }
 
     /// Removes a local subscription; returns the update to broadcast, if any.
@@ -181,7 +230,17 @@ impl Router {
         if count == 0 {
             self.local_counts.remove(&key);
         }
-        self.announce(key, count, count == 0)
+        let clients = self
+            .local_clients
+            .get_mut(&key)
+            .expect("a removed subscription was counted");
+        *clients -= 1;
+        let clients = *clients;
+        if clients == 0 {
+            self.local_clients.remove(&key);
+        }
+        self.count_node_clients(&key, clients + 1, clients);
+        self.announce(key, count, clients, count == 0 || clients == 0)
     }
 
     /// Indexes an internal subscription; returns the update to broadcast
@@ -203,7 +262,8 @@ impl Router {
         let count = self.local_counts.entry(key.clone()).or_insert(0);
         *count += 1;
         let count = *count;
-        Ok(self.announce(key, count, count == 1))
+        let clients = self.local_clients.get(&key).copied().unwrap_or(0);
+        Ok(self.announce(key, count, clients, count == 1))
     }
 
     /// Removes an internal subscription; returns the update to broadcast, if any.
@@ -228,13 +288,19 @@ impl Router {
         if count == 0 {
             self.local_counts.remove(&key);
         }
-        self.announce(key, count, count == 0)
+        let clients = self.local_clients.get(&key).copied().unwrap_or(0);
+        self.announce(key, count, clients, count == 0)
     }
 
+    /// The update other shards need, if any: for a plain subscription only
+    /// when its count or its clients' count crossed zero (they route by
+    /// presence, and tell other nodes by presence), for a queue group on
+    /// every change (its weight).
     fn announce(
         &mut self,
         key: InterestKey,
         count: u32,
+        clients: u32,
         transition: bool,
     ) -> Option<InterestUpdate> {
         if self.shard_count == 1 {
@@ -245,12 +311,114 @@ impl Router {
             return None;
         }
         self.sequence += 1;
+        // Plain: presence only, so a peer's sum counts shards.
+        let clients = if queue.is_none() {
+            clients.min(1)
+        } else {
+            clients
+        };
         Some(InterestUpdate {
             sequence: self.sequence,
             subject,
             queue,
             count,
+            clients,
         })
+    }
+
+    /// Records that this node's clients' count for `key` went from `before`
+    /// to `after` on one shard, and queues what other nodes must be told.
+    fn count_node_clients(&mut self, key: &InterestKey, before: u32, after: u32) {
+        if before == after {
+            return;
+        }
+        let total = self.node_counts.entry(key.clone()).or_insert(0);
+        let old_total = *total;
+        *total = (*total + after)
+            .checked_sub(before)
+            .expect("a node's client count never goes negative");
+        let new_total = *total;
+        if new_total == 0 {
+            self.node_counts.remove(key);
+        }
+        let weight = |total: u32| if key.1.is_none() { total.min(1) } else { total };
+        if weight(old_total) != weight(new_total) {
+            self.exports.push(NodeExport {
+                subject: key.0.clone(),
+                queue: key.1.clone(),
+                weight: weight(new_total),
+            });
+        }
+    }
+
+    /// What other nodes have not been told yet (in order).
+    pub fn take_exports(&mut self) -> Vec<NodeExport> {
+        std::mem::take(&mut self.exports)
+    }
+
+    /// Everything this node's clients are interested in: the first thing a
+    /// new route sends.
+    pub fn node_interest(&self) -> Vec<NodeExport> {
+        self.node_counts
+            .iter()
+            .map(|((subject, queue), total)| NodeExport {
+                subject: subject.clone(),
+                queue: queue.clone(),
+                weight: if queue.is_none() { 1 } else { *total },
+            })
+            .collect()
+    }
+
+    /// Applies another node's interest update, heard on `route`. A subject
+    /// the sublist refuses is the peer's protocol error.
+    pub fn apply_node(
+        &mut self,
+        route: &Rc<crate::cluster::link::RouteLink>,
+        subject: &[u8],
+        queue: Option<&[u8]>,
+        weight: u32,
+    ) -> Result<(), InvalidSubject> {
+        let key = (
+            Bytes::copy_from_slice(subject),
+            queue.map(Bytes::copy_from_slice),
+        );
+        let table = self.nodes.entry(route.id).or_default();
+        self.generation += 1;
+        if weight == 0 {
+            if let Some(interest) = table.remove(&key) {
+                let removed = self
+                    .sublist
+                    .remove(&key.0, key.1.as_ref(), &Target::Node(interest));
+                assert!(removed, "node interest was indexed");
+            }
+            return Ok(());
+        }
+        if let Some(interest) = table.get(&key) {
+            interest.weight.set(weight);
+            return Ok(());
+        }
+        let interest = Rc::new(NodeInterest {
+            route: route.clone(),
+            weight: Cell::new(weight),
+        });
+        self.sublist
+            .insert(&key.0, key.1.as_ref(), Target::Node(interest.clone()))?;
+        table.insert(key, interest);
+        Ok(())
+    }
+
+    /// Forgets everything heard on a route that closed.
+    pub fn forget_node(&mut self, route_id: u64) {
+        let Some(table) = self.nodes.remove(&route_id) else {
+            return;
+        };
+        self.generation += 1;
+        for (key, interest) in table {
+            let removed = self
+                .sublist
+                .remove(&key.0, key.1.as_ref(), &Target::Node(interest));
+            assert!(removed, "node interest was indexed");
+        }
     }
 
     /// Applies an update from `peer`; the caller acknowledges `update.sequence`.
@@ -258,6 +426,10 @@ impl Router {
         assert!(peer != self.index && peer < self.shard_count);
         let key = (update.subject.clone(), update.queue.clone());
         self.generation += 1;
+        let before = self.remote[peer]
+            .get(&key)
+            .map_or(0, |interest| interest.clients.get());
+        self.count_node_clients(&key, before, update.clients);
         let table = &mut self.remote[peer];
         if update.count == 0 {
             if let Some(interest) = table.remove(&key) {
@@ -270,11 +442,13 @@ impl Router {
         }
         if let Some(interest) = table.get(&key) {
             interest.weight.set(update.count);
+            interest.clients.set(update.clients);
             return;
         }
         let interest = Rc::new(RemoteInterest {
             shard: peer,
             weight: Cell::new(update.count),
+            clients: Cell::new(update.clients),
         });
         // A peer only announces subjects its own sublist accepted.
         self.sublist
@@ -446,6 +620,7 @@ mod tests {
             subject: Bytes::from_static(b"orders.*"),
             queue: Some(Bytes::from_static(b"q")),
             count,
+            clients: count,
         };
         router.apply_remote(1, &update(2));
         let matches = router.matches(b"orders.new");
@@ -457,6 +632,76 @@ mod tests {
         assert_eq!(interest.weight.get(), 5, "weight updates in place");
         router.apply_remote(1, &update(0));
         assert!(router.matches(b"orders.new").is_empty());
+    }
+
+    #[test]
+    fn other_nodes_hear_of_client_interest_summed_over_shards() {
+        let mut router = Router::new(0, 2, 7);
+        let owner = client(1);
+        let export = |subject: &'static str, queue: Option<&'static str>, weight| NodeExport {
+            subject: Bytes::from_static(subject.as_bytes()),
+            queue: queue.map(|queue| Bytes::from_static(queue.as_bytes())),
+            weight,
+        };
+        // Plain interest: presence, whichever shard has it.
+        let first = subscription(&owner, "a.>", None);
+        let update = router.add_local(&first).unwrap().expect("announced");
+        assert_eq!((update.count, update.clients), (1, 1));
+        assert_eq!(router.take_exports(), vec![export("a.>", None, 1)]);
+        let peer_update = |count, clients| InterestUpdate {
+            sequence: 1,
+            subject: Bytes::from_static(b"a.>"),
+            queue: None,
+            count,
+            clients,
+        };
+        router.apply_remote(1, &peer_update(1, 1));
+        assert!(router.take_exports().is_empty(), "still present");
+        router.remove_local(&first);
+        assert!(
+            router.take_exports().is_empty(),
+            "the other shard still has it"
+        );
+        router.apply_remote(1, &peer_update(0, 0));
+        assert_eq!(router.take_exports(), vec![export("a.>", None, 0)]);
+
+        // Queue groups: the weight is the node's member count.
+        let member = subscription(&owner, "w", Some("q"));
+        router.add_local(&member).unwrap();
+        let queue_update = |count| InterestUpdate {
+            sequence: 2,
+            subject: Bytes::from_static(b"w"),
+            queue: Some(Bytes::from_static(b"q")),
+            count,
+            clients: count,
+        };
+        router.apply_remote(1, &queue_update(2));
+        assert_eq!(
+            router.take_exports(),
+            vec![export("w", Some("q"), 1), export("w", Some("q"), 3)]
+        );
+        let mut all = router.node_interest();
+        all.sort_by(|a, b| a.subject.cmp(&b.subject));
+        assert_eq!(all, vec![export("w", Some("q"), 3)]);
+
+        // Internal (JetStream) interest stays on this node.
+        let internal = Rc::new(InternalSubscription {
+            subject: Bytes::from_static(b"orders.>"),
+            announced: true,
+            handler: InternalHandler::JetStreamApi,
+        });
+        let update = router.add_internal(&internal).unwrap().expect("announced");
+        assert_eq!((update.count, update.clients), (1, 0));
+        assert!(router.take_exports().is_empty());
+        // A client on the same subject is exported, though the shard's
+        // count does not cross zero.
+        let client_too = subscription(&owner, "orders.>", None);
+        let update = router
+            .add_local(&client_too)
+            .unwrap()
+            .expect("clients crossed zero");
+        assert_eq!((update.count, update.clients), (2, 1));
+        assert_eq!(router.take_exports(), vec![export("orders.>", None, 1)]);
     }
 
     #[test]

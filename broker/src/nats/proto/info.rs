@@ -29,6 +29,13 @@ pub struct ServerInfo {
     pub client_id: u64,
     #[serde(skip_serializing_if = "String::is_empty")]
     pub client_ip: String,
+    /// The cluster's name, when clustered.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cluster: Option<String>,
+    /// The other nodes' client addresses (`host:port`), for clients to
+    /// fail over to.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub connect_urls: Vec<String>,
     #[serde(skip_serializing_if = "is_false")]
     pub connect_info: bool,
     #[serde(skip_serializing_if = "String::is_empty")]
@@ -141,6 +148,8 @@ mod tests {
             jetstream: false,
             client_id: 5,
             client_ip: "127.0.0.1".into(),
+            cluster: None,
+            connect_urls: Vec::new(),
             connect_info: false,
             remote_account: String::new(),
             ldm: false,

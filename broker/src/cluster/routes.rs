@@ -1,0 +1,779 @@
+//! One shard's routes: its links to the same-index shard of every other
+//! node. Each shard runs this alone (no state shared between shards): it
+//! accepts on its own socket of the cluster port (the kernel steers
+//! connections by source port, see [`crate::cluster::steer`]), dials the
+//! configured routes and the ones it learns (gossip), checks every peer at
+//! the handshake (cluster name, shard count, shard index), keeps one link
+//! per node, and reconnects with backoff.
+//!
+//! Handshake: the dialer sends its Hello; the acceptor answers with its own
+//! Hello or a Refuse naming the mismatch, and both log it. A node that
+//! reaches itself (its own address among the routes) remembers the URL and
+//! stops dialing it. When both nodes dial each other, both keep the
+//! connection dialed by the node with the smaller server id.
+
+use std::cell::{Cell, RefCell};
+use std::collections::BTreeMap;
+use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
+use std::rc::Rc;
+use std::time::{Duration, Instant};
+
+use futures_lite::{AsyncReadExt, AsyncWriteExt};
+use glommio::net::{TcpListener, TcpStream};
+use rustc_hash::FxHashMap;
+use tern_shard::Waiters;
+
+use crate::cluster::frame::{self, Frame, Hello};
+use crate::cluster::link::{LinkClose, PeerIdentity, RouteLink};
+use crate::config::{ClusterConfig, HostPort};
+use crate::shard::Shard;
+
+/// How long a handshake may take, either side.
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
+/// Reconnect backoff: doubles from the first to the last.
+const BACKOFF_FIRST: Duration = Duration::from_millis(50);
+const BACKOFF_MAX: Duration = Duration::from_secs(5);
+/// A link pings this often when idle; silence for `STALE_AFTER` closes it.
+const PING_INTERVAL: Duration = Duration::from_secs(2);
+const STALE_AFTER: Duration = Duration::from_secs(10);
+/// First read buffer; it grows to one frame at most.
+const READ_BUFFER_BYTES: usize = 64 * 1024;
+/// Frames a read loop handles before letting other tasks run.
+const READ_BATCH_FRAMES: usize = 256;
+/// Most nodes (route URLs) one shard tracks.
+const TARGETS_MAX: usize = 256;
+
+/// A route URL this shard keeps connected.
+#[derive(Debug, Default)]
+struct TargetState {
+    /// The node found there, once known.
+    server_id: Option<String>,
+    /// The URL is this node.
+    is_self: bool,
+}
+
+/// One shard's routes.
+pub struct Routes {
+    pub config: ClusterConfig,
+    /// This shard's Hello (its `known_routes` are filled in when sent).
+    hello: RefCell<Hello>,
+    links: RefCell<FxHashMap<String, Rc<RouteLink>>>,
+    targets: RefCell<BTreeMap<String, TargetState>>,
+    next_link_id: Cell<u64>,
+    /// Woken when links come or go (dialers waiting on a connected node).
+    changed: Waiters,
+    /// Frame bodies above this are refused.
+    body_max_bytes: usize,
+    pending_max_bytes: usize,
+    random_state: Cell<u64>,
+}
+
+impl Routes {
+    pub fn new(
+        config: ClusterConfig,
+        hello: Hello,
+        max_payload_bytes: usize,
+        pending_max_bytes: usize,
+        seed: u64,
+    ) -> Routes {
+        Routes {
+            config,
+            hello: RefCell::new(hello),
+            links: RefCell::new(FxHashMap::default()),
+            targets: RefCell::new(BTreeMap::new()),
+            next_link_id: Cell::new(1),
+            changed: Waiters::new(),
+            body_max_bytes: max_payload_bytes + frame::MESSAGE_OVERHEAD_BYTES_MAX + 64,
+            pending_max_bytes,
+            random_state: Cell::new(seed | 1),
+        }
+    }
+
+    /// Every open link (one per other node this shard reaches).
+    pub fn links(&self) -> Vec<Rc<RouteLink>> {
+        let mut links: Vec<Rc<RouteLink>> = self.links.borrow().values().cloned().collect();
+        links.sort_by(|a, b| a.peer.server_name.cmp(&b.peer.server_name));
+        links
+    }
+
+    /// The other nodes' client addresses, for INFO `connect_urls`.
+    pub fn connect_urls(&self) -> Vec<String> {
+        let mut urls: Vec<String> = self
+            .links
+            .borrow()
+            .values()
+            .map(|link| link.peer.client_url.clone())
+            .filter(|url| !url.is_empty())
+            .collect();
+        urls.sort();
+        urls.dedup();
+        urls
+    }
+
+    fn random_below(&self, bound: u64) -> u64 {
+        assert!(bound > 0);
+        let mut state = self.random_state.get();
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        self.random_state.set(state);
+        state % bound
+    }
+
+    /// Route URLs to gossip: every connected node's and every configured one.
+    fn known_routes(&self) -> Vec<String> {
+        let mut known: Vec<String> = self
+            .links
+            .borrow()
+            .values()
+            .map(|link| link.peer.route_url.clone())
+            .collect();
+        known.extend(
+            self.targets
+                .borrow()
+                .iter()
+                .filter(|(_, state)| !state.is_self)
+                .map(|(url, _)| url.clone()),
+        );
+        known.sort();
+        known.dedup();
+        known.truncate(frame::ROUTE_URLS_MAX);
+        known
+    }
+
+    fn own_hello(&self) -> Hello {
+        let mut hello = self.hello.borrow().clone();
+        hello.known_routes = self.known_routes();
+        hello
+    }
+
+    /// Why a peer's Hello is refused, if it is.
+    fn check(&self, hello: &Hello, address: SocketAddr) -> Result<(), Refusal> {
+        let own = self.hello.borrow();
+        if hello.cluster != own.cluster {
+            return Err(Refusal::Permanent(format!(
+                "cluster name mismatch: peer {address} is in cluster {:?}, this node in {:?}",
+                hello.cluster, own.cluster
+            )));
+        }
+        if hello.shard_count != own.shard_count {
+            return Err(Refusal::Permanent(format!(
+                "shard count mismatch: peer {address} ({}) runs {} shards, this node runs {}; every node of a cluster needs the same shard count",
+                hello.server_name, hello.shard_count, own.shard_count
+            )));
+        }
+        if hello.shard_index != own.shard_index {
+            return Err(Refusal::Retry(format!(
+                "route from {address} for shard {} arrived on shard {}: SO_REUSEPORT steering is not in effect",
+                hello.shard_index, own.shard_index
+            )));
+        }
+        if hello.server_id == own.server_id {
+            return Err(Refusal::Itself);
+        }
+        Ok(())
+    }
+}
+
+enum Refusal {
+    /// Configuration differs: retrying will not help until it changes.
+    Permanent(String),
+    /// Try again (from another source port).
+    Retry(String),
+    /// The route leads back to this node.
+    Itself,
+}
+
+/// `host:port` with an unspecified host replaced by the address the peer
+/// was seen from.
+fn observed(url: &str, seen_from: IpAddr) -> String {
+    match HostPort::parse(url, false) {
+        Ok(mut host_port) => {
+            let unspecified = host_port
+                .host
+                .parse::<IpAddr>()
+                .is_ok_and(|ip| ip.is_unspecified());
+            if unspecified {
+                host_port.host = seen_from.to_string();
+            }
+            host_port.to_string()
+        }
+        Err(_) => url.to_string(),
+    }
+}
+
+/// Starts the shard's routes: accepting on `listener`, dialing the
+/// configured routes.
+pub fn start(shard: &Rc<Shard>, listener: TcpListener) {
+    let routes = shard.routes.as_ref().expect("clustered");
+    glommio::spawn_local(accept_loop(shard.clone(), listener)).detach();
+    for route in routes.config.routes.clone() {
+        learn(shard, route.to_string());
+    }
+}
+
+/// Adds a route URL to keep connected (from the config or gossip) and
+/// starts dialing it, unless known already.
+fn learn(shard: &Rc<Shard>, url: String) {
+    let routes = shard.routes.as_ref().expect("clustered");
+    {
+        let mut targets = routes.targets.borrow_mut();
+        if targets.contains_key(&url) || targets.len() >= TARGETS_MAX {
+            return;
+        }
+        // A node already connected under this URL (it dialed us) is not
+        // dialed again while that link lasts.
+        let server_id = routes
+            .links
+            .borrow()
+            .values()
+            .find(|link| link.peer.route_url == url)
+            .map(|link| link.peer.server_id.clone());
+        targets.insert(
+            url.clone(),
+            TargetState {
+                server_id,
+                is_self: false,
+            },
+        );
+    }
+    log::debug!(target: "tern::cluster", "shard {}: route to {url} added", shard.index);
+    glommio::spawn_local(dial_loop(shard.clone(), url)).detach();
+}
+
+async fn accept_loop(shard: Rc<Shard>, listener: TcpListener) {
+    loop {
+        let accepted = futures_lite::future::or(async { Some(listener.accept().await) }, async {
+            shard.shutdown.wait().await;
+            None
+        })
+        .await;
+        match accepted {
+            None => break,
+            Some(Ok(stream)) => {
+                glommio::spawn_local(accept_one(shard.clone(), stream)).detach();
+            }
+            Some(Err(error)) => {
+                log::warn!(target: "tern::cluster", "shard {}: route accept failed: {error}", shard.index);
+                tern_shard::timer::sleep(Duration::from_millis(10)).await;
+            }
+        }
+    }
+}
+
+/// Reads frames into `buffer` until one whole frame is there; returns it
+/// decoded and how many bytes it took.
+async fn read_frame(
+    stream: &mut TcpStream,
+    buffer: &mut Vec<u8>,
+    body_max_bytes: usize,
+) -> Result<(Hello, usize), HandshakeError> {
+    loop {
+        match frame::decode(buffer, body_max_bytes) {
+            Ok(Some((Frame::Hello(hello), used))) => return Ok((hello, used)),
+            Ok(Some((Frame::Refuse(reason), _))) => return Err(HandshakeError::Refused(reason)),
+            Ok(Some((other, _))) => {
+                return Err(HandshakeError::Frame(format!(
+                    "expected a hello, got {other:?}"
+                )))
+            }
+            Ok(None) => {}
+            Err(error) => return Err(HandshakeError::Frame(error.to_string())),
+        }
+        let needed = frame::frame_bytes(buffer).unwrap_or(frame::FRAME_HEADER_BYTES);
+        let start = buffer.len();
+        buffer.resize(start.max(needed).max(start + 4096), 0);
+        let read = stream.read(&mut buffer[start..]).await;
+        match read {
+            Ok(0) => {
+                buffer.truncate(start);
+                return Err(HandshakeError::Closed);
+            }
+            Ok(count) => buffer.truncate(start + count),
+            Err(error) => {
+                buffer.truncate(start);
+                return Err(HandshakeError::Io(error));
+            }
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+enum HandshakeError {
+    #[error("{0}")]
+    Io(std::io::Error),
+    #[error("connection closed during the handshake")]
+    Closed,
+    #[error("handshake timed out")]
+    Timeout,
+    #[error("{0}")]
+    Frame(String),
+    #[error("refused by the peer: {0}")]
+    Refused(String),
+}
+
+async fn accept_one(shard: Rc<Shard>, mut stream: TcpStream) {
+    let routes = shard.routes.as_ref().expect("clustered");
+    let Ok(address) = stream.peer_addr() else {
+        return;
+    };
+    let _ = stream.set_nodelay(true);
+    let mut buffer = Vec::with_capacity(4096);
+    let hello = tern_shard::timer::timeout(
+        HANDSHAKE_TIMEOUT,
+        read_frame(&mut stream, &mut buffer, routes.body_max_bytes),
+    )
+    .await
+    .unwrap_or(Err(HandshakeError::Timeout));
+    let (hello, used) = match hello {
+        Ok(found) => found,
+        Err(error) => {
+            log::warn!(target: "tern::cluster", "shard {}: route connection from {address} refused: {error}", shard.index);
+            return;
+        }
+    };
+    buffer.drain(..used);
+    let mut reply = Vec::new();
+    match routes.check(&hello, address) {
+        Ok(()) => {}
+        Err(Refusal::Itself) => {
+            frame::push_refuse(&mut reply, "a route to itself");
+            let _ = tern_shard::timer::timeout(HANDSHAKE_TIMEOUT, stream.write_all(&reply)).await;
+            return;
+        }
+        Err(Refusal::Permanent(reason) | Refusal::Retry(reason)) => {
+            log::warn!(target: "tern::cluster", "shard {}: route refused: {reason}", shard.index);
+            frame::push_refuse(&mut reply, &reason);
+            let _ = tern_shard::timer::timeout(HANDSHAKE_TIMEOUT, stream.write_all(&reply)).await;
+            return;
+        }
+    }
+    frame::push_hello(&mut reply, &routes.own_hello());
+    match tern_shard::timer::timeout(HANDSHAKE_TIMEOUT, stream.write_all(&reply)).await {
+        Ok(Ok(())) => {}
+        _ => return,
+    }
+    let peer = PeerIdentity {
+        client_url: observed(&hello.client_url, address.ip()),
+        route_url: observed(&hello.route_url, address.ip()),
+        server_id: hello.server_id,
+        server_name: hello.server_name,
+        address,
+        did_solicit: false,
+    };
+    for url in hello.known_routes {
+        learn(&shard, observed(&url, address.ip()));
+    }
+    serve(shard, peer, stream, buffer).await;
+}
+
+/// Keeps `url` connected: dials it whenever no link to the node behind it
+/// is open, with backoff; stops if the URL turns out to be this node.
+async fn dial_loop(shard: Rc<Shard>, url: String) {
+    let routes = shard.routes.as_ref().expect("clustered");
+    let mut backoff = BACKOFF_FIRST;
+    let mut warned = false;
+    while !shard.shutdown.is_triggered() {
+        let known = routes
+            .targets
+            .borrow()
+            .get(&url)
+            .and_then(|state| state.server_id.clone());
+        if let Some(server_id) = known {
+            let connected = routes.links.borrow().get(&server_id).cloned();
+            if let Some(link) = connected {
+                // Connected (perhaps through the other node's dial): wait
+                // for that link to close.
+                futures_lite::future::or(link.closed(), shard.shutdown.wait()).await;
+                backoff = BACKOFF_FIRST;
+                continue;
+            }
+        }
+        match dial(&shard, &url).await {
+            Ok((peer, stream, leftover)) => {
+                backoff = BACKOFF_FIRST;
+                warned = false;
+                if let Some(state) = routes.targets.borrow_mut().get_mut(&url) {
+                    state.server_id = Some(peer.server_id.clone());
+                }
+                serve(shard.clone(), peer, stream, leftover).await;
+                continue;
+            }
+            Err(DialError::Itself) => {
+                if let Some(state) = routes.targets.borrow_mut().get_mut(&url) {
+                    state.is_self = true;
+                }
+                log::debug!(target: "tern::cluster", "shard {}: route {url} is this node", shard.index);
+                return;
+            }
+            Err(DialError::Known(server_id)) => {
+                if let Some(state) = routes.targets.borrow_mut().get_mut(&url) {
+                    state.server_id = Some(server_id);
+                }
+                continue;
+            }
+            Err(DialError::Failed(error)) => {
+                if !warned {
+                    log::warn!(target: "tern::cluster", "shard {}: route to {url}: {error}; retrying", shard.index);
+                    warned = true;
+                } else {
+                    log::debug!(target: "tern::cluster", "shard {}: route to {url}: {error}", shard.index);
+                }
+            }
+        }
+        let jitter = Duration::from_millis(routes.random_below(backoff.as_millis() as u64 / 2 + 1));
+        futures_lite::future::or(
+            async {
+                tern_shard::timer::sleep(backoff + jitter).await;
+            },
+            shard.shutdown.wait(),
+        )
+        .await;
+        backoff = (backoff * 2).min(BACKOFF_MAX);
+    }
+}
+
+enum DialError {
+    Itself,
+    /// The node there is already connected (under this server id).
+    Known(String),
+    Failed(String),
+}
+
+async fn dial(
+    shard: &Rc<Shard>,
+    url: &str,
+) -> Result<(PeerIdentity, TcpStream, Vec<u8>), DialError> {
+    let routes = shard.routes.as_ref().expect("clustered");
+    let address = url
+        .to_socket_addrs()
+        .map_err(|error| DialError::Failed(format!("cannot resolve: {error}")))?
+        .next()
+        .ok_or_else(|| DialError::Failed("no address".into()))?;
+    let socket =
+        crate::cluster::steer::start_connect(address, shard.index, shard.shard_count, |bound| {
+            routes.random_below(bound)
+        })
+        .map_err(|error| DialError::Failed(format!("connect: {error}")))?;
+    // SAFETY: a fresh socket, owned until here; the stream owns it now.
+    let mut stream = unsafe {
+        <TcpStream as std::os::fd::FromRawFd>::from_raw_fd(std::os::fd::IntoRawFd::into_raw_fd(
+            socket,
+        ))
+    };
+    let mut hello = Vec::new();
+    frame::push_hello(&mut hello, &routes.own_hello());
+    let handshake = async {
+        stream.write_all(&hello).await.map_err(HandshakeError::Io)?;
+        let mut buffer = Vec::with_capacity(4096);
+        let (peer_hello, used) =
+            read_frame(&mut stream, &mut buffer, routes.body_max_bytes).await?;
+        buffer.drain(..used);
+        Ok::<_, HandshakeError>((peer_hello, buffer))
+    };
+    let (peer_hello, leftover) = tern_shard::timer::timeout(HANDSHAKE_TIMEOUT, handshake)
+        .await
+        .unwrap_or(Err(HandshakeError::Timeout))
+        .map_err(|error| match &error {
+            HandshakeError::Refused(reason) if reason == "a route to itself" => DialError::Itself,
+            _ => DialError::Failed(error.to_string()),
+        })?;
+    match routes.check(&peer_hello, address) {
+        Ok(()) => {}
+        Err(Refusal::Itself) => return Err(DialError::Itself),
+        Err(Refusal::Permanent(reason) | Refusal::Retry(reason)) => {
+            return Err(DialError::Failed(reason))
+        }
+    }
+    if let Some(link) = routes.links.borrow().get(&peer_hello.server_id) {
+        if link.is_open() && !keeps_new(&routes.hello.borrow().server_id, link, true) {
+            return Err(DialError::Known(peer_hello.server_id.clone()));
+        }
+    }
+    for known in &peer_hello.known_routes {
+        learn(shard, observed(known, address.ip()));
+    }
+    let peer = PeerIdentity {
+        client_url: observed(&peer_hello.client_url, address.ip()),
+        route_url: url.to_string(),
+        server_id: peer_hello.server_id,
+        server_name: peer_hello.server_name,
+        address,
+        did_solicit: true,
+    };
+    Ok((peer, stream, leftover))
+}
+
+/// Whether a new connection to a node that already has `existing` should
+/// replace it: both nodes keep the one dialed by the smaller server id.
+fn keeps_new(own_id: &str, existing: &RouteLink, new_did_solicit: bool) -> bool {
+    let dialer = |did_solicit: bool, peer_id: &str| -> String {
+        if did_solicit {
+            own_id.to_string()
+        } else {
+            peer_id.to_string()
+        }
+    };
+    let peer_id = &existing.peer.server_id;
+    let existing_dialer = dialer(existing.peer.did_solicit, peer_id);
+    let new_dialer = dialer(new_did_solicit, peer_id);
+    new_dialer < existing_dialer
+}
+
+/// Runs one established link until it closes: registers it (one per node),
+/// sends this node's interest, then reads frames while a task writes.
+async fn serve(shard: Rc<Shard>, peer: PeerIdentity, stream: TcpStream, leftover: Vec<u8>) {
+    let routes = shard.routes.as_ref().expect("clustered");
+    let id = routes.next_link_id.get();
+    routes.next_link_id.set(id + 1);
+    let link = Rc::new(RouteLink::new(id, peer, routes.pending_max_bytes));
+    {
+        let mut links = routes.links.borrow_mut();
+        if let Some(existing) = links.get(&link.peer.server_id).cloned() {
+            let own_id = routes.hello.borrow().server_id.clone();
+            if existing.is_open() && !keeps_new(&own_id, &existing, link.peer.did_solicit) {
+                log::debug!(target: "tern::cluster", "shard {}: duplicate route to {} dropped", shard.index, link.peer.server_name);
+                return;
+            }
+            existing.close(LinkClose::Duplicate);
+        }
+        links.insert(link.peer.server_id.clone(), link.clone());
+    }
+    log::info!(
+        target: "tern::cluster",
+        "shard {}: route connection to {} ({}, {}) established",
+        shard.index, link.peer.server_name, link.peer.address,
+        if link.peer.did_solicit { "dialed" } else { "accepted" }
+    );
+    // Tell the node what this node subscribes to, and the others about it.
+    for export in shard.router.borrow().node_interest() {
+        link.send_interest(&export.subject, export.queue.as_ref(), export.weight);
+    }
+    let new_route = vec![link.peer.route_url.clone()];
+    for other in routes.links() {
+        if other.id != link.id {
+            other.send_routes(&new_route);
+        }
+    }
+    routes.changed.wake_all();
+    shard.cluster_changed();
+
+    let stream = crate::nats::conn::SharedStream::new(stream);
+    let writer = glommio::spawn_local(write_loop(shard.clone(), link.clone(), stream.clone()));
+    let pinger = glommio::spawn_local(ping_loop(link.clone()));
+    read_loop(&shard, &link, stream.clone(), leftover).await;
+    link.close(LinkClose::PeerClosed);
+    drop(pinger);
+    writer.await;
+    stream.shutdown();
+    {
+        let mut links = routes.links.borrow_mut();
+        if links
+            .get(&link.peer.server_id)
+            .is_some_and(|current| current.id == link.id)
+        {
+            links.remove(&link.peer.server_id);
+        }
+    }
+    shard.router.borrow_mut().forget_node(link.id);
+    shard.interest_changed.wake_all();
+    routes.changed.wake_all();
+    shard.cluster_changed();
+    let reason = link.close_reason();
+    if reason == Some(LinkClose::Duplicate) {
+        log::debug!(target: "tern::cluster", "shard {}: duplicate route to {} closed", shard.index, link.peer.server_name);
+    } else {
+        log::info!(
+            target: "tern::cluster",
+            "shard {}: route connection to {} ({}) closed: {:?}",
+            shard.index, link.peer.server_name, link.peer.address, reason
+        );
+    }
+}
+
+async fn read_loop(
+    shard: &Rc<Shard>,
+    link: &Rc<RouteLink>,
+    mut stream: crate::nats::conn::SharedStream,
+    leftover: Vec<u8>,
+) {
+    let routes = shard.routes.as_ref().expect("clustered");
+    let mut buffer = leftover;
+    let mut start = 0;
+    buffer.reserve(READ_BUFFER_BYTES);
+    loop {
+        // Handle every whole frame buffered.
+        let mut handled = 0;
+        loop {
+            match frame::decode(&buffer[start..], routes.body_max_bytes) {
+                Ok(Some((frame, used))) => {
+                    start += used;
+                    link.in_bytes.set(link.in_bytes.get() + used as u64);
+                    if let Err(reason) = handle_frame(shard, link, frame) {
+                        log::warn!(target: "tern::cluster", "shard {}: route to {} ({}): {reason}; closing", shard.index, link.peer.server_name, link.peer.address);
+                        link.close(LinkClose::Protocol);
+                        return;
+                    }
+                    handled += 1;
+                    if handled % READ_BATCH_FRAMES == 0 {
+                        shard.flush_inline();
+                        shard.stall_for_consumers().await;
+                        futures_lite::future::yield_now().await;
+                    }
+                }
+                Ok(None) => break,
+                Err(error) => {
+                    log::warn!(target: "tern::cluster", "shard {}: route to {} ({}): {error}; closing", shard.index, link.peer.server_name, link.peer.address);
+                    link.close(LinkClose::Protocol);
+                    return;
+                }
+            }
+        }
+        if handled > 0 {
+            shard.flush_inline();
+            shard.stall_for_consumers().await;
+        }
+        if !link.is_open() {
+            return;
+        }
+        // Compact, then make room for the rest of the current frame.
+        buffer.drain(..start);
+        start = 0;
+        let needed = frame::frame_bytes(&buffer).unwrap_or(frame::FRAME_HEADER_BYTES);
+        let end = buffer.len();
+        let target = needed
+            .max(end + READ_BUFFER_BYTES / 4)
+            .max(READ_BUFFER_BYTES);
+        buffer.resize(target, 0);
+        let read = futures_lite::future::or(
+            async { Some(stream.read(&mut buffer[end..]).await) },
+            async {
+                link.closed().await;
+                None
+            },
+        )
+        .await;
+        match read {
+            None => {
+                buffer.truncate(end);
+                return;
+            }
+            Some(Ok(0)) => {
+                buffer.truncate(end);
+                link.close(LinkClose::PeerClosed);
+                return;
+            }
+            Some(Ok(count)) => {
+                buffer.truncate(end + count);
+                link.last_in.set(Instant::now());
+            }
+            Some(Err(_)) => {
+                buffer.truncate(end);
+                link.close(LinkClose::ReadError);
+                return;
+            }
+        }
+        if buffer.capacity() > 2 * routes.body_max_bytes.max(READ_BUFFER_BYTES)
+            && buffer.len() < READ_BUFFER_BYTES
+        {
+            buffer.shrink_to(READ_BUFFER_BYTES);
+        }
+    }
+}
+
+/// Acts on one frame from a peer; `Err` is the peer's protocol error.
+fn handle_frame(shard: &Rc<Shard>, link: &Rc<RouteLink>, frame: Frame<'_>) -> Result<(), String> {
+    match frame {
+        Frame::Message(message) => {
+            link.in_msgs.set(link.in_msgs.get() + 1);
+            shard.deliver_from_route(&message);
+        }
+        Frame::Interest {
+            subject,
+            queue,
+            weight,
+        } => {
+            shard
+                .router
+                .borrow_mut()
+                .apply_node(link, subject, queue, weight)
+                .map_err(|_| {
+                    format!(
+                        "invalid subject {:?} in an interest update",
+                        String::from_utf8_lossy(subject)
+                    )
+                })?;
+            shard.interest_changed.wake_all();
+        }
+        Frame::Routes(urls) => {
+            for url in urls {
+                learn(shard, observed(&url, link.peer.address.ip()));
+            }
+        }
+        Frame::Ping => {
+            link.send_pong();
+        }
+        Frame::Pong => {}
+        Frame::Hello(_) => return Err("a second hello".into()),
+        Frame::Refuse(reason) => return Err(format!("refused: {reason}")),
+    }
+    Ok(())
+}
+
+async fn write_loop(
+    shard: Rc<Shard>,
+    link: Rc<RouteLink>,
+    mut stream: crate::nats::conn::SharedStream,
+) {
+    let write_deadline = shard.config.limits.write_deadline;
+    let mut spare = Vec::with_capacity(4096);
+    while link.next_outbound(&mut spare).await.is_some() {
+        let written = tern_shard::timer::timeout(write_deadline, stream.write_all(&spare)).await;
+        link.wrote();
+        match written {
+            Ok(Ok(())) => {}
+            Ok(Err(_)) => {
+                link.close(LinkClose::WriteError);
+                break;
+            }
+            Err(_) => {
+                log::warn!(
+                    target: "tern::cluster",
+                    "shard {}: route to {} ({}): a write blocked for {:?}: the peer is not reading; closing",
+                    shard.index, link.peer.server_name, link.peer.address, write_deadline
+                );
+                link.close(LinkClose::SlowPeer);
+                break;
+            }
+        }
+        if spare.capacity() > 4 << 20 {
+            spare = Vec::with_capacity(4096);
+        }
+    }
+}
+
+async fn ping_loop(link: Rc<RouteLink>) {
+    while link.is_open() {
+        tern_shard::timer::sleep(PING_INTERVAL).await;
+        if link.last_in.get().elapsed() > STALE_AFTER {
+            log::warn!(target: "tern::cluster", "route to {} ({}): nothing heard for {:?}; closing", link.peer.server_name, link.peer.address, STALE_AFTER);
+            link.close(LinkClose::Stale);
+            return;
+        }
+        link.send_ping();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unspecified_hosts_become_the_observed_address() {
+        let seen: IpAddr = "10.0.0.7".parse().unwrap();
+        assert_eq!(observed("0.0.0.0:6222", seen), "10.0.0.7:6222");
+        assert_eq!(observed("[::]:6222", seen), "10.0.0.7:6222");
+        assert_eq!(observed("10.0.0.2:6222", seen), "10.0.0.2:6222");
+        assert_eq!(observed("node-2:6222", seen), "node-2:6222");
+    }
+}
