@@ -387,6 +387,9 @@ async fn shard_main(
         crate::cluster::routes::start(&shard, listener);
         if index == 0 {
             log::info!(target: "tern::server", "Cluster name is {}", cluster.name);
+            if config.jetstream.is_some() {
+                log::warn!(target: "tern::server", "JetStream is per node in this version: streams live on the node they were created on and are not replicated across the cluster yet");
+            }
             log::info!(target: "tern::server", "Listening for route connections on {}:{}", cluster.listen.host, listeners.port);
         }
     }

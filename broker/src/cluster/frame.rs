@@ -40,6 +40,8 @@ pub const HELLO_MAGIC: &[u8; 4] = b"TERN";
 pub const PROTOCOL_VERSION: u16 = 1;
 /// Longest name or URL in a Hello or Routes frame.
 pub const NAME_BYTES_MAX: usize = 256;
+/// Longest reason a Refuse carries.
+pub const REFUSE_BYTES_MAX: usize = 1024;
 /// Most route URLs one Hello or Routes frame carries.
 pub const ROUTE_URLS_MAX: usize = 256;
 /// A frame body's size beyond a message's payload: subject, reply and the
@@ -262,7 +264,12 @@ fn decode_body(body: &[u8]) -> Result<Frame<'_>, FrameError> {
             };
             let reason = reader.bytes()?;
             reader.end()?;
-            Ok(Frame::Refuse(String::from_utf8_lossy(reason).into_owned()))
+            if reason.len() > REFUSE_BYTES_MAX {
+                return Err(FrameError::Malformed("refuse"));
+            }
+            let reason =
+                String::from_utf8(reason.to_vec()).map_err(|_| FrameError::Malformed("refuse"))?;
+            Ok(Frame::Refuse(reason))
         }
         KIND_INTEREST => {
             let mut reader = Reader {
@@ -393,7 +400,11 @@ pub fn push_hello(buffer: &mut Vec<u8>, hello: &Hello) {
 }
 
 pub fn push_refuse(buffer: &mut Vec<u8>, reason: &str) {
-    let reason = &reason.as_bytes()[..reason.len().min(1024)];
+    let mut end = reason.len().min(REFUSE_BYTES_MAX);
+    while !reason.is_char_boundary(end) {
+        end -= 1;
+    }
+    let reason = &reason.as_bytes()[..end];
     push_frame(buffer, KIND_REFUSE, |buffer| push_bytes(buffer, reason));
 }
 

@@ -381,9 +381,10 @@ async fn dial_loop(shard: Rc<Shard>, url: String) {
             .and_then(|state| state.server_id.clone());
         if let Some(server_id) = known {
             let connected = routes.links.borrow().get(&server_id).cloned();
-            if let Some(link) = connected {
+            if let Some(link) = connected.filter(|link| link.is_open()) {
                 // Connected (perhaps through the other node's dial): wait
-                // for that link to close.
+                // for that link to close, then redial (a closed link may
+                // still be listed while its tasks finish: not waited on).
                 futures_lite::future::or(link.closed(), shard.shutdown.wait()).await;
                 backoff = BACKOFF_FIRST;
                 continue;
@@ -581,7 +582,7 @@ async fn serve(shard: Rc<Shard>, peer: PeerIdentity, stream: TcpStream, leftover
     shard.cluster_changed();
     let reason = link.close_reason();
     if reason == Some(LinkClose::Duplicate) {
-        log::debug!(target: "tern::cluster", "shard {}: duplicate route to {} closed", shard.index, link.peer.server_name);
+        log::info!(target: "tern::cluster", "shard {}: duplicate route connection to {} ({}) closed: both nodes keep the one the smaller server id dialed", shard.index, link.peer.server_name, link.peer.address);
     } else {
         log::info!(
             target: "tern::cluster",

@@ -6,6 +6,7 @@
 #[macro_use]
 mod common;
 
+mod cluster_core;
 mod core_pubsub;
 mod jetstream_api;
 mod jetstream_consumer;

@@ -15,6 +15,7 @@
 // shared between the test and the thread draining stderr.
 #![allow(clippy::disallowed_types)]
 
+pub mod cluster;
 pub mod js;
 
 use std::collections::VecDeque;
@@ -226,6 +227,9 @@ pub struct Server {
     child: Child,
     client_port: u16,
     http_port: u16,
+    /// The cluster (route) port, once the server has logged it (a server
+    /// started with `--cluster` logs it after its client port).
+    route_port: Arc<Mutex<Option<u16>>>,
     log: Arc<Mutex<VecDeque<String>>>,
     options: Options,
     dir: Option<tempfile::TempDir>,
@@ -415,9 +419,11 @@ impl Server {
             .unwrap_or_else(|error| panic!("cannot start {}: {error}", flavor.name()));
         let stderr = child.stderr.take().expect("piped stderr");
         let log = Arc::new(Mutex::new(VecDeque::new()));
+        let route_port = Arc::new(Mutex::new(None));
         let (events, received) = mpsc::channel();
         {
             let log = log.clone();
+            let route_port = route_port.clone();
             std::thread::Builder::new()
                 .name(format!("{}-stderr", flavor.name()))
                 .spawn(move || {
@@ -437,6 +443,10 @@ impl Server {
                             port_after(&line, "Listening for client connections on ")
                         {
                             let _ = events.send(LogEvent::ClientPort(port));
+                        }
+                        if let Some(port) = port_after(&line, "Listening for route connections on ")
+                        {
+                            *route_port.lock().unwrap() = Some(port);
                         }
                         let mut log = log.lock().unwrap();
                         if log.len() == LOG_LINES_KEPT {
@@ -474,6 +484,7 @@ impl Server {
             child,
             client_port: client_port.unwrap(),
             http_port: http_port.unwrap(),
+            route_port,
             log,
             options,
             dir: Some(dir),
@@ -495,6 +506,12 @@ impl Server {
 
     pub fn http_port(&self) -> u16 {
         self.http_port
+    }
+
+    /// The route port the server logged (`Listening for route connections
+    /// on HOST:PORT`), if it has yet: see [`cluster::wait_route_port`].
+    pub fn route_port(&self) -> Option<u16> {
+        *self.route_port.lock().unwrap()
     }
 
     pub fn pid(&self) -> u32 {
