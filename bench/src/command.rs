@@ -48,7 +48,9 @@ pub struct CommonArgs {
 
 #[derive(Debug, Clone, clap::Args)]
 pub struct RunArgs {
-    /// Server to measure, e.g. nats://127.0.0.1:4222.
+    /// Server to measure, e.g. nats://127.0.0.1:4222; a comma-separated
+    /// list puts connection i on server i mod n (producer on the first,
+    /// subscriber on the second: across the nodes of a cluster).
     #[arg(long, value_name = "URL")]
     pub url: String,
     /// Its monitoring endpoint (host:port) for server CPU and RSS from /varz.

@@ -120,15 +120,21 @@ pub async fn measure(workload: &Workload, target: &Target) -> Result<Measurement
     let run = run_id();
     let timeout = workload.timeout();
     let mut clients = Vec::new();
-    for _ in 0..workload.connections {
+    // A comma-separated list puts connection `i` on server `i % n` (the
+    // producer on the first, the subscriber on the second: across the
+    // nodes of a cluster), and nowhere else.
+    let urls: Vec<&str> = target.url.split(',').map(str::trim).collect();
+    for index in 0..workload.connections as usize {
+        let url = urls[index % urls.len()];
         let options = async_nats::ConnectOptions::new()
             .connection_timeout(timeout)
             .client_capacity(CLIENT_CAPACITY)
-            .request_timeout(Some(timeout));
-        let client = bounded("connect", timeout, options.connect(target.url.as_str()))
+            .request_timeout(Some(timeout))
+            .ignore_discovered_servers();
+        let client = bounded("connect", timeout, options.connect(url))
             .await?
             .map_err(|error| MeasureError::Connect {
-                url: target.url.clone(),
+                url: url.to_string(),
                 reason: error.to_string(),
             })?;
         clients.push(client);

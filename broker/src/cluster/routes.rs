@@ -50,7 +50,14 @@ struct TargetState {
     server_id: Option<String>,
     /// The URL is this node.
     is_self: bool,
+    /// From the configuration (redialed for ever), not learnt (dropped
+    /// after [`LEARNT_ROUTE_ATTEMPTS`] failed dials in a row, as
+    /// nats-server drops implicit routes; gossip brings it back).
+    configured: bool,
 }
+
+/// Failed dials in a row after which a learnt route URL is forgotten.
+const LEARNT_ROUTE_ATTEMPTS: u32 = 3;
 
 /// One shard's routes.
 pub struct Routes {
@@ -208,13 +215,18 @@ pub fn start(shard: &Rc<Shard>, listener: TcpListener) {
     let routes = shard.routes.as_ref().expect("clustered");
     glommio::spawn_local(accept_loop(shard.clone(), listener)).detach();
     for route in routes.config.routes.clone() {
-        learn(shard, route.to_string());
+        add_target(shard, route.to_string(), true);
     }
 }
 
-/// Adds a route URL to keep connected (from the config or gossip) and
-/// starts dialing it, unless known already.
+/// Adds a learnt route URL (gossip) to keep connected.
 fn learn(shard: &Rc<Shard>, url: String) {
+    add_target(shard, url, false);
+}
+
+/// Adds a route URL to keep connected and starts dialing it, unless known
+/// already.
+fn add_target(shard: &Rc<Shard>, url: String, configured: bool) {
     let routes = shard.routes.as_ref().expect("clustered");
     {
         let mut targets = routes.targets.borrow_mut();
@@ -234,6 +246,7 @@ fn learn(shard: &Rc<Shard>, url: String) {
             TargetState {
                 server_id,
                 is_self: false,
+                configured,
             },
         );
     }
@@ -373,6 +386,7 @@ async fn dial_loop(shard: Rc<Shard>, url: String) {
     let routes = shard.routes.as_ref().expect("clustered");
     let mut backoff = BACKOFF_FIRST;
     let mut warned = false;
+    let mut failures = 0u32;
     while !shard.shutdown.is_triggered() {
         let known = routes
             .targets
@@ -394,6 +408,7 @@ async fn dial_loop(shard: Rc<Shard>, url: String) {
             Ok((peer, stream, leftover)) => {
                 backoff = BACKOFF_FIRST;
                 warned = false;
+                failures = 0;
                 if let Some(state) = routes.targets.borrow_mut().get_mut(&url) {
                     state.server_id = Some(peer.server_id.clone());
                 }
@@ -414,6 +429,17 @@ async fn dial_loop(shard: Rc<Shard>, url: String) {
                 continue;
             }
             Err(DialError::Failed(error)) => {
+                failures += 1;
+                let configured = routes
+                    .targets
+                    .borrow()
+                    .get(&url)
+                    .is_some_and(|state| state.configured);
+                if !configured && failures >= LEARNT_ROUTE_ATTEMPTS {
+                    routes.targets.borrow_mut().remove(&url);
+                    log::info!(target: "tern::cluster", "shard {}: learnt route {url} forgotten after {failures} failed attempts: {error}", shard.index);
+                    return;
+                }
                 if !warned {
                     log::warn!(target: "tern::cluster", "shard {}: route to {url}: {error}; retrying", shard.index);
                     warned = true;

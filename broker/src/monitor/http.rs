@@ -517,6 +517,65 @@ impl Monitor {
                 );
             }
         }
+        type RouteFamily = (
+            &'static str,
+            &'static str,
+            &'static str,
+            fn(&RouteInfo) -> u64,
+        );
+        let route_families: [RouteFamily; 6] = [
+            (
+                "tern_route_up",
+                "gauge",
+                "1 per open route connection (shard, remote node).",
+                |_| 1,
+            ),
+            (
+                "tern_route_pending_bytes",
+                "gauge",
+                "Bytes queued for a route connection.",
+                |r| r.pending_size,
+            ),
+            (
+                "tern_route_in_msgs_total",
+                "counter",
+                "Messages received over a route connection.",
+                |r| r.in_msgs,
+            ),
+            (
+                "tern_route_out_msgs_total",
+                "counter",
+                "Messages sent over a route connection.",
+                |r| r.out_msgs,
+            ),
+            (
+                "tern_route_in_bytes_total",
+                "counter",
+                "Frame bytes received over a route connection.",
+                |r| r.in_bytes,
+            ),
+            (
+                "tern_route_out_bytes_total",
+                "counter",
+                "Frame bytes sent over a route connection.",
+                |r| r.out_bytes,
+            ),
+        ];
+        if self.shard.routes.is_some() {
+            for (name, kind, help, value) in route_families {
+                let _ = writeln!(out, "# HELP {name} {help}");
+                let _ = writeln!(out, "# TYPE {name} {kind}");
+                for route in reports.iter().flat_map(|report| &report.routes) {
+                    let _ = writeln!(
+                        out,
+                        "{name}{{shard=\"{}\",remote=\"{}\"}} {}",
+                        route.shard,
+                        route.remote_name,
+                        value(route)
+                    );
+                }
+            }
+        }
         let _ = writeln!(
             out,
             "# HELP tern_resident_memory_bytes Resident set size of the process."
