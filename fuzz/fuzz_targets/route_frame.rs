@@ -40,6 +40,13 @@ fn encode(frame: &Frame<'_>) -> Vec<u8> {
             )
         }
         Frame::Routes(routes) => frame::push_routes(&mut buffer, routes),
+        Frame::Raft { from, to, messages } => {
+            let messages: Vec<(u64, Bytes)> = messages
+                .iter()
+                .map(|(group, bytes)| (*group, Bytes::copy_from_slice(bytes)))
+                .collect();
+            frame::push_raft(&mut buffer, *from, *to, &messages, BODY_MAX_BYTES)
+        }
         Frame::Ping => frame::push_ping(&mut buffer),
         Frame::Pong => frame::push_pong(&mut buffer),
     }

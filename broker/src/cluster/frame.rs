@@ -26,6 +26,10 @@
 //! kind 5 Routes    count:u16 route_url:string * count   (gossip)
 //! kind 6 Ping      (empty)
 //! kind 7 Pong      (empty)
+//! kind 8 Raft      from:u64 to:u64 count:u32
+//!                  (group:u64 length:u32 message[length]) * count
+//!                  (Raft node ids; each message in `tern_raft::wire`
+//!                  encoding, decoded by the receiver with its limits)
 //! ```
 //!
 //! A Message names the queue groups the sender chose this node for; the
@@ -56,6 +60,7 @@ const KIND_MESSAGE: u8 = 4;
 const KIND_ROUTES: u8 = 5;
 const KIND_PING: u8 = 6;
 const KIND_PONG: u8 = 7;
+const KIND_RAFT: u8 = 8;
 
 const MESSAGE_HAS_REPLY: u8 = 1;
 const MESSAGE_QUEUES_ONLY: u8 = 2;
@@ -106,6 +111,13 @@ pub enum Frame<'a> {
     Routes(Vec<String>),
     Ping,
     Pong,
+    /// Raft messages from node `from` to node `to`, per group, still in
+    /// wire encoding.
+    Raft {
+        from: u64,
+        to: u64,
+        messages: Vec<(u64, &'a [u8])>,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -338,6 +350,27 @@ fn decode_body(body: &[u8]) -> Result<Frame<'_>, FrameError> {
             reader.end()?;
             Ok(Frame::Routes(routes))
         }
+        KIND_RAFT => {
+            let mut reader = Reader {
+                bytes: fields,
+                kind: "raft",
+            };
+            let from = u64::from_le_bytes(reader.take(8)?.try_into().expect("8 bytes"));
+            let to = u64::from_le_bytes(reader.take(8)?.try_into().expect("8 bytes"));
+            let count = reader.u32()? as usize;
+            // Each message takes at least 12 bytes: a count beyond that is a lie.
+            if count > reader.bytes.len() / 12 {
+                return Err(FrameError::Malformed("raft"));
+            }
+            let mut messages = Vec::with_capacity(count);
+            for _ in 0..count {
+                let group = u64::from_le_bytes(reader.take(8)?.try_into().expect("8 bytes"));
+                let length = reader.u32()? as usize;
+                messages.push((group, reader.take(length)?));
+            }
+            reader.end()?;
+            Ok(Frame::Raft { from, to, messages })
+        }
         KIND_PING | KIND_PONG => {
             if !fields.is_empty() {
                 return Err(FrameError::Malformed("ping"));
@@ -468,6 +501,42 @@ pub fn push_message(
 
 pub fn push_routes(buffer: &mut Vec<u8>, routes: &[String]) {
     push_frame(buffer, KIND_ROUTES, |buffer| push_names(buffer, routes));
+}
+
+/// Appends Raft messages (`(group, wire bytes)`) from `from` to `to`, in
+/// as many frames as keep each body within `body_max_bytes` (a message
+/// larger than that on its own is a caller bug: Raft's limits keep them
+/// smaller).
+pub fn push_raft(
+    buffer: &mut Vec<u8>,
+    from: u64,
+    to: u64,
+    messages: &[(u64, Bytes)],
+    body_max_bytes: usize,
+) {
+    const HEAD_BYTES: usize = 1 + 8 + 8 + 4;
+    let mut rest = messages;
+    while !rest.is_empty() {
+        let mut bytes = HEAD_BYTES;
+        let mut count = 0;
+        while count < rest.len() && bytes + 12 + rest[count].1.len() <= body_max_bytes {
+            bytes += 12 + rest[count].1.len();
+            count += 1;
+        }
+        assert!(count > 0, "a Raft message larger than a frame");
+        let (these, later) = rest.split_at(count);
+        push_frame(buffer, KIND_RAFT, |buffer| {
+            buffer.extend_from_slice(&from.to_le_bytes());
+            buffer.extend_from_slice(&to.to_le_bytes());
+            buffer.extend_from_slice(&(these.len() as u32).to_le_bytes());
+            for (group, message) in these {
+                buffer.extend_from_slice(&group.to_le_bytes());
+                buffer.extend_from_slice(&(message.len() as u32).to_le_bytes());
+                buffer.extend_from_slice(message);
+            }
+        });
+        rest = later;
+    }
 }
 
 pub fn push_ping(buffer: &mut Vec<u8>) {
@@ -631,6 +700,42 @@ mod tests {
             decode(&wrong, LIMIT),
             Err(FrameError::Malformed("interest"))
         );
+    }
+
+    #[test]
+    fn raft_batches_split_to_fit_the_limit() {
+        let messages: Vec<(u64, Bytes)> = (0..100u64)
+            .map(|group| (group, Bytes::from(vec![group as u8; 1000])))
+            .collect();
+        let mut buffer = Vec::new();
+        push_raft(&mut buffer, 7, 9, &messages, 10_000);
+        let mut seen = Vec::new();
+        let mut offset = 0;
+        while offset < buffer.len() {
+            let (frame, used) = decode(&buffer[offset..], 10_000).unwrap().unwrap();
+            let Frame::Raft { from, to, messages } = frame else {
+                panic!("raft");
+            };
+            assert_eq!((from, to), (7, 9));
+            seen.extend(
+                messages
+                    .iter()
+                    .map(|(group, bytes)| (*group, bytes.to_vec())),
+            );
+            offset += used;
+        }
+        assert_eq!(seen.len(), 100);
+        assert!(seen
+            .iter()
+            .zip(&messages)
+            .all(|(a, b)| a.0 == b.0 && a.1[..] == b.1[..]));
+        // A count no body could hold is refused before allocating for it.
+        let mut lie = Vec::new();
+        push_frame(&mut lie, KIND_RAFT, |buffer| {
+            buffer.extend_from_slice(&[0; 16]);
+            buffer.extend_from_slice(&u32::MAX.to_le_bytes());
+        });
+        assert_eq!(decode(&lie, LIMIT), Err(FrameError::Malformed("raft")));
     }
 
     #[test]

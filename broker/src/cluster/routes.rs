@@ -741,6 +741,11 @@ fn handle_frame(shard: &Rc<Shard>, link: &Rc<RouteLink>, frame: Frame<'_>) -> Re
             link.send_pong();
         }
         Frame::Pong => {}
+        Frame::Raft { messages, .. } => {
+            // No Raft group spans nodes yet (docs/cluster-jetstream.md):
+            // dropped, as a lost message is to Raft.
+            log::debug!(target: "tern::cluster", "shard {}: {} Raft message(s) from {} dropped: no replicated groups yet", shard.index, messages.len(), link.peer.server_name);
+        }
         Frame::Hello(_) => return Err("a second hello".into()),
         Frame::Refuse(reason) => return Err(format!("refused: {reason}")),
     }
@@ -755,8 +760,22 @@ async fn write_loop(
     let write_deadline = shard.config.limits.write_deadline;
     let mut spare = Vec::with_capacity(4096);
     while link.next_outbound(&mut spare).await.is_some() {
-        let written = tern_shard::timer::timeout(write_deadline, stream.write_all(&spare)).await;
+        // A link closed meanwhile (over its limit, a protocol error, a
+        // duplicate) stops waiting on a write the peer may never take.
+        let write = async { Some(stream.write_all(&spare).await) };
+        let closed = async {
+            link.closed().await;
+            None
+        };
+        let written =
+            tern_shard::timer::timeout(write_deadline, futures_lite::future::or(write, closed))
+                .await;
         link.wrote();
+        let written = match written {
+            Ok(None) => break,
+            Ok(Some(result)) => Ok(result),
+            Err(elapsed) => Err(elapsed),
+        };
         match written {
             Ok(Ok(())) => {}
             Ok(Err(_)) => {

@@ -101,7 +101,7 @@ fn headers_for(name: &str, index: usize) -> async_nats::HeaderMap {
 /// with headers (HPUB), then `END-<name>` on `base.x`. Every subscription
 /// gets exactly the messages its subject matches, once each, in each
 /// publisher's order, headers intact.
-async fn check_pub_sub(
+pub(crate) async fn check_pub_sub(
     cluster: &Cluster,
     test: &str,
     subscriber_node: usize,
@@ -229,7 +229,7 @@ async fn check_pub_sub(
 /// (and, if given, a plain subscriber on `plain_node`): `count` messages
 /// from `publisher_node` reach exactly one member each, members on at
 /// least two nodes get some, and the plain subscriber gets all, in order.
-async fn check_queue_group(
+pub(crate) async fn check_queue_group(
     cluster: &Cluster,
     test: &str,
     publisher_node: usize,
@@ -332,7 +332,7 @@ async fn check_queue_group(
 
 /// A responder on `client` answering `re:<payload>` until the returned
 /// sender fires (then it unsubscribes) or the task is aborted.
-async fn spawn_responder(
+pub(crate) async fn spawn_responder(
     client: async_nats::Client,
     subject: String,
 ) -> (
@@ -906,3 +906,62 @@ async fn cluster_wait_interest(flavor: Flavor) {
     assert_eq!(&message.payload[..], b"after", "no probe left behind");
 }
 differential!(cluster_wait_interest);
+
+/// What operators see of the routes: `/routez` lists one route per shard
+/// and other node with nats-server's fields and the owning shard, `/varz`
+/// counts them, `/metrics` has a `tern_route_up` per route and the
+/// message counters move when messages cross.
+async fn cluster_monitoring() {
+    let cluster = Cluster::formed(Flavor::Tern, 3, Options::default()).await;
+    let test = "cluster_monitoring";
+    // Subscriber on node 2, publisher on node 1.
+    check_pub_sub(&cluster, test, 2, &[1], 20).await;
+    let node = cluster.node(1);
+    let routez = common::cluster::routez(node);
+    let routes = routez["routes"].as_array().expect("routes");
+    // Two shards (the harness default), two other nodes.
+    assert_eq!(routes.len(), 4, "{routez:#}");
+    assert_eq!(routez["num_routes"], 4);
+    for route in routes {
+        for field in [
+            "rid",
+            "remote_id",
+            "remote_name",
+            "did_solicit",
+            "ip",
+            "port",
+            "pending_size",
+        ] {
+            assert!(!route[field].is_null(), "{field} missing: {route:#}");
+        }
+    }
+    let shards: BTreeSet<u64> = routes
+        .iter()
+        .map(|route| route["shard"].as_u64().unwrap())
+        .collect();
+    assert_eq!(shards, BTreeSet::from([0, 1]));
+    let names: BTreeSet<&str> = routes
+        .iter()
+        .map(|route| route["remote_name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, BTreeSet::from(["n2", "n3"]));
+    let sent: u64 = routes
+        .iter()
+        .filter(|route| route["remote_name"] == "n2")
+        .map(|route| route["out_msgs"].as_u64().unwrap())
+        .sum();
+    assert!(sent >= 20, "node 1 sent {sent} messages to n2: {routez:#}");
+    assert_eq!(node.http_json("/varz")["routes"], 4);
+    let (status, metrics) = node.http_get("/metrics");
+    assert_eq!(status, 200);
+    let up = metrics
+        .lines()
+        .filter(|line| line.starts_with("tern_route_up{"))
+        .count();
+    assert_eq!(up, 4, "{metrics}");
+    assert!(
+        metrics.contains("tern_route_out_msgs_total{shard=\""),
+        "{metrics}"
+    );
+}
+tern_only!(cluster_monitoring);

@@ -7,6 +7,7 @@
 mod common;
 
 mod cluster_core;
+mod cluster_faults;
 mod core_pubsub;
 mod jetstream_api;
 mod jetstream_consumer;

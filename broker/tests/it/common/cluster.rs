@@ -289,6 +289,31 @@ impl Cluster {
         self.alive[index] = false;
     }
 
+    /// SIGKILLs `node` (if it still runs) and starts a fresh server in its
+    /// place, as an operator replacing a crashed machine would: the same
+    /// name `n<node>`, the cluster's options, a new directory (so a new
+    /// server id) and, ports being random, new ports; `--routes` to the
+    /// lowest-numbered other live node (node 1 unless node 1 is the one
+    /// replaced). Returns once it has logged its route port; does not wait
+    /// for the routes (see [`Cluster::wait_formed`]).
+    pub fn replace(&mut self, node: usize) {
+        let index = self.index(node);
+        self.nodes[index].kill();
+        self.alive[index] = false;
+        let seed = self
+            .alive_nodes()
+            .into_iter()
+            .next()
+            .map(|other| self.route_port(other));
+        let name = format!("n{node}");
+        let mut server = start_node(self.flavor, &self.options, &name, &self.name, seed);
+        let port = wait_route_port(&mut server, &name);
+        // Drops (and so reaps) the killed server and its directory.
+        self.nodes[index] = server;
+        self.alive[index] = true;
+        self.route_ports[index] = port;
+    }
+
     pub fn is_alive(&self, node: usize) -> bool {
         self.alive[self.index(node)]
     }
