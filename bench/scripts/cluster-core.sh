@@ -24,7 +24,7 @@ trap cleanup EXIT
 
 # Ports: tern 1423N/1823N/1623N, nats 1433N/1833N/1633N.
 for n in 1 2 3; do
-  "$server" -a 127.0.0.1 -p 1423$n -m 1823$n -n t$n --cores 0-1 --unpinned \
+  "$server" -a 127.0.0.1 -p 1423$n -m 1823$n -n t$n --cores "${TERN_CORES:-0-1}" --unpinned \
     -sd "$work/tern-$n" --cluster nats://127.0.0.1:1623$n --cluster_name bench \
     --routes nats://127.0.0.1:16231 2>"$work/tern-$n.log" &
   pids+=($!)
@@ -48,7 +48,7 @@ for port in 18231 18232 18233 18331 18332 18333; do
   [ "$(formed "$port")" = 2 ] || { echo "cluster behind :$port did not form"; exit 1; }
 done
 
-for workload in latency-1k latency-10k request-reply; do
+for workload in ${WORKLOADS:-latency-1k latency-10k request-reply}; do
   for side in tern nats; do
     if [ "$side" = tern ]; then urls=nats://127.0.0.1:14231,nats://127.0.0.1:14232; else urls=nats://127.0.0.1:14331,nats://127.0.0.1:14332; fi
     "$tern" bench run --quiet --workload "bench/workloads/$workload.toml" \
