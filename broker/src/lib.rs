@@ -30,6 +30,7 @@ pub mod logger;
 pub mod mesh;
 pub mod monitor;
 pub mod nats;
+pub mod random;
 pub mod server;
 pub mod shard;
 pub mod timestamp;

@@ -72,7 +72,7 @@ pub struct Routes {
     /// Frame bodies above this are refused.
     body_max_bytes: usize,
     pending_max_bytes: usize,
-    random_state: Cell<u64>,
+    random: crate::random::Xorshift,
 }
 
 impl Routes {
@@ -92,7 +92,7 @@ impl Routes {
             changed: Waiters::new(),
             body_max_bytes: max_payload_bytes + frame::MESSAGE_OVERHEAD_BYTES_MAX + 64,
             pending_max_bytes,
-            random_state: Cell::new(seed | 1),
+            random: crate::random::Xorshift::new(seed),
         }
     }
 
@@ -118,13 +118,7 @@ impl Routes {
     }
 
     fn random_below(&self, bound: u64) -> u64 {
-        assert!(bound > 0);
-        let mut state = self.random_state.get();
-        state ^= state << 13;
-        state ^= state >> 7;
-        state ^= state << 17;
-        self.random_state.set(state);
-        state % bound
+        self.random.below(bound)
     }
 
     /// Route URLs to gossip: every connected node's and every configured one.

@@ -145,7 +145,7 @@ pub struct Router {
     /// PONGs waiting for peers to apply a sequence, in the order they were
     /// asked for (per client that order is also sequence order).
     deferred_pongs: Vec<(u64, Weak<Client>)>,
-    random_state: Cell<u64>,
+    random: crate::random::Xorshift,
     /// Bumped whenever the sublist changes, so a caller that remembers
     /// whether a subject had interest knows when to look again.
     generation: u64,
@@ -167,7 +167,7 @@ impl Router {
             sequence: 0,
             peer_applied: vec![0; shard_count],
             deferred_pongs: Vec::new(),
-            random_state: Cell::new(seed | 1),
+            random: crate::random::Xorshift::new(seed),
             generation: 0,
         }
     }
@@ -525,15 +525,9 @@ impl Router {
         ready
     }
 
-    /// Uniform random number below `bound` (xorshift; deterministic per seed).
+    /// Uniform random number below `bound` (deterministic per seed).
     pub fn random_below(&self, bound: u64) -> u64 {
-        assert!(bound > 0);
-        let mut state = self.random_state.get();
-        state ^= state << 13;
-        state ^= state >> 7;
-        state ^= state << 17;
-        self.random_state.set(state);
-        state % bound
+        self.random.below(bound)
     }
 }
 
