@@ -172,6 +172,32 @@ impl Routes {
         if hello.server_id == own.server_id {
             return Err(Refusal::Itself);
         }
+        // Names identify nodes to operators (and, with JetStream, to Raft):
+        // two live nodes may not share one.
+        if hello.server_name == own.server_name {
+            return Err(Refusal::Permanent(format!(
+                "duplicate server name: peer {address} is named {:?} like this node",
+                hello.server_name
+            )));
+        }
+        let clash = self
+            .links
+            .borrow()
+            .values()
+            .find(|link| {
+                link.is_open()
+                    && link.peer.server_name == hello.server_name
+                    && link.peer.server_id != hello.server_id
+            })
+            .map(|link| link.peer.address);
+        if let Some(connected) = clash {
+            // Retried: the connected one may be a restarted node's old
+            // link, about to be noticed dead.
+            return Err(Refusal::Retry(format!(
+                "duplicate server name: peer {address} is named {:?} like the node connected from {connected}",
+                hello.server_name
+            )));
+        }
         Ok(())
     }
 }

@@ -965,3 +965,14 @@ async fn cluster_monitoring() {
     );
 }
 tern_only!(cluster_monitoring);
+
+/// A node named like one already in the cluster is refused with a log
+/// line on both sides, and the cluster keeps serving.
+async fn cluster_duplicate_server_name() {
+    let cluster = Cluster::formed(Flavor::Tern, 2, Options::default()).await;
+    let twin = cluster.start_joiner("n2", &cluster.name, cluster.options().clone());
+    wait_log(&twin, "the twin", "duplicate server name", TIMEOUT).await;
+    wait_log(cluster.node(1), "node 1", "duplicate server name", TIMEOUT).await;
+    assert_cluster_unaffected(&cluster, &twin, "cluster_duplicate_server_name").await;
+}
+tern_only!(cluster_duplicate_server_name);
