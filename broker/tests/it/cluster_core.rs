@@ -976,3 +976,62 @@ async fn cluster_duplicate_server_name() {
     assert_cluster_unaffected(&cluster, &twin, "cluster_duplicate_server_name").await;
 }
 tern_only!(cluster_duplicate_server_name);
+
+/// A client told of the other nodes (INFO `connect_urls`) fails over when
+/// its node dies: it reconnects to another node by itself, its
+/// subscription is restored there, and messages published on a third node
+/// reach it.
+async fn cluster_client_fails_over(flavor: Flavor) {
+    let mut cluster = Cluster::formed(flavor, 3, Options::default()).await;
+    let topic = subject("cluster_client_fails_over", flavor, "topic");
+    // Only node 1's URL: the others must come from INFO.
+    let roaming = cluster
+        .node(1)
+        .connect_with(async_nats::ConnectOptions::new().retain_servers_order())
+        .await;
+    let deadline = Instant::now() + TIMEOUT;
+    while roaming.server_info().connect_urls.len() < 3 {
+        assert!(
+            Instant::now() < deadline,
+            "{}: connect_urls never listed the cluster: {:?}",
+            flavor.name(),
+            roaming.server_info().connect_urls
+        );
+        flush(&roaming).await;
+    }
+    let mut subscription = roaming.subscribe(topic.clone()).await.unwrap();
+    let first_port = roaming.server_info().port;
+    assert_eq!(first_port, cluster.node(1).client_port());
+    cluster.kill(1);
+    let publisher = cluster.connect(3).await;
+    // Publish until the subscription, restored on node 2 or 3, gets one.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let mut index = 0u64;
+    let received = loop {
+        assert!(
+            Instant::now() < deadline,
+            "{}: no message reached the client after its node died (now on port {}):\n{}",
+            flavor.name(),
+            roaming.server_info().port,
+            cluster.logs()
+        );
+        publisher
+            .publish(topic.clone(), index.to_string().into())
+            .await
+            .unwrap();
+        flush(&publisher).await;
+        index += 1;
+        if let Ok(Some(message)) =
+            tokio::time::timeout(Duration::from_millis(100), subscription.next()).await
+        {
+            break message;
+        }
+    };
+    assert!(received.payload.len() <= 20);
+    assert_ne!(
+        roaming.server_info().port,
+        first_port,
+        "reconnected elsewhere"
+    );
+}
+differential!(cluster_client_fails_over);
