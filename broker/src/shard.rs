@@ -103,7 +103,7 @@ pub struct Shard {
     pending_reports: RefCell<FxHashMap<u64, Rc<PendingReport>>>,
     next_report_id: Cell<u64>,
     /// Clients that passed their stall threshold since the last stall check.
-    stalled: RefCell<Vec<Rc<Client>>>,
+    stalled: RefCell<Vec<Stalled>>,
     /// Clients with a large backlog to write at the end of the current batch.
     flush_candidates: RefCell<Vec<Rc<Client>>>,
     /// How far this shard has handled each peer's ring.
@@ -122,8 +122,6 @@ pub struct Shard {
     started_waiters: Waiters,
     /// This shard's routes to the other nodes (clustered only).
     pub routes: Option<Routes>,
-    /// Routes that passed their stall threshold since the last stall check.
-    stalled_links: RefCell<Vec<Rc<RouteLink>>>,
 }
 
 /// Where a queue group's message goes.
@@ -132,6 +130,12 @@ enum QueueChoice {
     Forward(usize),
     ForwardToNode(Rc<RouteLink>),
     Nobody,
+}
+
+/// A consumer past its stall threshold: a client, or another node's route.
+enum Stalled {
+    Client(Rc<Client>),
+    Route(Rc<RouteLink>),
 }
 
 /// Where a message came from, which decides where it may go next.
@@ -195,7 +199,6 @@ impl Shard {
             started_peers: Cell::new(0),
             started_waiters: Waiters::new(),
             routes,
-            stalled_links: RefCell::new(Vec::new()),
         })
     }
 
@@ -226,7 +229,7 @@ impl Shard {
                 .cluster
                 .as_ref()
                 .map(|cluster| cluster.name.clone()),
-            connect_urls: self.connect_urls(),
+            connect_urls: self.connect_urls(client),
             connect_info: false,
             remote_account: String::new(),
             ldm: false,
@@ -268,6 +271,7 @@ impl Shard {
             address,
             self.config.limits.max_pending_bytes,
         ));
+        client.set_local_address(stream.local_addr().ok());
         let open = self.shared.connections.fetch_add(1, Ordering::Relaxed) + 1;
         if open > self.config.limits.max_connections {
             self.shared.connections.fetch_sub(1, Ordering::Relaxed);
@@ -349,8 +353,9 @@ impl Shard {
 
     /// Client addresses of the cluster's nodes for INFO `connect_urls`:
     /// this node's and every node this shard has a route to (nats-server
-    /// lists them once a route exists).
-    fn connect_urls(&self) -> Vec<String> {
+    /// lists them once a route exists). Listening on every address
+    /// (`0.0.0.0`), this node is named by the address `client` reached.
+    fn connect_urls(&self, client: &Client) -> Vec<String> {
         let Some(routes) = &self.routes else {
             return Vec::new();
         };
@@ -358,27 +363,24 @@ impl Shard {
         if others.is_empty() {
             return Vec::new();
         }
-        let mut urls = vec![format!(
-            "{}:{}",
-            self.advertised_host(),
-            self.shared.client_port
-        )];
-        urls.extend(others);
-        urls
-    }
-
-    /// The host this node's clients are told to use.
-    pub fn advertised_host(&self) -> String {
         let unspecified = self
             .config
             .host
             .parse::<std::net::IpAddr>()
             .is_ok_and(|ip| ip.is_unspecified());
-        if unspecified {
-            "127.0.0.1".to_string()
-        } else {
-            self.config.host.clone()
-        }
+        let own = match client.local_address() {
+            Some(local) if unspecified => {
+                SocketAddr::new(local.ip(), self.shared.client_port).to_string()
+            }
+            _ => crate::config::HostPort {
+                host: self.config.host.clone(),
+                port: self.shared.client_port,
+            }
+            .to_string(),
+        };
+        let mut urls = vec![own];
+        urls.extend(others);
+        urls
     }
 
     /// A route came or went: clients that take async INFO learn the new
@@ -554,7 +556,7 @@ impl Shard {
             if route.send_message(routing, subject, reply, header_bytes, message, &queues) {
                 delivered = true;
                 if route.over_stall_threshold() && route.list_for_stall() {
-                    self.stalled_links.borrow_mut().push(route);
+                    self.stalled.borrow_mut().push(Stalled::Route(route));
                 }
             }
         }
@@ -780,7 +782,9 @@ impl Shard {
             self.flush_candidates.borrow_mut().push(client.clone());
         }
         if client.over_stall_threshold() && client.list_for_stall() {
-            self.stalled.borrow_mut().push(client.clone());
+            self.stalled
+                .borrow_mut()
+                .push(Stalled::Client(client.clone()));
         }
         if max > 0 && delivered == max {
             conn::unsubscribe(self, &client, subscription);
@@ -847,28 +851,31 @@ impl Shard {
     /// as nats-server stalls fast producers. What is still over afterwards
     /// stays queued and max_pending decides.
     pub async fn stall_for_consumers(&self) {
-        if self.stalled.borrow().is_empty() && self.stalled_links.borrow().is_empty() {
+        if self.stalled.borrow().is_empty() {
             return;
         }
         let stalled = std::mem::take(&mut *self.stalled.borrow_mut());
-        let stalled_links = std::mem::take(&mut *self.stalled_links.borrow_mut());
         let started = std::time::Instant::now();
-        for link in stalled_links {
-            link.unlist_for_stall();
+        for target in stalled {
             let spent = started.elapsed();
-            if spent >= STALL_TOTAL_MAX {
-                continue;
+            match target {
+                Stalled::Client(client) => {
+                    client.unlist_for_stall();
+                    if spent < STALL_TOTAL_MAX {
+                        let budget = STALL_PER_CONSUMER_MAX.min(STALL_TOTAL_MAX - spent);
+                        let _ = tern_shard::timer::timeout(budget, client.drained()).await;
+                    }
+                }
+                // A route carries every consumer of its node: it may take
+                // the whole batch's budget.
+                Stalled::Route(link) => {
+                    link.unlist_for_stall();
+                    if spent < STALL_TOTAL_MAX {
+                        let _ = tern_shard::timer::timeout(STALL_TOTAL_MAX - spent, link.drained())
+                            .await;
+                    }
+                }
             }
-            let _ = tern_shard::timer::timeout(STALL_TOTAL_MAX - spent, link.drained()).await;
-        }
-        for client in stalled {
-            client.unlist_for_stall();
-            let spent = started.elapsed();
-            if spent >= STALL_TOTAL_MAX {
-                continue;
-            }
-            let budget = STALL_PER_CONSUMER_MAX.min(STALL_TOTAL_MAX - spent);
-            let _ = tern_shard::timer::timeout(budget, client.drained()).await;
         }
     }
 

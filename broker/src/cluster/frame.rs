@@ -453,7 +453,7 @@ pub fn push_interest(buffer: &mut Vec<u8>, subject: &[u8], queue: Option<&Bytes>
 /// Appends a message naming `queues`; when the names would pass
 /// [`MESSAGE_OVERHEAD_BYTES_MAX`], the message goes in several frames,
 /// each naming some of the groups (the first also for plain subscribers,
-/// the others only for their groups: `plain` false).
+/// the others flagged for their groups only).
 pub fn push_message(
     buffer: &mut Vec<u8>,
     routing: &[u8],

@@ -100,6 +100,8 @@ struct Flags {
 pub struct Client {
     pub id: u64,
     pub address: SocketAddr,
+    /// The address the client reached this server on.
+    local_address: Cell<Option<SocketAddr>>,
     pub started: SystemTime,
     started_instant: Instant,
     options: RefCell<ConnectOptions>,
@@ -145,6 +147,7 @@ impl Client {
         Client {
             id,
             address,
+            local_address: Cell::new(None),
             started: SystemTime::now(),
             started_instant: now,
             options: RefCell::new(options),
@@ -176,6 +179,14 @@ impl Client {
             // nats-server: producers stall once a target passes 75 % of max_pending.
             stall_threshold_bytes: max_pending_bytes / 4 * 3,
         }
+    }
+
+    pub fn local_address(&self) -> Option<SocketAddr> {
+        self.local_address.get()
+    }
+
+    pub fn set_local_address(&self, address: Option<SocketAddr>) {
+        self.local_address.set(address);
     }
 
     /// Whether producers should wait for this client before sending it more.
