@@ -654,6 +654,13 @@ impl Config {
         if self.io_memory_bytes < 64 * 1024 {
             return Err(invalid("io_memory", "must be at least 64KiB"));
         }
+        if self.jetstream.is_some() && self.cluster.is_some() && self.server_name.is_none() {
+            // Raft knows a node by its name (nats-server's rule and text).
+            return Err(invalid(
+                "server_name",
+                "jetstream cluster requires `server_name` to be set",
+            ));
+        }
         if let Some(jetstream) = &self.jetstream {
             if jetstream.journal_segments < 2 {
                 return Err(invalid("journal_segments", "must be at least 2"));

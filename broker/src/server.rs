@@ -278,6 +278,7 @@ fn shard_routes(
         cluster: cluster.name.clone(),
         server_id: shared.server_id.clone(),
         server_name: shared.server_name.clone(),
+        node_id: crate::cluster::node_id(&shared.server_name),
         shard_count: shard_count as u16,
         shard_index: index as u16,
         client_url: client_url.to_string(),
@@ -388,7 +389,7 @@ async fn shard_main(
         if index == 0 {
             log::info!(target: "tern::server", "Cluster name is {}", cluster.name);
             if config.jetstream.is_some() {
-                log::warn!(target: "tern::server", "JetStream is per node in this version: streams live on the node they were created on and are not replicated across the cluster yet");
+                log::info!(target: "tern::server", "JetStream clustered: the meta group forms once every configured route is connected (every node lists every node); streams have one replica (num_replicas 1) in this version");
             }
             log::info!(target: "tern::server", "Listening for route connections on {}:{}", cluster.listen.host, listeners.port);
         }

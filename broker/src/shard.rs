@@ -513,7 +513,7 @@ impl Shard {
                 }
                 Target::Remote(interest) => add_forward(&mut forwards, interest.shard, None),
                 Target::Internal(internal) => {
-                    if !from_node {
+                    if !from_node || internal.cluster_wide() {
                         delivered |= self.deliver_internal(internal, &delivery, true);
                     }
                 }
@@ -668,7 +668,7 @@ impl Shard {
                     self.deliver_local(subscription, None, &delivery);
                 }
                 Target::Internal(internal) => {
-                    if !routed.from_node {
+                    if !routed.from_node || internal.cluster_wide() {
                         self.deliver_internal(internal, &delivery, false);
                     }
                 }
@@ -945,6 +945,7 @@ impl Shard {
             message @ (ShardMessage::JetStreamApi(_)
             | ShardMessage::JetStreamOwner(_)
             | ShardMessage::JetStreamCreateFailed { .. }
+            | ShardMessage::JetStreamPlacement { .. }
             | ShardMessage::JetStreamReply(_)
             | ShardMessage::JetStreamGather { .. }
             | ShardMessage::JetStreamGathered { .. }) => match self.jetstream.get() {

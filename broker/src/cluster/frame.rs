@@ -11,7 +11,8 @@
 //! string  = length:u16 bytes[length]
 //!
 //! kind 1 Hello     magic "TERN" version:u16 cluster:string server_id:string
-//!                  server_name:string shard_count:u16 shard_index:u16
+//!                  server_name:string node_id:u64
+//!                  shard_count:u16 shard_index:u16
 //!                  client_url:string route_url:string
 //!                  known_count:u16 known_route_url:string * known_count
 //! kind 2 Refuse    reason:string
@@ -30,6 +31,10 @@
 //!                  (group:u64 length:u32 message[length]) * count
 //!                  (Raft node ids; each message in `tern_raft::wire`
 //!                  encoding, decoded by the receiver with its limits)
+//! kind 9 Api       subject:string reply:string payload[rest]
+//!                  (a JetStream API request handed to the node that
+//!                  serves it: the meta leader, or a stream's host; the
+//!                  receiver answers on `reply` through core routing)
 //! ```
 //!
 //! A Message names the queue groups the sender chose this node for; the
@@ -41,7 +46,7 @@ use bytes::Bytes;
 pub const FRAME_HEADER_BYTES: usize = 8;
 /// First bytes of every Hello: garbage on the cluster port fails here.
 pub const HELLO_MAGIC: &[u8; 4] = b"TERN";
-pub const PROTOCOL_VERSION: u16 = 1;
+pub const PROTOCOL_VERSION: u16 = 2;
 /// Longest name or URL in a Hello or Routes frame.
 pub const NAME_BYTES_MAX: usize = 256;
 /// Longest reason a Refuse carries.
@@ -61,6 +66,7 @@ const KIND_ROUTES: u8 = 5;
 const KIND_PING: u8 = 6;
 const KIND_PONG: u8 = 7;
 const KIND_RAFT: u8 = 8;
+const KIND_API: u8 = 9;
 
 const MESSAGE_HAS_REPLY: u8 = 1;
 const MESSAGE_QUEUES_ONLY: u8 = 2;
@@ -71,6 +77,9 @@ pub struct Hello {
     pub cluster: String,
     pub server_id: String,
     pub server_name: String,
+    /// The Raft node id, derived from the server name
+    /// ([`crate::cluster::node_id`]): the same across restarts.
+    pub node_id: u64,
     pub shard_count: u16,
     pub shard_index: u16,
     /// `host:port` clients reach this node on (for INFO `connect_urls`).
@@ -117,6 +126,12 @@ pub enum Frame<'a> {
         from: u64,
         to: u64,
         messages: Vec<(u64, &'a [u8])>,
+    },
+    /// A JetStream API request forwarded to this node.
+    Api {
+        subject: &'a [u8],
+        reply: Option<&'a [u8]>,
+        payload: &'a [u8],
     },
 }
 
@@ -206,6 +221,12 @@ impl<'a> Reader<'a> {
         ))
     }
 
+    fn u64(&mut self) -> Result<u64, FrameError> {
+        Ok(u64::from_le_bytes(
+            self.take(8)?.try_into().expect("8 bytes"),
+        ))
+    }
+
     fn bytes(&mut self) -> Result<&'a [u8], FrameError> {
         let length = self.u16()? as usize;
         self.take(length)
@@ -257,6 +278,7 @@ fn decode_body(body: &[u8]) -> Result<Frame<'_>, FrameError> {
                 cluster: reader.name()?,
                 server_id: reader.name()?,
                 server_name: reader.name()?,
+                node_id: reader.u64()?,
                 shard_count: reader.u16()?,
                 shard_index: reader.u16()?,
                 client_url: reader.name()?,
@@ -341,6 +363,22 @@ fn decode_body(body: &[u8]) -> Result<Frame<'_>, FrameError> {
                 message,
             }))
         }
+        KIND_API => {
+            let mut reader = Reader {
+                bytes: fields,
+                kind: "api",
+            };
+            let subject = reader.bytes()?;
+            let reply = reader.bytes()?;
+            if subject.is_empty() {
+                return Err(FrameError::Malformed("api"));
+            }
+            Ok(Frame::Api {
+                subject,
+                reply: (!reply.is_empty()).then_some(reply),
+                payload: reader.bytes,
+            })
+        }
         KIND_ROUTES => {
             let mut reader = Reader {
                 bytes: fields,
@@ -355,8 +393,8 @@ fn decode_body(body: &[u8]) -> Result<Frame<'_>, FrameError> {
                 bytes: fields,
                 kind: "raft",
             };
-            let from = u64::from_le_bytes(reader.take(8)?.try_into().expect("8 bytes"));
-            let to = u64::from_le_bytes(reader.take(8)?.try_into().expect("8 bytes"));
+            let from = reader.u64()?;
+            let to = reader.u64()?;
             let count = reader.u32()? as usize;
             // Each message takes at least 12 bytes: a count beyond that is a lie.
             if count > reader.bytes.len() / 12 {
@@ -364,7 +402,7 @@ fn decode_body(body: &[u8]) -> Result<Frame<'_>, FrameError> {
             }
             let mut messages = Vec::with_capacity(count);
             for _ in 0..count {
-                let group = u64::from_le_bytes(reader.take(8)?.try_into().expect("8 bytes"));
+                let group = reader.u64()?;
                 let length = reader.u32()? as usize;
                 messages.push((group, reader.take(length)?));
             }
@@ -424,6 +462,7 @@ pub fn push_hello(buffer: &mut Vec<u8>, hello: &Hello) {
             assert!(name.len() <= NAME_BYTES_MAX, "name {name:?} too long");
             push_bytes(buffer, name.as_bytes());
         }
+        buffer.extend_from_slice(&hello.node_id.to_le_bytes());
         buffer.extend_from_slice(&hello.shard_count.to_le_bytes());
         buffer.extend_from_slice(&hello.shard_index.to_le_bytes());
         push_bytes(buffer, hello.client_url.as_bytes());
@@ -539,6 +578,16 @@ pub fn push_raft(
     }
 }
 
+/// Appends a forwarded JetStream API request (`reply` empty: none).
+pub fn push_api(buffer: &mut Vec<u8>, subject: &[u8], reply: &[u8], payload: &[u8]) {
+    assert!(!subject.is_empty());
+    push_frame(buffer, KIND_API, |buffer| {
+        push_bytes(buffer, subject);
+        push_bytes(buffer, reply);
+        buffer.extend_from_slice(payload);
+    });
+}
+
 pub fn push_ping(buffer: &mut Vec<u8>) {
     push_frame(buffer, KIND_PING, |_| {});
 }
@@ -558,6 +607,7 @@ mod tests {
             cluster: "orders".into(),
             server_id: "NABC".into(),
             server_name: "n1".into(),
+            node_id: crate::cluster::node_id("n1"),
             shard_count: 4,
             shard_index: 2,
             client_url: "127.0.0.1:4222".into(),
@@ -644,6 +694,27 @@ mod tests {
         let (first, used) = decode(&buffer, LIMIT).unwrap().unwrap();
         assert_eq!(first, Frame::Ping);
         assert_eq!(only(&buffer[used..]), Frame::Pong);
+
+        buffer.clear();
+        push_api(&mut buffer, b"$JS.API.STREAM.INFO.S", b"_INBOX.2", b"{}");
+        assert_eq!(
+            only(&buffer),
+            Frame::Api {
+                subject: b"$JS.API.STREAM.INFO.S",
+                reply: Some(b"_INBOX.2"),
+                payload: b"{}"
+            }
+        );
+        buffer.clear();
+        push_api(&mut buffer, b"$JS.API.INFO", b"", b"");
+        assert_eq!(
+            only(&buffer),
+            Frame::Api {
+                subject: b"$JS.API.INFO",
+                reply: None,
+                payload: b""
+            }
+        );
     }
 
     #[test]
@@ -688,9 +759,9 @@ mod tests {
         assert_eq!(decode(&wrong, LIMIT), Err(FrameError::UnknownKind(99)));
         wrong.clear();
         push_frame(&mut wrong, KIND_HELLO, |buffer| {
-            buffer.extend_from_slice(b"TERN\x02\x00")
+            buffer.extend_from_slice(b"TERN\x01\x00")
         });
-        assert_eq!(decode(&wrong, LIMIT), Err(FrameError::Version(2)));
+        assert_eq!(decode(&wrong, LIMIT), Err(FrameError::Version(1)));
         // Truncated fields inside a checksummed body.
         wrong.clear();
         push_frame(&mut wrong, KIND_INTEREST, |buffer| {

@@ -19,6 +19,8 @@ use crate::cluster::frame;
 pub struct PeerIdentity {
     pub server_id: String,
     pub server_name: String,
+    /// Its Raft node id.
+    pub node_id: u64,
     /// `host:port` its clients connect to.
     pub client_url: String,
     /// `host:port` its cluster port is reached on.
@@ -169,6 +171,21 @@ impl RouteLink {
         sent
     }
 
+    pub fn send_raft(
+        &self,
+        from: u64,
+        to: u64,
+        messages: &[(u64, Bytes)],
+        body_max_bytes: usize,
+    ) -> bool {
+        self.queue(|buffer| frame::push_raft(buffer, from, to, messages, body_max_bytes))
+    }
+
+    /// Hands a JetStream API request to the peer.
+    pub fn send_api(&self, subject: &[u8], reply: Option<&[u8]>, payload: &[u8]) -> bool {
+        self.queue(|buffer| frame::push_api(buffer, subject, reply.unwrap_or_default(), payload))
+    }
+
     pub fn send_interest(&self, subject: &[u8], queue: Option<&Bytes>, weight: u32) -> bool {
         self.queue(|buffer| frame::push_interest(buffer, subject, queue, weight))
     }
@@ -249,6 +266,7 @@ mod tests {
             PeerIdentity {
                 server_id: "N2".into(),
                 server_name: "n2".into(),
+                node_id: crate::cluster::node_id("n2"),
                 client_url: "127.0.0.1:4222".into(),
                 route_url: "127.0.0.1:6222".into(),
                 address: SocketAddr::from(([127, 0, 0, 1], 6222)),

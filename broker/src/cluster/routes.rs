@@ -40,6 +40,10 @@ const STALE_AFTER: Duration = Duration::from_secs(10);
 const READ_BUFFER_BYTES: usize = 64 * 1024;
 /// Frames a read loop handles before letting other tasks run.
 const READ_BATCH_FRAMES: usize = 256;
+/// What a frame may carry beyond a message's payload for Raft: an
+/// append's entries past the first (`max_append_bytes`, 1 MiB) or a
+/// snapshot chunk, and their headers.
+const RAFT_FRAME_EXTRA_BYTES: usize = 2 << 20;
 /// Most nodes (route URLs) one shard tracks.
 const TARGETS_MAX: usize = 256;
 
@@ -73,6 +77,7 @@ pub struct Routes {
     body_max_bytes: usize,
     pending_max_bytes: usize,
     random: crate::random::Xorshift,
+    raft_dropped: Cell<u64>,
 }
 
 impl Routes {
@@ -90,9 +95,14 @@ impl Routes {
             targets: RefCell::new(BTreeMap::new()),
             next_link_id: Cell::new(1),
             changed: Waiters::new(),
-            body_max_bytes: max_payload_bytes + frame::MESSAGE_OVERHEAD_BYTES_MAX + 64,
+            // A Raft frame carries an append of up to 1 MiB past its first
+            // entry (itself up to a message), or a 1 MiB snapshot chunk.
+            body_max_bytes: max_payload_bytes
+                + frame::MESSAGE_OVERHEAD_BYTES_MAX
+                + RAFT_FRAME_EXTRA_BYTES,
             pending_max_bytes,
             random: crate::random::Xorshift::new(seed),
+            raft_dropped: Cell::new(0),
         }
     }
 
@@ -101,6 +111,78 @@ impl Routes {
         let mut links: Vec<Rc<RouteLink>> = self.links.borrow().values().cloned().collect();
         links.sort_by(|a, b| a.peer.server_name.cmp(&b.peer.server_name));
         links
+    }
+
+    /// The open link to the node with Raft id `node_id`.
+    pub fn link_to_node(&self, node_id: u64) -> Option<Rc<RouteLink>> {
+        self.links
+            .borrow()
+            .values()
+            .find(|link| link.peer.node_id == node_id && link.is_open())
+            .cloned()
+    }
+
+    /// The Raft ids of the nodes at the configured route URLs, once every
+    /// one of them is connected (or found to be this node); `None` before.
+    /// The meta group's first voters: every node lists every node.
+    pub fn configured_peers(&self) -> Option<Vec<u64>> {
+        let targets = self.targets.borrow();
+        let links = self.links.borrow();
+        let mut peers = Vec::new();
+        for url in &self.config.routes {
+            let state = targets.get(&url.to_string())?;
+            if state.is_self {
+                continue;
+            }
+            let link = links.get(state.server_id.as_ref()?)?;
+            if !link.is_open() {
+                return None;
+            }
+            peers.push(link.peer.node_id);
+        }
+        peers.sort_unstable();
+        peers.dedup();
+        Some(peers)
+    }
+
+    /// This node's Raft id.
+    pub fn node_id(&self) -> u64 {
+        self.hello.borrow().node_id
+    }
+
+    /// Sends a batch of Raft messages to its node, if a link reaches it
+    /// and is not over its stall threshold; otherwise the batch is lost,
+    /// as to Raft any message may be (it retries, within its own
+    /// in-flight limits), and counted.
+    pub fn send_raft(&self, batch: crate::cluster::multiraft::Outgoing) {
+        let Some(link) = self.link_to_node(batch.to) else {
+            self.raft_dropped
+                .set(self.raft_dropped.get() + batch.messages.len() as u64);
+            return;
+        };
+        if link.over_stall_threshold() {
+            self.raft_dropped
+                .set(self.raft_dropped.get() + batch.messages.len() as u64);
+            return;
+        }
+        let from = self.node_id();
+        let mut encoded = Vec::with_capacity(batch.messages.len());
+        for (group, envelope) in &batch.messages {
+            debug_assert_eq!(envelope.from, from);
+            let mut bytes = bytes::BytesMut::with_capacity(tern_raft::wire::encoded_size_bytes(
+                &envelope.message,
+            ));
+            tern_raft::wire::encode(&envelope.message, &mut bytes);
+            encoded.push((*group, bytes.freeze()));
+        }
+        let body_max_bytes = self.body_max_bytes;
+        link.send_raft(from, batch.to, &encoded, body_max_bytes);
+    }
+
+    /// Raft messages dropped because no link reached their node or it
+    /// was stalled.
+    pub fn raft_dropped(&self) -> u64 {
+        self.raft_dropped.get()
     }
 
     /// The other nodes' client addresses, for INFO `connect_urls`.
@@ -178,6 +260,23 @@ impl Routes {
             return Err(Refusal::Permanent(format!(
                 "duplicate server name: peer {address} is named {:?} like this node",
                 hello.server_name
+            )));
+        }
+        // Raft knows nodes by the id their name hashes to: a peer whose id
+        // is not its name's speaks another derivation, and two names with
+        // one id would be one voter.
+        if hello.node_id != crate::cluster::node_id(&hello.server_name) {
+            return Err(Refusal::Permanent(format!(
+                "node id mismatch: peer {address} ({}) sends node id {:#x}, its name hashes to {:#x}",
+                hello.server_name,
+                hello.node_id,
+                crate::cluster::node_id(&hello.server_name)
+            )));
+        }
+        if hello.node_id == own.node_id {
+            return Err(Refusal::Permanent(format!(
+                "node id collision: peer {address} named {:?} and this node named {:?} hash to one Raft node id {:#x}; rename one",
+                hello.server_name, own.server_name, own.node_id
             )));
         }
         let clash = self
@@ -391,6 +490,7 @@ async fn accept_one(shard: Rc<Shard>, mut stream: TcpStream) {
         route_url: observed(&hello.route_url, address.ip()),
         server_id: hello.server_id,
         server_name: hello.server_name,
+        node_id: hello.node_id,
         address,
         did_solicit: false,
     };
@@ -545,6 +645,7 @@ async fn dial(
         route_url: url.to_string(),
         server_id: peer_hello.server_id,
         server_name: peer_hello.server_name,
+        node_id: peer_hello.node_id,
         address,
         did_solicit: true,
     };
@@ -761,10 +862,40 @@ fn handle_frame(shard: &Rc<Shard>, link: &Rc<RouteLink>, frame: Frame<'_>) -> Re
             link.send_pong();
         }
         Frame::Pong => {}
-        Frame::Raft { messages, .. } => {
-            // No Raft group spans nodes yet (docs/cluster-jetstream.md):
-            // dropped, as a lost message is to Raft.
-            log::debug!(target: "tern::cluster", "shard {}: {} Raft message(s) from {} dropped: no replicated groups yet", shard.index, messages.len(), link.peer.server_name);
+        Frame::Raft { from, to, messages } => {
+            let own = shard.routes.as_ref().map_or(0, Routes::node_id);
+            if from != link.peer.node_id || to != own {
+                return Err(format!(
+                    "Raft frame from node {from:#x} to {to:#x} on the link from {:#x} to {own:#x}",
+                    link.peer.node_id
+                ));
+            }
+            let Some(js) = shard.jetstream.get() else {
+                return Ok(());
+            };
+            let limits = tern_raft::wire::DecodeLimits::default();
+            for (group, bytes) in messages {
+                let bytes = bytes::Bytes::copy_from_slice(bytes);
+                let message = tern_raft::wire::decode(&bytes, &limits).map_err(|error| {
+                    format!("undecodable Raft message for group {group:#x}: {error:?}")
+                })?;
+                js.raft_message(group, tern_raft::Envelope { from, to, message });
+            }
+        }
+        Frame::Api {
+            subject,
+            reply,
+            payload,
+        } => {
+            if !subject.starts_with(b"$JS.API.") {
+                return Err(format!(
+                    "forwarded request on {:?} is not a JetStream API subject",
+                    String::from_utf8_lossy(subject)
+                ));
+            }
+            if let Some(js) = shard.jetstream.get() {
+                js.on_forwarded_api(subject, reply, payload);
+            }
         }
         Frame::Hello(_) => return Err("a second hello".into()),
         Frame::Refuse(reason) => return Err(format!("refused: {reason}")),

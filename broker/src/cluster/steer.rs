@@ -36,6 +36,9 @@ pub enum SteerError {
 /// port and the others join it.
 pub fn listen_group(address: SocketAddr, shards: usize) -> Result<Vec<Socket>, SteerError> {
     assert!(shards >= 1 && shards <= u16::MAX as usize);
+    if address.port() != 0 {
+        wait_port_released(address);
+    }
     let mut sockets: Vec<Socket> = Vec::with_capacity(shards);
     let mut address = address;
     for _ in 0..shards {
@@ -65,6 +68,47 @@ pub fn listen_group(address: SocketAddr, shards: usize) -> Result<Vec<Socket>, S
         attach_program(&sockets[0], address.is_ipv6(), shards as u32)?;
     }
     Ok(sockets)
+}
+
+/// How long a start waits for a previous process's listeners to close.
+const PORT_RELEASE_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// Waits (bounded) until nothing listens on `address`. A process killed
+/// with SIGKILL leaves its io_uring's sockets to a kernel worker, so its
+/// `SO_REUSEPORT` listeners outlive it by some milliseconds; sockets bound
+/// meanwhile join that old group, whose slots then reorder as the old
+/// sockets close, and the steering program's indexes no longer name the
+/// shards (measured: a restart within 250 ms misrouted most routes). A
+/// bind without `SO_REUSEPORT` fails while any listener is left.
+fn wait_port_released(address: SocketAddr) {
+    let deadline = std::time::Instant::now() + PORT_RELEASE_WAIT;
+    let mut logged = false;
+    loop {
+        let probe = Socket::new(
+            Domain::for_address(address),
+            Type::STREAM,
+            Some(Protocol::TCP),
+        )
+        .and_then(|socket| {
+            socket.set_reuse_address(true)?;
+            socket.bind(&address.into())
+        });
+        match probe {
+            Err(error)
+                if error.kind() == std::io::ErrorKind::AddrInUse
+                    && std::time::Instant::now() < deadline =>
+            {
+                if !logged {
+                    log::info!(target: "tern::cluster", "waiting for the listeners on {address} (a previous process's) to close");
+                    logged = true;
+                }
+                // Bounded poll at start, on the main thread.
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+            // Free, or taken by someone else: the group's bind says which.
+            _ => return,
+        }
+    }
 }
 
 /// `A = source port of the TCP header; return A % shards`. The skb's data

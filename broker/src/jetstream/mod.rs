@@ -38,6 +38,7 @@
 
 pub mod advisory;
 pub mod api;
+pub mod cluster;
 pub mod consumer;
 pub mod entry;
 pub mod expiry;
@@ -111,6 +112,8 @@ pub struct ApiRequest {
     pub subject: Bytes,
     pub reply: Option<Bytes>,
     pub payload: Bytes,
+    /// Handed over by another node (never forwarded again).
+    pub forwarded: bool,
 }
 
 /// Meta shard -> owner: a change the catalog accepted.
@@ -198,6 +201,11 @@ pub struct JetStream {
     damaged_configs: RefCell<BTreeMap<String, Box<StreamConfig>>>,
     /// The catalog, on the meta shard only.
     catalog: RefCell<Catalog>,
+    /// In a cluster, on the meta shard: the meta group.
+    meta: OnceCell<Rc<cluster::Meta>>,
+    /// In a cluster, on an owner shard: the nodes holding each of its
+    /// streams (from the meta group), for requests to be handed to them.
+    placements: RefCell<BTreeMap<String, Vec<u64>>>,
     gathers: RefCell<FxHashMap<u64, Rc<PendingGather>>>,
     next_gather: Cell<u64>,
     api_total: Cell<u64>,
@@ -265,6 +273,8 @@ impl JetStream {
                 max_file_bytes: config.max_file_bytes,
                 max_memory_bytes: config.max_memory_bytes,
             })),
+            meta: OnceCell::new(),
+            placements: RefCell::new(BTreeMap::new()),
             gathers: RefCell::new(FxHashMap::default()),
             next_gather: Cell::new(0),
             api_total: Cell::new(0),
@@ -415,6 +425,25 @@ impl JetStream {
                 )
             })
             .collect();
+        // In a cluster, shard 0 also runs the meta group: its checkpoint,
+        // and its records in the journal past it.
+        if index == META_SHARD {
+            if let Some(routes) = shard.routes.as_ref() {
+                let meta = cluster::Meta::open(routes.node_id(), &root.join("meta")).await?;
+                wanted.insert(
+                    meta::cluster::META_GROUP,
+                    (
+                        meta.applied_index(),
+                        Recovered {
+                            raft: None,
+                            hard_state: None,
+                            entries: Vec::new(),
+                        },
+                    ),
+                );
+                let _ = js.meta.set(Rc::new(meta));
+            }
+        }
         let mut orphans = FxHashSet::default();
         let mut decode_failure = None;
         let directory = layout::journal_directory(&config.journal_dir, index);
@@ -481,8 +510,30 @@ impl JetStream {
             (Err(damage), _) => Some(damage),
         };
         let groups = StreamGroups::new(js.journal.get().cloned());
+        if shard.routes.is_some() {
+            let shard = Rc::downgrade(shard);
+            groups.set_transport(Box::new(move |batch| {
+                if let Some(routes) = shard
+                    .upgrade()
+                    .as_ref()
+                    .and_then(|shard| shard.routes.as_ref())
+                {
+                    routes.send_raft(batch);
+                }
+            }));
+        }
         glommio::spawn_local(groups.clone().run()).detach();
         let _ = js.groups.set(groups);
+        if let Some(meta) = js.meta.get() {
+            if let Some((_, recovered)) = wanted.remove(&meta::cluster::META_GROUP) {
+                meta.set_recovered(recovered.hard_state, recovered.entries);
+            }
+            if journal_damage.is_none() {
+                glommio::spawn_local(js.clone().run_meta()).detach();
+            } else {
+                log::error!(target: "tern::jetstream", "the meta group cannot run without shard 0's journal: JetStream answers 503 on this node");
+            }
+        }
         if let Some(damage) = &journal_damage {
             log::error!(target: "tern::jetstream", "shard {index}: {damage}; the file streams of this shard stay offline and new ones cannot be created on it until the journal is repaired (nothing was deleted; see `tern storage check`)");
             *js.journal_damage.borrow_mut() = Some(damage.clone());
@@ -779,6 +830,8 @@ impl JetStream {
         self.subscriptions
             .borrow_mut()
             .insert(handle.name.clone(), subscriptions);
+        // Other nodes route the stream's subjects here.
+        shard.export_interest();
     }
 
     fn unsubscribe_stream(&self, name: &str) {
@@ -792,6 +845,7 @@ impl JetStream {
                 shard.broadcast_interest(update);
             }
         }
+        shard.export_interest();
     }
 
     /// A stream's config changed: its subscriptions follow.
@@ -815,6 +869,7 @@ impl JetStream {
                     shard.broadcast_interest(update);
                 }
             }
+            shard.export_interest();
         }
     }
 
@@ -887,6 +942,13 @@ impl JetStream {
         }
     }
 
+    /// A Raft message from another node for one of this shard's groups.
+    pub fn raft_message(&self, group: u64, envelope: tern_raft::Envelope) {
+        if let Some(groups) = self.groups.get() {
+            groups.step(group, envelope);
+        }
+    }
+
     // ----- the API ------------------------------------------------------------
 
     /// A message matched `$JS.API.>` on this shard. Returns whether it was
@@ -909,14 +971,26 @@ impl JetStream {
             subject: Bytes::copy_from_slice(subject),
             reply: reply.map(Bytes::copy_from_slice),
             payload: Bytes::copy_from_slice(&message[header_bytes..]),
+            forwarded: false,
         };
-        let text = String::from_utf8_lossy(rest).into_owned();
+        self.dispatch_api(request);
+        true
+    }
+
+    /// Sends a request to the shard that handles it (or handles it here).
+    fn dispatch_api(self: &Rc<Self>, request: ApiRequest) {
+        let text = String::from_utf8_lossy(&request.subject[API_PREFIX.len()..]).into_owned();
         let tokens: Vec<&str> = text.split('.').collect();
         match tokens.as_slice() {
             ["INFO"] => {
                 let js = self.clone();
                 glommio::spawn_local(async move { js.account_info(request).await }).detach();
             }
+            // In a cluster the names are the meta group's (shard 0).
+            ["STREAM", "NAMES"] if self.is_clustered() && self.index != META_SHARD => {
+                self.send_to(META_SHARD, ShardMessage::JetStreamApi(Box::new(request)));
+            }
+            ["STREAM", "NAMES"] if self.is_clustered() => self.cluster_names(request),
             ["STREAM", "NAMES"] | ["STREAM", "LIST"] => {
                 let js = self.clone();
                 let list = tokens[1] == "LIST";
@@ -954,7 +1028,6 @@ impl JetStream {
                 log::debug!(target: "tern::jetstream", "no handler for {text}");
             }
         }
-        true
     }
 
     fn answer_here(&self, request: ApiRequest, kind: &str, error: ApiError) {
@@ -976,8 +1049,13 @@ impl JetStream {
                 glommio::spawn_local(self.clone().handle_owner_command(*command)).detach();
             }
             ShardMessage::JetStreamCreateFailed { name } => {
-                self.catalog.borrow_mut().forget(&name);
+                // In a cluster the meta group's catalog keeps it (the
+                // stream is offline on its node, not gone).
+                if self.meta.get().is_none() {
+                    self.catalog.borrow_mut().forget(&name);
+                }
             }
+            ShardMessage::JetStreamPlacement { name, peers } => self.set_placement(name, peers),
             ShardMessage::JetStreamReply(reply) => {
                 let (reply, headers, payload) = *reply;
                 let mut message = Vec::with_capacity(headers.len() + payload.len());
@@ -1011,6 +1089,7 @@ impl JetStream {
         let text = String::from_utf8_lossy(&request.subject[API_PREFIX.len()..]).into_owned();
         let tokens: Vec<&str> = text.split('.').collect();
         match tokens.as_slice() {
+            ["STREAM", "NAMES"] => self.cluster_names(request),
             ["STREAM", operation @ ("CREATE" | "UPDATE" | "DELETE"), name] => {
                 assert_eq!(self.index, META_SHARD);
                 let operation = operation.to_string();
@@ -1043,6 +1122,7 @@ impl JetStream {
                         reply: request.reply,
                         payload: request.payload,
                     }),
+                    None if self.forward_to_host(name, &request, "consumer_next_response") => {}
                     // No such stream: nobody would be listening (503).
                     None => self.no_responders(request.reply),
                 }
@@ -1070,6 +1150,9 @@ impl JetStream {
     /// A per-stream call on the owner shard.
     fn stream_call(&self, name: &str, request: ApiRequest, kind: StreamApi, response_kind: &str) {
         let handle = self.streams.borrow().get(name).cloned();
+        if handle.is_none() && self.forward_to_host(name, &request, response_kind) {
+            return;
+        }
         let Some(handle) = handle.clone().filter(|handle| !handle.is_stopped()) else {
             let stopped = handle.map(|handle| handle.failure_reason());
             let error = match stopped.or_else(|| self.damaged.borrow().get(name).cloned()) {
@@ -1121,6 +1204,9 @@ impl JetStream {
             "UPDATE" => ("stream_update_response", MetaOperation::Update),
             _ => ("stream_delete_response", MetaOperation::Delete),
         };
+        if self.meta.get().is_some() {
+            return self.meta_request_clustered(kind, operation, name, request);
+        }
         let checked = self
             .catalog
             .borrow()
@@ -1184,6 +1270,26 @@ impl JetStream {
                 reply,
             } => {
                 let name = config.name.clone();
+                let existing = self.streams.borrow().get(&name).cloned();
+                if let Some(handle) = existing {
+                    // The meta group's log applied again after a restart,
+                    // or a snapshot's reconcile: the stream is here.
+                    if reply.is_some() {
+                        self.call_stream(
+                            &handle,
+                            ApiCall {
+                                origin,
+                                reply,
+                                payload: Bytes::new(),
+                                kind: StreamApi::Update {
+                                    config,
+                                    create: true,
+                                },
+                            },
+                        );
+                    }
+                    return;
+                }
                 match self.create_stream(*config, created_unix_ns, group).await {
                     Ok(handle) => {
                         // Every shard must route the stream's subjects here

@@ -282,6 +282,24 @@ pub async fn read_config<S: StoreFiles>(files: &S) -> Result<Option<(Vec<u8>, u6
         .transpose()
 }
 
+/// The meta group's checkpoint (`jetstream/meta/state` on shard 0): JSON
+/// in the `config` layout (its creation time field zero).
+pub const META_STATE_FILE: &str = "state";
+
+pub async fn write_meta_state<S: StoreFiles>(files: &S, json: &[u8]) -> Result<(), PersistError> {
+    replace(files, META_STATE_FILE, &encode_config(json, 0))
+        .await
+        .map_err(PersistError::Io)
+}
+
+/// `Ok(None)`: no meta state yet (the cluster has not formed).
+pub async fn read_meta_state<S: StoreFiles>(files: &S) -> Result<Option<Vec<u8>>, PersistError> {
+    read_if_present(files, META_STATE_FILE)
+        .await?
+        .map(|bytes| decode_config(&bytes).map(|(json, _)| json))
+        .transpose()
+}
+
 pub async fn write_raft<S: StoreFiles>(files: &S, state: &RaftState) -> Result<(), PersistError> {
     replace(files, RAFT_FILE, &encode_raft(state))
         .await

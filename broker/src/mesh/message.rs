@@ -146,6 +146,12 @@ pub enum ShardMessage {
     JetStreamCreateFailed {
         name: String,
     },
+    /// Meta shard -> owner, in a cluster: where one of its streams lives
+    /// (`None`: deleted).
+    JetStreamPlacement {
+        name: String,
+        peers: Option<Vec<u64>>,
+    },
     /// An API answer for the origin shard to publish: (reply, header block, payload).
     JetStreamReply(Box<(Bytes, Bytes, Bytes)>),
     /// Asks for this shard's streams (listings, account info).

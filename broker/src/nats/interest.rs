@@ -84,6 +84,15 @@ pub enum InternalHandler {
     Ack(Rc<crate::jetstream::stream::StreamHandle>),
 }
 
+impl InternalSubscription {
+    /// Whether other nodes route matching messages here (a stream's
+    /// subjects, acks and direct gets live on the nodes that hold it; the
+    /// API subscription is every node's own).
+    pub fn cluster_wide(&self) -> bool {
+        self.announced && !matches!(self.handler, InternalHandler::JetStreamApi)
+    }
+}
+
 impl std::fmt::Debug for InternalSubscription {
     fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let kind = match &self.handler {
@@ -262,6 +271,14 @@ impl Router {
         let count = self.local_counts.entry(key.clone()).or_insert(0);
         *count += 1;
         let count = *count;
+        if subscription.cluster_wide() {
+            // Counted as a client's: other nodes are told.
+            let clients = self.local_clients.entry(key.clone()).or_insert(0);
+            *clients += 1;
+            let clients = *clients;
+            self.count_node_clients(&key, clients - 1, clients);
+            return Ok(self.announce(key, count, clients, count == 1 || clients == 1));
+        }
         let clients = self.local_clients.get(&key).copied().unwrap_or(0);
         Ok(self.announce(key, count, clients, count == 1))
     }
@@ -287,6 +304,19 @@ impl Router {
         let count = *count;
         if count == 0 {
             self.local_counts.remove(&key);
+        }
+        if subscription.cluster_wide() {
+            let clients = self
+                .local_clients
+                .get_mut(&key)
+                .expect("a cluster-wide internal subscription was counted");
+            *clients -= 1;
+            let clients = *clients;
+            if clients == 0 {
+                self.local_clients.remove(&key);
+            }
+            self.count_node_clients(&key, clients + 1, clients);
+            return self.announce(key, count, clients, count == 0 || clients == 0);
         }
         let clients = self.local_clients.get(&key).copied().unwrap_or(0);
         self.announce(key, count, clients, count == 0)

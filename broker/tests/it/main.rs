@@ -8,6 +8,7 @@ mod common;
 
 mod cluster_core;
 mod cluster_faults;
+mod cluster_jetstream;
 mod core_pubsub;
 mod jetstream_api;
 mod jetstream_consumer;

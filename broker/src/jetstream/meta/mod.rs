@@ -14,6 +14,7 @@ use std::collections::BTreeMap;
 use super::api::error::ApiError;
 use super::stream::config::{self as stream_config, StorageType, StreamConfig};
 
+pub mod cluster;
 #[cfg(test)]
 mod tests;
 
@@ -86,6 +87,8 @@ impl From<ApiError> for MetaRefusal {
 pub struct Catalog {
     streams: BTreeMap<String, Option<StreamConfig>>,
     limits: StoreLimits,
+    /// In a cluster replicas may be more than one.
+    pub clustered: bool,
 }
 
 impl Catalog {
@@ -93,6 +96,7 @@ impl Catalog {
         Catalog {
             streams: BTreeMap::new(),
             limits,
+            clustered: false,
         }
     }
 
@@ -101,9 +105,31 @@ impl Catalog {
         self.streams.insert(name, config);
     }
 
+    /// Forgets every stream (a cluster's catalog comes from the meta group).
+    pub fn clear(&mut self) {
+        self.streams.clear();
+    }
+
     /// A create its owner could not carry out is forgotten.
     pub fn forget(&mut self, name: &str) {
         self.streams.remove(name);
+    }
+
+    /// Names of the streams whose subjects overlap `subject` (all without
+    /// one), in order.
+    pub fn names_matching(&self, subject: Option<&str>) -> Vec<String> {
+        self.streams
+            .iter()
+            .filter(|(_, config)| match (subject, config) {
+                (None, _) => true,
+                (Some(subject), Some(config)) => config
+                    .subjects
+                    .iter()
+                    .any(|candidate| stream_config::subjects_overlap(candidate, subject)),
+                (Some(_), None) => false,
+            })
+            .map(|(name, _)| name.clone())
+            .collect()
     }
 
     pub fn contains(&self, name: &str) -> bool {
@@ -132,7 +158,7 @@ impl Catalog {
             });
         }
         let create = operation == MetaOperation::Create;
-        let config = stream_config::parse(name, payload, create)?;
+        let config = stream_config::parse_for(name, payload, create, self.clustered)?;
         match (create, self.streams.get(name)) {
             (_, Some(None)) => Err(MetaRefusal::Damaged),
             (true, Some(Some(current))) => {

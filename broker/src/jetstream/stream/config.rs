@@ -503,6 +503,18 @@ pub fn parse(
     body: &[u8],
     is_create: bool,
 ) -> Result<StreamConfig, ApiError> {
+    parse_for(name_in_subject, body, is_create, false)
+}
+
+/// [`parse`] for a server that is (`clustered`) or is not part of a
+/// cluster: on one server a create with `num_replicas` above 1 is refused
+/// (10074), last, as nats-server does.
+pub fn parse_for(
+    name_in_subject: &str,
+    body: &[u8],
+    is_create: bool,
+    clustered: bool,
+) -> Result<StreamConfig, ApiError> {
     let request: StreamConfigRequest = json::decode_strict_with(body, &STREAM_CONFIG_SCHEMA)?;
     let (mut config, pedantic) = request.into_parts();
     if !is_create {
@@ -531,7 +543,7 @@ pub fn parse(
         ));
     }
     let config = check(config, pedantic)?;
-    if config.num_replicas > 1 {
+    if !clustered && config.num_replicas > 1 {
         return Err(ApiError::replicas_not_supported());
     }
     Ok(config)

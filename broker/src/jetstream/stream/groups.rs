@@ -11,6 +11,11 @@
 //! propose through [`StreamGroups::with_node`], which wakes the driver;
 //! nothing here is shared with another shard.
 //!
+//! In a cluster the driver also ticks every group (each
+//! [`RAFT_TICK`]) and hands each batch of messages for another node to
+//! the shard's routes ([`StreamGroups::set_transport`]); what arrives from
+//! peers enters through [`StreamGroups::step`].
+//!
 //! The journal keeps what a group writes: hard states, and entries (a
 //! rewritten suffix is a record at a lower index, which recovery reads as
 //! replacing everything from there). Snapshots installed from a leader are
@@ -21,7 +26,9 @@ use std::collections::VecDeque;
 use std::rc::Rc;
 
 use rustc_hash::FxHashMap;
-use tern_raft::{HardState, Node};
+use std::time::{Duration, Instant};
+
+use tern_raft::{Envelope, HardState, Node};
 use tern_shard::Waiters;
 use tern_storage::dma::DmaDevice;
 use tern_storage::{AppendError, NewRecord};
@@ -29,7 +36,43 @@ use tern_storage::{Journal, JournalError};
 
 use super::super::entry::{self, RECORD_HARD_STATE};
 use super::StreamHandle;
-use crate::cluster::multiraft::{Durable, Flush, GroupError, GroupId, MultiRaft};
+use crate::cluster::multiraft::{Durable, Flush, GroupError, GroupId, MultiRaft, Outgoing};
+
+/// What runs on a group's committed entries: a stream's task, or the
+/// meta group's host.
+pub trait GroupHost {
+    /// Entries that committed, in order, to apply.
+    fn committed(&self, entries: Vec<tern_raft::Entry>);
+    /// A follower's snapshot work, before the group's next entries.
+    fn snapshot_step(&self, step: crate::cluster::multiraft::SnapshotStep) {
+        panic!("a group without snapshots was sent one: {step:?}");
+    }
+    /// The leader needs bytes of its snapshot for a follower.
+    fn snapshot_read(&self, read: tern_raft::SnapshotRead) {
+        panic!("a group without snapshots was asked for one: {read:?}");
+    }
+    /// Whether the host writes installed snapshots itself (the journal
+    /// keeps no record of them).
+    fn persists_snapshots(&self) -> bool {
+        false
+    }
+}
+
+impl GroupHost for StreamHandle {
+    fn committed(&self, entries: Vec<tern_raft::Entry>) {
+        StreamHandle::committed(self, entries)
+    }
+}
+
+/// A group's persistence and host.
+type Hosted = (Persistence, Rc<dyn GroupHost>);
+
+/// One Raft tick in a cluster: elections time out after 10 to 20 ticks,
+/// leaders send heartbeats every 2 (`tern_raft::Config::new`).
+pub const RAFT_TICK: Duration = Duration::from_millis(50);
+
+/// Carries a batch of Raft messages to another node (the shard's routes).
+pub type Transport = Box<dyn Fn(Outgoing)>;
 
 /// A flush whose records are in the journal, waiting to be durable.
 struct InFlight {
@@ -53,7 +96,7 @@ pub struct StreamGroups {
     file: RefCell<MultiRaft>,
     memory: RefCell<MultiRaft>,
     /// Each group's stream, to hand committed entries to.
-    handles: RefCell<FxHashMap<GroupId, (Persistence, Rc<StreamHandle>)>>,
+    handles: RefCell<FxHashMap<GroupId, Hosted>>,
     /// Per file group, the last hard state made durable.
     durable_hard_states: RefCell<FxHashMap<GroupId, HardState>>,
     /// Why the journal stopped taking records, once it did.
@@ -62,6 +105,10 @@ pub struct StreamGroups {
     /// last looked.
     work: Cell<bool>,
     wake: Waiters,
+    /// Where messages for other nodes go; `None` on a single node.
+    transport: RefCell<Option<Transport>>,
+    /// Messages that arrived for a group this shard does not run.
+    pub unknown_group_messages: Cell<u64>,
 }
 
 impl StreamGroups {
@@ -75,7 +122,56 @@ impl StreamGroups {
             failure: RefCell::new(None),
             work: Cell::new(false),
             wake: Waiters::new(),
+            transport: RefCell::new(None),
+            unknown_group_messages: Cell::new(0),
         })
+    }
+
+    /// In a cluster: the groups tick, and their messages for other nodes
+    /// leave through `transport`.
+    pub fn set_transport(&self, transport: Transport) {
+        *self.transport.borrow_mut() = Some(transport);
+        self.notify();
+    }
+
+    fn clustered(&self) -> bool {
+        self.transport.borrow().is_some()
+    }
+
+    /// A message from another node for `group`.
+    pub fn step(&self, group: GroupId, envelope: Envelope) {
+        let persistence = self
+            .handles
+            .borrow()
+            .get(&group)
+            .map(|(persistence, _)| *persistence);
+        match persistence {
+            Some(persistence) => {
+                self.raft(persistence).borrow_mut().step(group, envelope);
+                self.notify();
+            }
+            None => self
+                .unknown_group_messages
+                .set(self.unknown_group_messages.get() + 1),
+        }
+    }
+
+    /// Sends what the groups queued for other nodes.
+    fn send_outgoing(&self) {
+        let transport = self.transport.borrow();
+        for raft in [&self.file, &self.memory] {
+            let batches: Vec<Outgoing> = raft.borrow_mut().take_outgoing().collect();
+            if let Some(transport) = transport.as_ref() {
+                for batch in batches {
+                    transport(batch);
+                }
+            }
+        }
+    }
+
+    fn tick(&self) {
+        self.file.borrow_mut().tick();
+        self.memory.borrow_mut().tick();
     }
 
     /// Runs `node` for `handle`'s stream.
@@ -84,7 +180,7 @@ impl StreamGroups {
         group: GroupId,
         node: Node,
         persistence: Persistence,
-        handle: Rc<StreamHandle>,
+        handle: Rc<dyn GroupHost>,
     ) -> Result<(), GroupError> {
         assert!(
             persistence == Persistence::Memory || self.journal.is_some(),
@@ -169,8 +265,13 @@ impl StreamGroups {
     /// The driver: runs as long as the shard.
     pub async fn run(self: Rc<Self>) {
         let mut in_flight: VecDeque<InFlight> = VecDeque::new();
+        let mut next_tick = Instant::now() + RAFT_TICK;
         loop {
             self.work.set(false);
+            if self.clustered() && Instant::now() >= next_tick {
+                self.tick();
+                next_tick = Instant::now() + RAFT_TICK;
+            }
             self.drive_memory();
             if self.failure.borrow().is_none() {
                 if let Err(error) = self.drive_journal(&mut in_flight).await {
@@ -178,13 +279,23 @@ impl StreamGroups {
                     in_flight.clear();
                 }
             }
+            self.send_outgoing();
             // A group advanced by a finished flush may have more to hand
             // out (its commits follow its entries' flush).
             if self.work.get() || self.has_ready() {
                 continue;
             }
+            let clustered = self.clustered();
             let new_work = async {
-                self.wake.wait_until(|| self.work.get()).await;
+                let tick = async {
+                    if clustered {
+                        glommio::timer::sleep(next_tick.saturating_duration_since(Instant::now()))
+                            .await;
+                    } else {
+                        std::future::pending::<()>().await;
+                    }
+                };
+                futures_lite::future::or(self.wake.wait_until(|| self.work.get()), tick).await;
                 Ok(())
             };
             let journal = async {
@@ -240,6 +351,18 @@ impl StreamGroups {
                 .iter()
                 .filter_map(|write| write.hard_state.map(|state| (write.group, state)))
                 .collect();
+            {
+                let handles = self.handles.borrow();
+                for write in flush.writes.iter().filter(|write| write.snapshot.is_some()) {
+                    assert!(
+                        handles
+                            .get(&write.group)
+                            .is_some_and(|(_, host)| host.persists_snapshots()),
+                        "group {}: a snapshot to persist, and no host that writes it",
+                        write.group
+                    );
+                }
+            }
             let journal_sequence = append_flush(journal, &flush).await?;
             in_flight.push_back(InFlight {
                 number: flush.number,
@@ -271,15 +394,23 @@ impl StreamGroups {
         Ok(())
     }
 
-    /// Hands committed entries to their streams' tasks.
+    /// Hands snapshot work and committed entries to their groups' hosts.
     fn dispatch(&self, durable: Durable) {
         assert!(
-            durable.snapshot_steps.is_empty()
-                && durable.snapshot_reads.is_empty()
-                && durable.read_states.is_empty(),
-            "single-node stream groups install no snapshot and ask for no read index"
+            durable.read_states.is_empty(),
+            "no group asks for a read index"
         );
         let handles = self.handles.borrow();
+        for (group, step) in durable.snapshot_steps {
+            if let Some((_, handle)) = handles.get(&group) {
+                handle.snapshot_step(step);
+            }
+        }
+        for (group, read) in durable.snapshot_reads {
+            if let Some((_, handle)) = handles.get(&group) {
+                handle.snapshot_read(read);
+            }
+        }
         for (group, entries) in durable.committed {
             if let Some((_, handle)) = handles.get(&group) {
                 handle.committed(entries);
@@ -303,11 +434,8 @@ impl StreamGroups {
 async fn append_flush(journal: &Journal<DmaDevice>, flush: &Flush) -> Result<u64, JournalError> {
     let mut last = journal.durable_sequence();
     for write in &flush.writes {
-        assert!(
-            write.snapshot.is_none(),
-            "group {}: a snapshot to persist (installed from a leader) needs a journal record",
-            write.group
-        );
+        // A snapshot installed from a leader is written by its host (the
+        // meta group's checkpoint) once handed over: not in the journal.
         if let Some(from) = write.truncate_from {
             // Recovery reads a record at a lower index as replacing the
             // suffix from there: a truncation needs the entry that follows.

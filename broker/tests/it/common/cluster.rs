@@ -77,6 +77,14 @@ fn start_node(
     Server::start(flavor, options)
 }
 
+/// A port nothing listens on now (the kernel's pick, released at once).
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|listener| listener.local_addr())
+        .expect("a free port")
+        .port()
+}
+
 /// Waits (bounded by [`TIMEOUT`]) until `server` has logged `Listening for
 /// route connections on HOST:PORT` (a server logs it after its client
 /// port), and returns the port. Panics with the log if it never does.
@@ -208,6 +216,62 @@ impl Cluster {
             cluster.route_ports.push(port);
         }
         cluster
+    }
+
+    /// Starts `nodes` nodes that each list every node in `--routes` on
+    /// route ports picked up front (what clustered JetStream asks of an
+    /// operator: the meta group's voters are the configured nodes; a
+    /// restarted node keeps its route port). Waits for the routes.
+    pub async fn meshed(flavor: Flavor, nodes: usize, options: Options) -> Cluster {
+        assert!(nodes >= 1, "a cluster has at least one node");
+        let name = unique_cluster_name(flavor);
+        let ports: Vec<u16> = (0..nodes).map(|_| free_port()).collect();
+        let routes = ports
+            .iter()
+            .map(|port| format!("nats://127.0.0.1:{port}"))
+            .collect::<Vec<_>>()
+            .join(",");
+        let mut cluster = Cluster {
+            flavor,
+            name,
+            options,
+            nodes: Vec::new(),
+            alive: Vec::new(),
+            route_ports: Vec::new(),
+        };
+        for (index, port) in ports.iter().enumerate() {
+            let node = format!("n{}", index + 1);
+            let mut options = cluster.options.clone();
+            let mut args = vec![
+                "-n".to_string(),
+                node.clone(),
+                "--cluster".to_string(),
+                format!("nats://127.0.0.1:{port}"),
+                "--cluster_name".to_string(),
+                cluster.name.clone(),
+                "--routes".to_string(),
+                routes.clone(),
+            ];
+            args.append(&mut options.extra_args);
+            options.extra_args = args;
+            let mut server = Server::start(flavor, options);
+            let logged = wait_route_port(&mut server, &node);
+            assert_eq!(logged, *port, "{node} listens for routes where it was told");
+            cluster.nodes.push(server);
+            cluster.alive.push(true);
+            cluster.route_ports.push(*port);
+        }
+        cluster.wait_formed().await;
+        cluster
+    }
+
+    /// SIGKILLs `node` and starts it again on its data, with its
+    /// arguments (its route port too); does not wait for the routes.
+    pub fn restart(&mut self, node: usize) {
+        let index = self.index(node);
+        self.nodes[index].restart_in_place();
+        wait_route_port(&mut self.nodes[index], &format!("n{node}"));
+        self.alive[index] = true;
     }
 
     /// [`Cluster::start`], then [`Cluster::wait_formed`].

@@ -272,6 +272,15 @@ impl Server {
         Server::start_in(self.flavor, self.options.clone(), dir)
     }
 
+    /// [`Server::restart`] in place.
+    pub fn restart_in_place(&mut self) {
+        self.kill();
+        let dir = self.dir.take().expect("a server owns its directory");
+        let fresh = Server::start_in(self.flavor, self.options.clone(), dir);
+        // The old one (killed, its directory handed on) is dropped.
+        drop(std::mem::replace(self, fresh));
+    }
+
     /// Stops the server with SIGTERM (a clean shutdown), waits (bounded)
     /// for it to exit, and starts it again on the same data (new ports).
     pub fn restart_graceful(mut self) -> Server {

@@ -1,0 +1,778 @@
+//! JetStream across nodes: the meta group, and requests forwarded to the
+//! node that serves them.
+//!
+//! The meta group (Raft group [`META_GROUP`]) runs on shard 0 of every
+//! node, persisted in shard 0's journal like a stream's group. Its voters
+//! are fixed when the cluster first forms: this node and the nodes at its
+//! configured routes, once all are connected (so every node must list
+//! every node). Its log holds [`MetaEntry`]s: the streams' configs and
+//! where each is placed. Every member applies them to its catalog and, for
+//! a stream placed on this node, has the stream's owner shard carry the
+//! change out (and answer the client, on the first placed node).
+//!
+//! Each member keeps a checkpoint ([`MetaCheckpoint`], file
+//! `jetstream/meta/state`) after every applied batch; the journal's meta
+//! records up to it are then released. The checkpoint is also the group's
+//! snapshot: a member that fell behind the leader's compaction gets it in
+//! chunks and replaces its state with it.
+//!
+//! Requests: stream create, update and delete go to the meta leader (a
+//! non-leader's shard 0 forwards them over its route as an `Api` frame;
+//! none known: 503 10008). A stream's own requests (info, messages,
+//! consumers) go from its owner shard to the same shard of the node that
+//! holds it.
+
+use std::cell::{Cell, RefCell};
+use std::collections::VecDeque;
+use std::rc::Rc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use tern_raft::{Entry, EntryKind, HardState, Membership, Node, NodeId, Restore, Snapshot};
+use tern_shard::Waiters;
+use tern_storage::block_store::DmaFiles;
+
+use super::api::error::ApiError;
+use super::meta::cluster::{self as meta, MetaCheckpoint, MetaEntry, Placement, META_GROUP};
+use super::meta::{MetaChange, MetaOperation, MetaRefusal};
+use super::stream::groups::{GroupHost, Persistence};
+use super::{owner_of, persist, ApiRequest, JetStream, OwnerCommand, META_SHARD};
+use crate::cluster::multiraft::SnapshotStep;
+use crate::mesh::message::ShardMessage;
+
+/// How often a node waiting for its configured routes looks again.
+const FORMING_POLL: Duration = Duration::from_millis(100);
+/// Entries applied past the last compaction before the next one.
+const COMPACT_AFTER_ENTRIES: u64 = 64;
+
+/// What the shard's groups driver hands the meta group.
+#[derive(Default)]
+pub struct MetaHost {
+    committed: RefCell<VecDeque<Entry>>,
+    steps: RefCell<VecDeque<SnapshotStep>>,
+    reads: RefCell<VecDeque<tern_raft::SnapshotRead>>,
+    wake: Waiters,
+}
+
+impl GroupHost for MetaHost {
+    fn committed(&self, entries: Vec<Entry>) {
+        self.committed.borrow_mut().extend(entries);
+        self.wake.wake_all();
+    }
+
+    fn snapshot_step(&self, step: SnapshotStep) {
+        self.steps.borrow_mut().push_back(step);
+        self.wake.wake_all();
+    }
+
+    fn snapshot_read(&self, read: tern_raft::SnapshotRead) {
+        self.reads.borrow_mut().push_back(read);
+        self.wake.wake_all();
+    }
+
+    fn persists_snapshots(&self) -> bool {
+        true
+    }
+}
+
+impl MetaHost {
+    fn has_work(&self) -> bool {
+        !self.committed.borrow().is_empty()
+            || !self.steps.borrow().is_empty()
+            || !self.reads.borrow().is_empty()
+    }
+}
+
+/// The meta group as shard 0 runs it.
+pub struct Meta {
+    pub node_id: NodeId,
+    host: Rc<MetaHost>,
+    /// The applied state (catalog and placements).
+    state: RefCell<MetaCheckpoint>,
+    /// The group's snapshot: the checkpoint the node's log was last
+    /// compacted to (index, term, encoding).
+    snapshot: RefCell<(u64, u64, Bytes)>,
+    /// A snapshot being received from the leader.
+    staging: RefCell<Vec<u8>>,
+    /// The group runs (voters known).
+    running: Cell<bool>,
+    files: DmaFiles,
+    /// The hard state and entries the journal held past the checkpoint,
+    /// until the group starts.
+    recovered: RefCell<Option<(Option<HardState>, Vec<Entry>)>>,
+    /// The hard state last written in a checkpoint.
+    hard_state: Cell<HardState>,
+}
+
+impl Meta {
+    /// Reads the checkpoint (a node that never formed a cluster has none).
+    pub async fn open(node_id: NodeId, directory: &std::path::Path) -> Result<Meta, String> {
+        std::fs::create_dir_all(directory)
+            .map_err(|error| format!("{}: {error}", directory.display()))?;
+        let files = DmaFiles::open(directory)
+            .await
+            .map_err(|error| format!("{}: {error}", directory.display()))?;
+        let name = directory.join(persist::META_STATE_FILE);
+        let state = match persist::read_meta_state(&files)
+            .await
+            .map_err(|error| format!("{}: {error}", name.display()))?
+        {
+            Some(json) => MetaCheckpoint::decode(&json)
+                .map_err(|error| format!("{}: {error}", name.display()))?,
+            None => MetaCheckpoint::default(),
+        };
+        let snapshot = (
+            state.applied_index,
+            state.applied_term,
+            Bytes::from(state.encode()),
+        );
+        let hard_state = HardState {
+            term: state.term,
+            vote: (state.vote != 0).then_some(state.vote),
+        };
+        Ok(Meta {
+            node_id,
+            host: Rc::new(MetaHost::default()),
+            state: RefCell::new(state),
+            snapshot: RefCell::new(snapshot),
+            staging: RefCell::new(Vec::new()),
+            running: Cell::new(false),
+            files,
+            recovered: RefCell::new(None),
+            hard_state: Cell::new(hard_state),
+        })
+    }
+
+    /// The applied index the journal's records are wanted after.
+    pub fn applied_index(&self) -> u64 {
+        self.state.borrow().applied_index
+    }
+
+    pub fn set_recovered(&self, hard_state: Option<HardState>, entries: Vec<Entry>) {
+        *self.recovered.borrow_mut() = Some((hard_state, entries));
+    }
+
+    pub fn is_running(&self) -> bool {
+        self.running.get()
+    }
+
+    /// Where `name` is placed, if the catalog has it.
+    pub fn placement(&self, name: &str) -> Option<Placement> {
+        self.state
+            .borrow()
+            .streams
+            .get(name)
+            .map(|(_, placement)| placement.clone())
+    }
+
+    pub fn stream_names(&self) -> Vec<String> {
+        self.state.borrow().streams.keys().cloned().collect()
+    }
+
+    pub fn voters(&self) -> Vec<NodeId> {
+        self.state.borrow().voters.clone()
+    }
+
+    async fn write_checkpoint(&self) -> Result<(), String> {
+        let json = {
+            let mut state = self.state.borrow_mut();
+            let hard_state = self.hard_state.get();
+            state.term = hard_state.term;
+            state.vote = hard_state.vote.unwrap_or(0);
+            state.encode()
+        };
+        if json.len() > persist::CONFIG_JSON_BYTES_MAX {
+            return Err(format!(
+                "the meta state is {} bytes, over its limit of {}",
+                json.len(),
+                persist::CONFIG_JSON_BYTES_MAX
+            ));
+        }
+        persist::write_meta_state(&self.files, &json)
+            .await
+            .map_err(|error| format!("writing the meta state: {error}"))
+    }
+}
+
+impl JetStream {
+    /// The meta group's task (shard 0 of a clustered node): forms the
+    /// group, then applies what it commits for as long as the shard runs.
+    pub(super) async fn run_meta(self: Rc<Self>) {
+        let meta = self.meta.get().expect("the meta group runs here").clone();
+        if let Err(error) = self.start_meta(&meta).await {
+            log::error!(target: "tern::jetstream", "the meta group cannot start: {error}; JetStream answers 503 on this node");
+            return;
+        }
+        while !self.stopping() {
+            let host = meta.host.clone();
+            let stopping = async {
+                self.wait_stopping().await;
+            };
+            futures_lite::future::or(host.wake.wait_until(|| host.has_work()), stopping).await;
+            if self.stopping() {
+                break;
+            }
+            if let Err(error) = self.meta_turn(&meta).await {
+                log::error!(target: "tern::jetstream", "the meta group stopped: {error}; JetStream answers 503 on this node");
+                self.groups().remove(META_GROUP);
+                meta.running.set(false);
+                return;
+            }
+        }
+    }
+
+    /// Waits for the voters (first start), then runs the group.
+    async fn start_meta(self: &Rc<Self>, meta: &Rc<Meta>) -> Result<(), String> {
+        let shard = self.shard();
+        let routes = shard.routes.as_ref().expect("clustered");
+        if meta.state.borrow().voters.is_empty() {
+            log::info!(target: "tern::jetstream", "waiting for every configured route to connect, to form the meta group");
+            let peers = loop {
+                if let Some(peers) = routes.configured_peers() {
+                    break peers;
+                }
+                if self.stopping() {
+                    return Ok(());
+                }
+                glommio::timer::sleep(FORMING_POLL).await;
+            };
+            let mut voters = peers;
+            voters.push(meta.node_id);
+            voters.sort_unstable();
+            voters.dedup();
+            meta.state.borrow_mut().voters = voters.clone();
+            meta.write_checkpoint().await?;
+            *meta.snapshot.borrow_mut() = (0, 0, Bytes::from(meta.state.borrow().encode()));
+            log::info!(target: "tern::jetstream", "meta group formed with {} voters: {:x?}", voters.len(), voters);
+        }
+        let state = meta.state.borrow().clone();
+        let (journal_hard_state, entries) = meta.recovered.borrow_mut().take().unwrap_or_default();
+        let mut hard_state = meta.hard_state.get();
+        if let Some(journaled) = journal_hard_state {
+            if journaled.term >= hard_state.term {
+                hard_state = journaled;
+            }
+        }
+        let membership = Membership::new(state.voters.clone());
+        // Entries must follow the checkpoint without a gap; a gap (the
+        // checkpoint of an installed snapshot lost, or damage) drops them:
+        // the node then waits to have them again before it votes.
+        let acknowledged_index = entries
+            .last()
+            .map_or(state.applied_index, |entry| entry.index);
+        let entries = if entries
+            .first()
+            .is_some_and(|entry| entry.index != state.applied_index + 1)
+        {
+            Vec::new()
+        } else {
+            entries
+        };
+        let node = Node::new(
+            tern_raft::Config::new(meta.node_id),
+            Restore {
+                hard_state,
+                snapshot: (state.applied_index > 0).then(|| Snapshot {
+                    index: state.applied_index,
+                    term: state.applied_term,
+                    membership: membership.clone(),
+                }),
+                entries,
+                membership,
+                acknowledged_index,
+                seed: meta.node_id ^ crate::server::random_u64(),
+            },
+        );
+        self.groups()
+            .insert(META_GROUP, node, Persistence::Journal, meta.host.clone())
+            .map_err(|error| error.to_string())?;
+        meta.running.set(true);
+        // The catalog is the meta group's.
+        {
+            let mut catalog = self.catalog.borrow_mut();
+            catalog.clear();
+            catalog.clustered = true;
+            for (name, (config, _)) in &state.streams {
+                catalog.load(name.clone(), Some(config.clone()));
+            }
+        }
+        for (name, (_, placement)) in &state.streams {
+            self.tell_owner_placement(name, Some(placement));
+        }
+        if state.voters == [meta.node_id] {
+            self.groups().with_node(META_GROUP, Node::campaign_now);
+        }
+        Ok(())
+    }
+
+    /// Snapshot work, snapshot reads and committed entries, then the
+    /// checkpoint.
+    async fn meta_turn(self: &Rc<Self>, meta: &Rc<Meta>) -> Result<(), String> {
+        let steps: Vec<SnapshotStep> = meta.host.steps.borrow_mut().drain(..).collect();
+        for step in steps {
+            match step {
+                SnapshotStep::Chunk(chunk) => {
+                    let mut staging = meta.staging.borrow_mut();
+                    if chunk.offset == 0 {
+                        staging.clear();
+                    }
+                    if chunk.offset as usize == staging.len() {
+                        staging.extend_from_slice(&chunk.data);
+                    }
+                }
+                SnapshotStep::Install(snapshot) => {
+                    let bytes = std::mem::take(&mut *meta.staging.borrow_mut());
+                    let mut installed = MetaCheckpoint::decode(&bytes)
+                        .map_err(|error| format!("the leader's meta snapshot: {error}"))?;
+                    installed.applied_index = snapshot.index;
+                    installed.applied_term = snapshot.term;
+                    let before = std::mem::replace(&mut *meta.state.borrow_mut(), installed);
+                    meta.write_checkpoint().await?;
+                    *meta.snapshot.borrow_mut() = (
+                        snapshot.index,
+                        snapshot.term,
+                        Bytes::from(meta.state.borrow().encode()),
+                    );
+                    self.reconcile(meta, &before);
+                    log::info!(target: "tern::jetstream", "meta group: installed the leader's snapshot at index {}", snapshot.index);
+                }
+            }
+        }
+        let reads: Vec<tern_raft::SnapshotRead> = meta.host.reads.borrow_mut().drain(..).collect();
+        for read in reads {
+            let (index, _, bytes) = meta.snapshot.borrow().clone();
+            if read.index != index {
+                // Not the snapshot kept: the transfer starts over on the
+                // current one.
+                self.groups()
+                    .with_node(META_GROUP, |node| node.restart_snapshot_transfer(read.peer));
+                continue;
+            }
+            let start = (read.offset as usize).min(bytes.len());
+            let end = (start + read.max_bytes.max(1)).min(bytes.len());
+            let last = end == bytes.len();
+            self.groups().with_node(META_GROUP, |node| {
+                node.snapshot_chunk(&read, bytes.slice(start..end), last)
+            });
+        }
+        let entries: Vec<Entry> = meta.host.committed.borrow_mut().drain(..).collect();
+        if entries.is_empty() {
+            return Ok(());
+        }
+        for entry in entries {
+            if entry.index <= meta.state.borrow().applied_index {
+                continue;
+            }
+            if let EntryKind::Normal(data) = &entry.kind {
+                match MetaEntry::decode(data) {
+                    Ok(decoded) => self.apply_meta(meta, &decoded),
+                    // Written by a leader of another version: skipped, loudly.
+                    Err(error) => {
+                        log::error!(target: "tern::jetstream", "meta entry {} does not decode: {error}; skipped", entry.index)
+                    }
+                }
+            }
+            let mut state = meta.state.borrow_mut();
+            state.applied_index = entry.index;
+            state.applied_term = entry.term;
+        }
+        if let Some(hard_state) = self.groups().durable_hard_state(META_GROUP) {
+            meta.hard_state.set(hard_state);
+        }
+        meta.write_checkpoint().await?;
+        let (applied_index, applied_term) = {
+            let state = meta.state.borrow();
+            (state.applied_index, state.applied_term)
+        };
+        if let Some(journal) = self.journal_if_open() {
+            journal.checkpoint(META_GROUP, applied_index);
+        }
+        if applied_index >= meta.snapshot.borrow().0 + COMPACT_AFTER_ENTRIES {
+            let voters = meta.state.borrow().voters.clone();
+            *meta.snapshot.borrow_mut() = (
+                applied_index,
+                applied_term,
+                Bytes::from(meta.state.borrow().encode()),
+            );
+            self.groups().compact(
+                META_GROUP,
+                Snapshot {
+                    index: applied_index,
+                    term: applied_term,
+                    membership: Membership::new(voters),
+                },
+            );
+        }
+        Ok(())
+    }
+
+    /// One committed entry: the catalog moves, and the nodes holding the
+    /// stream carry it out.
+    fn apply_meta(self: &Rc<Self>, meta: &Meta, entry: &MetaEntry) {
+        let this = meta.node_id;
+        match entry {
+            MetaEntry::Create {
+                config,
+                placement,
+                reply,
+            } => {
+                if meta.state.borrow().streams.contains_key(&config.name) {
+                    // A second create of one name (both passed the
+                    // leader's check before either applied): the first
+                    // stands; the second's client hears about it.
+                    if let Some((current, existing)) = meta.state.borrow().streams.get(&config.name)
+                    {
+                        if existing.peers.first() == Some(&this) {
+                            self.send_owner(OwnerCommand::Update {
+                                config: Box::new(current.clone()),
+                                create: true,
+                                origin: owner_of(&config.name, self.shard_count),
+                                reply: reply.as_deref().map(|reply| Bytes::from(reply.to_string())),
+                            });
+                        }
+                    }
+                    return;
+                }
+                meta.state.borrow_mut().apply(entry);
+                self.catalog.borrow_mut().apply(&MetaChange::Create {
+                    config: config.clone(),
+                    group: placement.group,
+                });
+                if placement.peers.contains(&this) {
+                    self.send_owner(OwnerCommand::Create {
+                        config: Box::new(config.clone()),
+                        created_unix_ns: placement.created_unix_ns,
+                        group: placement.group,
+                        origin: owner_of(&config.name, self.shard_count),
+                        reply: answer_here(placement, this, reply),
+                    });
+                }
+                self.tell_owner_placement(&config.name, Some(placement));
+            }
+            MetaEntry::Update {
+                config,
+                create,
+                reply,
+                ..
+            } => {
+                let placement = meta.placement(&config.name);
+                meta.state.borrow_mut().apply(entry);
+                let Some(placement) = placement else {
+                    return;
+                };
+                if !create {
+                    self.catalog.borrow_mut().apply(&MetaChange::Update {
+                        config: config.clone(),
+                    });
+                }
+                if placement.peers.contains(&this) {
+                    let config = match create {
+                        // A create with the config it already has: the
+                        // stream answers with its info.
+                        true => meta
+                            .state
+                            .borrow()
+                            .streams
+                            .get(&config.name)
+                            .map(|(config, _)| config.clone())
+                            .unwrap_or_else(|| config.clone()),
+                        false => config.clone(),
+                    };
+                    self.send_owner(OwnerCommand::Update {
+                        origin: owner_of(&config.name, self.shard_count),
+                        config: Box::new(config),
+                        create: *create,
+                        reply: answer_here(&placement, this, reply),
+                    });
+                }
+            }
+            MetaEntry::Delete { name, reply } => {
+                let placement = meta.placement(name);
+                meta.state.borrow_mut().apply(entry);
+                self.catalog
+                    .borrow_mut()
+                    .apply(&MetaChange::Delete { name: name.clone() });
+                self.tell_owner_placement(name, None);
+                if let Some(placement) =
+                    placement.filter(|placement| placement.peers.contains(&this))
+                {
+                    self.send_owner(OwnerCommand::Delete {
+                        name: name.clone(),
+                        origin: owner_of(name, self.shard_count),
+                        reply: answer_here(&placement, this, reply),
+                    });
+                }
+            }
+        }
+    }
+
+    /// After a snapshot replaced the state: streams placed here that this
+    /// node does not have are created, streams gone are deleted, and every
+    /// owner shard learns the placements.
+    fn reconcile(self: &Rc<Self>, meta: &Meta, before: &MetaCheckpoint) {
+        let this = meta.node_id;
+        let after = meta.state.borrow().clone();
+        {
+            let mut catalog = self.catalog.borrow_mut();
+            catalog.clear();
+            for (name, (config, _)) in &after.streams {
+                catalog.load(name.clone(), Some(config.clone()));
+            }
+        }
+        for (name, (_, placement)) in &before.streams {
+            if !after.streams.contains_key(name) {
+                self.tell_owner_placement(name, None);
+                if placement.peers.contains(&this) {
+                    self.send_owner(OwnerCommand::Delete {
+                        name: name.clone(),
+                        origin: owner_of(name, self.shard_count),
+                        reply: None,
+                    });
+                }
+            }
+        }
+        for (name, (config, placement)) in &after.streams {
+            self.tell_owner_placement(name, Some(placement));
+            if placement.peers.contains(&this) {
+                self.send_owner(OwnerCommand::Create {
+                    config: Box::new(config.clone()),
+                    created_unix_ns: placement.created_unix_ns,
+                    group: placement.group,
+                    origin: owner_of(name, self.shard_count),
+                    reply: None,
+                });
+            }
+        }
+    }
+
+    fn send_owner(self: &Rc<Self>, command: OwnerCommand) {
+        let name = match &command {
+            OwnerCommand::Create { config, .. } | OwnerCommand::Update { config, .. } => {
+                config.name.clone()
+            }
+            OwnerCommand::Delete { name, .. } => name.clone(),
+        };
+        let owner = owner_of(&name, self.shard_count);
+        self.send_to(owner, ShardMessage::JetStreamOwner(Box::new(command)));
+    }
+
+    /// Tells `name`'s owner shard where the stream lives (`None`: gone).
+    fn tell_owner_placement(self: &Rc<Self>, name: &str, placement: Option<&Placement>) {
+        let owner = owner_of(name, self.shard_count);
+        self.send_to(
+            owner,
+            ShardMessage::JetStreamPlacement {
+                name: name.to_string(),
+                peers: placement.map(|placement| placement.peers.clone()),
+            },
+        );
+    }
+
+    /// The owner shard learns where one of its streams lives.
+    pub(super) fn set_placement(&self, name: String, peers: Option<Vec<NodeId>>) {
+        match peers {
+            Some(peers) => self.placements.borrow_mut().insert(name, peers),
+            None => self.placements.borrow_mut().remove(&name),
+        };
+    }
+
+    /// Stream create, update or delete in a cluster: decided by the meta
+    /// leader (forwarded to it from other nodes), answered by the stream's
+    /// first node once committed.
+    pub(super) fn meta_request_clustered(
+        self: &Rc<Self>,
+        kind: &str,
+        operation: MetaOperation,
+        name: &str,
+        request: ApiRequest,
+    ) {
+        assert_eq!(self.index, META_SHARD);
+        let meta = self.meta.get().expect("clustered").clone();
+        let unavailable = ApiError::cluster_unavailable();
+        if !meta.is_running() {
+            return self.answer_error(request.origin, request.reply, kind, &unavailable);
+        }
+        let leader = self.groups().node(META_GROUP, Node::leader);
+        match leader {
+            Some(leader) if leader == meta.node_id => {}
+            Some(leader) if !request.forwarded => {
+                let link = self
+                    .shard()
+                    .routes
+                    .as_ref()
+                    .and_then(|routes| routes.link_to_node(leader));
+                match link {
+                    Some(link)
+                        if link.send_api(
+                            &request.subject,
+                            request.reply.as_deref(),
+                            &request.payload,
+                        ) => {}
+                    _ => self.answer_error(request.origin, request.reply, kind, &unavailable),
+                }
+                return;
+            }
+            _ => return self.answer_error(request.origin, request.reply, kind, &unavailable),
+        }
+        let checked = self
+            .catalog
+            .borrow()
+            .check(operation, name, &request.payload, || {
+                crate::server::random_u64() | 1
+            });
+        let change = match checked {
+            Ok(change) => change,
+            Err(MetaRefusal::Api(error)) => {
+                return self.answer_error(request.origin, request.reply, kind, &error)
+            }
+            Err(MetaRefusal::Damaged) => {
+                return self.answer_error(request.origin, request.reply, kind, &unavailable)
+            }
+        };
+        let reply = request
+            .reply
+            .as_ref()
+            .map(|reply| String::from_utf8_lossy(reply).into_owned());
+        let entry = match change {
+            MetaChange::Create { config, group } => {
+                let replicas = config.num_replicas.max(1) as usize;
+                if replicas > 1 {
+                    // Replicated streams across nodes come next
+                    // (docs/cluster-jetstream.md §4).
+                    let error = ApiError::stream_create_failed(
+                        "replicated streams across nodes are not built yet: num_replicas must be 1",
+                    );
+                    return self.answer_error(request.origin, request.reply, kind, &error);
+                }
+                let candidates = self.placement_candidates(&meta);
+                let random = crate::server::random_u64();
+                let Some(peers) = meta::place(replicas, &candidates, |node| {
+                    (node ^ random).wrapping_mul(0x9E37_79B9_7F4A_7C15)
+                }) else {
+                    let error = ApiError::new(400, 10005, "no suitable peers for placement");
+                    return self.answer_error(request.origin, request.reply, kind, &error);
+                };
+                MetaEntry::Create {
+                    config,
+                    placement: Placement {
+                        group,
+                        peers,
+                        created_unix_ns: super::now_unix_ns(),
+                    },
+                    reply,
+                }
+            }
+            MetaChange::Exists { config } => MetaEntry::Update {
+                group: meta.placement(name).map_or(0, |placement| placement.group),
+                config,
+                create: true,
+                reply,
+            },
+            MetaChange::Update { config } => MetaEntry::Update {
+                group: meta.placement(name).map_or(0, |placement| placement.group),
+                config,
+                create: false,
+                reply,
+            },
+            MetaChange::Delete { name } => MetaEntry::Delete { name, reply },
+        };
+        let proposed = self
+            .groups()
+            .with_node(META_GROUP, |node| node.propose(Bytes::from(entry.encode())));
+        if proposed.is_err() {
+            self.answer_error(request.origin, request.reply, kind, &unavailable);
+        }
+    }
+
+    /// This node and the voters it reaches, with the streams each holds.
+    fn placement_candidates(&self, meta: &Meta) -> Vec<(NodeId, usize)> {
+        let shard = self.shard();
+        let routes = shard.routes.as_ref().expect("clustered");
+        let state = meta.state.borrow();
+        state
+            .voters
+            .iter()
+            .filter(|&&node| node == meta.node_id || routes.link_to_node(node).is_some())
+            .map(|&node| (node, state.load(node)))
+            .collect()
+    }
+
+    /// A stream's request on its owner shard when the stream lives on
+    /// another node: handed to the same shard there. Returns false when
+    /// this node knows of no such stream.
+    pub(super) fn forward_to_host(&self, name: &str, request: &ApiRequest, kind: &str) -> bool {
+        if request.forwarded {
+            return false;
+        }
+        let Some(peers) = self.placements.borrow().get(name).cloned() else {
+            return false;
+        };
+        let shard = self.shard();
+        let Some(routes) = shard.routes.as_ref() else {
+            return false;
+        };
+        let link = peers.iter().find_map(|&node| routes.link_to_node(node));
+        match link {
+            Some(link)
+                if link.send_api(&request.subject, request.reply.as_deref(), &request.payload) => {}
+            _ => self.answer_error(
+                request.origin,
+                request.reply.clone(),
+                kind,
+                &ApiError::cluster_unavailable(),
+            ),
+        }
+        true
+    }
+
+    /// Whether this node is part of a cluster.
+    pub(super) fn is_clustered(&self) -> bool {
+        self.shard().routes.is_some()
+    }
+
+    /// STREAM.NAMES in a cluster, on shard 0: from the meta group's catalog.
+    pub(super) fn cluster_names(&self, request: ApiRequest) {
+        let kind = "stream_names_response";
+        let parsed = match super::requests::NamesRequest::parse(&request.payload) {
+            Ok(parsed) => parsed,
+            Err(error) => return self.answer_error(request.origin, request.reply, kind, &error),
+        };
+        let Some(reply) = request.reply else {
+            return;
+        };
+        let names = self
+            .catalog
+            .borrow()
+            .names_matching(parsed.subject.as_deref());
+        let total = names.len();
+        let page: Vec<String> = names
+            .into_iter()
+            .skip(parsed.offset)
+            .take(super::NAMES_LIMIT)
+            .collect();
+        let body =
+            super::responses::names_response(total, parsed.offset, super::NAMES_LIMIT, &page);
+        self.respond(request.origin, reply, body);
+    }
+
+    /// A request another node handed to this shard.
+    pub fn on_forwarded_api(self: &Rc<Self>, subject: &[u8], reply: Option<&[u8]>, payload: &[u8]) {
+        let request = ApiRequest {
+            origin: self.index,
+            subject: Bytes::copy_from_slice(subject),
+            reply: reply.map(Bytes::copy_from_slice),
+            payload: Bytes::copy_from_slice(payload),
+            forwarded: true,
+        };
+        self.api_total.set(self.api_total.get() + 1);
+        self.dispatch_api(request);
+    }
+}
+
+/// The client's inbox if this node answers for the stream (its first
+/// node), else none.
+fn answer_here(placement: &Placement, this: NodeId, reply: &Option<String>) -> Option<Bytes> {
+    (placement.peers.first() == Some(&this))
+        .then(|| reply.as_deref().map(|reply| Bytes::from(reply.to_string())))
+        .flatten()
+}

@@ -1,0 +1,289 @@
+//! JetStream across a cluster, against tern-server and nats-server alike:
+//! three nodes that each list every node in `--routes` (see
+//! [`Cluster::meshed`]). A stream created through one node is placed on
+//! one of them, takes publishes from every node, answers its API from
+//! every node and serves a consumer on another node; deleting it from a
+//! third node removes it everywhere. Then tern only: the meta group
+//! survives a restart of every node (its checkpoint and journal), and a
+//! cluster without a meta quorum answers 503 10008.
+
+use crate::common;
+
+use std::time::{Duration, Instant};
+
+use common::cluster::Cluster;
+use common::{Flavor, Options, TIMEOUT};
+use serde_json::{json, Value};
+
+/// A JetStream API request through `client`; the JSON answer.
+async fn api(client: &async_nats::Client, subject: &str, body: Value) -> Value {
+    let payload = if body.is_null() {
+        bytes::Bytes::new()
+    } else {
+        bytes::Bytes::from(body.to_string())
+    };
+    let reply = tokio::time::timeout(TIMEOUT, client.request(subject.to_string(), payload))
+        .await
+        .unwrap_or_else(|_| panic!("{subject}: no answer within {TIMEOUT:?}"))
+        .unwrap_or_else(|error| panic!("{subject}: {error}"));
+    serde_json::from_slice(&reply.payload)
+        .unwrap_or_else(|error| panic!("{subject}: answer is not JSON: {error}"))
+}
+
+/// The API request, retried (bounded) while the cluster answers that
+/// JetStream is not available yet (its meta group forming: 10008) or
+/// does not answer at all.
+async fn api_when_ready(client: &async_nats::Client, subject: &str, body: Value) -> Value {
+    let deadline = Instant::now() + TIMEOUT;
+    loop {
+        let payload = bytes::Bytes::from(if body.is_null() {
+            String::new()
+        } else {
+            body.to_string()
+        });
+        let answer = tokio::time::timeout(
+            Duration::from_secs(2),
+            client.request(subject.to_string(), payload),
+        )
+        .await;
+        if let Ok(Ok(reply)) = &answer {
+            let value: Value = serde_json::from_slice(&reply.payload).expect("JSON");
+            if value["error"]["err_code"] != 10008 {
+                return value;
+            }
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{subject}: JetStream never became available: {answer:?}"
+        );
+        // Poll interval of a bounded wait.
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Publishes with a PubAck, retried (bounded) while no node has told this
+/// one about the stream yet (no responders).
+async fn publish_acked(client: &async_nats::Client, subject: &str, payload: &str) -> Value {
+    let deadline = Instant::now() + TIMEOUT;
+    loop {
+        let answer = tokio::time::timeout(
+            Duration::from_secs(2),
+            client.request(subject.to_string(), payload.to_string().into()),
+        )
+        .await;
+        match answer {
+            Ok(Ok(reply)) => {
+                return serde_json::from_slice(&reply.payload).expect("a PubAck is JSON")
+            }
+            Ok(Err(error)) if error.kind() == async_nats::RequestErrorKind::NoResponders => {}
+            other => panic!("publish to {subject}: {other:?}"),
+        }
+        assert!(
+            Instant::now() < deadline,
+            "publish to {subject}: the stream never took it"
+        );
+        // Poll interval of a bounded wait.
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+fn stream_config(name: &str) -> Value {
+    json!({
+        "name": name,
+        "subjects": [format!("{}.>", name.to_lowercase())],
+        "storage": "file",
+        "num_replicas": 1,
+    })
+}
+
+async fn r1_stream_serves_every_node(flavor: Flavor) {
+    let cluster = Cluster::meshed(flavor, 3, Options::jetstream()).await;
+    let (one, two, three) = (
+        cluster.connect(1).await,
+        cluster.connect(2).await,
+        cluster.connect(3).await,
+    );
+    let created = api_when_ready(
+        &two,
+        "$JS.API.STREAM.CREATE.ORDERS",
+        stream_config("ORDERS"),
+    )
+    .await;
+    assert_eq!(
+        created["type"], "io.nats.jetstream.api.v1.stream_create_response",
+        "{created}"
+    );
+    assert!(created.get("error").is_none(), "{created}");
+    assert_eq!(created["config"]["name"], "ORDERS");
+    assert_eq!(created["state"]["messages"], 0);
+    let host = created["cluster"]["leader"].as_str().map(str::to_string);
+
+    // Publishes from every node reach the stream, in order.
+    for (number, client) in [(1, &one), (2, &two), (3, &three)] {
+        for index in 0..5 {
+            let ack = publish_acked(client, "orders.new", &format!("n{number}-{index}")).await;
+            assert_eq!(ack["stream"], "ORDERS", "{ack}");
+            assert!(ack.get("error").is_none(), "{ack}");
+        }
+    }
+    // Every node answers for it.
+    for client in [&one, &two, &three] {
+        let info = api(client, "$JS.API.STREAM.INFO.ORDERS", Value::Null).await;
+        assert_eq!(info["state"]["messages"], 15, "{info}");
+        assert_eq!(info["state"]["last_seq"], 15, "{info}");
+        if let Some(host) = &host {
+            assert_eq!(
+                info["cluster"]["leader"].as_str(),
+                Some(host.as_str()),
+                "{info}"
+            );
+        }
+        let names = api(client, "$JS.API.STREAM.NAMES", Value::Null).await;
+        assert_eq!(names["streams"], json!(["ORDERS"]), "{names}");
+        let message = api(client, "$JS.API.STREAM.MSG.GET.ORDERS", json!({"seq": 6})).await;
+        assert_eq!(message["message"]["seq"], 6, "{message}");
+    }
+    // A consumer made through node 1 delivers to a client on node 1.
+    let consumer = api(
+        &one,
+        "$JS.API.CONSUMER.CREATE.ORDERS.PULL",
+        json!({"stream_name": "ORDERS", "config": {"durable_name": "PULL", "ack_policy": "explicit"}}),
+    )
+    .await;
+    assert!(consumer.get("error").is_none(), "{consumer}");
+    let context = async_nats::jetstream::new(one.clone());
+    let stream = context
+        .get_stream("ORDERS")
+        .await
+        .expect("the stream, from node 1");
+    let pull: async_nats::jetstream::consumer::PullConsumer =
+        stream.get_consumer("PULL").await.expect("the consumer");
+    let mut received = Vec::new();
+    let deadline = Instant::now() + TIMEOUT;
+    while received.len() < 15 {
+        assert!(Instant::now() < deadline, "consumed only {received:?}");
+        let mut batch = pull
+            .fetch()
+            .max_messages(15 - received.len())
+            .expires(Duration::from_secs(1))
+            .messages()
+            .await
+            .expect("a fetch");
+        use futures::StreamExt;
+        while let Some(message) = batch.next().await {
+            let message = message.expect("a message");
+            received.push(String::from_utf8_lossy(&message.payload).into_owned());
+            message.ack().await.expect("an ack");
+        }
+    }
+    let expected: Vec<String> = (1..=3)
+        .flat_map(|number| (0..5).map(move |index| format!("n{number}-{index}")))
+        .collect();
+    assert_eq!(received, expected);
+
+    // Deleted through node 3: gone everywhere.
+    let deleted = api(&three, "$JS.API.STREAM.DELETE.ORDERS", Value::Null).await;
+    assert_eq!(deleted["success"], true, "{deleted}");
+    for client in [&one, &two, &three] {
+        let deadline = Instant::now() + TIMEOUT;
+        loop {
+            let info = api(client, "$JS.API.STREAM.INFO.ORDERS", Value::Null).await;
+            if info["error"]["err_code"] == 10059 {
+                assert_eq!(info["error"]["description"], "stream not found");
+                break;
+            }
+            assert!(Instant::now() < deadline, "still there: {info}");
+            // Poll interval of a bounded wait.
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+}
+
+#[tokio::test]
+async fn r1_stream_serves_every_node_tern() {
+    r1_stream_serves_every_node(Flavor::Tern).await;
+}
+
+#[tokio::test]
+async fn r1_stream_serves_every_node_nats() {
+    r1_stream_serves_every_node(Flavor::Nats).await;
+}
+
+/// The catalog lives in the meta group: after every node restarts (from
+/// its checkpoint and journal) the streams are still known, still placed,
+/// and keep their messages.
+#[tokio::test]
+async fn meta_group_survives_restarts_tern() {
+    let mut cluster = Cluster::meshed(Flavor::Tern, 3, Options::jetstream()).await;
+    let client = cluster.connect(1).await;
+    for name in ["A", "B", "C", "D"] {
+        let created = api_when_ready(
+            &client,
+            &format!("$JS.API.STREAM.CREATE.{name}"),
+            stream_config(name),
+        )
+        .await;
+        assert!(created.get("error").is_none(), "{created}");
+        publish_acked(&client, &format!("{}.x", name.to_lowercase()), name).await;
+    }
+    drop(client);
+    for node in 1..=3 {
+        cluster.restart(node);
+    }
+    cluster.wait_formed().await;
+    let client = cluster.connect(2).await;
+    for name in ["A", "B", "C", "D"] {
+        let info =
+            api_when_ready(&client, &format!("$JS.API.STREAM.INFO.{name}"), Value::Null).await;
+        assert_eq!(info["state"]["messages"], 1, "{name}: {info}");
+    }
+    let created = api_when_ready(&client, "$JS.API.STREAM.CREATE.E", stream_config("E")).await;
+    assert!(created.get("error").is_none(), "{created}");
+    let taken = api(
+        &client,
+        "$JS.API.STREAM.CREATE.F",
+        json!({"name": "F", "subjects": ["a.>"]}),
+    )
+    .await;
+    assert_eq!(taken["error"]["err_code"], 10065, "overlaps A: {taken}");
+}
+
+/// Two of three nodes down: no meta quorum, and the API says so with
+/// nats-server's 503 10008 instead of hanging.
+#[tokio::test]
+async fn no_meta_quorum_answers_unavailable_tern() {
+    let mut cluster = Cluster::meshed(Flavor::Tern, 3, Options::jetstream()).await;
+    let client = cluster.connect(1).await;
+    let created = api_when_ready(&client, "$JS.API.STREAM.CREATE.Q", stream_config("Q")).await;
+    assert!(created.get("error").is_none(), "{created}");
+    cluster.kill(2);
+    cluster.kill(3);
+    let deadline = Instant::now() + TIMEOUT;
+    loop {
+        // A create the old leader took before it noticed it is alone is
+        // never answered (as in nats-server): each try waits a little.
+        let answer = tokio::time::timeout(
+            Duration::from_secs(2),
+            client.request(
+                "$JS.API.STREAM.CREATE.R",
+                stream_config("R").to_string().into(),
+            ),
+        )
+        .await;
+        let answer: Value = match answer {
+            Ok(Ok(reply)) => serde_json::from_slice(&reply.payload).expect("JSON"),
+            _ => Value::Null,
+        };
+        if answer["error"]["err_code"] == 10008 {
+            assert_eq!(answer["error"]["code"], 503);
+            assert_eq!(
+                answer["error"]["description"],
+                "JetStream system temporarily unavailable"
+            );
+            break;
+        }
+        assert!(Instant::now() < deadline, "still answering: {answer}");
+        // Poll interval of a bounded wait.
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
