@@ -651,6 +651,14 @@ impl Shard {
         }
     }
 
+    /// Waits until every other shard said it started (its JetStream, if
+    /// any, is there to take messages).
+    pub async fn wait_all_started(&self) {
+        self.started_waiters
+            .wait_until(|| self.started_peers.get() + 1 >= self.shard_count)
+            .await;
+    }
+
     /// Delivers a message another shard forwarded here.
     pub fn deliver_routed(&self, routed: &RoutedMessage) {
         stats::add(&self.counters.received_forwarded_msgs, 1);
@@ -946,6 +954,8 @@ impl Shard {
             | ShardMessage::JetStreamOwner(_)
             | ShardMessage::JetStreamCreateFailed { .. }
             | ShardMessage::JetStreamPlacement { .. }
+            | ShardMessage::JetStreamMetaReady(_)
+            | ShardMessage::JetStreamMetaLeader(_)
             | ShardMessage::JetStreamReply(_)
             | ShardMessage::JetStreamGather { .. }
             | ShardMessage::JetStreamGathered { .. }) => match self.jetstream.get() {

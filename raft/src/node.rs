@@ -487,6 +487,19 @@ impl Node {
         self.log.applied
     }
 
+    /// The leader's view of each other voter: (id, match index, heard
+    /// from recently). Empty unless this node leads.
+    pub fn peer_progress(&self) -> Vec<(NodeId, Index, bool)> {
+        if self.role != Role::Leader {
+            return Vec::new();
+        }
+        self.progress
+            .iter()
+            .filter(|(peer, _)| **peer != self.id())
+            .map(|(peer, progress)| (*peer, progress.match_index, progress.recent_active))
+            .collect()
+    }
+
     pub fn membership(&self) -> &Membership {
         &self.membership
     }

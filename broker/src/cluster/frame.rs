@@ -31,7 +31,7 @@
 //!                  (group:u64 length:u32 message[length]) * count
 //!                  (Raft node ids; each message in `tern_raft::wire`
 //!                  encoding, decoded by the receiver with its limits)
-//! kind 9 Api       subject:string reply:string payload[rest]
+//! kind 9 Api       hops:u8 subject:string reply:string payload[rest]
 //!                  (a JetStream API request handed to the node that
 //!                  serves it: the meta leader, or a stream's host; the
 //!                  receiver answers on `reply` through core routing)
@@ -53,6 +53,9 @@ pub const NAME_BYTES_MAX: usize = 256;
 pub const REFUSE_BYTES_MAX: usize = 1024;
 /// Most route URLs one Hello or Routes frame carries.
 pub const ROUTE_URLS_MAX: usize = 256;
+/// Nodes a forwarded API request may pass: to the meta leader, then to
+/// the node holding the stream.
+pub const API_HOPS_MAX: u8 = 2;
 /// A frame body's size beyond a message's payload: subject, reply and the
 /// queue names it carries (the encoder splits a message over frames rather
 /// than exceed it).
@@ -129,6 +132,8 @@ pub enum Frame<'a> {
     },
     /// A JetStream API request forwarded to this node.
     Api {
+        /// Nodes it passed through before this one (1 or 2).
+        hops: u8,
         subject: &'a [u8],
         reply: Option<&'a [u8]>,
         payload: &'a [u8],
@@ -368,12 +373,14 @@ fn decode_body(body: &[u8]) -> Result<Frame<'_>, FrameError> {
                 bytes: fields,
                 kind: "api",
             };
+            let hops = reader.u8()?;
             let subject = reader.bytes()?;
             let reply = reader.bytes()?;
-            if subject.is_empty() {
+            if subject.is_empty() || hops == 0 || hops > API_HOPS_MAX {
                 return Err(FrameError::Malformed("api"));
             }
             Ok(Frame::Api {
+                hops,
                 subject,
                 reply: (!reply.is_empty()).then_some(reply),
                 payload: reader.bytes,
@@ -578,10 +585,12 @@ pub fn push_raft(
     }
 }
 
-/// Appends a forwarded JetStream API request (`reply` empty: none).
-pub fn push_api(buffer: &mut Vec<u8>, subject: &[u8], reply: &[u8], payload: &[u8]) {
-    assert!(!subject.is_empty());
+/// Appends a forwarded JetStream API request (`reply` empty: none) that
+/// has now passed `hops` nodes.
+pub fn push_api(buffer: &mut Vec<u8>, hops: u8, subject: &[u8], reply: &[u8], payload: &[u8]) {
+    assert!(!subject.is_empty() && (1..=API_HOPS_MAX).contains(&hops));
     push_frame(buffer, KIND_API, |buffer| {
+        buffer.push(hops);
         push_bytes(buffer, subject);
         push_bytes(buffer, reply);
         buffer.extend_from_slice(payload);
@@ -696,20 +705,22 @@ mod tests {
         assert_eq!(only(&buffer[used..]), Frame::Pong);
 
         buffer.clear();
-        push_api(&mut buffer, b"$JS.API.STREAM.INFO.S", b"_INBOX.2", b"{}");
+        push_api(&mut buffer, 1, b"$JS.API.STREAM.INFO.S", b"_INBOX.2", b"{}");
         assert_eq!(
             only(&buffer),
             Frame::Api {
+                hops: 1,
                 subject: b"$JS.API.STREAM.INFO.S",
                 reply: Some(b"_INBOX.2"),
                 payload: b"{}"
             }
         );
         buffer.clear();
-        push_api(&mut buffer, b"$JS.API.INFO", b"", b"");
+        push_api(&mut buffer, 2, b"$JS.API.INFO", b"", b"");
         assert_eq!(
             only(&buffer),
             Frame::Api {
+                hops: 2,
                 subject: b"$JS.API.INFO",
                 reply: None,
                 payload: b""

@@ -182,8 +182,10 @@ impl RouteLink {
     }
 
     /// Hands a JetStream API request to the peer.
-    pub fn send_api(&self, subject: &[u8], reply: Option<&[u8]>, payload: &[u8]) -> bool {
-        self.queue(|buffer| frame::push_api(buffer, subject, reply.unwrap_or_default(), payload))
+    pub fn send_api(&self, hops: u8, subject: &[u8], reply: Option<&[u8]>, payload: &[u8]) -> bool {
+        self.queue(|buffer| {
+            frame::push_api(buffer, hops, subject, reply.unwrap_or_default(), payload)
+        })
     }
 
     pub fn send_interest(&self, subject: &[u8], queue: Option<&Bytes>, weight: u32) -> bool {

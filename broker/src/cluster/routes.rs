@@ -883,6 +883,7 @@ fn handle_frame(shard: &Rc<Shard>, link: &Rc<RouteLink>, frame: Frame<'_>) -> Re
             }
         }
         Frame::Api {
+            hops,
             subject,
             reply,
             payload,
@@ -894,7 +895,7 @@ fn handle_frame(shard: &Rc<Shard>, link: &Rc<RouteLink>, frame: Frame<'_>) -> Re
                 ));
             }
             if let Some(js) = shard.jetstream.get() {
-                js.on_forwarded_api(subject, reply, payload);
+                js.on_forwarded_api(hops, subject, reply, payload);
             }
         }
         Frame::Hello(_) => return Err("a second hello".into()),

@@ -42,6 +42,8 @@ use crate::mesh::message::ShardMessage;
 
 /// How often a node waiting for its configured routes looks again.
 const FORMING_POLL: Duration = Duration::from_millis(100);
+/// How often shard 0 looks for a change of meta leader to announce.
+const LEADER_WATCH: Duration = Duration::from_millis(50);
 /// Entries applied past the last compaction before the next one.
 const COMPACT_AFTER_ENTRIES: u64 = 64;
 
@@ -199,18 +201,37 @@ impl JetStream {
     /// group, then applies what it commits for as long as the shard runs.
     pub(super) async fn run_meta(self: Rc<Self>) {
         let meta = self.meta.get().expect("the meta group runs here").clone();
+        // Placements go to the other shards: their JetStream must be up.
+        let shard = self.shard();
+        futures_lite::future::or(shard.wait_all_started(), self.wait_stopping()).await;
+        drop(shard);
+        if self.stopping() {
+            return;
+        }
         if let Err(error) = self.start_meta(&meta).await {
             log::error!(target: "tern::jetstream", "the meta group cannot start: {error}; JetStream answers 503 on this node");
             return;
         }
+        let mut announced = None;
         while !self.stopping() {
+            self.announce_meta(&meta, &mut announced);
             let host = meta.host.clone();
             let stopping = async {
                 self.wait_stopping().await;
             };
-            futures_lite::future::or(host.wake.wait_until(|| host.has_work()), stopping).await;
+            // Leadership changes without an entry to apply: looked at
+            // every LEADER_WATCH.
+            let watch = glommio::timer::sleep(LEADER_WATCH);
+            futures_lite::future::or(
+                host.wake.wait_until(|| host.has_work()),
+                futures_lite::future::or(stopping, watch),
+            )
+            .await;
             if self.stopping() {
                 break;
+            }
+            if !host.has_work() {
+                continue;
             }
             if let Err(error) = self.meta_turn(&meta).await {
                 log::error!(target: "tern::jetstream", "the meta group stopped: {error}; JetStream answers 503 on this node");
@@ -299,6 +320,7 @@ impl JetStream {
         for (name, (_, placement)) in &state.streams {
             self.tell_owner_placement(name, Some(placement));
         }
+
         if state.voters == [meta.node_id] {
             self.groups().with_node(META_GROUP, Node::campaign_now);
         }
@@ -443,6 +465,7 @@ impl JetStream {
                         config: Box::new(config.clone()),
                         created_unix_ns: placement.created_unix_ns,
                         group: placement.group,
+                        peers: voters_of(placement),
                         origin: owner_of(&config.name, self.shard_count),
                         reply: answer_here(placement, this, reply),
                     });
@@ -538,6 +561,7 @@ impl JetStream {
                     config: Box::new(config.clone()),
                     created_unix_ns: placement.created_unix_ns,
                     group: placement.group,
+                    peers: voters_of(placement),
                     origin: owner_of(name, self.shard_count),
                     reply: None,
                 });
@@ -593,23 +617,16 @@ impl JetStream {
             return self.answer_error(request.origin, request.reply, kind, &unavailable);
         }
         let leader = self.groups().node(META_GROUP, Node::leader);
+        let caught_up = {
+            let term = self.groups().node(META_GROUP, Node::term);
+            meta.state.borrow().applied_term == term
+        };
         match leader {
-            Some(leader) if leader == meta.node_id => {}
-            Some(leader) if !request.forwarded => {
-                let link = self
-                    .shard()
-                    .routes
-                    .as_ref()
-                    .and_then(|routes| routes.link_to_node(leader));
-                match link {
-                    Some(link)
-                        if link.send_api(
-                            &request.subject,
-                            request.reply.as_deref(),
-                            &request.payload,
-                        ) => {}
-                    _ => self.answer_error(request.origin, request.reply, kind, &unavailable),
-                }
+            // A new leader checks against the catalog once it has applied
+            // everything committed before its term.
+            Some(leader) if leader == meta.node_id && caught_up => {}
+            Some(leader) if leader != meta.node_id && request.hops == 0 => {
+                self.hand_to(leader, &request, kind);
                 return;
             }
             _ => return self.answer_error(request.origin, request.reply, kind, &unavailable),
@@ -636,14 +653,6 @@ impl JetStream {
         let entry = match change {
             MetaChange::Create { config, group } => {
                 let replicas = config.num_replicas.max(1) as usize;
-                if replicas > 1 {
-                    // Replicated streams across nodes come next
-                    // (docs/cluster-jetstream.md §4).
-                    let error = ApiError::stream_create_failed(
-                        "replicated streams across nodes are not built yet: num_replicas must be 1",
-                    );
-                    return self.answer_error(request.origin, request.reply, kind, &error);
-                }
                 let candidates = self.placement_candidates(&meta);
                 let random = crate::server::random_u64();
                 let Some(peers) = meta::place(replicas, &candidates, |node| {
@@ -668,6 +677,17 @@ impl JetStream {
                 create: true,
                 reply,
             },
+            MetaChange::Update { config }
+                if meta.placement(name).is_some_and(|placement| {
+                    placement.peers.len() as i64 != config.num_replicas.max(1)
+                }) || config.num_replicas > 1 =>
+            {
+                // Not built yet: docs/cluster-jetstream.md §4.
+                let error = ApiError::stream_update_failed(
+                    "updating a replicated stream, or its num_replicas, is not supported in a cluster yet",
+                );
+                return self.answer_error(request.origin, request.reply, kind, &error);
+            }
             MetaChange::Update { config } => MetaEntry::Update {
                 group: meta.placement(name).map_or(0, |placement| placement.group),
                 config,
@@ -697,32 +717,85 @@ impl JetStream {
             .collect()
     }
 
-    /// A stream's request on its owner shard when the stream lives on
-    /// another node: handed to the same shard there. Returns false when
-    /// this node knows of no such stream.
+    /// A stream's request on its owner shard when the stream is not on
+    /// this node: handed to the same shard of a node holding it, or, when
+    /// this node's meta state has not heard of it yet (a create another
+    /// node applied first), to the meta leader's node, which knows every
+    /// stream that was answered as created. Returns false when no other
+    /// node is asked (the stream does not exist).
     pub(super) fn forward_to_host(&self, name: &str, request: &ApiRequest, kind: &str) -> bool {
-        if request.forwarded {
-            return false;
-        }
-        let Some(peers) = self.placements.borrow().get(name).cloned() else {
+        let this = self.node_id();
+        let peers = self.placements.borrow().get(name).cloned();
+        let target = match peers {
+            Some(peers) => peers.iter().copied().find(|&node| Some(node) != this),
+            None if request.hops == 0 => self.meta_leader.get().filter(|&node| Some(node) != this),
+            None => None,
+        };
+        let Some(target) = target else {
             return false;
         };
+        self.hand_to(target, request, kind);
+        true
+    }
+
+    /// Hands `request` to the same shard of node `node`; if it passed
+    /// through enough nodes already, or no route reaches that node, 503
+    /// 10008 (the client retries).
+    fn hand_to(&self, node: NodeId, request: &ApiRequest, kind: &str) {
         let shard = self.shard();
-        let Some(routes) = shard.routes.as_ref() else {
-            return false;
-        };
-        let link = peers.iter().find_map(|&node| routes.link_to_node(node));
-        match link {
-            Some(link)
-                if link.send_api(&request.subject, request.reply.as_deref(), &request.payload) => {}
-            _ => self.answer_error(
+        let link = (request.hops < crate::cluster::frame::API_HOPS_MAX)
+            .then(|| shard.routes.as_ref()?.link_to_node(node))
+            .flatten();
+        let sent = link.is_some_and(|link| {
+            link.send_api(
+                request.hops + 1,
+                &request.subject,
+                request.reply.as_deref(),
+                &request.payload,
+            )
+        });
+        if !sent {
+            self.answer_error(
                 request.origin,
                 request.reply.clone(),
                 kind,
                 &ApiError::cluster_unavailable(),
-            ),
+            );
         }
-        true
+    }
+
+    /// Shard 0 tells every shard who leads the meta group, and whether
+    /// this node's meta state is caught up, when either changes. Caught
+    /// up: a leader has applied an entry of its own term (so everything
+    /// committed before it), a follower everything its leader said is
+    /// committed; until then a stream this node has not heard of may
+    /// exist (503, not 404).
+    fn announce_meta(self: &Rc<Self>, meta: &Meta, announced: &mut Option<(Option<NodeId>, bool)>) {
+        if !meta.is_running() {
+            return;
+        }
+        let (leader, term, commit) = self.groups().node(META_GROUP, |node| {
+            (node.leader(), node.term(), node.commit_index())
+        });
+        let state = meta.state.borrow();
+        let caught_up = match leader {
+            Some(leader) if leader == meta.node_id => state.applied_term == term,
+            Some(_) => state.applied_index >= commit,
+            None => false,
+        };
+        drop(state);
+        if *announced != Some((leader, caught_up)) {
+            *announced = Some((leader, caught_up));
+            for shard in 0..self.shard_count {
+                self.send_to(shard, ShardMessage::JetStreamMetaLeader(leader));
+                self.send_to(shard, ShardMessage::JetStreamMetaReady(caught_up));
+            }
+        }
+    }
+
+    /// An owner shard learns who leads the meta group.
+    pub(super) fn set_meta_leader(&self, leader: Option<NodeId>) {
+        self.meta_leader.set(leader);
     }
 
     /// Whether this node is part of a cluster.
@@ -733,6 +806,29 @@ impl JetStream {
     /// STREAM.NAMES in a cluster, on shard 0: from the meta group's catalog.
     pub(super) fn cluster_names(&self, request: ApiRequest) {
         let kind = "stream_names_response";
+        // The meta leader's catalog has every stream answered as created
+        // (a follower's may lag by a heartbeat): asked there.
+        let meta = self.meta.get().expect("clustered");
+        let leader = meta
+            .is_running()
+            .then(|| self.groups().node(META_GROUP, Node::leader))
+            .flatten();
+        let caught_up = meta.is_running()
+            && meta.state.borrow().applied_term == self.groups().node(META_GROUP, Node::term);
+        match leader {
+            Some(leader) if leader == meta.node_id && caught_up => {}
+            Some(leader) if leader != meta.node_id && request.hops == 0 => {
+                return self.hand_to(leader, &request, kind);
+            }
+            _ => {
+                return self.answer_error(
+                    request.origin,
+                    request.reply,
+                    kind,
+                    &ApiError::cluster_unavailable(),
+                )
+            }
+        }
         let parsed = match super::requests::NamesRequest::parse(&request.payload) {
             Ok(parsed) => parsed,
             Err(error) => return self.answer_error(request.origin, request.reply, kind, &error),
@@ -755,17 +851,62 @@ impl JetStream {
         self.respond(request.origin, reply, body);
     }
 
+    /// A replicated stream's request reaching a replica that does not
+    /// lead: handed to the leader's node (the same shard there); with no
+    /// leader known, or already handed over once, 503 10008 (the client
+    /// retries). False when this replica serves it.
+    pub(super) fn route_to_leader(
+        &self,
+        handle: &super::stream::StreamHandle,
+        request: &ApiRequest,
+        kind: &str,
+    ) -> bool {
+        if !handle.is_replicated() || handle.leading.get() || handle.is_stopped() {
+            return false;
+        }
+        let leader = handle
+            .leader
+            .get()
+            .filter(|&leader| Some(leader) != self.node_id());
+        match leader {
+            Some(leader) => self.hand_to(leader, request, kind),
+            None => self.answer_error(
+                request.origin,
+                request.reply.clone(),
+                kind,
+                &ApiError::cluster_unavailable(),
+            ),
+        }
+        true
+    }
+
     /// A request another node handed to this shard.
-    pub fn on_forwarded_api(self: &Rc<Self>, subject: &[u8], reply: Option<&[u8]>, payload: &[u8]) {
+    pub fn on_forwarded_api(
+        self: &Rc<Self>,
+        hops: u8,
+        subject: &[u8],
+        reply: Option<&[u8]>,
+        payload: &[u8],
+    ) {
         let request = ApiRequest {
             origin: self.index,
             subject: Bytes::copy_from_slice(subject),
             reply: reply.map(Bytes::copy_from_slice),
             payload: Bytes::copy_from_slice(payload),
-            forwarded: true,
+            hops,
         };
         self.api_total.set(self.api_total.get() + 1);
         self.dispatch_api(request);
+    }
+}
+
+/// A stream's voters as its task runs them: none for one replica (a
+/// single voter, as on one server), else the placed nodes.
+fn voters_of(placement: &Placement) -> Vec<NodeId> {
+    if placement.peers.len() > 1 {
+        placement.peers.clone()
+    } else {
+        Vec::new()
     }
 }
 

@@ -112,8 +112,9 @@ pub struct ApiRequest {
     pub subject: Bytes,
     pub reply: Option<Bytes>,
     pub payload: Bytes,
-    /// Handed over by another node (never forwarded again).
-    pub forwarded: bool,
+    /// Nodes it passed before this one (0: a client of this node); it is
+    /// handed on at most to [`crate::cluster::frame::API_HOPS_MAX`].
+    pub hops: u8,
 }
 
 /// Meta shard -> owner: a change the catalog accepted.
@@ -123,6 +124,8 @@ pub enum OwnerCommand {
         config: Box<StreamConfig>,
         created_unix_ns: u64,
         group: u64,
+        /// A replicated stream's voters (empty: one, this node).
+        peers: Vec<u64>,
         origin: usize,
         reply: Option<Bytes>,
     },
@@ -206,6 +209,11 @@ pub struct JetStream {
     /// In a cluster, on an owner shard: the nodes holding each of its
     /// streams (from the meta group), for requests to be handed to them.
     placements: RefCell<BTreeMap<String, Vec<u64>>>,
+    /// In a cluster: `placements` holds what the meta group knows (until
+    /// then a stream not on this node may exist elsewhere: 503, not 404).
+    meta_ready: Cell<bool>,
+    /// In a cluster: the meta group's leader as shard 0 last announced.
+    meta_leader: Cell<Option<u64>>,
     gathers: RefCell<FxHashMap<u64, Rc<PendingGather>>>,
     next_gather: Cell<u64>,
     api_total: Cell<u64>,
@@ -275,6 +283,8 @@ impl JetStream {
             })),
             meta: OnceCell::new(),
             placements: RefCell::new(BTreeMap::new()),
+            meta_ready: Cell::new(false),
+            meta_leader: Cell::new(None),
             gathers: RefCell::new(FxHashMap::default()),
             next_gather: Cell::new(0),
             api_total: Cell::new(0),
@@ -299,6 +309,7 @@ impl JetStream {
             group: u64,
             files: DmaFiles,
             raft: persist::RaftState,
+            peers: Vec<u64>,
         }
         let mut owned = Vec::new();
         let streams_directory = root.join("streams");
@@ -335,7 +346,7 @@ impl JetStream {
                 .map_err(|error| format!("{}: {error}", directory.display()))?;
             let loaded = match persist::read_config(&files).await {
                 Ok(Some((json, created))) => decode_stored_config(&json)
-                    .map(|(group, config)| (group, config, created))
+                    .map(|(group, config)| (group, config, created, decode_stored_peers(&json)))
                     .map_err(|reason| {
                         format!(
                             "{}: {reason}",
@@ -353,7 +364,7 @@ impl JetStream {
                     directory.join(persist::CONFIG_FILE).display()
                 )),
             };
-            let (group, config, created_unix_ns) = match loaded {
+            let (group, config, created_unix_ns, peers) = match loaded {
                 Ok(loaded) => loaded,
                 Err(reason) => {
                     log::error!(target: "tern::jetstream", "stream {name}: {reason}; the stream stays offline until its config is repaired (nothing was deleted)");
@@ -405,6 +416,7 @@ impl JetStream {
                 group,
                 files,
                 raft,
+                peers,
             });
         }
         // 2. The journal: records of owned streams past their checkpoint.
@@ -420,6 +432,7 @@ impl JetStream {
                             raft: Some(found.raft.clone()),
                             hard_state: None,
                             entries: Vec::new(),
+                            peers: found.peers.clone(),
                         },
                     ),
                 )
@@ -438,6 +451,7 @@ impl JetStream {
                             raft: None,
                             hard_state: None,
                             entries: Vec::new(),
+                            peers: Vec::new(),
                         },
                     ),
                 );
@@ -740,9 +754,17 @@ impl JetStream {
         self.streams.borrow().keys().cloned().collect()
     }
 
-    /// The stored config JSON: the Raft group and the config.
-    pub fn stored_config_json(&self, group: u64, config_json: &str) -> String {
-        format!("{{\"group\":{group},\"config\":{config_json}}}")
+    /// The stored config JSON: the Raft group, the config and, for a
+    /// replicated stream, its voters (`"peers"`, Raft node ids).
+    pub fn stored_config_json(&self, group: u64, config_json: &str, peers: &[u64]) -> String {
+        if peers.is_empty() {
+            return format!("{{\"group\":{group},\"config\":{config_json}}}");
+        }
+        let peers: Vec<String> = peers.iter().map(u64::to_string).collect();
+        format!(
+            "{{\"group\":{group},\"config\":{config_json},\"peers\":[{}]}}",
+            peers.join(",")
+        )
     }
 
     async fn start_stream(
@@ -755,7 +777,13 @@ impl JetStream {
     ) -> Result<Rc<StreamHandle>, String> {
         let name = config.name.clone();
         let config = Rc::new(config);
-        let handle = StreamHandle::new(name.clone(), group, config.clone(), created_unix_ns);
+        let handle = StreamHandle::new(
+            name.clone(),
+            group,
+            config.clone(),
+            created_unix_ns,
+            recovered.peers.clone(),
+        );
         let task = StreamTask::open(
             self.clone(),
             handle.clone(),
@@ -768,7 +796,11 @@ impl JetStream {
         .await
         .map_err(|failure| failure.to_string())?;
         self.streams.borrow_mut().insert(name, handle.clone());
-        self.subscribe_stream(&handle, &config);
+        // A replicated stream's subjects are the leader's: its task
+        // subscribes when it takes office.
+        if !handle.is_replicated() {
+            self.subscribe_stream(&handle, &config);
+        }
         glommio::spawn_local(task.run()).detach();
         Ok(handle)
     }
@@ -942,6 +974,32 @@ impl JetStream {
         }
     }
 
+    /// The cluster's name, in a cluster.
+    pub fn cluster_name(&self) -> Option<String> {
+        self.shard()
+            .routes
+            .as_ref()
+            .map(|routes| routes.config.name.clone())
+    }
+
+    /// The server name of the node with Raft id `node`, if this shard
+    /// reaches it (or it is this node).
+    pub fn node_name(&self, node: u64) -> Option<String> {
+        if self.node_id() == Some(node) {
+            return Some(self.server_name());
+        }
+        let shard = self.shard();
+        let routes = shard.routes.as_ref()?;
+        routes
+            .link_to_node(node)
+            .map(|link| link.peer.server_name.clone())
+    }
+
+    /// This node's Raft id, in a cluster.
+    pub fn node_id(&self) -> Option<u64> {
+        self.shard().routes.as_ref().map(|routes| routes.node_id())
+    }
+
     /// A Raft message from another node for one of this shard's groups.
     pub fn raft_message(&self, group: u64, envelope: tern_raft::Envelope) {
         if let Some(groups) = self.groups.get() {
@@ -971,7 +1029,7 @@ impl JetStream {
             subject: Bytes::copy_from_slice(subject),
             reply: reply.map(Bytes::copy_from_slice),
             payload: Bytes::copy_from_slice(&message[header_bytes..]),
-            forwarded: false,
+            hops: 0,
         };
         self.dispatch_api(request);
         true
@@ -1056,6 +1114,8 @@ impl JetStream {
                 }
             }
             ShardMessage::JetStreamPlacement { name, peers } => self.set_placement(name, peers),
+            ShardMessage::JetStreamMetaReady(ready) => self.meta_ready.set(ready),
+            ShardMessage::JetStreamMetaLeader(leader) => self.set_meta_leader(leader),
             ShardMessage::JetStreamReply(reply) => {
                 let (reply, headers, payload) = *reply;
                 let mut message = Vec::with_capacity(headers.len() + payload.len());
@@ -1117,6 +1177,8 @@ impl JetStream {
             ["CONSUMER", "MSG", "NEXT", name, consumer] => {
                 let handle = self.streams.borrow().get(*name).cloned();
                 match handle.filter(|handle| !handle.is_stopped()) {
+                    Some(handle)
+                        if self.route_to_leader(&handle, &request, "consumer_next_response") => {}
                     Some(handle) => handle.consumer(stream::ConsumerCommand::Next {
                         consumer: consumer.to_string(),
                         reply: request.reply,
@@ -1152,6 +1214,14 @@ impl JetStream {
         let handle = self.streams.borrow().get(name).cloned();
         if handle.is_none() && self.forward_to_host(name, &request, response_kind) {
             return;
+        }
+        if handle.is_none() && self.is_clustered() && !self.meta_ready.get() {
+            return self.answer_here(request, response_kind, ApiError::cluster_unavailable());
+        }
+        if let Some(handle) = &handle {
+            if self.route_to_leader(handle, &request, response_kind) {
+                return;
+            }
         }
         let Some(handle) = handle.clone().filter(|handle| !handle.is_stopped()) else {
             let stopped = handle.map(|handle| handle.failure_reason());
@@ -1238,6 +1308,7 @@ impl JetStream {
                 config: Box::new(config),
                 created_unix_ns: now_unix_ns(),
                 group,
+                peers: Vec::new(),
                 origin: request.origin,
                 reply: request.reply,
             },
@@ -1266,6 +1337,7 @@ impl JetStream {
                 config,
                 created_unix_ns,
                 group,
+                peers,
                 origin,
                 reply,
             } => {
@@ -1290,8 +1362,21 @@ impl JetStream {
                     }
                     return;
                 }
-                match self.create_stream(*config, created_unix_ns, group).await {
+                match self
+                    .create_stream(*config, created_unix_ns, group, peers)
+                    .await
+                {
                     Ok(handle) => {
+                        // A replicated stream: its first node answers once
+                        // it leads (it stood for election at once), so the
+                        // creator's first publishes find the leader.
+                        if handle.is_replicated() && reply.is_some() {
+                            let deadline = Instant::now() + INTEREST_TIMEOUT;
+                            while !handle.leading.get() && Instant::now() < deadline {
+                                // Bounded poll of the task's leadership.
+                                tern_shard::timer::sleep(Duration::from_millis(5)).await;
+                            }
+                        }
                         // Every shard must route the stream's subjects here
                         // before the creator hears it exists.
                         self.shard().wait_interest_applied(INTEREST_TIMEOUT).await;
@@ -1404,11 +1489,13 @@ impl JetStream {
         config: StreamConfig,
         created_unix_ns: u64,
         group: u64,
+        peers: Vec<u64>,
     ) -> Result<Rc<StreamHandle>, String> {
         let recovered = Recovered {
             raft: None,
             hard_state: None,
             entries: Vec::new(),
+            peers: peers.clone(),
         };
         if config.storage == StorageType::Memory {
             // Nothing persisted: gone after a restart, as in nats-server.
@@ -1436,7 +1523,7 @@ impl JetStream {
             let files = DmaFiles::open(&building)
                 .await
                 .map_err(|error| error.to_string())?;
-            let stored = self.stored_config_json(group, &config.to_stored_json());
+            let stored = self.stored_config_json(group, &config.to_stored_json(), &peers);
             persist::write_config(&files, stored.as_bytes(), created_unix_ns)
                 .await
                 .map_err(|error| error.to_string())?;
@@ -1462,6 +1549,7 @@ impl JetStream {
                 raft,
                 hard_state: None,
                 entries: Vec::new(),
+                peers,
             },
         )
         .await
@@ -1818,6 +1906,19 @@ pub(crate) enum StoredConfigFileError {
     NoConfig,
     #[error(transparent)]
     Config(#[from] stream::config::StoredStreamConfigError),
+}
+
+/// The voters a stored config names (`"peers"`; none: one voter).
+fn decode_stored_peers(json: &[u8]) -> Vec<u64> {
+    serde_json::from_slice::<serde_json::Value>(json)
+        .ok()
+        .and_then(|value| {
+            value
+                .get("peers")
+                .and_then(|peers| peers.as_array())
+                .map(|peers| peers.iter().filter_map(serde_json::Value::as_u64).collect())
+        })
+        .unwrap_or_default()
 }
 
 /// The stored config file's JSON: `{"group":N,"config":{…}}`.

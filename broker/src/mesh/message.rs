@@ -152,6 +152,12 @@ pub enum ShardMessage {
         name: String,
         peers: Option<Vec<u64>>,
     },
+    /// Meta shard -> every shard, in a cluster: whether this node's meta
+    /// state is caught up (the placements sent before it are current), so
+    /// a stream it does not know does not exist.
+    JetStreamMetaReady(bool),
+    /// Meta shard -> every shard, in a cluster: who leads the meta group.
+    JetStreamMetaLeader(Option<u64>),
     /// An API answer for the origin shard to publish: (reply, header block, payload).
     JetStreamReply(Box<(Bytes, Bytes, Bytes)>),
     /// Asks for this shard's streams (listings, account info).

@@ -30,6 +30,20 @@ async fn api(client: &async_nats::Client, subject: &str, body: Value) -> Value {
         .unwrap_or_else(|error| panic!("{subject}: answer is not JSON: {error}"))
 }
 
+/// A JetStream API request with an empty body, waiting at most `wait`;
+/// `Null` when no answer came.
+async fn api_within(client: &async_nats::Client, subject: &str, wait: Duration) -> Value {
+    match tokio::time::timeout(
+        wait,
+        client.request(subject.to_string(), bytes::Bytes::new()),
+    )
+    .await
+    {
+        Ok(Ok(reply)) => serde_json::from_slice(&reply.payload).unwrap_or(Value::Null),
+        _ => Value::Null,
+    }
+}
+
 /// The API request, retried (bounded) while the cluster answers that
 /// JetStream is not available yet (its meta group forming: 10008) or
 /// does not answer at all.
@@ -187,7 +201,10 @@ async fn r1_stream_serves_every_node(flavor: Flavor) {
     for client in [&one, &two, &three] {
         let deadline = Instant::now() + TIMEOUT;
         loop {
-            let info = api(client, "$JS.API.STREAM.INFO.ORDERS", Value::Null).await;
+            // A node may not answer while the deletion reaches it
+            // (nats-server): each try waits a little.
+            let info =
+                api_within(client, "$JS.API.STREAM.INFO.ORDERS", Duration::from_secs(2)).await;
             if info["error"]["err_code"] == 10059 {
                 assert_eq!(info["error"]["description"], "stream not found");
                 break;
@@ -235,7 +252,12 @@ async fn meta_group_survives_restarts_tern() {
     for name in ["A", "B", "C", "D"] {
         let info =
             api_when_ready(&client, &format!("$JS.API.STREAM.INFO.{name}"), Value::Null).await;
-        assert_eq!(info["state"]["messages"], 1, "{name}: {info}");
+        assert_eq!(
+            info["state"]["messages"],
+            1,
+            "{name}: {info}\n{}",
+            cluster.logs()
+        );
     }
     let created = api_when_ready(&client, "$JS.API.STREAM.CREATE.E", stream_config("E")).await;
     assert!(created.get("error").is_none(), "{created}");
@@ -283,6 +305,234 @@ async fn no_meta_quorum_answers_unavailable_tern() {
             break;
         }
         assert!(Instant::now() < deadline, "still answering: {answer}");
+        // Poll interval of a bounded wait.
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Publishes with a PubAck, retried (bounded) through what a failover
+/// shows a client: no responders, a timeout, or 503 while a new leader
+/// takes office. Returns the acknowledged sequence.
+async fn publish_through_failover(
+    client: &async_nats::Client,
+    subject: &str,
+    payload: &str,
+) -> u64 {
+    let deadline = Instant::now() + TIMEOUT * 2;
+    loop {
+        let answer = tokio::time::timeout(
+            Duration::from_secs(2),
+            client.request(subject.to_string(), payload.to_string().into()),
+        )
+        .await;
+        if let Ok(Ok(reply)) = answer {
+            let ack: Value = serde_json::from_slice(&reply.payload).expect("a PubAck is JSON");
+            if let Some(sequence) = ack["seq"].as_u64() {
+                return sequence;
+            }
+        }
+        assert!(
+            Instant::now() < deadline,
+            "publish to {subject}: never acknowledged"
+        );
+        // Poll interval of a bounded wait.
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Fetches everything `durable` has for a client on its node, acking each.
+async fn drain(
+    client: &async_nats::Client,
+    stream: &str,
+    durable: &str,
+    count: usize,
+) -> Vec<String> {
+    use futures::StreamExt;
+    let context = async_nats::jetstream::new(client.clone());
+    let deadline = Instant::now() + TIMEOUT;
+    let mut received = Vec::new();
+    while received.len() < count {
+        assert!(Instant::now() < deadline, "consumed only {received:?}");
+        let Ok(stream) = context.get_stream(stream).await else {
+            continue;
+        };
+        let Ok(pull) = stream
+            .get_consumer::<async_nats::jetstream::consumer::pull::Config>(durable)
+            .await
+        else {
+            continue;
+        };
+        let Ok(mut batch) = pull
+            .fetch()
+            .max_messages(count - received.len())
+            .expires(Duration::from_secs(1))
+            .messages()
+            .await
+        else {
+            continue;
+        };
+        while let Some(Ok(message)) = batch.next().await {
+            received.push(String::from_utf8_lossy(&message.payload).into_owned());
+            let _ = message.double_ack().await;
+        }
+    }
+    received
+}
+
+async fn r3_stream_replicates(flavor: Flavor) {
+    let cluster = Cluster::meshed(flavor, 3, Options::jetstream()).await;
+    let (one, two, three) = (
+        cluster.connect(1).await,
+        cluster.connect(2).await,
+        cluster.connect(3).await,
+    );
+    let mut config = stream_config("EVENTS");
+    config["num_replicas"] = json!(3);
+    let created = api_when_ready(&two, "$JS.API.STREAM.CREATE.EVENTS", config).await;
+    assert!(created.get("error").is_none(), "{created}");
+    assert_eq!(created["config"]["num_replicas"], 3, "{created}");
+    for (number, client) in [(1, &one), (2, &two), (3, &three)] {
+        for index in 0..4 {
+            let sequence =
+                publish_through_failover(client, "events.a", &format!("n{number}-{index}")).await;
+            assert_eq!(sequence, (number - 1) * 4 + index + 1);
+        }
+    }
+    // Every node answers with the leader's view: the other two replicas,
+    // current once they have everything.
+    for client in [&one, &two, &three] {
+        let deadline = Instant::now() + TIMEOUT;
+        loop {
+            // 503 while a leader changes (an election under load) is retried.
+            let info = api_when_ready(client, "$JS.API.STREAM.INFO.EVENTS", Value::Null).await;
+            assert_eq!(info["state"]["messages"], 12, "{info}");
+            assert_eq!(info["cluster"]["name"], cluster.name.as_str(), "{info}");
+            let leader = info["cluster"]["leader"]
+                .as_str()
+                .expect("a leader")
+                .to_string();
+            let replicas = info["cluster"]["replicas"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default();
+            let mut names: Vec<String> = replicas
+                .iter()
+                .map(|replica| replica["name"].as_str().unwrap_or_default().to_string())
+                .collect();
+            names.push(leader);
+            names.sort();
+            assert_eq!(names, ["n1", "n2", "n3"], "{info}");
+            if replicas.iter().all(|replica| replica["current"] == true) {
+                break;
+            }
+            assert!(Instant::now() < deadline, "replicas never current: {info}");
+            // Poll interval of a bounded wait.
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+    let consumer = api(
+        &three,
+        "$JS.API.CONSUMER.CREATE.EVENTS.C",
+        json!({"stream_name": "EVENTS", "config": {"durable_name": "C", "ack_policy": "explicit"}}),
+    )
+    .await;
+    assert!(consumer.get("error").is_none(), "{consumer}");
+    let received = drain(&three, "EVENTS", "C", 12).await;
+    let expected: Vec<String> = (1..=3)
+        .flat_map(|number| (0..4).map(move |index| format!("n{number}-{index}")))
+        .collect();
+    assert_eq!(received, expected);
+}
+
+#[tokio::test]
+async fn r3_stream_replicates_tern() {
+    r3_stream_replicates(Flavor::Tern).await;
+}
+
+#[tokio::test]
+async fn r3_stream_replicates_nats() {
+    r3_stream_replicates(Flavor::Nats).await;
+}
+
+/// The leader of an R3 stream is killed under publishes: a new leader
+/// takes over, every acknowledged message is there once and in order, and
+/// the old leader catches up when it returns.
+#[tokio::test]
+async fn r3_leader_killed_keeps_every_acked_message_tern() {
+    let mut cluster = Cluster::meshed(Flavor::Tern, 3, Options::jetstream()).await;
+    let client = cluster.connect(1).await;
+    let mut config = stream_config("FAIL");
+    config["num_replicas"] = json!(3);
+    let created = api_when_ready(&client, "$JS.API.STREAM.CREATE.FAIL", config).await;
+    assert!(created.get("error").is_none(), "{created}");
+    let mut acked: Vec<(u64, String)> = Vec::new();
+    for round in 0..3 {
+        for index in 0..20 {
+            let payload = format!("r{round}-{index}");
+            let sequence = publish_through_failover(&client, "fail.x", &payload).await;
+            acked.push((sequence, payload));
+        }
+        let info = api_when_ready(&client, "$JS.API.STREAM.INFO.FAIL", Value::Null).await;
+        let leader = info["cluster"]["leader"]
+            .as_str()
+            .expect("a leader")
+            .to_string();
+        let node: usize = leader.trim_start_matches('n').parse().expect("nN");
+        if node == 1 {
+            // Keep the client's node: the leader moves by a kill elsewhere
+            // next round.
+            continue;
+        }
+        cluster.kill(node);
+        for index in 0..20 {
+            let payload = format!("r{round}-after-{index}");
+            let sequence = publish_through_failover(&client, "fail.x", &payload).await;
+            acked.push((sequence, payload));
+        }
+        cluster.restart(node);
+        cluster.wait_formed().await;
+    }
+    // Sequences are contiguous and each acknowledged message is stored at
+    // its sequence, once.
+    let mut sequences: Vec<u64> = acked.iter().map(|(sequence, _)| *sequence).collect();
+    sequences.sort_unstable();
+    sequences.dedup();
+    assert_eq!(
+        sequences.len(),
+        acked.len(),
+        "a sequence acknowledged twice"
+    );
+    for (sequence, payload) in &acked {
+        let message = api_when_ready(
+            &client,
+            "$JS.API.STREAM.MSG.GET.FAIL",
+            json!({ "seq": sequence }),
+        )
+        .await;
+        let data = message["message"]["data"].as_str().unwrap_or_default();
+        use base64::Engine;
+        let data = base64::engine::general_purpose::STANDARD
+            .decode(data)
+            .unwrap_or_default();
+        assert_eq!(
+            String::from_utf8_lossy(&data),
+            *payload,
+            "seq {sequence}: {message}"
+        );
+    }
+    // Every replica catches up.
+    let deadline = Instant::now() + TIMEOUT;
+    loop {
+        let info = api_when_ready(&client, "$JS.API.STREAM.INFO.FAIL", Value::Null).await;
+        let replicas = info["cluster"]["replicas"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        if replicas.len() == 2 && replicas.iter().all(|replica| replica["current"] == true) {
+            assert_eq!(info["state"]["messages"], acked.len(), "{info}");
+            break;
+        }
+        assert!(Instant::now() < deadline, "replicas never current: {info}");
         // Poll interval of a bounded wait.
         tokio::time::sleep(Duration::from_millis(50)).await;
     }

@@ -99,14 +99,88 @@ pub struct InfoExtras {
     /// STREAM.CREATE adds `"did_create":true` (also for an identical
     /// existing stream).
     pub did_create: bool,
-    /// STREAM.INFO adds `"cluster":{"leader":"<server name>"}`.
-    pub leader: Option<String>,
+    /// STREAM.INFO adds `"cluster":{…}`: the leader alone on one server;
+    /// in a cluster also its name and the other replicas.
+    pub cluster: Option<ClusterBlock>,
     /// STREAM.INFO's `(total, offset, limit)`; `None` for create/update.
     /// nats-server reports `(0, 0, 0)` unless `subjects_filter` matched
     /// something; a zero total is written that way whatever is passed.
     pub paging: Option<(usize, usize, usize)>,
     /// Add `_nats.level`/`_nats.ver` to the config's metadata.
     pub dynamic_metadata: bool,
+}
+
+/// A stream's (or consumer's) `cluster` block, nats-server's `ClusterInfo`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ClusterBlock {
+    /// The cluster's name (absent on one server).
+    pub name: Option<String>,
+    /// The leader's server name (absent while there is none).
+    pub leader: Option<String>,
+    /// The other replicas (absent for one).
+    pub replicas: Vec<ReplicaBlock>,
+}
+
+/// One replica besides the leader, nats-server's `PeerInfo`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReplicaBlock {
+    pub name: String,
+    /// It has everything the leader committed (lag 0) and was heard from
+    /// recently.
+    pub current: bool,
+    /// Nanoseconds since the leader last heard from it.
+    pub active_ns: u64,
+    /// Entries behind the leader's log.
+    pub lag: u64,
+    /// No route reaches it.
+    pub offline: bool,
+}
+
+impl ClusterBlock {
+    pub fn write_json(&self, out: &mut String) {
+        out.push('{');
+        let mut first = true;
+        let mut comma = |out: &mut String| {
+            if !std::mem::replace(&mut first, false) {
+                out.push(',');
+            }
+        };
+        if let Some(name) = &self.name {
+            comma(out);
+            out.push_str("\"name\":");
+            json::write_string(out, name);
+        }
+        if let Some(leader) = &self.leader {
+            comma(out);
+            out.push_str("\"leader\":");
+            json::write_string(out, leader);
+        }
+        if !self.replicas.is_empty() {
+            comma(out);
+            out.push_str("\"replicas\":[");
+            for (index, replica) in self.replicas.iter().enumerate() {
+                if index > 0 {
+                    out.push(',');
+                }
+                out.push_str("{\"name\":");
+                json::write_string(out, &replica.name);
+                let _ = write!(
+                    out,
+                    ",\"current\":{},\"active\":{}",
+                    replica.current, replica.active_ns
+                );
+                if replica.offline {
+                    out.push_str(",\"offline\":true");
+                }
+                if replica.lag > 0 {
+                    let _ = write!(out, ",\"lag\":{}", replica.lag);
+                }
+                out.push('}');
+            }
+            out.push(']');
+        }
+        out.push('}');
+    }
 }
 
 fn push_type(out: &mut String, kind: &str) {
@@ -143,7 +217,7 @@ pub fn stream_info(
         state,
         now_unix_ns,
         extras.dynamic_metadata,
-        extras.leader.as_deref(),
+        extras.cluster.as_ref(),
     );
     if extras.did_create {
         out.push_str(",\"did_create\":true");
@@ -159,7 +233,7 @@ fn write_info_fields(
     state: &StreamState,
     now_unix_ns: u64,
     dynamic_metadata: bool,
-    leader: Option<&str>,
+    cluster: Option<&ClusterBlock>,
 ) {
     out.push_str("\"config\":");
     config.write_json(out, dynamic_metadata);
@@ -167,10 +241,9 @@ fn write_info_fields(
     json::write_time(out, created_unix_ns);
     out.push_str(",\"state\":");
     write_state(out, state);
-    if let Some(leader) = leader {
-        out.push_str(",\"cluster\":{\"leader\":");
-        json::write_string(out, leader);
-        out.push('}');
+    if let Some(cluster) = cluster {
+        out.push_str(",\"cluster\":");
+        cluster.write_json(out);
     }
     out.push_str(",\"ts\":");
     json::write_time(out, now_unix_ns);

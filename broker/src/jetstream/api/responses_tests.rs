@@ -45,7 +45,7 @@ fn create_response() {
         1_796_048_270_449_513_640,
         InfoExtras {
             did_create: true,
-            leader: None,
+            cluster: None,
             paging: None,
             dynamic_metadata: true,
         },
@@ -58,7 +58,10 @@ fn info_responses() {
     let config = config("P", r#"{"name":"P","subjects":["p.>"]}"#);
     let extras = |paging| InfoExtras {
         did_create: false,
-        leader: Some(LEADER.into()),
+        cluster: Some(ClusterBlock {
+            leader: Some(LEADER.into()),
+            ..ClusterBlock::default()
+        }),
         paging: Some(paging),
         dynamic_metadata: true,
     };

@@ -178,7 +178,9 @@ impl StreamTask {
                     self.checkpoint().await?;
                 }
                 let json = config.to_stored_json();
-                let stored = self.js.stored_config_json(self.group, &json);
+                let stored = self
+                    .js
+                    .stored_config_json(self.group, &json, &self.handle.peers);
                 if let Some(files) = &self.files {
                     persist::write_config(files, stored.as_bytes(), self.created_unix_ns).await?;
                 }
@@ -283,11 +285,47 @@ impl StreamTask {
             now_unix_ns(),
             responses::InfoExtras {
                 did_create,
-                leader: with_leader.then(|| self.js.server_name()),
+                cluster: with_leader.then(|| self.cluster_block()),
                 paging: if with_leader { paging } else { None },
                 dynamic_metadata: true,
             },
         )
+    }
+
+    /// The `cluster` block of this stream's info, as its leader sees it:
+    /// on one server the leader alone; in a cluster its name, and for a
+    /// replicated stream each other replica's progress.
+    pub(super) fn cluster_block(&self) -> responses::ClusterBlock {
+        let leader = Some(self.js.server_name());
+        let Some(cluster) = self.js.cluster_name() else {
+            return responses::ClusterBlock {
+                leader,
+                ..responses::ClusterBlock::default()
+            };
+        };
+        let mut replicas = Vec::new();
+        if self.handle.is_replicated() {
+            let (progress, last_index) = self
+                .groups
+                .node(self.group, |node| (node.peer_progress(), node.last_index()));
+            for (peer, match_index, active) in progress {
+                let lag = last_index.saturating_sub(match_index);
+                let name = self.js.node_name(peer);
+                replicas.push(responses::ReplicaBlock {
+                    offline: name.is_none(),
+                    name: name.unwrap_or_else(|| format!("{peer:x}")),
+                    current: active && lag == 0,
+                    active_ns: 0,
+                    lag,
+                });
+            }
+            replicas.sort_by(|a, b| a.name.cmp(&b.name));
+        }
+        responses::ClusterBlock {
+            name: Some(cluster),
+            leader,
+            replicas,
+        }
     }
 
     pub(super) async fn find(&self, get: &MessageGet) -> Result<Option<StoredMessage>, StoreError> {

@@ -62,6 +62,16 @@ impl GroupHost for StreamHandle {
     fn committed(&self, entries: Vec<tern_raft::Entry>) {
         StreamHandle::committed(self, entries)
     }
+
+    /// A follower needs entries this leader compacted away: installing a
+    /// snapshot into a file stream is not built yet
+    /// (docs/stream-snapshots.md), so the read goes unanswered and that
+    /// replica stays behind (shown as not current in the stream's info).
+    fn snapshot_read(&self, read: tern_raft::SnapshotRead) {
+        if read.offset == 0 {
+            log::error!(target: "tern::jetstream", "stream {}: node {:x} is behind this leader's retained log (index {}) and needs a snapshot, which file streams cannot install yet; it stays behind", self.name, read.peer, read.index);
+        }
+    }
 }
 
 /// A group's persistence and host.

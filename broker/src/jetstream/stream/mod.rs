@@ -125,6 +125,12 @@ pub struct StreamHandle {
     pub(crate) counted_bytes: Cell<u64>,
     /// Updated by the task after every turn (LIST, account info).
     pub snapshot: RefCell<Snapshot_>,
+    /// A replicated stream's voters (Raft node ids); empty: one voter.
+    pub peers: Vec<u64>,
+    /// A replicated stream: the leader's node id as the task last saw it.
+    pub leader: Cell<Option<u64>>,
+    /// A replicated stream: this replica leads (in office).
+    pub leading: Cell<bool>,
 }
 
 /// Listing view of a stream, refreshed by its task.
@@ -147,10 +153,14 @@ impl StreamHandle {
         group: u64,
         config: Rc<StreamConfig>,
         created_unix_ns: u64,
+        peers: Vec<u64>,
     ) -> Rc<StreamHandle> {
         Rc::new(StreamHandle {
             name,
             group,
+            peers,
+            leader: Cell::new(None),
+            leading: Cell::new(false),
             commands: RefCell::new(VecDeque::new()),
             committed: RefCell::new(VecDeque::new()),
             wake: Waiters::new(),
@@ -209,6 +219,11 @@ impl StreamHandle {
     fn push(&self, command: Command) {
         self.commands.borrow_mut().push_back(command);
         self.wake.wake_all();
+    }
+
+    /// Whether the stream has more than one voter.
+    pub fn is_replicated(&self) -> bool {
+        self.peers.len() > 1
     }
 
     pub fn is_stopped(&self) -> bool {

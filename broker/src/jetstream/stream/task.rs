@@ -41,6 +41,14 @@ const CHECKPOINT_INTERVAL: Duration = Duration::from_secs(2);
 const AGE_CHECK_INTERVAL: Duration = Duration::from_secs(1);
 /// The one voter of a single-node stream group.
 const NODE_ID: u64 = 1;
+/// How often a replicated stream looks at its node's leadership at the
+/// latest.
+const LEADERSHIP_CHECK_INTERVAL: Duration = Duration::from_millis(50);
+/// A replicated stream keeps this many applied entries in its node's log
+/// for followers that fall behind (beyond it a follower needs a snapshot).
+const RETAINED_ENTRIES: u64 = 20_000;
+/// …and compacts the rest this often (in applied entries).
+const COMPACT_EVERY_ENTRIES: u64 = 1_024;
 /// Committed entries a turn applies at most (the rest wait a turn, so
 /// commands are not starved).
 const COMMITTED_PER_TURN_MAX: usize = 8192;
@@ -66,6 +74,9 @@ pub struct Recovered {
     pub hard_state: Option<HardState>,
     /// Entries after the raft file's applied index, in index order.
     pub entries: Vec<Entry>,
+    /// The voters of a replicated stream (Raft node ids of the nodes
+    /// holding it); empty: one voter, this node.
+    pub peers: Vec<u64>,
 }
 
 pub struct StreamTask {
@@ -99,6 +110,13 @@ pub struct StreamTask {
     /// `{"stream":"<name>","seq":`, and a buffer PubAcks are built in.
     pub(super) ack_prefix: String,
     pub(super) ack_buffer: String,
+    /// The group's voters (this node's id alone for one voter).
+    pub(super) membership: Membership,
+    /// Up to where the node's log was last compacted.
+    pub(super) compacted_index: u64,
+    /// The task's stream subjects are subscribed (a replicated stream's
+    /// only while it leads).
+    pub(super) subscribed: bool,
 }
 
 impl StreamTask {
@@ -191,7 +209,23 @@ impl StreamTask {
                 hard_state = journaled;
             }
         }
-        let membership = Membership::new(vec![NODE_ID]);
+        let replicated = recovered.peers.len() > 1;
+        let node_id = match replicated {
+            true => js.node_id().expect("a replicated stream runs in a cluster"),
+            false => NODE_ID,
+        };
+        let membership = match replicated {
+            true => Membership::new(recovered.peers.clone()),
+            false => Membership::new(vec![NODE_ID]),
+        };
+        // A new replicated stream: its first node stands for election at
+        // once (the others wait their timeout), so the create's answer
+        // and the first publishes do not wait for one.
+        let stand_first = replicated
+            && raft.applied_index == 0
+            && recovered.entries.is_empty()
+            && hard_state.term == 0
+            && recovered.peers.first() == Some(&node_id);
         let snapshot = (raft.applied_index > 0).then(|| Snapshot {
             index: raft.applied_index,
             term: raft.applied_term,
@@ -202,14 +236,14 @@ impl StreamTask {
             .last()
             .map_or(raft.applied_index, |entry| entry.index);
         let node = Node::new(
-            tern_raft::Config::new(NODE_ID),
+            tern_raft::Config::new(node_id),
             Restore {
                 hard_state,
                 snapshot,
                 entries: recovered.entries,
-                membership,
+                membership: membership.clone(),
                 acknowledged_index,
-                seed: group,
+                seed: group ^ node_id,
             },
         );
         let groups = js.groups().clone();
@@ -249,7 +283,13 @@ impl StreamTask {
             failure: None,
             ack_prefix: String::new(),
             ack_buffer: String::with_capacity(128),
+            membership,
+            compacted_index: raft.applied_index,
+            subscribed: !replicated,
         };
+        if stand_first {
+            task.groups.with_node(group, Node::campaign_now);
+        }
         task.ack_prefix = {
             let full = responses::pub_ack(&task.handle.name, 1, false, None);
             full.strip_suffix("1}")
@@ -271,6 +311,19 @@ impl StreamTask {
         // Durable consumers as of the checkpoint; the log's consumer
         // entries after it apply on top.
         self.load_consumers(raft).await?;
+        if self.handle.is_replicated() {
+            // Entries apply as a leader commits them (this node's or
+            // another's); the replica takes office if it is elected.
+            let state = with_store!(&self.replica.state.store, log => log.state());
+            self.replica.state.stored_last_unix_ns = self
+                .replica
+                .state
+                .stored_last_unix_ns
+                .max(state.last_timestamp_ns);
+            self.replica.state.rebuild_expiry().await?;
+            self.refresh_snapshot();
+            return Ok(());
+        }
         // Become leader (the only voter) and apply everything recovered.
         self.groups.with_node(self.group, Node::campaign_now);
         self.settle().await?;
@@ -397,12 +450,58 @@ impl StreamTask {
         for entry in entries {
             self.apply(entry, now_ns).await?;
         }
-        let snapshot = Snapshot {
-            index: self.replica.state.applied_index,
-            term: self.replica.state.applied_term,
-            membership: Membership::new(vec![NODE_ID]),
-        };
-        self.groups.compact(self.group, snapshot);
+        let applied = self.replica.state.applied_index;
+        if !self.handle.is_replicated() {
+            let snapshot = Snapshot {
+                index: applied,
+                term: self.replica.state.applied_term,
+                membership: self.membership.clone(),
+            };
+            self.groups.compact(self.group, snapshot);
+            return Ok(());
+        }
+        // Followers that fall behind are sent entries from the log: a
+        // replicated stream keeps the last RETAINED_ENTRIES applied ones.
+        let target = applied.saturating_sub(RETAINED_ENTRIES);
+        if target >= self.compacted_index + COMPACT_EVERY_ENTRIES {
+            let term = self
+                .groups
+                .node(self.group, |node| node.log().term_at(target));
+            if let Some(term) = term {
+                self.groups.compact(
+                    self.group,
+                    Snapshot {
+                        index: target,
+                        term,
+                        membership: self.membership.clone(),
+                    },
+                );
+                self.compacted_index = target;
+            }
+        }
+        Ok(())
+    }
+
+    /// A replicated stream, each turn: the replica takes or leaves office
+    /// with its node's leadership, its subjects follow (only the leader's
+    /// subscriptions route publishes, acks and direct gets to it, from
+    /// every node), and the handle shows who leads for requests to be
+    /// handed there.
+    pub(super) async fn follow_replication(&mut self) -> Result<(), StreamFailure> {
+        self.follow_leadership().await?;
+        let leading = self.is_leading();
+        let leader = self.groups.node(self.group, Node::leader);
+        self.handle.leader.set(leader);
+        self.handle.leading.set(leading);
+        if leading && !self.subscribed {
+            let config = self.replica.state.config.clone();
+            self.js.subscribe_stream(&self.handle, &config);
+            self.subscribed = true;
+            log::info!(target: "tern::jetstream", "stream {}: this replica leads (term {})", self.handle.name, self.groups.node(self.group, Node::term));
+        } else if !leading && self.subscribed {
+            self.js.unsubscribe_stream(&self.handle.name);
+            self.subscribed = false;
+        }
         Ok(())
     }
 
@@ -482,11 +581,18 @@ impl StreamTask {
             next = next.min(CHECKPOINT_INTERVAL.saturating_sub(self.last_checkpoint.elapsed()));
         }
         next = next.min(self.age_check_at.saturating_duration_since(Instant::now()));
+        if self.handle.is_replicated() {
+            // Leadership can go without an entry committing here.
+            next = next.min(LEADERSHIP_CHECK_INTERVAL);
+        }
         next.max(Duration::from_millis(1))
     }
 
     pub(super) async fn turn(&mut self) -> Result<(), StreamFailure> {
         self.apply_committed().await?;
+        if self.handle.is_replicated() {
+            self.follow_replication().await?;
+        }
         let commands: Vec<Command> = {
             let mut queue = self.handle.commands.borrow_mut();
             let count = queue.len().min(COMMANDS_PER_TURN_MAX);
