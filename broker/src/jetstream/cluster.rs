@@ -880,6 +880,54 @@ impl JetStream {
         true
     }
 
+    /// META.LEADER.STEPDOWN on shard 0: the meta leader hands leadership
+    /// to the voter with the most of the log (asked there from other
+    /// nodes).
+    pub(super) fn meta_stepdown(&self, request: ApiRequest) {
+        let kind = "meta_leader_stepdown_response";
+        let meta = self.meta.get().expect("clustered");
+        let leader = meta
+            .is_running()
+            .then(|| self.groups().node(META_GROUP, Node::leader))
+            .flatten();
+        match leader {
+            Some(leader) if leader == meta.node_id => {}
+            Some(leader) if request.hops == 0 => return self.hand_to(leader, &request, kind),
+            _ => {
+                return self.answer_error(
+                    request.origin,
+                    request.reply,
+                    kind,
+                    &ApiError::cluster_unavailable(),
+                )
+            }
+        }
+        let target = self.groups().node(META_GROUP, |node| {
+            node.peer_progress()
+                .into_iter()
+                .filter(|(_, _, active)| *active)
+                .max_by_key(|(_, match_index, _)| *match_index)
+                .map(|(peer, _, _)| peer)
+        });
+        let Some(target) = target else {
+            return self.answer_error(
+                request.origin,
+                request.reply,
+                kind,
+                &ApiError::cluster_unavailable(),
+            );
+        };
+        self.groups()
+            .with_node(META_GROUP, |node| node.transfer_leadership(target));
+        if let Some(reply) = request.reply {
+            self.respond(
+                request.origin,
+                reply,
+                super::responses::success_response(kind),
+            );
+        }
+    }
+
     /// A request another node handed to this shard.
     pub fn on_forwarded_api(
         self: &Rc<Self>,

@@ -1066,6 +1066,13 @@ impl JetStream {
                 let owner = owner_of(name, self.shard_count);
                 self.send_to(owner, ShardMessage::JetStreamApi(Box::new(request)));
             }
+            ["STREAM", "LEADER", "STEPDOWN", name] if self.is_clustered() => {
+                let owner = owner_of(name, self.shard_count);
+                self.send_to(owner, ShardMessage::JetStreamApi(Box::new(request)));
+            }
+            ["META", "LEADER", "STEPDOWN"] if self.is_clustered() => {
+                self.send_to(META_SHARD, ShardMessage::JetStreamApi(Box::new(request)));
+            }
             ["STREAM", "LEADER", "STEPDOWN", _] => {
                 self.answer_here(
                     request,
@@ -1150,6 +1157,13 @@ impl JetStream {
         let tokens: Vec<&str> = text.split('.').collect();
         match tokens.as_slice() {
             ["STREAM", "NAMES"] => self.cluster_names(request),
+            ["STREAM", "LEADER", "STEPDOWN", name] => self.stream_call(
+                name,
+                request,
+                StreamApi::LeaderStepdown,
+                "stream_leader_stepdown_response",
+            ),
+            ["META", "LEADER", "STEPDOWN"] => self.meta_stepdown(request),
             ["STREAM", operation @ ("CREATE" | "UPDATE" | "DELETE"), name] => {
                 assert_eq!(self.index, META_SHARD);
                 let operation = operation.to_string();
@@ -1368,11 +1382,12 @@ impl JetStream {
                 {
                     Ok(handle) => {
                         // A replicated stream: its first node answers once
-                        // it leads (it stood for election at once), so the
-                        // creator's first publishes find the leader.
+                        // the group has a leader (this node stood for
+                        // election at once), so the creator's first
+                        // publishes find one.
                         if handle.is_replicated() && reply.is_some() {
                             let deadline = Instant::now() + INTEREST_TIMEOUT;
-                            while !handle.leading.get() && Instant::now() < deadline {
+                            while handle.leader.get().is_none() && Instant::now() < deadline {
                                 // Bounded poll of the task's leadership.
                                 tern_shard::timer::sleep(Duration::from_millis(5)).await;
                             }

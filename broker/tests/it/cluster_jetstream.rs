@@ -442,6 +442,47 @@ async fn r3_stream_replicates(flavor: Flavor) {
         .flat_map(|number| (0..4).map(move |index| format!("n{number}-{index}")))
         .collect();
     assert_eq!(received, expected);
+
+    // A stepdown hands the stream to another replica, which keeps it all.
+    let before = api_when_ready(&one, "$JS.API.STREAM.INFO.EVENTS", Value::Null).await;
+    let old_leader = before["cluster"]["leader"]
+        .as_str()
+        .expect("a leader")
+        .to_string();
+    let stepdown = api_when_ready(&one, "$JS.API.STREAM.LEADER.STEPDOWN.EVENTS", Value::Null).await;
+    assert_eq!(
+        stepdown,
+        json!({"type": "io.nats.jetstream.api.v1.stream_leader_stepdown_response", "success": true})
+    );
+    let deadline = Instant::now() + TIMEOUT;
+    loop {
+        let info = api_when_ready(&two, "$JS.API.STREAM.INFO.EVENTS", Value::Null).await;
+        let leader = info["cluster"]["leader"].as_str().unwrap_or_default();
+        if !leader.is_empty() && leader != old_leader {
+            assert_eq!(info["state"]["messages"], 12, "{info}");
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the leader stayed {old_leader}: {info}"
+        );
+        // Poll interval of a bounded wait.
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    publish_through_failover(&three, "events.a", "after-stepdown").await;
+    if flavor == Flavor::Nats {
+        // nats-server takes META.LEADER.STEPDOWN from its system account
+        // only; tern has no accounts yet and takes it from anyone.
+        return;
+    }
+    let stepdown = api_when_ready(&two, "$JS.API.META.LEADER.STEPDOWN", Value::Null).await;
+    assert_eq!(
+        stepdown,
+        json!({"type": "io.nats.jetstream.api.v1.meta_leader_stepdown_response", "success": true})
+    );
+    // The catalog answers again under its new leader.
+    let names = api_when_ready(&three, "$JS.API.STREAM.NAMES", Value::Null).await;
+    assert_eq!(names["streams"], json!(["EVENTS"]), "{names}");
 }
 
 #[tokio::test]

@@ -346,7 +346,8 @@ pub fn message_delete_response() -> String {
     success_response("stream_msg_delete_response")
 }
 
-fn success_response(kind: &str) -> String {
+/// `{"type":"…<kind>","success":true}`.
+pub fn success_response(kind: &str) -> String {
     let mut out = String::with_capacity(80);
     push_type(&mut out, kind);
     out.push_str(",\"success\":true}");

@@ -199,6 +199,38 @@ impl StreamTask {
                 let tokens: Vec<&str> = tokens.iter().map(String::as_str).collect();
                 self.consumer_api(origin, reply, &payload, &tokens);
             }
+            StreamApi::LeaderStepdown => {
+                // One replica: nothing to hand over (nats-server answers
+                // success too). More: leadership goes to the voter that
+                // has the most of the log.
+                if self.handle.is_replicated() {
+                    let target = self.groups.node(self.group, |node| {
+                        node.peer_progress()
+                            .into_iter()
+                            .filter(|(_, _, active)| *active)
+                            .max_by_key(|(_, match_index, _)| *match_index)
+                            .map(|(peer, _, _)| peer)
+                    });
+                    let Some(target) = target else {
+                        self.answer_error(
+                            origin,
+                            reply,
+                            "stream_leader_stepdown_response",
+                            &ApiError::cluster_unavailable(),
+                        );
+                        return Ok(());
+                    };
+                    self.groups
+                        .with_node(self.group, |node| node.transfer_leadership(target));
+                }
+                if let Some(reply) = reply {
+                    self.js.respond(
+                        origin,
+                        reply,
+                        responses::success_response("stream_leader_stepdown_response"),
+                    );
+                }
+            }
             StreamApi::Delete => {
                 self.handle.stopped.set(true);
                 // Owed replies of entries not yet applied get an error.

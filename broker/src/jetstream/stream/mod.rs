@@ -74,6 +74,8 @@ pub enum StreamApi {
         create: bool,
     },
     Delete,
+    /// `$JS.API.STREAM.LEADER.STEPDOWN.<stream>` (in a cluster).
+    LeaderStepdown,
     /// `$JS.API.CONSUMER.…`: the tokens after `CONSUMER.`.
     Consumer {
         tokens: Vec<String>,
@@ -92,6 +94,7 @@ impl StreamApi {
             StreamApi::Update { create: true, .. } => "stream_create_response",
             StreamApi::Update { create: false, .. } => "stream_update_response",
             StreamApi::Delete => "stream_delete_response",
+            StreamApi::LeaderStepdown => "stream_leader_stepdown_response",
             StreamApi::Consumer { tokens } => match tokens.first().map(String::as_str) {
                 Some("INFO") => "consumer_info_response",
                 Some("DELETE") => "consumer_delete_response",
