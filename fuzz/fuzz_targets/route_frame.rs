@@ -47,6 +47,12 @@ fn encode(frame: &Frame<'_>) -> Vec<u8> {
                 .collect();
             frame::push_raft(&mut buffer, *from, *to, &messages, BODY_MAX_BYTES)
         }
+        Frame::Api {
+            hops,
+            subject,
+            reply,
+            payload,
+        } => frame::push_api(&mut buffer, *hops, subject, reply.unwrap_or_default(), payload),
         Frame::Ping => frame::push_ping(&mut buffer),
         Frame::Pong => frame::push_pong(&mut buffer),
     }

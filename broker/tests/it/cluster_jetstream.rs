@@ -507,23 +507,33 @@ async fn r3_leader_killed_keeps_every_acked_message_tern() {
     let created = api_when_ready(&client, "$JS.API.STREAM.CREATE.FAIL", config).await;
     assert!(created.get("error").is_none(), "{created}");
     let mut acked: Vec<(u64, String)> = Vec::new();
+    let mut kills = 0;
     for round in 0..3 {
         for index in 0..20 {
             let payload = format!("r{round}-{index}");
             let sequence = publish_through_failover(&client, "fail.x", &payload).await;
             acked.push((sequence, payload));
         }
-        let info = api_when_ready(&client, "$JS.API.STREAM.INFO.FAIL", Value::Null).await;
-        let leader = info["cluster"]["leader"]
-            .as_str()
-            .expect("a leader")
-            .to_string();
-        let node: usize = leader.trim_start_matches('n').parse().expect("nN");
-        if node == 1 {
-            // Keep the client's node: the leader moves by a kill elsewhere
-            // next round.
-            continue;
-        }
+        // The leader, moved off node 1 (the client's) by stepdowns.
+        let deadline = Instant::now() + TIMEOUT;
+        let node = loop {
+            let info = api_when_ready(&client, "$JS.API.STREAM.INFO.FAIL", Value::Null).await;
+            let leader = info["cluster"]["leader"].as_str().unwrap_or_default();
+            let node: usize = leader.trim_start_matches('n').parse().unwrap_or(0);
+            if node > 1 {
+                break node;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the leader never left n1: {info}"
+            );
+            if node == 1 {
+                api_when_ready(&client, "$JS.API.STREAM.LEADER.STEPDOWN.FAIL", Value::Null).await;
+            }
+            // Poll interval of a bounded wait.
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        };
+        kills += 1;
         cluster.kill(node);
         for index in 0..20 {
             let payload = format!("r{round}-after-{index}");
@@ -533,6 +543,7 @@ async fn r3_leader_killed_keeps_every_acked_message_tern() {
         cluster.restart(node);
         cluster.wait_formed().await;
     }
+    assert_eq!(kills, 3);
     // Sequences are contiguous and each acknowledged message is stored at
     // its sequence, once.
     let mut sequences: Vec<u64> = acked.iter().map(|(sequence, _)| *sequence).collect();
