@@ -500,6 +500,17 @@ impl Node {
             .collect()
     }
 
+    /// Where a stepdown hands leadership: the voter heard from recently
+    /// with the most of the log. `None` unless this node leads and has
+    /// such a peer.
+    pub fn transfer_candidate(&self) -> Option<NodeId> {
+        self.peer_progress()
+            .into_iter()
+            .filter(|(_, _, active)| *active)
+            .max_by_key(|(_, match_index, _)| *match_index)
+            .map(|(peer, _, _)| peer)
+    }
+
     pub fn membership(&self) -> &Membership {
         &self.membership
     }

@@ -34,7 +34,7 @@ use tern_storage::block_store::DmaFiles;
 
 use super::api::error::ApiError;
 use super::meta::cluster::{self as meta, MetaCheckpoint, MetaEntry, Placement, META_GROUP};
-use super::meta::{MetaChange, MetaOperation, MetaRefusal};
+use super::meta::{MetaChange, MetaOperation};
 use super::stream::groups::{GroupHost, Persistence};
 use super::{owner_of, persist, ApiRequest, JetStream, OwnerCommand, META_SHARD};
 use crate::cluster::multiraft::SnapshotStep;
@@ -461,14 +461,8 @@ impl JetStream {
                     group: placement.group,
                 });
                 if placement.peers.contains(&this) {
-                    self.send_owner(OwnerCommand::Create {
-                        config: Box::new(config.clone()),
-                        created_unix_ns: placement.created_unix_ns,
-                        group: placement.group,
-                        peers: voters_of(placement),
-                        origin: owner_of(&config.name, self.shard_count),
-                        reply: answer_here(placement, this, reply),
-                    });
+                    let reply = answer_here(placement, this, reply);
+                    self.send_owner(self.create_command(config, placement, reply));
                 }
                 self.tell_owner_placement(&config.name, Some(placement));
             }
@@ -557,15 +551,26 @@ impl JetStream {
         for (name, (config, placement)) in &after.streams {
             self.tell_owner_placement(name, Some(placement));
             if placement.peers.contains(&this) {
-                self.send_owner(OwnerCommand::Create {
-                    config: Box::new(config.clone()),
-                    created_unix_ns: placement.created_unix_ns,
-                    group: placement.group,
-                    peers: voters_of(placement),
-                    origin: owner_of(name, self.shard_count),
-                    reply: None,
-                });
+                self.send_owner(self.create_command(config, placement, None));
             }
+        }
+    }
+
+    /// The owner shard's command to create a stream placed on this node
+    /// (answering `reply`, if any, when done).
+    fn create_command(
+        &self,
+        config: &super::stream::config::StreamConfig,
+        placement: &Placement,
+        reply: Option<Bytes>,
+    ) -> OwnerCommand {
+        OwnerCommand::Create {
+            config: Box::new(config.clone()),
+            created_unix_ns: placement.created_unix_ns,
+            group: placement.group,
+            peers: voters_of(placement),
+            origin: owner_of(&config.name, self.shard_count),
+            reply,
         }
     }
 
@@ -612,39 +617,11 @@ impl JetStream {
     ) {
         assert_eq!(self.index, META_SHARD);
         let meta = self.meta.get().expect("clustered").clone();
-        let unavailable = ApiError::cluster_unavailable();
-        if !meta.is_running() {
-            return self.answer_error(request.origin, request.reply, kind, &unavailable);
+        if !self.served_by_meta_leader(&request, kind) {
+            return;
         }
-        let leader = self.groups().node(META_GROUP, Node::leader);
-        let caught_up = {
-            let term = self.groups().node(META_GROUP, Node::term);
-            meta.state.borrow().applied_term == term
-        };
-        match leader {
-            // A new leader checks against the catalog once it has applied
-            // everything committed before its term.
-            Some(leader) if leader == meta.node_id && caught_up => {}
-            Some(leader) if leader != meta.node_id && request.hops == 0 => {
-                self.hand_to(leader, &request, kind);
-                return;
-            }
-            _ => return self.answer_error(request.origin, request.reply, kind, &unavailable),
-        }
-        let checked = self
-            .catalog
-            .borrow()
-            .check(operation, name, &request.payload, || {
-                crate::server::random_u64() | 1
-            });
-        let change = match checked {
-            Ok(change) => change,
-            Err(MetaRefusal::Api(error)) => {
-                return self.answer_error(request.origin, request.reply, kind, &error)
-            }
-            Err(MetaRefusal::Damaged) => {
-                return self.answer_error(request.origin, request.reply, kind, &unavailable)
-            }
+        let Some(change) = self.check_meta(operation, name, &request, kind) else {
+            return;
         };
         let reply = request
             .reply
@@ -700,7 +677,7 @@ impl JetStream {
             .groups()
             .with_node(META_GROUP, |node| node.propose(Bytes::from(entry.encode())));
         if proposed.is_err() {
-            self.answer_error(request.origin, request.reply, kind, &unavailable);
+            self.answer_unavailable(&request, kind);
         }
     }
 
@@ -755,12 +732,7 @@ impl JetStream {
             )
         });
         if !sent {
-            self.answer_error(
-                request.origin,
-                request.reply.clone(),
-                kind,
-                &ApiError::cluster_unavailable(),
-            );
+            self.answer_unavailable(request, kind);
         }
     }
 
@@ -803,31 +775,47 @@ impl JetStream {
         self.shard().routes.is_some()
     }
 
+    /// Whether shard 0 serves a meta request here: this node leads the
+    /// meta group and has applied an entry of its term (so everything
+    /// committed before it: a new leader's catalog is then complete).
+    /// Otherwise the request was handed to the leader's node, or, with no
+    /// leader (or handed over already), answered 503 10008.
+    fn served_by_meta_leader(&self, request: &ApiRequest, kind: &str) -> bool {
+        let meta = self.meta.get().expect("clustered");
+        let (leader, term) = match meta.is_running() {
+            true => self
+                .groups()
+                .node(META_GROUP, |node| (node.leader(), node.term())),
+            false => (None, 0),
+        };
+        let caught_up = meta.state.borrow().applied_term == term;
+        match leader {
+            Some(leader) if leader == meta.node_id && caught_up => return true,
+            Some(leader) if leader != meta.node_id && request.hops == 0 => {
+                self.hand_to(leader, request, kind)
+            }
+            _ => self.answer_unavailable(request, kind),
+        }
+        false
+    }
+
+    /// 503 10008 `JetStream system temporarily unavailable`.
+    fn answer_unavailable(&self, request: &ApiRequest, kind: &str) {
+        self.answer_error(
+            request.origin,
+            request.reply.clone(),
+            kind,
+            &ApiError::cluster_unavailable(),
+        );
+    }
+
     /// STREAM.NAMES in a cluster, on shard 0: from the meta group's catalog.
     pub(super) fn cluster_names(&self, request: ApiRequest) {
         let kind = "stream_names_response";
         // The meta leader's catalog has every stream answered as created
         // (a follower's may lag by a heartbeat): asked there.
-        let meta = self.meta.get().expect("clustered");
-        let leader = meta
-            .is_running()
-            .then(|| self.groups().node(META_GROUP, Node::leader))
-            .flatten();
-        let caught_up = meta.is_running()
-            && meta.state.borrow().applied_term == self.groups().node(META_GROUP, Node::term);
-        match leader {
-            Some(leader) if leader == meta.node_id && caught_up => {}
-            Some(leader) if leader != meta.node_id && request.hops == 0 => {
-                return self.hand_to(leader, &request, kind);
-            }
-            _ => {
-                return self.answer_error(
-                    request.origin,
-                    request.reply,
-                    kind,
-                    &ApiError::cluster_unavailable(),
-                )
-            }
+        if !self.served_by_meta_leader(&request, kind) {
+            return;
         }
         let parsed = match super::requests::NamesRequest::parse(&request.payload) {
             Ok(parsed) => parsed,
@@ -870,12 +858,7 @@ impl JetStream {
             .filter(|&leader| Some(leader) != self.node_id());
         match leader {
             Some(leader) => self.hand_to(leader, request, kind),
-            None => self.answer_error(
-                request.origin,
-                request.reply.clone(),
-                kind,
-                &ApiError::cluster_unavailable(),
-            ),
+            None => self.answer_unavailable(request, kind),
         }
         true
     }
@@ -885,37 +868,12 @@ impl JetStream {
     /// nodes).
     pub(super) fn meta_stepdown(&self, request: ApiRequest) {
         let kind = "meta_leader_stepdown_response";
-        let meta = self.meta.get().expect("clustered");
-        let leader = meta
-            .is_running()
-            .then(|| self.groups().node(META_GROUP, Node::leader))
-            .flatten();
-        match leader {
-            Some(leader) if leader == meta.node_id => {}
-            Some(leader) if request.hops == 0 => return self.hand_to(leader, &request, kind),
-            _ => {
-                return self.answer_error(
-                    request.origin,
-                    request.reply,
-                    kind,
-                    &ApiError::cluster_unavailable(),
-                )
-            }
+        if !self.served_by_meta_leader(&request, kind) {
+            return;
         }
-        let target = self.groups().node(META_GROUP, |node| {
-            node.peer_progress()
-                .into_iter()
-                .filter(|(_, _, active)| *active)
-                .max_by_key(|(_, match_index, _)| *match_index)
-                .map(|(peer, _, _)| peer)
-        });
+        let target = self.groups().node(META_GROUP, Node::transfer_candidate);
         let Some(target) = target else {
-            return self.answer_error(
-                request.origin,
-                request.reply,
-                kind,
-                &ApiError::cluster_unavailable(),
-            );
+            return self.answer_unavailable(&request, kind);
         };
         self.groups()
             .with_node(META_GROUP, |node| node.transfer_leadership(target));

@@ -1291,19 +1291,8 @@ impl JetStream {
         if self.meta.get().is_some() {
             return self.meta_request_clustered(kind, operation, name, request);
         }
-        let checked = self
-            .catalog
-            .borrow()
-            .check(operation, name, &request.payload, || {
-                crate::server::random_u64() | 1
-            });
-        let change = match checked {
-            Ok(change) => change,
-            Err(MetaRefusal::Api(error)) => return self.answer_here(request, kind, error),
-            Err(MetaRefusal::Damaged) => {
-                let reason = self.damaged.borrow().get(name).cloned().unwrap_or_default();
-                return self.answer_here(request, kind, ApiError::stream_offline(&reason));
-            }
+        let Some(change) = self.check_meta(operation, name, &request, kind) else {
+            return;
         };
         self.catalog.borrow_mut().apply(&change);
         let command = match change {
@@ -1337,6 +1326,33 @@ impl JetStream {
         self.send_to(owner, ShardMessage::JetStreamOwner(Box::new(command)));
     }
 
+    /// The catalog's decision on a create, update or delete (a new
+    /// stream's Raft group drawn at random); a refusal is answered here.
+    fn check_meta(
+        &self,
+        operation: MetaOperation,
+        name: &str,
+        request: &ApiRequest,
+        kind: &str,
+    ) -> Option<MetaChange> {
+        let checked = self
+            .catalog
+            .borrow()
+            .check(operation, name, &request.payload, || {
+                crate::server::random_u64() | 1
+            });
+        let error = match checked {
+            Ok(change) => return Some(change),
+            Err(MetaRefusal::Api(error)) => error,
+            Err(MetaRefusal::Damaged) => {
+                let reason = self.damaged.borrow().get(name).cloned().unwrap_or_default();
+                ApiError::stream_offline(&reason)
+            }
+        };
+        self.answer_error(request.origin, request.reply.clone(), kind, &error);
+        None
+    }
+
     /// `max_file_store` or `max_memory_store` (negative: none).
     fn store_limit_bytes(&self, storage: StorageType) -> i64 {
         match storage {
@@ -1361,18 +1377,7 @@ impl JetStream {
                     // The meta group's log applied again after a restart,
                     // or a snapshot's reconcile: the stream is here.
                     if reply.is_some() {
-                        self.call_stream(
-                            &handle,
-                            ApiCall {
-                                origin,
-                                reply,
-                                payload: Bytes::new(),
-                                kind: StreamApi::Update {
-                                    config,
-                                    create: true,
-                                },
-                            },
-                        );
+                        self.answer_create(&handle, config, origin, reply);
                     }
                     return;
                 }
@@ -1396,18 +1401,7 @@ impl JetStream {
                         // before the creator hears it exists.
                         self.shard().wait_interest_applied(INTEREST_TIMEOUT).await;
                         let config = Box::new(handle.snapshot.borrow().config.as_ref().clone());
-                        self.call_stream(
-                            &handle,
-                            ApiCall {
-                                origin,
-                                reply,
-                                payload: Bytes::new(),
-                                kind: StreamApi::Update {
-                                    config,
-                                    create: true,
-                                },
-                            },
-                        );
+                        self.answer_create(&handle, config, origin, reply);
                     }
                     Err(error) => {
                         log::error!(target: "tern::jetstream", "creating stream {name}: {error}");
@@ -1497,6 +1491,28 @@ impl JetStream {
                 }
             }
         }
+    }
+
+    /// The stream answers a create with its info (`did_create`).
+    fn answer_create(
+        &self,
+        handle: &StreamHandle,
+        config: Box<StreamConfig>,
+        origin: usize,
+        reply: Option<Bytes>,
+    ) {
+        self.call_stream(
+            handle,
+            ApiCall {
+                origin,
+                reply,
+                payload: Bytes::new(),
+                kind: StreamApi::Update {
+                    config,
+                    create: true,
+                },
+            },
+        );
     }
 
     async fn create_stream(
@@ -1852,13 +1868,8 @@ impl JetStream {
         let Some(reply) = request.reply else {
             return;
         };
-        let selects = |config: Option<&StreamConfig>| match (&parsed.subject, config) {
-            (None, _) => true,
-            (Some(subject), Some(config)) => config
-                .subjects
-                .iter()
-                .any(|candidate| stream_config::subjects_overlap(candidate, subject)),
-            (Some(_), None) => false,
+        let selects = |config: Option<&StreamConfig>| {
+            stream_config::listed_for(parsed.subject.as_deref(), config)
         };
         let mut entries: Vec<(String, Result<StreamSummary, String>)> = Vec::new();
         for part in parts {

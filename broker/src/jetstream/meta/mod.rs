@@ -120,14 +120,7 @@ impl Catalog {
     pub fn names_matching(&self, subject: Option<&str>) -> Vec<String> {
         self.streams
             .iter()
-            .filter(|(_, config)| match (subject, config) {
-                (None, _) => true,
-                (Some(subject), Some(config)) => config
-                    .subjects
-                    .iter()
-                    .any(|candidate| stream_config::subjects_overlap(candidate, subject)),
-                (Some(_), None) => false,
-            })
+            .filter(|(_, config)| stream_config::listed_for(subject, config.as_ref()))
             .map(|(name, _)| name.clone())
             .collect()
     }

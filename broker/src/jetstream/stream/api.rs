@@ -204,13 +204,9 @@ impl StreamTask {
                 // success too). More: leadership goes to the voter that
                 // has the most of the log.
                 if self.handle.is_replicated() {
-                    let target = self.groups.node(self.group, |node| {
-                        node.peer_progress()
-                            .into_iter()
-                            .filter(|(_, _, active)| *active)
-                            .max_by_key(|(_, match_index, _)| *match_index)
-                            .map(|(peer, _, _)| peer)
-                    });
+                    let target = self
+                        .groups
+                        .node(self.group, tern_raft::Node::transfer_candidate);
                     let Some(target) = target else {
                         self.answer_error(
                             origin,

@@ -506,6 +506,20 @@ pub fn parse(
     parse_for(name_in_subject, body, is_create, false)
 }
 
+/// Whether a listing filtered by `subject` (none: everything) shows a
+/// stream with `config` (`None`: its config is damaged, shown only
+/// unfiltered).
+pub fn listed_for(subject: Option<&str>, config: Option<&StreamConfig>) -> bool {
+    match (subject, config) {
+        (None, _) => true,
+        (Some(subject), Some(config)) => config
+            .subjects
+            .iter()
+            .any(|candidate| subjects_overlap(candidate, subject)),
+        (Some(_), None) => false,
+    }
+}
+
 /// [`parse`] for a server that is (`clustered`) or is not part of a
 /// cluster: on one server a create with `num_replicas` above 1 is refused
 /// (10074), last, as nats-server does.

@@ -314,12 +314,7 @@ impl StreamTask {
         if self.handle.is_replicated() {
             // Entries apply as a leader commits them (this node's or
             // another's); the replica takes office if it is elected.
-            let state = with_store!(&self.replica.state.store, log => log.state());
-            self.replica.state.stored_last_unix_ns = self
-                .replica
-                .state
-                .stored_last_unix_ns
-                .max(state.last_timestamp_ns);
+            self.note_stored_last_timestamp();
             self.replica.state.rebuild_expiry().await?;
             self.refresh_snapshot();
             return Ok(());
@@ -359,14 +354,20 @@ impl StreamTask {
         self.replica.leads(view)
     }
 
-    /// State that follows from the store once recovery applied everything.
-    pub(super) async fn after_recovery(&mut self) -> Result<(), StreamFailure> {
+    /// The last stored message's time as the store has it (`last_ts`
+    /// outlives the message).
+    fn note_stored_last_timestamp(&mut self) {
         let state = with_store!(&self.replica.state.store, log => log.state());
         self.replica.state.stored_last_unix_ns = self
             .replica
             .state
             .stored_last_unix_ns
             .max(state.last_timestamp_ns);
+    }
+
+    /// State that follows from the store once recovery applied everything.
+    pub(super) async fn after_recovery(&mut self) -> Result<(), StreamFailure> {
+        self.note_stored_last_timestamp();
         self.follow_leadership().await?;
         assert!(
             self.is_leading(),
