@@ -387,7 +387,10 @@ impl JetStream {
             }
             if let EntryKind::Normal(data) = &entry.kind {
                 match MetaEntry::decode(data) {
-                    Ok(decoded) => self.apply_meta(meta, &decoded),
+                    Ok(decoded) => {
+                        log::debug!(target: "tern::jetstream", "meta entry {} (term {}): {decoded:?}", entry.index, entry.term);
+                        self.apply_meta(meta, &decoded)
+                    }
                     // Written by a leader of another version: skipped, loudly.
                     Err(error) => {
                         log::error!(target: "tern::jetstream", "meta entry {} does not decode: {error}; skipped", entry.index)
@@ -510,13 +513,24 @@ impl JetStream {
                     .borrow_mut()
                     .apply(&MetaChange::Delete { name: name.clone() });
                 self.tell_owner_placement(name, None);
-                if let Some(placement) =
-                    placement.filter(|placement| placement.peers.contains(&this))
+                // The stream is gone once the catalog says so: the meta
+                // leader answers, whether or not its nodes are up (one that
+                // is down deletes its copy when it returns and learns it).
+                if let Some(reply) = reply
+                    .as_ref()
+                    .filter(|_| self.groups().node(META_GROUP, Node::leader) == Some(this))
                 {
+                    self.respond(
+                        META_SHARD,
+                        Bytes::from(reply.clone()),
+                        super::responses::delete_response(),
+                    );
+                }
+                if placement.is_some_and(|placement| placement.peers.contains(&this)) {
                     self.send_owner(OwnerCommand::Delete {
                         name: name.clone(),
                         origin: owner_of(name, self.shard_count),
-                        reply: answer_here(&placement, this, reply),
+                        reply: None,
                     });
                 }
             }

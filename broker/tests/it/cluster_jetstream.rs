@@ -11,7 +11,7 @@ use crate::common;
 
 use std::time::{Duration, Instant};
 
-use common::cluster::Cluster;
+use common::cluster::{wait_log, Cluster};
 use common::{Flavor, Options, TIMEOUT};
 use serde_json::{json, Value};
 
@@ -588,4 +588,65 @@ async fn r3_leader_killed_keeps_every_acked_message_tern() {
         // Poll interval of a bounded wait.
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+}
+
+/// A node that was down while the meta leader compacted its log past what
+/// the node has (more than 64 catalog changes) gets the meta snapshot: on
+/// return it knows every stream created meanwhile, and forgets the ones
+/// deleted.
+#[tokio::test]
+async fn meta_snapshot_catches_up_a_returning_node_tern() {
+    let mut cluster = Cluster::meshed(Flavor::Tern, 3, Options::jetstream()).await;
+    let client = cluster.connect(1).await;
+    let created = api_when_ready(&client, "$JS.API.STREAM.CREATE.OLD", stream_config("OLD")).await;
+    assert!(created.get("error").is_none(), "{created}");
+    cluster.kill(3);
+    let deleted = api_when_ready(&client, "$JS.API.STREAM.DELETE.OLD", Value::Null).await;
+    // Answered by the meta leader even when the stream's node is the one down.
+    assert_eq!(deleted["success"], true, "{deleted}");
+    let names: Vec<String> = (0..70).map(|index| format!("S{index}")).collect();
+    for name in &names {
+        // Memory streams: the catalog is what is tested, not 70 stores.
+        let mut config = stream_config(name);
+        config["storage"] = json!("memory");
+        let created =
+            api_when_ready(&client, &format!("$JS.API.STREAM.CREATE.{name}"), config).await;
+        assert!(created.get("error").is_none(), "{created}");
+    }
+    cluster.restart(3);
+    cluster.wait_formed().await;
+    // Its log is behind the leader's compaction: it catches up by snapshot.
+    wait_log(
+        cluster.node(3),
+        "n3",
+        "installed the leader's snapshot",
+        TIMEOUT,
+    )
+    .await;
+    let three = cluster.connect(3).await;
+    // Node 3 answers for a stream it never saw created (held by node 1 or
+    // 2, which it learnt from the snapshot), and not for the deleted one.
+    let deadline = Instant::now() + TIMEOUT;
+    loop {
+        let info = api_when_ready(&three, "$JS.API.STREAM.INFO.S69", Value::Null).await;
+        if info["config"]["name"] == "S69" {
+            break;
+        }
+        assert!(Instant::now() < deadline, "node 3 never learnt S69: {info}");
+        // Poll interval of a bounded wait.
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // Its own copy of the deleted stream goes once it learnt the deletion.
+    let deadline = Instant::now() + TIMEOUT;
+    loop {
+        let old = api_when_ready(&three, "$JS.API.STREAM.INFO.OLD", Value::Null).await;
+        if old["error"]["err_code"] == 10059 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "node 3 still has OLD: {old}");
+        // Poll interval of a bounded wait.
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let listed = api_when_ready(&three, "$JS.API.STREAM.NAMES", Value::Null).await;
+    assert_eq!(listed["total"], 70, "{listed}");
 }
