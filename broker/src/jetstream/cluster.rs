@@ -854,9 +854,9 @@ impl JetStream {
     }
 
     /// A replicated stream's request reaching a replica that does not
-    /// lead: handed to the leader's node (the same shard there); with no
-    /// leader known, or already handed over once, 503 10008 (the client
-    /// retries). False when this replica serves it.
+    /// lead: handed to the leader's node (the same shard there), or with
+    /// no leader known here to another replica; past the hop limit, 503
+    /// 10008 (the client retries). False when this replica serves it.
     pub(super) fn route_to_leader(
         &self,
         handle: &super::stream::StreamHandle,
@@ -870,8 +870,18 @@ impl JetStream {
             .leader
             .get()
             .filter(|&leader| Some(leader) != self.node_id());
-        match leader {
-            Some(leader) => self.hand_to(leader, request, kind),
+        // Not known here yet (a replica just created, or an election under
+        // way): asked of another replica, which may know.
+        let this = self.node_id();
+        let target = leader.or_else(|| {
+            handle
+                .peers
+                .iter()
+                .copied()
+                .find(|&peer| Some(peer) != this)
+        });
+        match target {
+            Some(target) => self.hand_to(target, request, kind),
             None => self.answer_unavailable(request, kind),
         }
         true

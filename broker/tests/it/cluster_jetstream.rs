@@ -650,3 +650,71 @@ async fn meta_snapshot_catches_up_a_returning_node_tern() {
     let listed = api_when_ready(&three, "$JS.API.STREAM.NAMES", Value::Null).await;
     assert_eq!(listed["total"], 70, "{listed}");
 }
+
+/// A KV bucket with three replicas: written through one node, read through
+/// the others (direct gets reach the stream's leader from every node).
+async fn r3_kv_bucket_across_nodes(flavor: Flavor) {
+    let cluster = Cluster::meshed(flavor, 3, Options::jetstream()).await;
+    let (one, two, three) = (
+        cluster.connect(1).await,
+        cluster.connect(2).await,
+        cluster.connect(3).await,
+    );
+    // Wait for the meta group before the client library's first call.
+    api_when_ready(&one, "$JS.API.STREAM.NAMES", Value::Null).await;
+    let context = async_nats::jetstream::new(one.clone());
+    let deadline = Instant::now() + TIMEOUT;
+    let bucket = loop {
+        match context
+            .create_key_value(async_nats::jetstream::kv::Config {
+                bucket: "CONFIG".into(),
+                history: 3,
+                num_replicas: 3,
+                ..Default::default()
+            })
+            .await
+        {
+            Ok(bucket) => break bucket,
+            Err(error) => assert!(Instant::now() < deadline, "create bucket: {error}"),
+        }
+        // Poll interval of a bounded wait.
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    drop(bucket);
+    let writer = async_nats::jetstream::new(two.clone())
+        .get_key_value("CONFIG")
+        .await
+        .expect("the bucket, through node 2");
+    for value in ["a", "b", "c"] {
+        let deadline = Instant::now() + TIMEOUT;
+        while let Err(error) = writer.put("mode", value.into()).await {
+            assert!(Instant::now() < deadline, "put: {error}");
+            // Poll interval of a bounded wait.
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+    let reader = async_nats::jetstream::new(three.clone())
+        .get_key_value("CONFIG")
+        .await
+        .expect("the bucket, through node 3");
+    let entry = reader
+        .entry("mode")
+        .await
+        .expect("a read")
+        .expect("the key");
+    assert_eq!(&entry.value[..], b"c");
+    assert_eq!(entry.revision, 3);
+    let info = api_when_ready(&three, "$JS.API.STREAM.INFO.KV_CONFIG", Value::Null).await;
+    assert_eq!(info["config"]["num_replicas"], 3, "{info}");
+    assert_eq!(info["state"]["messages"], 3, "{info}");
+}
+
+#[tokio::test]
+async fn r3_kv_bucket_across_nodes_tern() {
+    r3_kv_bucket_across_nodes(Flavor::Tern).await;
+}
+
+#[tokio::test]
+async fn r3_kv_bucket_across_nodes_nats() {
+    r3_kv_bucket_across_nodes(Flavor::Nats).await;
+}
