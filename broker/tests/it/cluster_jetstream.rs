@@ -15,6 +15,12 @@ use common::cluster::{wait_log, Cluster};
 use common::{Flavor, Options, TIMEOUT};
 use serde_json::{json, Value};
 
+/// How long a cluster may take to answer again or converge. Longer than
+/// the harness's [`TIMEOUT`]: with the whole suite's servers on 2 vCPUs,
+/// elections (0.5–1 s timeouts) can follow one another before a leader
+/// holds; a cluster that never converges still fails.
+const CONVERGE_TIMEOUT: Duration = Duration::from_secs(30);
+
 /// A JetStream API request through `client`; the JSON answer.
 async fn api(client: &async_nats::Client, subject: &str, body: Value) -> Value {
     let payload = if body.is_null() {
@@ -48,7 +54,7 @@ async fn api_within(client: &async_nats::Client, subject: &str, wait: Duration) 
 /// JetStream is not available yet (its meta group forming: 10008) or
 /// does not answer at all.
 async fn api_when_ready(client: &async_nats::Client, subject: &str, body: Value) -> Value {
-    let deadline = Instant::now() + TIMEOUT;
+    let deadline = Instant::now() + CONVERGE_TIMEOUT;
     loop {
         let payload = bytes::Bytes::from(if body.is_null() {
             String::new()
@@ -78,7 +84,7 @@ async fn api_when_ready(client: &async_nats::Client, subject: &str, body: Value)
 /// Publishes with a PubAck, retried (bounded) while no node has told this
 /// one about the stream yet (no responders).
 async fn publish_acked(client: &async_nats::Client, subject: &str, payload: &str) -> Value {
-    let deadline = Instant::now() + TIMEOUT;
+    let deadline = Instant::now() + CONVERGE_TIMEOUT;
     loop {
         let answer = tokio::time::timeout(
             Duration::from_secs(2),
@@ -173,7 +179,7 @@ async fn r1_stream_serves_every_node(flavor: Flavor) {
     let pull: async_nats::jetstream::consumer::PullConsumer =
         stream.get_consumer("PULL").await.expect("the consumer");
     let mut received = Vec::new();
-    let deadline = Instant::now() + TIMEOUT;
+    let deadline = Instant::now() + CONVERGE_TIMEOUT;
     while received.len() < 15 {
         assert!(Instant::now() < deadline, "consumed only {received:?}");
         let mut batch = pull
@@ -199,7 +205,7 @@ async fn r1_stream_serves_every_node(flavor: Flavor) {
     let deleted = api(&three, "$JS.API.STREAM.DELETE.ORDERS", Value::Null).await;
     assert_eq!(deleted["success"], true, "{deleted}");
     for client in [&one, &two, &three] {
-        let deadline = Instant::now() + TIMEOUT;
+        let deadline = Instant::now() + CONVERGE_TIMEOUT;
         loop {
             // A node may not answer while the deletion reaches it
             // (nats-server): each try waits a little.
@@ -280,7 +286,7 @@ async fn no_meta_quorum_answers_unavailable_tern() {
     assert!(created.get("error").is_none(), "{created}");
     cluster.kill(2);
     cluster.kill(3);
-    let deadline = Instant::now() + TIMEOUT;
+    let deadline = Instant::now() + CONVERGE_TIMEOUT;
     loop {
         // A create the old leader took before it noticed it is alone is
         // never answered (as in nats-server): each try waits a little.
@@ -349,7 +355,7 @@ async fn drain(
 ) -> Vec<String> {
     use futures::StreamExt;
     let context = async_nats::jetstream::new(client.clone());
-    let deadline = Instant::now() + TIMEOUT;
+    let deadline = Instant::now() + CONVERGE_TIMEOUT;
     let mut received = Vec::new();
     while received.len() < count {
         assert!(Instant::now() < deadline, "consumed only {received:?}");
@@ -401,7 +407,7 @@ async fn r3_stream_replicates(flavor: Flavor) {
     // Every node answers with the leader's view: the other two replicas,
     // current once they have everything.
     for client in [&one, &two, &three] {
-        let deadline = Instant::now() + TIMEOUT;
+        let deadline = Instant::now() + CONVERGE_TIMEOUT;
         loop {
             // 503 while a leader changes (an election under load) is retried.
             let info = api_when_ready(client, "$JS.API.STREAM.INFO.EVENTS", Value::Null).await;
@@ -454,7 +460,7 @@ async fn r3_stream_replicates(flavor: Flavor) {
         stepdown,
         json!({"type": "io.nats.jetstream.api.v1.stream_leader_stepdown_response", "success": true})
     );
-    let deadline = Instant::now() + TIMEOUT;
+    let deadline = Instant::now() + CONVERGE_TIMEOUT;
     loop {
         let info = api_when_ready(&two, "$JS.API.STREAM.INFO.EVENTS", Value::Null).await;
         let leader = info["cluster"]["leader"].as_str().unwrap_or_default();
@@ -515,7 +521,7 @@ async fn r3_leader_killed_keeps_every_acked_message_tern() {
             acked.push((sequence, payload));
         }
         // The leader, moved off node 1 (the client's) by stepdowns.
-        let deadline = Instant::now() + TIMEOUT;
+        let deadline = Instant::now() + CONVERGE_TIMEOUT;
         let node = loop {
             let info = api_when_ready(&client, "$JS.API.STREAM.INFO.FAIL", Value::Null).await;
             let leader = info["cluster"]["leader"].as_str().unwrap_or_default();
@@ -573,7 +579,7 @@ async fn r3_leader_killed_keeps_every_acked_message_tern() {
         );
     }
     // Every replica catches up.
-    let deadline = Instant::now() + TIMEOUT;
+    let deadline = Instant::now() + CONVERGE_TIMEOUT;
     loop {
         let info = api_when_ready(&client, "$JS.API.STREAM.INFO.FAIL", Value::Null).await;
         let replicas = info["cluster"]["replicas"]
@@ -601,6 +607,10 @@ async fn meta_snapshot_catches_up_a_returning_node_tern() {
     let created = api_when_ready(&client, "$JS.API.STREAM.CREATE.OLD", stream_config("OLD")).await;
     assert!(created.get("error").is_none(), "{created}");
     cluster.kill(3);
+    // Nodes 1 and 2 have seen it go (its routes closed), so nothing new is
+    // placed on it: a create placed on a node that died before answering
+    // is never answered (docs/cluster-jetstream.md, "Not yet").
+    cluster.wait_formed().await;
     let deleted = api_when_ready(&client, "$JS.API.STREAM.DELETE.OLD", Value::Null).await;
     // Answered by the meta leader even when the stream's node is the one down.
     assert_eq!(deleted["success"], true, "{deleted}");
@@ -626,7 +636,7 @@ async fn meta_snapshot_catches_up_a_returning_node_tern() {
     let three = cluster.connect(3).await;
     // Node 3 answers for a stream it never saw created (held by node 1 or
     // 2, which it learnt from the snapshot), and not for the deleted one.
-    let deadline = Instant::now() + TIMEOUT;
+    let deadline = Instant::now() + CONVERGE_TIMEOUT;
     loop {
         let info = api_when_ready(&three, "$JS.API.STREAM.INFO.S69", Value::Null).await;
         if info["config"]["name"] == "S69" {
@@ -637,7 +647,7 @@ async fn meta_snapshot_catches_up_a_returning_node_tern() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     // Its own copy of the deleted stream goes once it learnt the deletion.
-    let deadline = Instant::now() + TIMEOUT;
+    let deadline = Instant::now() + CONVERGE_TIMEOUT;
     loop {
         let old = api_when_ready(&three, "$JS.API.STREAM.INFO.OLD", Value::Null).await;
         if old["error"]["err_code"] == 10059 {
@@ -663,7 +673,7 @@ async fn r3_kv_bucket_across_nodes(flavor: Flavor) {
     // Wait for the meta group before the client library's first call.
     api_when_ready(&one, "$JS.API.STREAM.NAMES", Value::Null).await;
     let context = async_nats::jetstream::new(one.clone());
-    let deadline = Instant::now() + TIMEOUT;
+    let deadline = Instant::now() + CONVERGE_TIMEOUT;
     let bucket = loop {
         match context
             .create_key_value(async_nats::jetstream::kv::Config {
@@ -686,7 +696,7 @@ async fn r3_kv_bucket_across_nodes(flavor: Flavor) {
         .await
         .expect("the bucket, through node 2");
     for value in ["a", "b", "c"] {
-        let deadline = Instant::now() + TIMEOUT;
+        let deadline = Instant::now() + CONVERGE_TIMEOUT;
         while let Err(error) = writer.put("mode", value.into()).await {
             assert!(Instant::now() < deadline, "put: {error}");
             // Poll interval of a bounded wait.
