@@ -540,6 +540,17 @@ impl JetStream {
         let _ = js.groups.set(groups);
         if let Some(meta) = js.meta.get() {
             if let Some((_, recovered)) = wanted.remove(&meta::cluster::META_GROUP) {
+                // The journal holds meta records but the checkpoint is
+                // gone: this node voted and acknowledged entries it no
+                // longer remembers. Starting as new could vote twice in a
+                // term: refused (fail closed), as for a stream's raft file.
+                let journaled = recovered.hard_state.is_some() || !recovered.entries.is_empty();
+                if meta.voters().is_empty() && journaled {
+                    return Err(format!(
+                        "{} is missing but the journal holds meta group records: this node's meta state was lost; restore the file or remove this node's JetStream data and let it rejoin",
+                        root.join("meta").join(persist::META_STATE_FILE).display()
+                    ));
+                }
                 meta.set_recovered(recovered.hard_state, recovered.entries);
             }
             if journal_damage.is_none() {

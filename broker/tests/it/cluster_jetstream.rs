@@ -728,3 +728,53 @@ async fn r3_kv_bucket_across_nodes_tern() {
 async fn r3_kv_bucket_across_nodes_nats() {
     r3_kv_bucket_across_nodes(Flavor::Nats).await;
 }
+
+/// Damage to the meta checkpoint keeps the node down with the reason (it
+/// must not start as new and vote again in a term it voted in): a flipped
+/// byte fails its checksum; a deleted file, with the journal still holding
+/// meta records, is refused too.
+#[tokio::test]
+async fn damaged_meta_state_refuses_to_start_tern() {
+    for damage in ["flip", "delete"] {
+        let port = common::cluster::free_port();
+        let mut options = Options::jetstream();
+        options.extra_args = vec![
+            "-n".into(),
+            "solo".into(),
+            "--cluster".into(),
+            format!("nats://127.0.0.1:{port}"),
+            "--cluster_name".into(),
+            format!("damage-{damage}-{}", std::process::id()),
+            "--routes".into(),
+            format!("nats://127.0.0.1:{port}"),
+        ];
+        let server = common::Server::start(Flavor::Tern, options);
+        let client = server.connect().await;
+        let created = api_when_ready(&client, "$JS.API.STREAM.CREATE.M", stream_config("M")).await;
+        assert!(created.get("error").is_none(), "{created}");
+        drop(client);
+        let stopped = server.into_stopped(true);
+        let state = stopped.store_dir().join("jetstream/meta/state");
+        match damage {
+            "flip" => {
+                let mut bytes = std::fs::read(&state).expect("the meta state");
+                bytes[40] ^= 0x01;
+                std::fs::write(&state, bytes).expect("write");
+            }
+            _ => std::fs::remove_file(&state).expect("delete"),
+        }
+        let failure = match stopped.try_start() {
+            Ok(_) => panic!("{damage}: started on a damaged meta state"),
+            Err(failure) => failure,
+        };
+        let expected = match damage {
+            "flip" => "corrupt",
+            _ => "is missing but the journal holds meta group records",
+        };
+        assert!(
+            failure.stderr.contains("meta/state") && failure.stderr.contains(expected),
+            "{damage}: {}",
+            failure.stderr
+        );
+    }
+}
