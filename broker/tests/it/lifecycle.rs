@@ -51,8 +51,11 @@ async fn shuts_down_cleanly_on(signal: libc::c_int) {
     wait_for_exit(&mut server, TIMEOUT).await;
     let log = server.log_tail();
     assert!(log.contains("Server Exiting"), "{log}");
-    // Nothing listens any more.
-    assert!(std::net::TcpStream::connect(("127.0.0.1", server.client_port())).is_err());
+    // A clean exit (the kernel closed its listeners with it; whether the
+    // port is free now is not this test's to say: another test's server may
+    // have taken it).
+    let status = server.exit_status().expect("exited");
+    assert!(status.success(), "{status:?}\n{log}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

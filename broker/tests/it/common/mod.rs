@@ -543,6 +543,11 @@ impl Server {
         matches!(self.child.try_wait(), Ok(None))
     }
 
+    /// How the process ended, once it has.
+    pub fn exit_status(&mut self) -> Option<std::process::ExitStatus> {
+        self.child.try_wait().ok().flatten()
+    }
+
     /// An async-nats client with default options.
     pub async fn connect(&self) -> async_nats::Client {
         self.connect_with(async_nats::ConnectOptions::new()).await
