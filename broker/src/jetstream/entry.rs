@@ -17,6 +17,10 @@ pub const RECORD_ENTRY_NORMAL: u8 = 1;
 pub const RECORD_HARD_STATE: u8 = 2;
 /// A leader's noop entry: empty body.
 pub const RECORD_ENTRY_NOOP: u8 = 3;
+/// The group installed a snapshot from its leader (index: the snapshot's,
+/// term: its term; empty body): every earlier entry record of the group is
+/// void.
+pub const RECORD_SNAPSHOT: u8 = 4;
 
 /// Operation tags (first byte of a normal entry's data).
 const OPERATION_MESSAGE: u8 = 1;

@@ -433,6 +433,7 @@ impl JetStream {
                             hard_state: None,
                             entries: Vec::new(),
                             peers: found.peers.clone(),
+                            acknowledged_index: 0,
                         },
                     ),
                 )
@@ -452,6 +453,7 @@ impl JetStream {
                             hard_state: None,
                             entries: Vec::new(),
                             peers: Vec::new(),
+                            acknowledged_index: 0,
                         },
                     ),
                 );
@@ -477,6 +479,8 @@ impl JetStream {
                         Ok(hard_state) => recovered.hard_state = Some(hard_state),
                         Err(error) => decode_failure = Some(error.to_string()),
                     },
+                    // A snapshot installed: what came before is void.
+                    entry::RECORD_SNAPSHOT => recovered.entries.clear(),
                     entry::RECORD_ENTRY_NORMAL | entry::RECORD_ENTRY_NOOP
                         if header.index > *applied =>
                     {
@@ -578,7 +582,13 @@ impl JetStream {
                 continue;
             }
             let (_, mut recovered) = wanted.remove(&found.group).expect("collected above");
-            // Only a contiguous run after the checkpoint is usable.
+            // Only a contiguous run after the checkpoint is usable; the
+            // node acknowledged the rest and must have it again before it
+            // votes (a gap: an installed snapshot's checkpoint not written).
+            recovered.acknowledged_index = recovered
+                .entries
+                .last()
+                .map_or(found.raft.applied_index, |entry| entry.index);
             let first = found.raft.applied_index + 1;
             let keep = recovered
                 .entries
@@ -1538,6 +1548,7 @@ impl JetStream {
             hard_state: None,
             entries: Vec::new(),
             peers: peers.clone(),
+            acknowledged_index: 0,
         };
         if config.storage == StorageType::Memory {
             // Nothing persisted: gone after a restart, as in nats-server.
@@ -1592,6 +1603,7 @@ impl JetStream {
                 hard_state: None,
                 entries: Vec::new(),
                 peers,
+                acknowledged_index: 0,
             },
         )
         .await

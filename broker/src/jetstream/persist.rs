@@ -33,7 +33,10 @@ const CONFIG_MAGIC: &[u8; 8] = b"TERNSCFG";
 const RAFT_MAGIC: &[u8; 8] = b"TERNRAFT";
 const VERSION: u32 = 1;
 /// Version 2 of the raft file added the manifest and the consumers file.
-const RAFT_VERSION: u32 = 2;
+const RAFT_VERSION: u32 = 3;
+/// The layout before the messages directory's generation (read, never
+/// written).
+const RAFT_VERSION_WITHOUT_GENERATION: u32 = 2;
 const RAFT_FLAG_CONSUMERS: u32 = 1;
 const CONFIG_HEADER_BYTES: usize = 32;
 pub const CONFIG_FILE: &str = "config";
@@ -63,6 +66,31 @@ pub struct RaftState {
     pub consumers: Option<ConsumersReference>,
     /// The block store as of `applied_index`.
     pub manifest: Manifest,
+    /// Which directory holds the block store: `messages` (0), or
+    /// `messages.<generation>` once a snapshot from a leader replaced it
+    /// ([`messages_directory`]).
+    pub generation: u64,
+}
+
+/// The block store's directory in a stream directory for `generation`.
+pub fn messages_directory(generation: u64) -> String {
+    match generation {
+        0 => "messages".to_string(),
+        generation => format!("messages.{generation}"),
+    }
+}
+
+/// The generation a stream directory's entry named `name` holds, if it is
+/// a messages directory.
+pub fn messages_generation(name: &str) -> Option<u64> {
+    match name {
+        "messages" => Some(0),
+        name => name
+            .strip_prefix("messages.")?
+            .parse()
+            .ok()
+            .filter(|generation| *generation > 0),
+    }
 }
 
 /// Which `consumers` file a checkpoint wrote: its applied index and the
@@ -85,6 +113,7 @@ impl RaftState {
             last_unix_ns: 0,
             consumers: None,
             manifest: Manifest::new(first_sequence),
+            generation: 0,
         }
     }
 }
@@ -188,7 +217,8 @@ pub fn decode_config(bytes: &[u8]) -> Result<(Vec<u8>, u64), PersistError> {
     Ok((json.to_vec(), created_unix_ns))
 }
 
-const RAFT_HEADER_BYTES: usize = 72;
+const RAFT_HEADER_BYTES: usize = 80;
+const RAFT_HEADER_BYTES_WITHOUT_GENERATION: usize = 72;
 
 pub fn encode_raft(state: &RaftState) -> Vec<u8> {
     let manifest = state.manifest.encode();
@@ -212,7 +242,8 @@ pub fn encode_raft(state: &RaftState) -> Vec<u8> {
     });
     out[56..64].copy_from_slice(&consumers.applied_index.to_le_bytes());
     out[64..68].copy_from_slice(&consumers.checksum.to_le_bytes());
-    out[68..72].copy_from_slice(&(manifest.len() as u32).to_le_bytes());
+    out[68..76].copy_from_slice(&state.generation.to_le_bytes());
+    out[76..80].copy_from_slice(&(manifest.len() as u32).to_le_bytes());
     out.extend_from_slice(&manifest);
     let sum = checksum(&out);
     out.extend_from_slice(&sum.to_le_bytes());
@@ -221,13 +252,20 @@ pub fn encode_raft(state: &RaftState) -> Vec<u8> {
 
 /// Decodes and verifies a `raft` file (what follows it is zero padding).
 pub fn decode_raft(bytes: &[u8]) -> Result<RaftState, PersistError> {
-    if bytes.len() < RAFT_HEADER_BYTES + 4 || &bytes[0..8] != RAFT_MAGIC {
+    if bytes.len() < RAFT_HEADER_BYTES_WITHOUT_GENERATION + 4 || &bytes[0..8] != RAFT_MAGIC {
         return Err(corrupt(RAFT_FILE, "bad magic"));
     }
     let u32_field = |at: usize| u32::from_le_bytes(bytes[at..at + 4].try_into().expect("4 bytes"));
     let field = |at: usize| u64::from_le_bytes(bytes[at..at + 8].try_into().expect("8 bytes"));
-    let manifest_bytes = u32_field(68) as usize;
-    let end = RAFT_HEADER_BYTES + manifest_bytes;
+    // Version 2 had no generation (its manifest length at 68); the checksum
+    // is checked before anything read here is trusted.
+    let header_bytes = match u32_field(8) {
+        RAFT_VERSION_WITHOUT_GENERATION => RAFT_HEADER_BYTES_WITHOUT_GENERATION,
+        _ if bytes.len() < RAFT_HEADER_BYTES + 4 => return Err(corrupt(RAFT_FILE, "too short")),
+        _ => RAFT_HEADER_BYTES,
+    };
+    let manifest_bytes = u32_field(header_bytes - 4) as usize;
+    let end = header_bytes + manifest_bytes;
     if end + 4 > bytes.len() {
         return Err(corrupt(
             RAFT_FILE,
@@ -241,14 +279,14 @@ pub fn decode_raft(bytes: &[u8]) -> Result<RaftState, PersistError> {
         return Err(corrupt(RAFT_FILE, "bytes after the checksum are not zero"));
     }
     let version = u32_field(8);
-    if version != RAFT_VERSION {
+    if version != RAFT_VERSION && version != RAFT_VERSION_WITHOUT_GENERATION {
         return Err(corrupt(RAFT_FILE, format!("unknown version {version}")));
     }
     let flags = u32_field(12);
     if flags & !RAFT_FLAG_CONSUMERS != 0 {
         return Err(corrupt(RAFT_FILE, format!("unknown flags {flags:#x}")));
     }
-    let manifest = Manifest::decode(&bytes[RAFT_HEADER_BYTES..end])
+    let manifest = Manifest::decode(&bytes[header_bytes..end])
         .map_err(|error| corrupt(RAFT_FILE, format!("manifest: {error}")))?;
     Ok(RaftState {
         term: field(16),
@@ -261,6 +299,10 @@ pub fn decode_raft(bytes: &[u8]) -> Result<RaftState, PersistError> {
             checksum: u32_field(64),
         }),
         manifest,
+        generation: match version {
+            RAFT_VERSION_WITHOUT_GENERATION => 0,
+            _ => field(68),
+        },
     })
 }
 
@@ -352,6 +394,39 @@ mod tests {
                 checksum: 0xdead_beef,
             }),
             manifest,
+            generation: 1234,
+        }
+    }
+
+    #[test]
+    fn a_version_2_raft_file_reads_as_generation_0() {
+        let state = RaftState {
+            generation: 0,
+            ..sample_raft()
+        };
+        // Version 2: no generation field, the manifest length at 68.
+        let current = encode_raft(&state);
+        let mut old = current[..68].to_vec();
+        old[8..12].copy_from_slice(&RAFT_VERSION_WITHOUT_GENERATION.to_le_bytes());
+        old.extend_from_slice(&current[76..current.len() - 4]);
+        let sum = checksum(&old);
+        old.extend_from_slice(&sum.to_le_bytes());
+        old.resize(4096, 0);
+        assert_eq!(decode_raft(&old), Ok(state));
+    }
+
+    #[test]
+    fn messages_directories_name_their_generation() {
+        assert_eq!(messages_directory(0), "messages");
+        assert_eq!(messages_directory(812), "messages.812");
+        for generation in [0, 1, 812, u64::MAX] {
+            assert_eq!(
+                messages_generation(&messages_directory(generation)),
+                Some(generation)
+            );
+        }
+        for other in ["messages.0", "messages.", "messages.x", "consumers", "raft"] {
+            assert_eq!(messages_generation(other), None, "{other}");
         }
     }
 
@@ -368,7 +443,7 @@ mod tests {
             flipped[bit / 8] ^= 1 << (bit % 8);
             assert!(decode_raft(&flipped).is_err(), "bit {bit} flipped");
         }
-        for cut in [0, 8, 71, 72, encoded.len() - 1] {
+        for cut in [0, 8, 71, 72, 79, 80, encoded.len() - 1] {
             assert!(decode_raft(&encoded[..cut]).is_err(), "cut at {cut}");
         }
         let created = RaftState::created(100);

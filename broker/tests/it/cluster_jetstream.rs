@@ -778,3 +778,223 @@ async fn damaged_meta_state_refuses_to_start_tern() {
         );
     }
 }
+
+/// The node of a replicated stream's leader, from STREAM.INFO through
+/// `client` (bounded wait until one is known).
+async fn stream_leader(client: &async_nats::Client, stream: &str) -> usize {
+    let deadline = Instant::now() + CONVERGE_TIMEOUT;
+    loop {
+        let info = api_when_ready(
+            client,
+            &format!("$JS.API.STREAM.INFO.{stream}"),
+            Value::Null,
+        )
+        .await;
+        let leader = info["cluster"]["leader"].as_str().unwrap_or_default();
+        if let Ok(node) = leader.trim_start_matches('n').parse::<usize>() {
+            return node;
+        }
+        assert!(Instant::now() < deadline, "no leader: {info}");
+        // Poll interval of a bounded wait.
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Waits until every replica of `stream` is current; its info.
+async fn wait_replicas_current(client: &async_nats::Client, stream: &str) -> Value {
+    let deadline = Instant::now() + CONVERGE_TIMEOUT;
+    loop {
+        let info = api_when_ready(
+            client,
+            &format!("$JS.API.STREAM.INFO.{stream}"),
+            Value::Null,
+        )
+        .await;
+        let replicas = info["cluster"]["replicas"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        if replicas.len() == 2 && replicas.iter().all(|replica| replica["current"] == true) {
+            return info;
+        }
+        assert!(Instant::now() < deadline, "replicas never current: {info}");
+        // Poll interval of a bounded wait.
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// A replica down while the leader compacted its log past what it holds
+/// (more than the 20 000 entries a leader retains) catches up by the
+/// stream's snapshot, read from the leader's live store while publishes
+/// go on: on return it installs it into a new block-store directory, and
+/// once it leads it serves every acknowledged message, not the deleted
+/// ones, and the durable consumer's acks.
+#[tokio::test]
+async fn r3_replica_behind_the_compacted_log_catches_up_by_snapshot_tern() {
+    use futures::StreamExt;
+    const MESSAGES: usize = 23_000;
+    let mut cluster = Cluster::meshed(Flavor::Tern, 3, Options::jetstream()).await;
+    let client = cluster.connect(1).await;
+    let mut config = stream_config("SNAP");
+    config["num_replicas"] = json!(3);
+    let created = api_when_ready(&client, "$JS.API.STREAM.CREATE.SNAP", config).await;
+    assert!(created.get("error").is_none(), "{created}");
+    let consumer = api_when_ready(
+        &client,
+        "$JS.API.CONSUMER.CREATE.SNAP.C",
+        json!({"stream_name": "SNAP", "config": {"durable_name": "C", "ack_policy": "explicit"}}),
+    )
+    .await;
+    assert!(consumer.get("error").is_none(), "{consumer}");
+    // The replica to leave behind: neither the leader nor the client's node.
+    let leader = stream_leader(&client, "SNAP").await;
+    let behind = (2..=3)
+        .find(|node| *node != leader)
+        .expect("two candidates");
+    cluster.kill(behind);
+    let context = async_nats::jetstream::new(client.clone());
+    let mut acked = Vec::with_capacity(MESSAGES);
+    for chunk in 0..MESSAGES / 500 {
+        let mut pending = Vec::with_capacity(500);
+        for index in chunk * 500..(chunk + 1) * 500 {
+            let payload = format!("m{index}");
+            let ack = context
+                .publish("snap.x", payload.clone().into())
+                .await
+                .expect("published");
+            pending.push((payload, ack));
+        }
+        for (payload, ack) in pending {
+            let ack = tokio::time::timeout(CONVERGE_TIMEOUT, ack)
+                .await
+                .expect("acknowledged in time")
+                .expect("acknowledged");
+            acked.push((ack.sequence, payload));
+        }
+    }
+    // Removals inside the snapshot's range, and consumer progress in its
+    // header.
+    let deleted: Vec<u64> = vec![2, 500, 10_001];
+    for sequence in &deleted {
+        let answer = api_when_ready(
+            &client,
+            "$JS.API.STREAM.MSG.DELETE.SNAP",
+            json!({ "seq": sequence }),
+        )
+        .await;
+        assert_eq!(answer["success"], true, "{answer}");
+    }
+    let stream = context.get_stream("SNAP").await.expect("stream");
+    let pull = stream
+        .get_consumer::<async_nats::jetstream::consumer::pull::Config>("C")
+        .await
+        .expect("consumer");
+    let mut batch = pull
+        .fetch()
+        .max_messages(100)
+        .expires(Duration::from_secs(2))
+        .messages()
+        .await
+        .expect("fetch");
+    let mut consumed = 0;
+    while let Some(message) = batch.next().await {
+        message.expect("message").double_ack().await.expect("acked");
+        consumed += 1;
+    }
+    assert_eq!(consumed, 100);
+    // Killed at each step of its install first: staged (the checkpoint
+    // still names the old store, the journal voids the entries before the
+    // install), then switched (the checkpoint names the new store, the
+    // old one and the journal not cleaned yet). Each restart recovers.
+    for point in ["snapshot-staged", "snapshot-switched"] {
+        let options = cluster.node_mut(behind).options_mut();
+        options.env = vec![("TERN_TEST_CRASH_AT".into(), point.into())];
+        cluster.restart(behind);
+        let deadline = Instant::now() + CONVERGE_TIMEOUT;
+        while cluster.node_mut(behind).is_running() {
+            assert!(
+                Instant::now() < deadline,
+                "n{behind} never reached {point}: {}",
+                cluster.node(behind).log_tail()
+            );
+            // Poll interval of a bounded wait.
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert!(
+            cluster
+                .node(behind)
+                .log_tail()
+                .contains(&format!("TERN_TEST_CRASH_AT={point}")),
+            "{}",
+            cluster.node(behind).log_tail()
+        );
+    }
+    cluster.node_mut(behind).options_mut().env.clear();
+    cluster.restart(behind);
+    cluster.wait_formed().await;
+    let info = wait_replicas_current(&client, "SNAP").await;
+    let expected_messages = MESSAGES - deleted.len();
+    assert_eq!(info["state"]["messages"], expected_messages, "{info}");
+    // Leadership moved to the returned replica: it serves from what it
+    // installed.
+    let deadline = Instant::now() + CONVERGE_TIMEOUT;
+    while stream_leader(&client, "SNAP").await != behind {
+        assert!(Instant::now() < deadline, "n{behind} never led");
+        api_when_ready(&client, "$JS.API.STREAM.LEADER.STEPDOWN.SNAP", Value::Null).await;
+        wait_replicas_current(&client, "SNAP").await;
+    }
+    let info = api_when_ready(&client, "$JS.API.STREAM.INFO.SNAP", Value::Null).await;
+    assert_eq!(info["state"]["messages"], expected_messages, "{info}");
+    assert_eq!(info["state"]["last_seq"], MESSAGES, "{info}");
+    let consumer_info = api_when_ready(&client, "$JS.API.CONSUMER.INFO.SNAP.C", Value::Null).await;
+    assert_eq!(
+        consumer_info["ack_floor"]["stream_seq"], 101,
+        "the consumer's acks survive the snapshot: {consumer_info}"
+    );
+    // Every acknowledged message, read in order from the new leader.
+    let ordered = stream
+        .create_consumer(async_nats::jetstream::consumer::pull::OrderedConfig::default())
+        .await
+        .expect("ordered consumer");
+    let mut messages = ordered.messages().await.expect("messages");
+    let mut expected = acked
+        .iter()
+        .filter(|(sequence, _)| !deleted.contains(sequence));
+    for _ in 0..expected_messages {
+        let message = tokio::time::timeout(CONVERGE_TIMEOUT, messages.next())
+            .await
+            .expect("in time")
+            .expect("a message")
+            .expect("readable");
+        let (sequence, payload) = expected.next().expect("no more than acknowledged");
+        let info = message.info().expect("a JetStream message");
+        assert_eq!(info.stream_sequence, *sequence);
+        assert_eq!(String::from_utf8_lossy(&message.payload), *payload);
+    }
+    // Its store is the installed one (`messages.<index>/`, named by the
+    // checkpoint), and it reopens from it after a SIGKILL.
+    let stream_directory = cluster
+        .node(behind)
+        .store_dir()
+        .join("jetstream/streams/SNAP");
+    let directories: Vec<String> = std::fs::read_dir(&stream_directory)
+        .expect("stream directory")
+        .flatten()
+        .filter_map(|entry| entry.file_name().into_string().ok())
+        .filter(|name| name.starts_with("messages"))
+        .collect();
+    assert!(
+        directories.len() == 1 && directories[0].starts_with("messages."),
+        "{directories:?}"
+    );
+    cluster.kill(behind);
+    cluster.restart(behind);
+    cluster.wait_formed().await;
+    let info = wait_replicas_current(&client, "SNAP").await;
+    assert_eq!(info["state"]["messages"], expected_messages, "{info}");
+    assert!(
+        !cluster.node(behind).log_tail().contains("offline"),
+        "{}",
+        cluster.node(behind).log_tail()
+    );
+}

@@ -46,7 +46,6 @@ const SMALL_FILE_BYTES_MAX: u64 = 1 << 30;
 /// 32-bit); a rebuild reads no more of a file.
 const SEGMENT_FILE_BYTES_MAX: u64 = u32::MAX as u64;
 const DELETE_MAGIC: u32 = 0x4445_4c31;
-const MESSAGES_DIRECTORY: &str = "messages";
 
 /// One of a stream's files as read.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -91,6 +90,10 @@ pub(super) struct StreamExamination {
     pub leftovers: Vec<String>,
     /// Without a readable `raft` file: what a rebuild would store.
     pub rebuilt: Option<ManifestRebuild>,
+    /// The block store's directory: the `raft` file's generation, or
+    /// without one the newest present.
+    pub messages: PathBuf,
+    pub generation: u64,
 }
 
 impl StreamExamination {
@@ -165,7 +168,7 @@ impl StreamExamination {
                 .repaired_by(command.clone()),
             );
         }
-        let messages = self.directory.join(MESSAGES_DIRECTORY);
+        let messages = self.messages.clone();
         match &self.store {
             Some(StoreCheck::Salvaged(salvage)) => {
                 for loss in &salvage.losses {
@@ -411,7 +414,14 @@ async fn examine(name: String, directory: PathBuf) -> Result<StreamExamination, 
         }
     })?;
     let consumers_damage = consumers_damage(&consumers, &raft);
-    let messages = directory.join(MESSAGES_DIRECTORY);
+    let generation = match &raft {
+        Part::Present(raft) => raft.generation,
+        // A snapshot's staged directory may be the newest after a crash
+        // mid-install; a rebuild then reads what it holds (the journal has
+        // the rest).
+        _ => newest_messages_generation(&directory),
+    };
+    let messages = directory.join(persist::messages_directory(generation));
     let files = ReadOnlyFiles::new(&messages);
     let (store, leftovers, rebuilt) = match &raft {
         Part::Present(raft) => {
@@ -439,7 +449,21 @@ async fn examine(name: String, directory: PathBuf) -> Result<StreamExamination, 
         store,
         leftovers,
         rebuilt,
+        messages,
+        generation,
     })
+}
+
+/// The highest generation of the `messages` directories in a stream
+/// directory (0 when there is none).
+fn newest_messages_generation(directory: &Path) -> u64 {
+    std::fs::read_dir(directory)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|entry| persist::messages_generation(entry.file_name().to_str()?))
+        .max()
+        .unwrap_or(0)
 }
 
 /// Why the stream's open would refuse one of the durables (its config or
@@ -839,6 +863,7 @@ fn rebuilt_raft(
     rebuilt: &ManifestRebuild,
     journal: Option<&GroupRecords>,
     consumers: Option<&(StoredConsumers, u32)>,
+    generation: u64,
 ) -> RaftState {
     let lowest = journal.and_then(|records| records.lowest_index);
     RaftState {
@@ -857,6 +882,7 @@ fn rebuilt_raft(
             checksum: *checksum,
         }),
         manifest: rebuilt.manifest.clone(),
+        generation,
     }
 }
 
@@ -983,7 +1009,7 @@ fn plan_with_raft(options: &CheckOptions, stream: &StreamExamination) -> Planned
         Some(StoreCheck::Unreadable(reason)) => {
             return Planned::Refused(format!(
                 "{}: cannot be read: {reason}",
-                options.relative(&stream.directory.join(MESSAGES_DIRECTORY))
+                options.relative(&stream.messages)
             ))
         }
         Some(StoreCheck::Salvaged(salvaged)) if !salvaged.losses.is_empty() => {
@@ -1085,7 +1111,7 @@ async fn plan_raft_rebuild(
         Part::Present(consumers) => Some(consumers),
         _ => None,
     };
-    let raft = rebuilt_raft(rebuilt, records, consumers);
+    let raft = rebuilt_raft(rebuilt, records, consumers, stream.generation);
     let why_applied = match (records.and_then(|records| records.lowest_index), consumers) {
         (Some((lowest, _)), _) => format!(
             "the stream's lowest entry in the journal is {lowest}: the journal is replayed from it"

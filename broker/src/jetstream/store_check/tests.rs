@@ -166,6 +166,7 @@ fn build_store(store: &Path) {
                     checksum: consumers_checksum,
                 }),
                 manifest,
+                generation: 0,
             },
         )
         .await

@@ -54,6 +54,9 @@ pub enum StreamFailure {
     /// The consumers file is missing or not the one the checkpoint names.
     #[error("{path} {problem}")]
     ConsumersFile { path: String, problem: String },
+    /// A snapshot received from the leader could not be installed.
+    #[error("installing the leader's snapshot at index {index}: {reason}")]
+    SnapshotInstall { index: u64, reason: String },
     /// A durable consumer the log holds that the leader cannot run.
     #[error("{0}")]
     LoggedConsumer(#[from] LoggedConsumerError),

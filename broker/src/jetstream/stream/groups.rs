@@ -18,8 +18,9 @@
 //!
 //! The journal keeps what a group writes: hard states, and entries (a
 //! rewritten suffix is a record at a lower index, which recovery reads as
-//! replacing everything from there). Snapshots installed from a leader are
-//! not written yet: single-node groups never receive one.
+//! replacing everything from there). A snapshot installed from a leader
+//! is a record that voids the group's earlier entries; its contents are
+//! the host's to write (a stream's staged store, the meta checkpoint).
 
 use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
@@ -34,7 +35,7 @@ use tern_storage::dma::DmaDevice;
 use tern_storage::{AppendError, NewRecord};
 use tern_storage::{Journal, JournalError};
 
-use super::super::entry::{self, RECORD_HARD_STATE};
+use super::super::entry::{self, RECORD_HARD_STATE, RECORD_SNAPSHOT};
 use super::StreamHandle;
 use crate::cluster::multiraft::{Durable, Flush, GroupError, GroupId, MultiRaft, Outgoing};
 
@@ -63,14 +64,18 @@ impl GroupHost for StreamHandle {
         StreamHandle::committed(self, entries)
     }
 
-    /// A follower needs entries this leader compacted away: installing a
-    /// snapshot into a file stream is not built yet
-    /// (docs/stream-snapshots.md), so the read goes unanswered and that
-    /// replica stays behind (shown as not current in the stream's info).
+    fn snapshot_step(&self, step: crate::cluster::multiraft::SnapshotStep) {
+        StreamHandle::snapshot_step(self, step)
+    }
+
     fn snapshot_read(&self, read: tern_raft::SnapshotRead) {
-        if read.offset == 0 {
-            log::error!(target: "tern::jetstream", "stream {}: node {:x} is behind this leader's retained log (index {}) and needs a snapshot, which file streams cannot install yet; it stays behind", self.name, read.peer, read.index);
-        }
+        StreamHandle::snapshot_read(self, read)
+    }
+
+    /// The task builds an installed snapshot into a staged store and
+    /// checkpoints it (docs/stream-snapshots.md).
+    fn persists_snapshots(&self) -> bool {
+        true
     }
 }
 
@@ -445,7 +450,20 @@ async fn append_flush(journal: &Journal<DmaDevice>, flush: &Flush) -> Result<u64
     let mut last = journal.durable_sequence();
     for write in &flush.writes {
         // A snapshot installed from a leader is written by its host (the
-        // meta group's checkpoint) once handed over: not in the journal.
+        // meta group's checkpoint, a stream's staged store) once handed
+        // over; the journal records only that it happened, which voids the
+        // group's earlier entry records (docs/jetstream-format.md).
+        if let Some(snapshot) = &write.snapshot {
+            last = append_record(
+                journal,
+                RECORD_SNAPSHOT,
+                write.group,
+                snapshot.term,
+                snapshot.index,
+                &[],
+            )
+            .await?;
+        }
         if let Some(from) = write.truncate_from {
             // Recovery reads a record at a lower index as replacing the
             // suffix from there: a truncation needs the entry that follows.

@@ -134,6 +134,11 @@ pub struct StreamHandle {
     pub leader: Cell<Option<u64>>,
     /// A replicated stream: this replica leads (in office).
     pub leading: Cell<bool>,
+    /// A follower's snapshot chunks and installs, in order, handed over
+    /// by the groups driver (before the entries that follow them).
+    snapshot_steps: RefCell<VecDeque<crate::cluster::multiraft::SnapshotStep>>,
+    /// A leader's reads of its snapshot for followers.
+    snapshot_reads: RefCell<VecDeque<tern_raft::SnapshotRead>>,
 }
 
 /// Listing view of a stream, refreshed by its task.
@@ -166,6 +171,8 @@ impl StreamHandle {
             leading: Cell::new(false),
             commands: RefCell::new(VecDeque::new()),
             committed: RefCell::new(VecDeque::new()),
+            snapshot_steps: RefCell::new(VecDeque::new()),
+            snapshot_reads: RefCell::new(VecDeque::new()),
             wake: Waiters::new(),
             stopped: Cell::new(false),
             counted_bytes: Cell::new(0),
@@ -217,6 +224,23 @@ impl StreamHandle {
     pub(super) fn committed(&self, entries: Vec<Entry>) {
         self.committed.borrow_mut().extend(entries);
         self.wake.wake_all();
+    }
+
+    /// A follower's snapshot work from the groups driver.
+    pub(super) fn snapshot_step(&self, step: crate::cluster::multiraft::SnapshotStep) {
+        self.snapshot_steps.borrow_mut().push_back(step);
+        self.wake.wake_all();
+    }
+
+    /// A leader's snapshot read from the groups driver.
+    pub(super) fn snapshot_read(&self, read: tern_raft::SnapshotRead) {
+        self.snapshot_reads.borrow_mut().push_back(read);
+        self.wake.wake_all();
+    }
+
+    /// Whether snapshot work waits for the task.
+    fn has_snapshot_work(&self) -> bool {
+        !self.snapshot_steps.borrow().is_empty() || !self.snapshot_reads.borrow().is_empty()
     }
 
     fn push(&self, command: Command) {
@@ -292,6 +316,7 @@ pub use consumers::ConsumerCommand;
 use leader::Owed;
 pub mod replica;
 pub mod snapshot;
+mod snapshot_host;
 mod state;
 mod state_entries;
 mod task;

@@ -68,6 +68,37 @@ fn segment_bytes_max(js: &JetStream) -> u64 {
     SEGMENT_BYTES.max(largest.next_multiple_of(4096))
 }
 
+/// A file stream's block store (the journal makes messages durable).
+pub(super) fn file_store_config(js: &JetStream) -> tern_storage::block_store::StreamConfig {
+    tern_storage::block_store::StreamConfig {
+        message_bytes: file_message_bytes,
+        // The journal makes messages durable; the store syncs only at
+        // checkpoints (`StreamLog::sync`).
+        sync: false,
+        // Nothing reads recent messages from memory until consumers
+        // arrive; the cache would copy every message.
+        tail_cache_bytes: 0,
+        // Smaller writes queue less ahead of the journal's when both share
+        // a device (a larger message gets a buffer of its own for its
+        // flush).
+        write_buffer_bytes: STORE_WRITE_BYTES,
+        segment_bytes_max: segment_bytes_max(js),
+        ..tern_storage::block_store::StreamConfig::default()
+    }
+}
+
+/// A memory stream's block store.
+pub(super) fn memory_store_config(js: &JetStream) -> tern_storage::block_store::StreamConfig {
+    tern_storage::block_store::StreamConfig {
+        message_bytes: memory_message_bytes,
+        sync: false,
+        write_buffer_bytes: 64 << 10,
+        tail_cache_bytes: 0,
+        segment_bytes_max: segment_bytes_max(js),
+        ..tern_storage::block_store::StreamConfig::default()
+    }
+}
+
 /// Everything recovery found for one stream.
 pub struct Recovered {
     pub raft: Option<RaftState>,
@@ -77,6 +108,9 @@ pub struct Recovered {
     /// The voters of a replicated stream (Raft node ids of the nodes
     /// holding it); empty: one voter, this node.
     pub peers: Vec<u64>,
+    /// The last entry this node acknowledged (its journal's last, before
+    /// a gap dropped some).
+    pub acknowledged_index: u64,
 }
 
 pub struct StreamTask {
@@ -117,6 +151,14 @@ pub struct StreamTask {
     /// The task's stream subjects are subscribed (a replicated stream's
     /// only while it leads).
     pub(super) subscribed: bool,
+    /// The block store's directory generation (`persist::messages_directory`).
+    pub(super) generation: u64,
+    /// A snapshot being received from the leader.
+    pub(super) staged: Option<super::snapshot_host::Staged>,
+    /// Points recorded for the node's log to compact to later.
+    pub(super) snapshot_points: super::snapshot_host::SnapshotPoints,
+    /// A consumer's state entry must fit one journal record.
+    pub(super) state_entry_bytes_max: usize,
 }
 
 impl StreamTask {
@@ -134,7 +176,15 @@ impl StreamTask {
     ) -> Result<StreamTask, StreamFailure> {
         let store = match config.storage {
             StorageType::File => {
-                let directory = js.stream_directory(&handle.name).join("messages");
+                let generation = recovered.raft.as_ref().map_or(0, |raft| raft.generation);
+                remove_other_messages_directories(
+                    &js.stream_directory(&handle.name),
+                    generation,
+                    &handle.name,
+                );
+                let directory = js
+                    .stream_directory(&handle.name)
+                    .join(persist::messages_directory(generation));
                 let files =
                     DmaFiles::open(&directory)
                         .await
@@ -142,21 +192,7 @@ impl StreamTask {
                             directory: directory.display().to_string(),
                             source,
                         })?;
-                let store_config = tern_storage::block_store::StreamConfig {
-                    message_bytes: file_message_bytes,
-                    // The journal makes messages durable; the store syncs
-                    // only at checkpoints (`StreamLog::sync`).
-                    sync: false,
-                    // Nothing reads recent messages from memory until
-                    // consumers arrive; the cache would copy every message.
-                    tail_cache_bytes: 0,
-                    // Smaller writes queue less ahead of the journal's when
-                    // both share a device (a larger message gets a buffer of
-                    // its own for its flush).
-                    write_buffer_bytes: STORE_WRITE_BYTES,
-                    segment_bytes_max: segment_bytes_max(&js),
-                    ..tern_storage::block_store::StreamConfig::default()
-                };
+                let store_config = file_store_config(&js);
                 // The checkpoint says which files hold what: anything it
                 // names that is missing, shortened or altered keeps the
                 // stream offline; anything after it is replayed from the
@@ -178,14 +214,7 @@ impl StreamTask {
                 Store::File(log)
             }
             StorageType::Memory => {
-                let store_config = tern_storage::block_store::StreamConfig {
-                    message_bytes: memory_message_bytes,
-                    sync: false,
-                    write_buffer_bytes: 64 << 10,
-                    tail_cache_bytes: 0,
-                    segment_bytes_max: segment_bytes_max(&js),
-                    ..tern_storage::block_store::StreamConfig::default()
-                };
+                let store_config = memory_store_config(&js);
                 // A memory store is new at every start: an empty log.
                 let (log, _) =
                     StreamLog::open(MemoryFiles::new(), store_config, &Manifest::new(1)).await?;
@@ -234,7 +263,8 @@ impl StreamTask {
         let acknowledged_index = recovered
             .entries
             .last()
-            .map_or(raft.applied_index, |entry| entry.index);
+            .map_or(raft.applied_index, |entry| entry.index)
+            .max(recovered.acknowledged_index);
         let node = Node::new(
             tern_raft::Config::new(node_id),
             Restore {
@@ -248,7 +278,6 @@ impl StreamTask {
         );
         let groups = js.groups().clone();
         groups.insert(group, node, persistence, handle.clone())?;
-        // A consumer's state entry must fit one journal record.
         let state_entry_bytes_max = js
             .journal_if_open()
             .map_or(CONSUMER_STATE_BYTES_MAX, |journal| {
@@ -286,6 +315,10 @@ impl StreamTask {
             membership,
             compacted_index: raft.applied_index,
             subscribed: !replicated,
+            generation: raft.generation,
+            staged: None,
+            snapshot_points: Default::default(),
+            state_entry_bytes_max,
         };
         if stand_first {
             task.groups.with_node(group, Node::campaign_now);
@@ -312,6 +345,12 @@ impl StreamTask {
         // entries after it apply on top.
         self.load_consumers(raft).await?;
         if self.handle.is_replicated() {
+            // The node's log starts at the checkpoint: the point a
+            // follower too far behind is sent, should this node lead.
+            if raft.applied_index > 0 {
+                self.replica.mark_snapshot();
+            }
+            debug_assert!(self.has_point_for_raft_snapshot());
             // Entries apply as a leader commits them (this node's or
             // another's); the replica takes office if it is elected.
             self.note_stored_last_timestamp();
@@ -449,6 +488,11 @@ impl StreamTask {
         // One clock read for the batch (the live consumers' timers only).
         let now_ns = now_unix_ns();
         for entry in entries {
+            // Released before a snapshot this follower installed since,
+            // which holds them.
+            if entry.index <= self.replica.state.applied_index {
+                continue;
+            }
             self.apply(entry, now_ns).await?;
         }
         let applied = self.replica.state.applied_index;
@@ -463,23 +507,7 @@ impl StreamTask {
         }
         // Followers that fall behind are sent entries from the log: a
         // replicated stream keeps the last RETAINED_ENTRIES applied ones.
-        let target = applied.saturating_sub(RETAINED_ENTRIES);
-        if target >= self.compacted_index + COMPACT_EVERY_ENTRIES {
-            let term = self
-                .groups
-                .node(self.group, |node| node.log().term_at(target));
-            if let Some(term) = term {
-                self.groups.compact(
-                    self.group,
-                    Snapshot {
-                        index: target,
-                        term,
-                        membership: self.membership.clone(),
-                    },
-                );
-                self.compacted_index = target;
-            }
-        }
+        self.compact_replicated(RETAINED_ENTRIES, COMPACT_EVERY_ENTRIES);
         Ok(())
     }
 
@@ -536,6 +564,7 @@ impl StreamTask {
                 .wait_until(|| {
                     !handle.commands.borrow().is_empty()
                         || !handle.committed.borrow().is_empty()
+                        || handle.has_snapshot_work()
                         || (journal && groups.failure().is_some())
                         || js.stopping()
                 })
@@ -590,6 +619,8 @@ impl StreamTask {
     }
 
     pub(super) async fn turn(&mut self) -> Result<(), StreamFailure> {
+        // A follower's install comes before the entries after it.
+        self.snapshot_work().await?;
         self.apply_committed().await?;
         if self.handle.is_replicated() {
             self.follow_replication().await?;
@@ -779,6 +810,7 @@ impl StreamTask {
                 last_unix_ns: self.replica.state.stored_last_unix_ns,
                 consumers: self.consumers_reference,
                 manifest,
+                generation: self.generation,
             };
             persist::write_raft(files, &state).await?;
             // Only now may the journal recycle what the block store holds,
@@ -965,6 +997,35 @@ impl StreamTask {
             }
             Owed::Consumer(owed) => self.send_consumer_owed(owed),
             Owed::Purge { .. } | Owed::Delete { .. } | Owed::Update { .. } => {}
+        }
+    }
+}
+
+/// Removes the stream's block-store directories other than `generation`'s:
+/// a snapshot staged when the node stopped, or a store an install replaced
+/// (docs/stream-snapshots.md).
+fn remove_other_messages_directories(stream: &std::path::Path, generation: u64, name: &str) {
+    let Ok(entries) = std::fs::read_dir(stream) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let Some(other) = entry
+            .file_name()
+            .to_str()
+            .and_then(persist::messages_generation)
+        else {
+            continue;
+        };
+        if other == generation {
+            continue;
+        }
+        match std::fs::remove_dir_all(entry.path()) {
+            Ok(()) => {
+                log::info!(target: "tern::jetstream", "stream {name}: removed {} (the checkpoint names messages generation {generation})", entry.path().display())
+            }
+            Err(error) => {
+                log::warn!(target: "tern::jetstream", "stream {name}: removing {}: {error}", entry.path().display())
+            }
         }
     }
 }

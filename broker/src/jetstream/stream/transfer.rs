@@ -85,13 +85,31 @@ impl Replica {
     /// Raft compacts to; returns its index and term. Only the header is
     /// kept: transfers read the messages from the live store.
     pub fn mark_snapshot(&mut self) -> (u64, u64) {
+        let point = self.snapshot_point_here();
+        self.use_snapshot_point(point)
+    }
+
+    /// What a snapshot at this replica's applied index records, for a host
+    /// that compacts to it later (keeping the entries after it meanwhile):
+    /// a transfer from an earlier point converges just the same, since it
+    /// reads the live store and applies the entries after the point.
+    pub fn snapshot_point_here(&self) -> SnapshotPoint {
         let header = self.snapshot_header();
-        let point = SnapshotPoint {
+        SnapshotPoint {
             index: header.applied_index,
             term: header.applied_term,
             last_sequence: header.last_sequence,
             header: header.encode(),
-        };
+        }
+    }
+
+    /// Makes `point` (recorded by [`Replica::snapshot_point_here`]) the
+    /// snapshot Raft compacts to; returns its index and term.
+    pub fn use_snapshot_point(&mut self, point: SnapshotPoint) -> (u64, u64) {
+        assert!(
+            point.index <= self.state.applied_index,
+            "a snapshot point past what applied"
+        );
         let marked = (point.index, point.term);
         self.snapshot_point = Some(point);
         marked
@@ -116,6 +134,11 @@ impl Replica {
                 })
                 .collect(),
         }
+    }
+
+    /// The index of the snapshot this replica serves transfers from.
+    pub fn snapshot_point_index(&self) -> Option<u64> {
+        self.snapshot_point.as_ref().map(|point| point.index)
     }
 
     /// Whether this replica's contents are a replica's state at its applied
@@ -344,6 +367,10 @@ impl SnapshotSource {
 pub struct SnapshotInstall {
     decoder: SnapshotDecoder,
     canary: Option<StreamCanary>,
+    /// The empty store the snapshot is built into (`None`: a new memory
+    /// store), taken by the header.
+    store: Option<Store>,
+    state_entry_bytes_max: usize,
     /// Built from the header.
     replica: Option<Replica>,
     /// The header's last sequence.
@@ -356,10 +383,32 @@ impl SnapshotInstall {
         SnapshotInstall {
             decoder: SnapshotDecoder::new(),
             canary,
+            store: None,
+            state_entry_bytes_max: crate::jetstream::entry::CONSUMER_STATE_BYTES_MAX,
             replica: None,
             last_sequence: 0,
             end: None,
         }
+    }
+
+    /// A snapshot built into `store` (empty, opened by the host: a file
+    /// stream's staged directory), for a replica whose consumers' state
+    /// entries are at most `state_entry_bytes_max`.
+    pub(super) fn into_store(
+        store: Store,
+        state_entry_bytes_max: usize,
+        canary: Option<StreamCanary>,
+    ) -> SnapshotInstall {
+        SnapshotInstall {
+            store: Some(store),
+            state_entry_bytes_max,
+            ..SnapshotInstall::new(canary)
+        }
+    }
+
+    /// The snapshot's index, once its header arrived.
+    pub fn index(&self) -> Option<u64> {
+        Some(self.replica.as_ref()?.state.applied_index)
     }
 
     /// The next bytes, in order.
@@ -377,7 +426,14 @@ impl SnapshotInstall {
                             &consumer.delivery_state,
                         )?;
                     }
-                    let mut replica = Replica::in_memory(config, self.canary).await?;
+                    let mut replica = match self.store.take() {
+                        None => Replica::in_memory(config, self.canary).await?,
+                        Some(store) => {
+                            let state =
+                                super::state::ReplicatedState::new(store, std::rc::Rc::new(config));
+                            Replica::new(state, self.state_entry_bytes_max, self.canary)
+                        }
+                    };
                     let state = &mut replica.state;
                     state.logged_consumers = header
                         .consumers

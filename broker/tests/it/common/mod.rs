@@ -90,6 +90,9 @@ pub struct Options {
     pub journal_segments: Option<u32>,
     /// More command-line arguments, appended last (e.g. `--journal_dir`).
     pub extra_args: Vec<String>,
+    /// Environment variables of the process (test hooks such as
+    /// `TERN_TEST_CRASH_AT`).
+    pub env: Vec<(String, String)>,
 }
 
 impl Options {
@@ -273,6 +276,11 @@ impl Server {
     }
 
     /// [`Server::restart`] in place.
+    /// The options the next restart starts it with.
+    pub fn options_mut(&mut self) -> &mut Options {
+        &mut self.options
+    }
+
     pub fn restart_in_place(&mut self) {
         self.kill();
         let dir = self.dir.take().expect("a server owns its directory");
@@ -418,6 +426,7 @@ impl Server {
             }
         };
         command.args(&options.extra_args);
+        command.envs(options.env.iter().map(|(name, value)| (name, value)));
         command
             .current_dir(dir.path())
             .stdin(Stdio::null())
