@@ -671,11 +671,11 @@ impl JetStream {
             MetaChange::Update { config }
                 if meta.placement(name).is_some_and(|placement| {
                     placement.peers.len() as i64 != config.num_replicas.max(1)
-                }) || config.num_replicas > 1 =>
+                }) =>
             {
-                // Not built yet: docs/cluster-jetstream.md §4.
+                // Not built yet: docs/cluster-jetstream.md, "Not yet".
                 let error = ApiError::stream_update_failed(
-                    "updating a replicated stream, or its num_replicas, is not supported in a cluster yet",
+                    "changing a stream's num_replicas is not supported in a cluster yet",
                 );
                 return self.answer_error(request.origin, request.reply, kind, &error);
             }

@@ -17,6 +17,12 @@ pub const RECORD_ENTRY_NORMAL: u8 = 1;
 pub const RECORD_HARD_STATE: u8 = 2;
 /// A leader's noop entry: empty body.
 pub const RECORD_ENTRY_NOOP: u8 = 3;
+/// Whether a normal entry's data is a config change (its replicas write
+/// the config file before applying it).
+pub fn is_config(data: &[u8]) -> bool {
+    data.first() == Some(&OPERATION_CONFIG)
+}
+
 /// The group installed a snapshot from its leader (index: the snapshot's,
 /// term: its term; empty body): every earlier entry record of the group is
 /// void.

@@ -333,8 +333,10 @@ async fn publish_through_failover(
         .await;
         if let Ok(Ok(reply)) = answer {
             let ack: Value = serde_json::from_slice(&reply.payload).expect("a PubAck is JSON");
-            if let Some(sequence) = ack["seq"].as_u64() {
-                return sequence;
+            // An error (e.g. 10009 from a replica that just stopped
+            // leading) carries `"seq":0`: retried.
+            if ack.get("error").is_none() {
+                return ack["seq"].as_u64().expect("a PubAck has a sequence");
             }
         }
         assert!(
@@ -476,11 +478,40 @@ async fn r3_stream_replicates(flavor: Flavor) {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     publish_through_failover(&three, "events.a", "after-stepdown").await;
+
+    // An update of the replicated stream, through a node of any role: every
+    // replica takes it through the stream's log, so publishes to a new
+    // subject reach whichever replica leads next.
+    let mut updated = stream_config("EVENTS");
+    updated["num_replicas"] = json!(3);
+    updated["subjects"] = json!(["events.>", "more.>"]);
+    updated["max_msgs"] = json!(1000);
+    let answer = api_when_ready(&one, "$JS.API.STREAM.UPDATE.EVENTS", updated).await;
+    assert_eq!(
+        answer["type"], "io.nats.jetstream.api.v1.stream_update_response",
+        "{answer}"
+    );
+    assert_eq!(answer["config"]["subjects"], json!(["events.>", "more.>"]), "{answer}");
+    assert_eq!(answer["config"]["max_msgs"], 1000, "{answer}");
+    assert_eq!(answer["state"]["messages"], 13, "{answer}");
+    publish_through_failover(&two, "more.x", "after-update").await;
+    let stepdown = api_when_ready(&one, "$JS.API.STREAM.LEADER.STEPDOWN.EVENTS", Value::Null).await;
+    assert_eq!(stepdown["success"], true, "{stepdown}");
+    publish_through_failover(&three, "more.y", "after-update-stepdown").await;
+    let info = api_when_ready(&three, "$JS.API.STREAM.INFO.EVENTS", Value::Null).await;
+    assert_eq!(info["config"]["max_msgs"], 1000, "{info}");
+    assert_eq!(info["state"]["messages"], 15, "{info}");
     if flavor == Flavor::Nats {
         // nats-server takes META.LEADER.STEPDOWN from its system account
         // only; tern has no accounts yet and takes it from anyone.
         return;
     }
+    // Changing num_replicas is not built yet: refused, nothing changes.
+    let mut fewer = stream_config("EVENTS");
+    fewer["subjects"] = json!(["events.>", "more.>"]);
+    fewer["max_msgs"] = json!(1000);
+    let refused = api_when_ready(&one, "$JS.API.STREAM.UPDATE.EVENTS", fewer).await;
+    assert_eq!(refused["error"]["err_code"], 10069, "{refused}");
     let stepdown = api_when_ready(&two, "$JS.API.META.LEADER.STEPDOWN", Value::Null).await;
     assert_eq!(
         stepdown,

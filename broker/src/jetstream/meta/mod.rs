@@ -172,7 +172,7 @@ impl Catalog {
                 })
             }
             (false, Some(Some(current))) => {
-                let config = stream_config::apply_update(current, &config)?;
+                let config = stream_config::apply_update(current, &config, self.clustered)?;
                 self.check_reservation(&config, Some(current))?;
                 self.check_overlap(name, &config)?;
                 Ok(MetaChange::Update { config })

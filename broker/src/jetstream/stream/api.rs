@@ -164,6 +164,18 @@ impl StreamTask {
                     }
                     return Ok(());
                 }
+                if self.handle.is_replicated() {
+                    // Every replica's node applied the catalog's change:
+                    // whoever leads proposes it (now, or once it leads),
+                    // and the replica holding the reply answers when the
+                    // change applies here.
+                    self.desired_config = Some(config.clone());
+                    if let Some(reply) = reply {
+                        self.update_replies.push((origin, reply, config));
+                    }
+                    self.propose_desired_config()?;
+                    return Ok(());
+                }
                 // The config file first: the meta shard reads it on start,
                 // so a restart never finds the log ahead of the catalog.
                 // Then through the log, so the change lands between the

@@ -1169,7 +1169,12 @@ fn subject_info(subject: &str) -> Option<(usize, bool)> {
 /// from [`parse`] with `is_create == false`) with nats-server's rules and
 /// texts (`configUpdateCheck`): all `500/10052` except replicas (10074) and
 /// mirror changes (10055). The caller then checks subject overlap (10065).
-pub fn check_update(current: &StreamConfig, proposed: &StreamConfig) -> Result<(), ApiError> {
+/// More than one replica is refused on a single server only.
+pub fn check_update(
+    current: &StreamConfig,
+    proposed: &StreamConfig,
+    clustered: bool,
+) -> Result<(), ApiError> {
     // nats-server re-runs checkStreamCfg with `_nats.req.level` now stored;
     // of its checks only the metadata size can change outcome.
     if metadata_bytes(proposed) > METADATA_BYTES_MAX {
@@ -1180,7 +1185,7 @@ pub fn check_update(current: &StreamConfig, proposed: &StreamConfig) -> Result<(
     if proposed.name != current.name {
         return Err(invalid("stream configuration name must match original"));
     }
-    if proposed.num_replicas > 1 {
+    if proposed.num_replicas > 1 && !clustered {
         return Err(ApiError::replicas_not_supported());
     }
     if proposed.storage != current.storage {
@@ -1240,8 +1245,9 @@ pub fn check_update(current: &StreamConfig, proposed: &StreamConfig) -> Result<(
 pub fn apply_update(
     current: &StreamConfig,
     proposed: &StreamConfig,
+    clustered: bool,
 ) -> Result<StreamConfig, ApiError> {
-    check_update(current, proposed)?;
+    check_update(current, proposed, clustered)?;
     let mut updated = proposed.clone();
     if updated.sealed {
         updated.max_age_ns = 0;

@@ -420,7 +420,7 @@ fn update_rules_and_texts() {
     let current = create("U", &format!("{{{base}}}")).unwrap();
     let check = |extra: &str| {
         let proposed = update("U", &format!("{{{base},{extra}}}")).unwrap();
-        check_update(&current, &proposed).map_err(|error| (error.code, error.description))
+        check_update(&current, &proposed, false).map_err(|error| (error.code, error.description))
     };
     let invalid = |text: &str| Err((10052, text.to_string()));
     assert_eq!(
@@ -465,13 +465,13 @@ fn update_rules_and_texts() {
     let counter = create("C", r#"{"name":"C","allow_msg_counter":true}"#).unwrap();
     let plain = update("C", r#"{"name":"C"}"#).unwrap();
     assert_eq!(
-        check_update(&counter, &plain).unwrap_err().description,
+        check_update(&counter, &plain, false).unwrap_err().description,
         "stream configuration update can not change message counter setting"
     );
     let scheduled = create("W", r#"{"name":"W","allow_msg_schedules":true}"#).unwrap();
     let unscheduled = update("W", r#"{"name":"W"}"#).unwrap();
     assert_eq!(
-        check_update(&scheduled, &unscheduled)
+        check_update(&scheduled, &unscheduled, false)
             .unwrap_err()
             .description,
         "message schedules can not be disabled"
@@ -484,12 +484,12 @@ fn update_rules_and_texts() {
     )
     .unwrap();
     assert_eq!(
-        check_update(&current, &bulky).unwrap_err().description,
+        check_update(&current, &bulky, false).unwrap_err().description,
         "stream metadata exceeds maximum size of 131072 bytes"
     );
     let other = update("V", r#"{"name":"V"}"#).unwrap();
     assert_eq!(
-        check_update(&current, &other).unwrap_err().description,
+        check_update(&current, &other, false).unwrap_err().description,
         "stream configuration name must match original"
     );
 }
@@ -503,14 +503,14 @@ fn update_of_mirrors_and_sealing() {
     });
     let mut changed = mirrored.clone();
     changed.mirror.as_mut().unwrap().filter_subject = "v".into();
-    let error = check_update(&mirrored, &changed).unwrap_err();
+    let error = check_update(&mirrored, &changed, false).unwrap_err();
     assert_eq!(
         (error.code, error.description.as_str()),
         (10055, "stream mirror configuration can not be updated")
     );
     // Promoting a mirror (removing it) is allowed.
     let promoted = update("W", r#"{"name":"W"}"#).unwrap();
-    assert_eq!(check_update(&mirrored, &promoted), Ok(()));
+    assert_eq!(check_update(&mirrored, &promoted, false), Ok(()));
 
     // nats-server 2.15.1: sealing forces max_age 0, discard new, deny both.
     let base = r#""name":"U","subjects":["u.>"],"deny_delete":true,"deny_purge":true,"allow_msg_ttl":true"#;
@@ -520,14 +520,14 @@ fn update_of_mirrors_and_sealing() {
         &format!("{{{base},\"sealed\":true,\"max_age\":5000000000,\"discard\":\"old\"}}"),
     )
     .unwrap();
-    let sealed = apply_update(&current, &sealing).unwrap();
+    let sealed = apply_update(&current, &sealing, false).unwrap();
     assert_eq!(
         config_json(&sealed, true),
         r#"{"name":"U","subjects":["u.\u003e"],"retention":"limits","max_consumers":-1,"max_msgs":-1,"max_bytes":-1,"max_age":0,"max_msgs_per_subject":-1,"max_msg_size":-1,"discard":"new","storage":"file","num_replicas":1,"duplicate_window":5000000000,"compression":"none","allow_direct":false,"mirror_direct":false,"sealed":true,"deny_delete":true,"deny_purge":true,"allow_rollup_hdrs":false,"consumer_limits":{},"allow_msg_ttl":true,"metadata":{"_nats.level":"5","_nats.req.level":"1","_nats.ver":"2.15.1"}}"#
     );
     let unsealing = update("U", &format!("{{{base}}}")).unwrap();
     assert_eq!(
-        apply_update(&sealed, &unsealing).unwrap_err().description,
+        apply_update(&sealed, &unsealing, false).unwrap_err().description,
         "stream configuration update can not unseal a sealed stream"
     );
 }

@@ -159,6 +159,13 @@ pub struct StreamTask {
     pub(super) snapshot_points: super::snapshot_host::SnapshotPoints,
     /// A consumer's state entry must fit one journal record.
     pub(super) state_entry_bytes_max: usize,
+    /// A replicated stream: the config the catalog gave it, which its
+    /// leader proposes until it applied.
+    pub(super) desired_config: Option<Box<StreamConfig>>,
+    /// The index and term of that proposal while in flight.
+    pub(super) config_proposal: Option<(u64, u64)>,
+    /// Update replies this replica answers once their config applied.
+    pub(super) update_replies: Vec<(usize, Bytes, Box<StreamConfig>)>,
 }
 
 impl StreamTask {
@@ -319,6 +326,9 @@ impl StreamTask {
             staged: None,
             snapshot_points: Default::default(),
             state_entry_bytes_max,
+            desired_config: None,
+            config_proposal: None,
+            update_replies: Vec::new(),
         };
         if stand_first {
             task.groups.with_node(group, Node::campaign_now);
@@ -493,6 +503,14 @@ impl StreamTask {
             if entry.index <= self.replica.state.applied_index {
                 continue;
             }
+            if self.handle.is_replicated() {
+                if let tern_raft::EntryKind::Normal(data) = &entry.kind {
+                    if super::super::entry::is_config(data) {
+                        let data = data.clone();
+                        self.before_config_entry(&data).await?;
+                    }
+                }
+            }
             self.apply(entry, now_ns).await?;
         }
         let applied = self.replica.state.applied_index;
@@ -511,6 +529,75 @@ impl StreamTask {
         Ok(())
     }
 
+    /// A replicated stream's config entry, before it applies: everything
+    /// before it is checkpointed, then the config file takes the new
+    /// config. A restart then never replays an entry from before the
+    /// change under the new config (a loosened limit would bring back what
+    /// the old one removed), and one that stops between the two replays
+    /// the change from the log.
+    async fn before_config_entry(&mut self, data: &Bytes) -> Result<(), StreamFailure> {
+        if self.files.is_none() {
+            return Ok(());
+        }
+        let Ok(Operation::Config { json }) = Operation::decode(data) else {
+            return Ok(());
+        };
+        self.checkpoint().await?;
+        let stored = self.js.stored_config_json(
+            self.group,
+            &String::from_utf8_lossy(&json),
+            &self.handle.peers,
+        );
+        let files = self.files.as_ref().expect("checked above");
+        persist::write_config(files, stored.as_bytes(), self.created_unix_ns).await?;
+        Ok(())
+    }
+
+    /// A replicated stream's leader proposes the config the catalog gave
+    /// the stream, if it has not applied yet and is not in flight.
+    pub(super) fn propose_desired_config(&mut self) -> Result<(), StreamFailure> {
+        let Some(desired) = self.desired_config.as_deref() else {
+            return Ok(());
+        };
+        if *desired == *self.replica.state.config {
+            self.desired_config = None;
+            return Ok(());
+        }
+        let term = self.groups.node(self.group, Node::term);
+        let in_flight = self
+            .config_proposal
+            .is_some_and(|(index, proposed_term)| {
+                proposed_term == term && index > self.replica.state.applied_index
+            });
+        if in_flight || !self.is_leading() {
+            return Ok(());
+        }
+        let operation = Operation::Config {
+            json: Bytes::from(desired.to_stored_json()),
+        };
+        let index = self
+            .propose(&operation)
+            .map_err(|error| StreamFailure::Refused {
+                what: "config update",
+                error,
+            })?;
+        self.config_proposal = Some((index, term));
+        Ok(())
+    }
+
+    /// Update replies whose config applied here.
+    fn answer_updates(&mut self) {
+        let config = self.replica.state.config.clone();
+        let (applied, waiting): (Vec<_>, Vec<_>) = std::mem::take(&mut self.update_replies)
+            .into_iter()
+            .partition(|(_, _, wanted)| **wanted == *config);
+        self.update_replies = waiting;
+        for (origin, reply, _) in applied {
+            let body = self.info_response("stream_update_response", false, None, false, 0, false);
+            self.js.respond(origin, reply, body);
+        }
+    }
+
     /// A replicated stream, each turn: the replica takes or leaves office
     /// with its node's leadership, its subjects follow (only the leader's
     /// subscriptions route publishes, acks and direct gets to it, from
@@ -522,6 +609,9 @@ impl StreamTask {
         let leader = self.groups.node(self.group, Node::leader);
         self.handle.leader.set(leader);
         self.handle.leading.set(leading);
+        if leading {
+            self.propose_desired_config()?;
+        }
         if leading && !self.subscribed {
             let config = self.replica.state.config.clone();
             self.js.subscribe_stream(&self.handle, &config);
@@ -938,9 +1028,19 @@ impl StreamTask {
             }
             Applied::Expired => {}
             Applied::Config { changed_from } => {
+                if !self.update_replies.is_empty() {
+                    self.answer_updates();
+                }
                 if let Some(old) = changed_from {
-                    self.js
-                        .stream_subjects_changed(&self.handle, &old, &self.replica.state.config);
+                    // A replicated stream's subjects are subscribed only
+                    // while it leads (and follow its config when it does).
+                    if self.subscribed {
+                        self.js.stream_subjects_changed(
+                            &self.handle,
+                            &old,
+                            &self.replica.state.config,
+                        );
+                    }
                     // Age is the leader's to decide: its next check, at once.
                     self.age_check_at = Instant::now();
                     self.refresh_snapshot();
