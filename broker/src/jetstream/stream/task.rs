@@ -491,8 +491,13 @@ impl StreamTask {
     pub(super) async fn follow_replication(&mut self) -> Result<(), StreamFailure> {
         self.follow_leadership().await?;
         let leading = self.is_leading();
-        let leader = self.groups.node(self.group, Node::leader);
-        self.handle.leader.set(leader);
+        let (leader, term) = self
+            .groups
+            .node(self.group, |node| (node.leader(), node.term()));
+        let previous = self.handle.leader.replace(leader);
+        if let Some(leader) = leader.filter(|&leader| previous != Some(leader)) {
+            self.js.log_stream_leader(&self.handle.name, leader, term);
+        }
         self.handle.leading.set(leading);
         if leading && !self.subscribed {
             let config = self.replica.state.config.clone();
