@@ -2156,7 +2156,10 @@ mod tests {
         deliver(&mut leader, 3, heartbeat);
         assert_eq!(leader.counters().leader_changes, 2);
         assert_eq!(leader.counters().elections, 1);
-        assert!(leader.peer_status().is_empty(), "a follower has no progress");
+        assert!(
+            leader.peer_status().is_empty(),
+            "a follower has no progress"
+        );
         leader.tick();
         assert_eq!(leader.leader_silent_ticks(), Some(1));
     }

@@ -24,8 +24,8 @@
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use tern_raft::{
-    chunks_before_install, Entry, Envelope, HardState, Index, Node, NodeCounters, NodeId, ReadState,
-    Snapshot, SnapshotChunk, SnapshotRead,
+    chunks_before_install, Entry, Envelope, HardState, Index, Node, NodeCounters, NodeId,
+    ReadState, Snapshot, SnapshotChunk, SnapshotRead,
 };
 
 /// A Raft group's id, unique in the cluster (a stream's group).

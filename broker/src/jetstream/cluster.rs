@@ -789,7 +789,9 @@ impl JetStream {
         let (leader, term, commit) = self.groups().node(META_GROUP, |node| {
             (node.leader(), node.term(), node.commit_index())
         });
-        if let Some(leader) = leader.filter(|&leader| meta.logged_leader.get() != Some((leader, term))) {
+        if let Some(leader) =
+            leader.filter(|&leader| meta.logged_leader.get() != Some((leader, term)))
+        {
             meta.logged_leader.set(Some((leader, term)));
             self.log_leader("meta group", leader, term);
         }

@@ -183,10 +183,7 @@ impl GroupView {
     ) -> ClusterBlock {
         ClusterBlock {
             name: Some(cluster),
-            leader: self
-                .leader
-                .and_then(|leader| name_of(leader))
-                .map(|known| known.name),
+            leader: self.leader.and_then(&name_of).map(|known| known.name),
             replicas: self.replicas(name_of),
         }
     }
@@ -389,7 +386,11 @@ mod tests {
         );
         assert_eq!(replicas[0].active_ns, 100_000_000);
         assert_eq!(
-            (replicas[1].name.as_str(), replicas[1].current, replicas[1].lag),
+            (
+                replicas[1].name.as_str(),
+                replicas[1].current,
+                replicas[1].lag
+            ),
             ("c", false, 0)
         );
         assert!(view.replica_lag().is_empty());
@@ -491,10 +492,7 @@ mod tests {
             .iter()
             .find(|replica| replica.peer == "d")
             .expect("listed");
-        assert_eq!(
-            unknown.name,
-            "Server name unknown at this time (peerID: d)"
-        );
+        assert_eq!(unknown.name, "Server name unknown at this time (peerID: d)");
         assert!(unknown.offline && !unknown.current);
     }
 }

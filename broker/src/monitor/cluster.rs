@@ -200,9 +200,16 @@ pub fn health_problems(meta: Option<&MetaStatus>, parts: &[Gathered]) -> Vec<Hea
 pub struct ReplicationMetrics<'a> {
     pub meta: Option<&'a MetaStatus>,
     pub parts: &'a [Gathered],
-    /// Per shard: (shard, nodes linked since start with whether open now,
-    /// Raft messages dropped).
-    pub routes: Vec<(usize, &'a [(String, bool)], u64)>,
+    pub routes: Vec<ShardRoutes<'a>>,
+}
+
+/// One shard's routes.
+pub struct ShardRoutes<'a> {
+    pub shard: usize,
+    /// Every node linked to since start (server name), open now or not.
+    pub nodes: &'a [(String, bool)],
+    /// Raft messages dropped for want of an open route.
+    pub raft_dropped: u64,
 }
 
 /// Writes the replication families in Prometheus' text format.
@@ -280,8 +287,9 @@ pub fn write_replication_metrics(out: &mut String, metrics: &ReplicationMetrics)
         "gauge",
         "1 while this shard's route to the peer node is open, 0 once it closed.",
     );
-    for (shard, nodes, _) in &metrics.routes {
-        for (peer, open) in nodes.iter() {
+    for routes in &metrics.routes {
+        let shard = routes.shard;
+        for (peer, open) in routes.nodes {
             let _ = writeln!(
                 out,
                 "tern_route_connected{{shard=\"{shard}\",peer=\"{}\"}} {}",
@@ -296,10 +304,11 @@ pub fn write_replication_metrics(out: &mut String, metrics: &ReplicationMetrics)
         "counter",
         "Raft messages dropped because no open route reached their node.",
     );
-    for (shard, _, dropped) in &metrics.routes {
+    for routes in &metrics.routes {
         let _ = writeln!(
             out,
-            "tern_raft_messages_dropped_total{{shard=\"{shard}\"}} {dropped}"
+            "tern_raft_messages_dropped_total{{shard=\"{}\"}} {}",
+            routes.shard, routes.raft_dropped
         );
     }
 
@@ -311,31 +320,36 @@ pub fn write_replication_metrics(out: &mut String, metrics: &ReplicationMetrics)
 /// Replica lag of the streams this node leads, the most behind first,
 /// at most [`LAG_STREAMS_MAX`] streams.
 fn write_lag(out: &mut String, reports: &[&StreamGroupReport]) {
-    let mut led: Vec<(&str, u64, &[(String, u64)])> = reports
+    let most_behind = |report: &StreamGroupReport| {
+        report
+            .replica_lag
+            .iter()
+            .map(|(_, lag)| *lag)
+            .max()
+            .unwrap_or(0)
+    };
+    let mut led: Vec<&StreamGroupReport> = reports
         .iter()
+        .copied()
         .filter(|report| report.view.is_leader())
-        .map(|report| {
-            let most = report.replica_lag.iter().map(|(_, lag)| *lag).max();
-            (
-                report.name.as_str(),
-                most.unwrap_or(0),
-                report.replica_lag.as_slice(),
-            )
-        })
         .collect();
-    led.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
+    led.sort_by(|a, b| {
+        most_behind(b)
+            .cmp(&most_behind(a))
+            .then(a.name.cmp(&b.name))
+    });
     family(
         out,
         "tern_raft_replica_lag_entries",
         "gauge",
         "Entries a replica is behind this node's log, for the streams this node leads (the most behind first, capped).",
     );
-    for (stream, _, lags) in led.iter().take(LAG_STREAMS_MAX) {
-        for (peer, lag) in lags.iter() {
+    for report in led.iter().take(LAG_STREAMS_MAX) {
+        for (peer, lag) in &report.replica_lag {
             let _ = writeln!(
                 out,
                 "tern_raft_replica_lag_entries{{stream=\"{}\",peer=\"{}\"}} {lag}",
-                label(stream),
+                label(&report.name),
                 label(peer)
             );
         }
@@ -455,7 +469,10 @@ mod tests {
             group: 7,
             current: view.current(0),
             cluster: ClusterBlock::default(),
-            replica_lag: lag.iter().map(|(peer, lag)| (peer.to_string(), *lag)).collect(),
+            replica_lag: lag
+                .iter()
+                .map(|(peer, lag)| (peer.to_string(), *lag))
+                .collect(),
             view,
         }
     }
@@ -526,12 +543,18 @@ mod tests {
         let problems = health_problems(Some(&no_leader), &parts);
         assert_eq!(problems.len(), 1);
         assert_eq!(problems[0].error, META_NO_LEADER);
-        assert_eq!(problems[0].to_json(), json!({"type": "JETSTREAM", "error": META_NO_LEADER}));
+        assert_eq!(
+            problems[0].to_json(),
+            json!({"type": "JETSTREAM", "error": META_NO_LEADER})
+        );
         let behind = MetaStatus {
             caught_up: false,
             ..meta(Some(follower.clone()))
         };
-        assert_eq!(health_problems(Some(&behind), &parts)[0].error, META_NOT_CURRENT);
+        assert_eq!(
+            health_problems(Some(&behind), &parts)[0].error,
+            META_NOT_CURRENT
+        );
 
         let healthy = meta(Some(follower));
         let problems = health_problems(Some(&healthy), &parts);
@@ -574,7 +597,11 @@ mod tests {
         let metrics = ReplicationMetrics {
             meta: Some(&meta(Some(leader_view()))),
             parts: std::slice::from_ref(&part),
-            routes: vec![(1, &nodes[..], 12)],
+            routes: vec![ShardRoutes {
+                shard: 1,
+                nodes: &nodes,
+                raft_dropped: 12,
+            }],
         };
         let mut out = String::new();
         write_replication_metrics(&mut out, &metrics);

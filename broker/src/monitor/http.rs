@@ -143,8 +143,10 @@ impl Monitor {
             let parts = jetstream.gather().await;
             let problems = cluster::health_problems(meta.as_ref(), &parts);
             if let Some(first) = problems.first() {
-                let errors: Vec<serde_json::Value> =
-                    problems.iter().map(cluster::HealthProblem::to_json).collect();
+                let errors: Vec<serde_json::Value> = problems
+                    .iter()
+                    .map(cluster::HealthProblem::to_json)
+                    .collect();
                 let body = serde_json::json!({
                     "status": "unavailable",
                     "status_code": 503,
@@ -598,7 +600,11 @@ impl Monitor {
                 parts,
                 routes: reports
                     .iter()
-                    .map(|report| (report.shard, report.route_nodes.as_slice(), report.raft_dropped))
+                    .map(|report| cluster::ShardRoutes {
+                        shard: report.shard,
+                        nodes: &report.route_nodes,
+                        raft_dropped: report.raft_dropped,
+                    })
                     .collect(),
             };
             cluster::write_replication_metrics(&mut out, &metrics);

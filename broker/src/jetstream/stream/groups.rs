@@ -259,7 +259,11 @@ impl StreamGroups {
     /// Reads `group`'s node if it runs here (monitoring: a stream may
     /// have stopped).
     pub fn node_if_running<T>(&self, group: GroupId, read: impl FnOnce(&Node) -> T) -> Option<T> {
-        let persistence = self.handles.borrow().get(&group).map(|(persistence, _)| *persistence)?;
+        let persistence = self
+            .handles
+            .borrow()
+            .get(&group)
+            .map(|(persistence, _)| *persistence)?;
         let raft = self.raft(persistence).borrow();
         raft.node(group).map(read)
     }
