@@ -389,7 +389,7 @@ async fn shard_main(
         if index == 0 {
             log::info!(target: "tern::server", "Cluster name is {}", cluster.name);
             if config.jetstream.is_some() {
-                log::info!(target: "tern::server", "JetStream clustered: the meta group forms once every configured route is connected (every node lists every node); streams have one replica (num_replicas 1) in this version");
+                log::info!(target: "tern::server", "JetStream clustered: the meta group forms once every configured route is connected (every node lists every node); streams take num_replicas 1, 3 or 5");
             }
             log::info!(target: "tern::server", "Listening for route connections on {}:{}", cluster.listen.host, listeners.port);
         }

@@ -986,6 +986,12 @@ impl Shard {
             report.sublist_cache_entries = router.sublist().cache_len() as u64;
         }
         if let Some(routes) = &self.routes {
+            report.raft_dropped = routes.raft_dropped();
+            report.route_nodes = routes
+                .known_nodes()
+                .into_iter()
+                .map(|(_, name, open)| (name, open))
+                .collect();
             for link in routes.links() {
                 report.routes.push(RouteInfo {
                     rid: link.id * self.shard_count as u64 + self.index as u64,

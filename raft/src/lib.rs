@@ -25,7 +25,7 @@ pub mod wire;
 
 pub use message::{Envelope, Message};
 pub use node::{
-    chunks_before_install, Canary, Config, Node, ProposeError, ReadState, Ready, Restore, Role,
-    SnapshotChunk, SnapshotRead,
+    chunks_before_install, Canary, Config, Node, NodeCounters, PeerStatus, ProposeError, ReadState,
+    Ready, Restore, Role, SnapshotChunk, SnapshotRead,
 };
 pub use types::{Entry, EntryKind, HardState, Index, Membership, NodeId, Snapshot, Term};

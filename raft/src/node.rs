@@ -219,6 +219,9 @@ struct Progress {
     /// A probe is outstanding.
     paused: bool,
     recent_active: bool,
+    /// The node's tick count when this follower was last heard from
+    /// (`None`: not since this node leads). Monitoring only.
+    heard_tick: Option<u64>,
     /// `match_index` at the last stall check (see `restart_stalled_replication`).
     checked_match: Index,
     /// The snapshot being sent (state `Snapshot`).
@@ -342,6 +345,7 @@ impl Progress {
             inflight_from: 0,
             paused: false,
             recent_active: false,
+            heard_tick: None,
             checked_match: 0,
             transfer: None,
             checked_snapshot_bytes: 0,
@@ -404,6 +408,43 @@ pub struct Node {
     damaged_until: Index,
     next_ready: u64,
     outstanding: VecDeque<ReadyInfo>,
+    /// Ticks since the node started (monitoring: how long ago a peer was
+    /// heard from).
+    ticks: u64,
+    /// The leader last counted in `counters.leader_changes`, with its term.
+    counted_leader: Option<(NodeId, Term)>,
+    counters: NodeCounters,
+}
+
+/// Monitoring counters of one node; the protocol never reads them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct NodeCounters {
+    /// Elections this node stood in (it became a candidate; a pre-vote
+    /// that failed does not count).
+    pub elections: u64,
+    /// Times this node learned of a new leader: another node, or one
+    /// (itself included) elected in a new term.
+    pub leader_changes: u64,
+}
+
+impl std::ops::AddAssign for NodeCounters {
+    fn add_assign(&mut self, other: NodeCounters) {
+        self.elections += other.elections;
+        self.leader_changes += other.leader_changes;
+    }
+}
+
+/// The leader's view of another voter (monitoring).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PeerStatus {
+    pub id: NodeId,
+    /// The last index known to be in its log.
+    pub match_index: Index,
+    /// Heard from within the current check-quorum window.
+    pub recently_active: bool,
+    /// Ticks since it was last heard from; `None`: not since this node
+    /// leads.
+    pub silent_ticks: Option<u64>,
 }
 
 impl Node {
@@ -450,6 +491,9 @@ impl Node {
             damaged_until,
             next_ready: 1,
             outstanding: VecDeque::new(),
+            ticks: 0,
+            counted_leader: None,
+            counters: NodeCounters::default(),
             config,
         };
         node.recompute_membership();
@@ -500,6 +544,46 @@ impl Node {
             .collect()
     }
 
+    /// Like [`Node::peer_progress`], with how long ago each was heard
+    /// from. Empty unless this node leads.
+    pub fn peer_status(&self) -> Vec<PeerStatus> {
+        if self.role != Role::Leader {
+            return Vec::new();
+        }
+        self.progress
+            .iter()
+            .filter(|(peer, _)| **peer != self.id())
+            .map(|(peer, progress)| PeerStatus {
+                id: *peer,
+                match_index: progress.match_index,
+                recently_active: progress.recent_active,
+                silent_ticks: progress.heard_tick.map(|tick| self.ticks - tick),
+            })
+            .collect()
+    }
+
+    /// A follower that knows its leader: ticks since it last heard from it
+    /// (it campaigns, forgetting the leader, once its election timeout
+    /// passes). `None` otherwise.
+    pub fn leader_silent_ticks(&self) -> Option<u64> {
+        (self.role == Role::Follower && self.leader.is_some_and(|leader| leader != self.id()))
+            .then_some(u64::from(self.election_elapsed))
+    }
+
+    /// Elections stood in and leaders seen (monitoring).
+    pub fn counters(&self) -> NodeCounters {
+        self.counters
+    }
+
+    /// Counts `leader` once per (leader, term).
+    fn note_leader(&mut self, leader: NodeId) {
+        let seen = Some((leader, self.hard.term));
+        if self.counted_leader != seen {
+            self.counted_leader = seen;
+            self.counters.leader_changes += 1;
+        }
+    }
+
     /// Where a stepdown hands leadership: the voter heard from recently
     /// with the most of the log. `None` unless this node leads and has
     /// such a peer.
@@ -548,6 +632,7 @@ impl Node {
     }
 
     pub fn tick(&mut self) {
+        self.ticks += 1;
         self.election_elapsed += 1;
         match self.role {
             Role::Leader => {
@@ -660,6 +745,9 @@ impl Node {
         }
         self.role = Role::Follower;
         self.leader = leader;
+        if let Some(leader) = leader {
+            self.note_leader(leader);
+        }
         self.progress.clear();
         self.votes.clear();
         self.transfer = None;
@@ -692,6 +780,7 @@ impl Node {
             self.hard.term += 1;
             self.hard.vote = Some(id);
             self.hard_dirty = true;
+            self.counters.elections += 1;
         }
         self.reset_election_timeout();
         self.votes.insert(id, true);
@@ -753,6 +842,7 @@ impl Node {
         self.hard.term += 1;
         self.hard.vote = Some(id);
         self.hard_dirty = true;
+        self.counters.elections += 1;
         self.votes.clear();
         self.votes.insert(id, true);
         self.reset_election_timeout();
@@ -782,6 +872,7 @@ impl Node {
         let id = self.id();
         self.role = Role::Leader;
         self.leader = Some(id);
+        self.note_leader(id);
         self.votes.clear();
         self.heartbeat_elapsed = 0;
         self.election_elapsed = 0;
@@ -1137,6 +1228,7 @@ impl Node {
             self.become_follower(self.hard.term, Some(from));
         }
         self.leader = Some(from);
+        self.note_leader(from);
         self.election_elapsed = 0;
         let had_membership_entries = entries.iter().any(|entry| {
             matches!(
@@ -1211,6 +1303,7 @@ impl Node {
             return;
         };
         progress.recent_active = true;
+        progress.heard_tick = Some(self.ticks);
         if success {
             if match_index > progress.match_index {
                 progress.match_index = match_index;
@@ -1263,6 +1356,7 @@ impl Node {
     /// one installs.
     fn on_snapshot_chunk(&mut self, from: NodeId, chunk: ChunkMessage) {
         self.leader = Some(from);
+        self.note_leader(from);
         self.election_elapsed = 0;
         if self.role != Role::Follower {
             self.become_follower(self.hard.term, Some(from));
@@ -1399,6 +1493,7 @@ impl Node {
             return;
         };
         progress.recent_active = true;
+        progress.heard_tick = Some(self.ticks);
         if progress.state != ProgressState::Snapshot {
             return;
         }
@@ -1574,6 +1669,7 @@ impl Node {
             return;
         };
         progress.recent_active = true;
+        progress.heard_tick = Some(self.ticks);
         if progress.state != ProgressState::Snapshot && index <= progress.match_index {
             // A late or repeated answer (every chunk still in flight to a
             // follower that has the snapshot answers again): acting on each
@@ -2022,6 +2118,50 @@ mod tests {
             read_context: 0,
         };
         deliver(leader, from, response);
+    }
+
+    #[test]
+    fn counters_count_elections_and_leaders_and_peers_are_timed() {
+        let mut leader = leader(Vec::new());
+        assert_eq!(
+            leader.counters(),
+            NodeCounters {
+                elections: 1,
+                leader_changes: 1
+            }
+        );
+        assert_eq!(leader.peer_status()[0].silent_ticks, None, "not heard yet");
+        acknowledge(&mut leader, 2, 1);
+        leader.tick();
+        leader.tick();
+        let status = leader.peer_status();
+        assert_eq!(status[0].id, 2);
+        assert_eq!(status[0].match_index, 1);
+        assert_eq!(status[0].silent_ticks, Some(2));
+        assert_eq!(status[1].silent_ticks, None, "node 3 never answered");
+        assert_eq!(leader.leader_silent_ticks(), None, "a leader has no leader");
+
+        // Node 3 wins a later term: one more leader seen, heartbeats from
+        // it are not counted again.
+        let term = leader.term() + 1;
+        let heartbeat = Message::Append {
+            term,
+            prev_index: 0,
+            prev_term: 0,
+            entries: Vec::new(),
+            commit: 0,
+            read_context: 0,
+        };
+        deliver(&mut leader, 3, heartbeat.clone());
+        deliver(&mut leader, 3, heartbeat);
+        assert_eq!(leader.counters().leader_changes, 2);
+        assert_eq!(leader.counters().elections, 1);
+        assert!(
+            leader.peer_status().is_empty(),
+            "a follower has no progress"
+        );
+        leader.tick();
+        assert_eq!(leader.leader_silent_ticks(), Some(1));
     }
 
     #[test]

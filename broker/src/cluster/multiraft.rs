@@ -24,8 +24,8 @@
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use tern_raft::{
-    chunks_before_install, Entry, Envelope, HardState, Index, Node, NodeId, ReadState, Snapshot,
-    SnapshotChunk, SnapshotRead,
+    chunks_before_install, Entry, Envelope, HardState, Index, Node, NodeCounters, NodeId,
+    ReadState, Snapshot, SnapshotChunk, SnapshotRead,
 };
 
 /// A Raft group's id, unique in the cluster (a stream's group).
@@ -129,6 +129,8 @@ pub struct MultiRaft {
     snapshot_reads: Vec<(GroupId, SnapshotRead)>,
     /// Messages for groups this shard does not run.
     pub unknown_group_messages: u64,
+    /// The counters of groups removed, so totals never go back.
+    retired_counters: NodeCounters,
 }
 
 impl Default for MultiRaft {
@@ -148,6 +150,7 @@ impl MultiRaft {
             outgoing: BTreeMap::new(),
             snapshot_reads: Vec::new(),
             unknown_group_messages: 0,
+            retired_counters: NodeCounters::default(),
         }
     }
 
@@ -174,7 +177,19 @@ impl MultiRaft {
     pub fn remove(&mut self, group: GroupId) -> Option<Node> {
         self.touched.remove(&group);
         self.unfinished.remove(&group);
-        self.groups.remove(&group).map(|group| group.node)
+        let node = self.groups.remove(&group).map(|group| group.node)?;
+        self.retired_counters += node.counters();
+        Some(node)
+    }
+
+    /// Elections and leader changes of every group this ran, removed
+    /// groups included (monitoring counters: they never go back).
+    pub fn counters(&self) -> NodeCounters {
+        let mut total = self.retired_counters;
+        for group in self.groups.values() {
+            total += group.node.counters();
+        }
+        total
     }
 
     pub fn node(&self, group: GroupId) -> Option<&Node> {
@@ -517,5 +532,13 @@ mod tests {
             shards[1].insert(10, node(2, &voters, 10)),
             Err(GroupError::Exists(10))
         );
+        // Shard 0 stood in both elections and saw itself lead both;
+        // removing a group keeps its counts in the totals.
+        let counters = shards[0].counters();
+        assert_eq!(counters.elections, 2);
+        assert_eq!(counters.leader_changes, 2);
+        shards[0].remove(10);
+        assert_eq!(shards[0].counters(), counters);
+        assert_eq!(shards[1].counters().leader_changes, 2, "followers too");
     }
 }

@@ -78,6 +78,10 @@ pub struct Routes {
     pending_max_bytes: usize,
     random: crate::random::Xorshift,
     raft_dropped: Cell<u64>,
+    /// Every node a link was established with since start (Raft id ->
+    /// server name), kept when the link closes: monitoring names a node
+    /// that is down. Bounded by the cluster's size.
+    known_nodes: RefCell<BTreeMap<u64, String>>,
 }
 
 impl Routes {
@@ -103,6 +107,7 @@ impl Routes {
             pending_max_bytes,
             random: crate::random::Xorshift::new(seed),
             raft_dropped: Cell::new(0),
+            known_nodes: RefCell::new(BTreeMap::new()),
         }
     }
 
@@ -120,6 +125,21 @@ impl Routes {
             .values()
             .find(|link| link.peer.node_id == node_id && link.is_open())
             .cloned()
+    }
+
+    /// Every node this shard has had a link to since start, by Raft id:
+    /// its server name and whether a link is open now.
+    pub fn known_nodes(&self) -> Vec<(u64, String, bool)> {
+        self.known_nodes
+            .borrow()
+            .iter()
+            .map(|(&node, name)| (node, name.clone(), self.link_to_node(node).is_some()))
+            .collect()
+    }
+
+    /// The server name of node `node_id`, if this shard ever linked to it.
+    pub fn known_node_name(&self, node_id: u64) -> Option<String> {
+        self.known_nodes.borrow().get(&node_id).cloned()
     }
 
     /// The Raft ids of the nodes at the configured route URLs, once every
@@ -686,6 +706,10 @@ async fn serve(shard: Rc<Shard>, peer: PeerIdentity, stream: TcpStream, leftover
             existing.close(LinkClose::Duplicate);
         }
         links.insert(link.peer.server_id.clone(), link.clone());
+        routes
+            .known_nodes
+            .borrow_mut()
+            .insert(link.peer.node_id, link.peer.server_name.clone());
     }
     log::info!(
         target: "tern::cluster",

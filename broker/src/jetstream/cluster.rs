@@ -35,6 +35,7 @@ use tern_storage::block_store::DmaFiles;
 use super::api::error::ApiError;
 use super::meta::cluster::{self as meta, MetaCheckpoint, MetaEntry, Placement, META_GROUP};
 use super::meta::{MetaChange, MetaOperation};
+use super::replication::{GroupView, MetaStatus, RaftReport, StreamGroupReport};
 use super::stream::groups::{GroupHost, Persistence};
 use super::{owner_of, persist, ApiRequest, JetStream, OwnerCommand, META_SHARD};
 use crate::cluster::multiraft::SnapshotStep;
@@ -104,6 +105,10 @@ pub struct Meta {
     recovered: RefCell<Option<(Option<HardState>, Vec<Entry>)>>,
     /// The hard state last written in a checkpoint.
     hard_state: Cell<HardState>,
+    /// Why the group stopped or could not start, once it did.
+    failure: RefCell<Option<String>>,
+    /// The leader last logged (`announce_meta`).
+    logged_leader: Cell<Option<(NodeId, u64)>>,
 }
 
 impl Meta {
@@ -142,6 +147,8 @@ impl Meta {
             files,
             recovered: RefCell::new(None),
             hard_state: Cell::new(hard_state),
+            failure: RefCell::new(None),
+            logged_leader: Cell::new(None),
         })
     }
 
@@ -173,6 +180,27 @@ impl Meta {
 
     pub fn voters(&self) -> Vec<NodeId> {
         self.state.borrow().voters.clone()
+    }
+
+    /// The group cannot run (logged by the caller): `/healthz` says the
+    /// meta layer is not running.
+    pub fn fail(&self, reason: String) {
+        self.running.set(false);
+        *self.failure.borrow_mut() = Some(reason);
+    }
+
+    /// Whether this node's meta state has caught up with its leader: a
+    /// leader has applied an entry of its own term (so everything
+    /// committed before it), a follower everything its leader said is
+    /// committed. Until then a stream this node has not heard of may
+    /// exist (503, not 404).
+    fn caught_up(&self, leader: Option<NodeId>, term: u64, commit: u64) -> bool {
+        let state = self.state.borrow();
+        match leader {
+            Some(leader) if leader == self.node_id => state.applied_term == term,
+            Some(_) => state.applied_index >= commit,
+            None => false,
+        }
     }
 
     async fn write_checkpoint(&self) -> Result<(), String> {
@@ -210,6 +238,7 @@ impl JetStream {
         }
         if let Err(error) = self.start_meta(&meta).await {
             log::error!(target: "tern::jetstream", "the meta group cannot start: {error}; JetStream answers 503 on this node");
+            meta.fail(format!("cannot start: {error}"));
             return;
         }
         let mut announced = None;
@@ -236,7 +265,7 @@ impl JetStream {
             if let Err(error) = self.meta_turn(&meta).await {
                 log::error!(target: "tern::jetstream", "the meta group stopped: {error}; JetStream answers 503 on this node");
                 self.groups().remove(META_GROUP);
-                meta.running.set(false);
+                meta.fail(format!("stopped: {error}"));
                 return;
             }
         }
@@ -751,11 +780,8 @@ impl JetStream {
     }
 
     /// Shard 0 tells every shard who leads the meta group, and whether
-    /// this node's meta state is caught up, when either changes. Caught
-    /// up: a leader has applied an entry of its own term (so everything
-    /// committed before it), a follower everything its leader said is
-    /// committed; until then a stream this node has not heard of may
-    /// exist (503, not 404).
+    /// this node's meta state is caught up ([`Meta::caught_up`]), when
+    /// either changes; a new leader is logged.
     fn announce_meta(self: &Rc<Self>, meta: &Meta, announced: &mut Option<(Option<NodeId>, bool)>) {
         if !meta.is_running() {
             return;
@@ -763,13 +789,13 @@ impl JetStream {
         let (leader, term, commit) = self.groups().node(META_GROUP, |node| {
             (node.leader(), node.term(), node.commit_index())
         });
-        let state = meta.state.borrow();
-        let caught_up = match leader {
-            Some(leader) if leader == meta.node_id => state.applied_term == term,
-            Some(_) => state.applied_index >= commit,
-            None => false,
-        };
-        drop(state);
+        if let Some(leader) =
+            leader.filter(|&leader| meta.logged_leader.get() != Some((leader, term)))
+        {
+            meta.logged_leader.set(Some((leader, term)));
+            self.log_leader("meta group", leader, term);
+        }
+        let caught_up = meta.caught_up(leader, term, commit);
         if *announced != Some((leader, caught_up)) {
             *announced = Some((leader, caught_up));
             for shard in 0..self.shard_count {
@@ -927,6 +953,145 @@ impl JetStream {
         };
         self.api_total.set(self.api_total.get() + 1);
         self.dispatch_api(request);
+    }
+}
+
+// ----- monitoring ---------------------------------------------------------------
+
+impl JetStream {
+    /// The meta group as this node sees it; `None` unless this is shard 0
+    /// of a clustered node.
+    pub fn meta_status(&self) -> Option<MetaStatus> {
+        let meta = self.meta.get()?;
+        let cluster = self.cluster_name()?;
+        let read = |node: &Node| {
+            let log = node.log();
+            let pending_bytes = log
+                .entries()
+                .filter(|entry| entry.index > log.snapshot_index())
+                .map(|entry| match &entry.kind {
+                    EntryKind::Normal(data) => data.len() as u64,
+                    _ => 0,
+                })
+                .sum();
+            let pending_entries = log.last_index().saturating_sub(log.snapshot_index());
+            (Some(GroupView::of(node)), pending_entries, pending_bytes)
+        };
+        let (view, pending_entries, pending_bytes) = self
+            .groups
+            .get()
+            .filter(|_| meta.is_running())
+            .and_then(|groups| groups.node_if_running(META_GROUP, read))
+            .unwrap_or((None, 0, 0));
+        let caught_up = view
+            .as_ref()
+            .is_some_and(|view| meta.caught_up(view.leader, view.term, view.commit_index));
+        let name_of = |node| self.peer_name(node);
+        let (leader_name, replicas) = match &view {
+            Some(view) => {
+                let block = view.cluster_block(cluster.clone(), name_of);
+                (block.leader, block.replicas)
+            }
+            None => (None, Vec::new()),
+        };
+        Some(MetaStatus {
+            cluster,
+            voters: meta.voters(),
+            view,
+            failure: meta.failure.borrow().clone(),
+            applied_index: meta.applied_index(),
+            caught_up,
+            leader_name,
+            replicas,
+            pending_entries,
+            pending_bytes,
+        })
+    }
+
+    /// Each replicated stream of this shard that runs: its group as this
+    /// node sees it.
+    pub(super) fn stream_group_reports(&self) -> Vec<StreamGroupReport> {
+        let (Some(groups), Some(cluster)) = (self.groups.get(), self.cluster_name()) else {
+            return Vec::new();
+        };
+        let name_of = |node| self.peer_name(node);
+        let streams = self.streams.borrow();
+        let mut reports = Vec::new();
+        for handle in streams.values().filter(|handle| handle.is_replicated()) {
+            let Some(view) = groups.node_if_running(handle.group, GroupView::of) else {
+                continue;
+            };
+            let replica_lag = view
+                .replica_lag()
+                .into_iter()
+                .map(|(node, lag)| {
+                    let name = name_of(node).map_or_else(|| format!("{node:x}"), |peer| peer.name);
+                    (name, lag)
+                })
+                .collect();
+            reports.push(StreamGroupReport {
+                name: handle.name.clone(),
+                group: handle.group,
+                cluster: view.cluster_block(cluster.clone(), name_of),
+                current: view.current(handle.committed_backlog()),
+                view,
+                replica_lag,
+            });
+        }
+        reports
+    }
+
+    /// Streams the meta group placed on this node that this shard owns but
+    /// does not run (a create not carried out, or a replica lost).
+    pub(super) fn missing_streams(&self) -> Vec<String> {
+        let Some(this) = self.node_id() else {
+            return Vec::new();
+        };
+        let streams = self.streams.borrow();
+        let damaged = self.damaged.borrow();
+        self.placements
+            .borrow()
+            .iter()
+            .filter(|(name, peers)| {
+                peers.contains(&this)
+                    && owner_of(name, self.shard_count) == self.index
+                    && !streams.contains_key(*name)
+                    && !damaged.contains_key(*name)
+            })
+            .map(|(name, _)| name.clone())
+            .collect()
+    }
+
+    /// This shard's groups by role (the meta group's too, on shard 0) and
+    /// their elections and leader changes.
+    pub(super) fn raft_report(&self) -> RaftReport {
+        let mut report = RaftReport::default();
+        if let Some(groups) = self.groups.get() {
+            groups.visit_nodes(|_, node| report.count(node.role()));
+            report.counters = groups.counters();
+        }
+        report
+    }
+
+    /// A new leader of a group on this node: logged once per leader and
+    /// term.
+    pub(super) fn log_leader(&self, group: &str, leader: NodeId, term: u64) {
+        if Some(leader) == self.node_id() {
+            log::info!(target: "tern::jetstream", "{group}: this node leads (term {term})");
+            return;
+        }
+        let name = self
+            .peer_name(leader)
+            .map_or_else(|| format!("{leader:x}"), |peer| peer.name);
+        log::info!(target: "tern::jetstream", "{group}: leader is {name} (term {term})");
+    }
+
+    /// A replicated stream's task saw its group's leader change; this
+    /// replica taking office is logged by the task itself.
+    pub fn log_stream_leader(&self, stream: &str, leader: NodeId, term: u64) {
+        if Some(leader) != self.node_id() {
+            self.log_leader(&format!("stream {stream}"), leader, term);
+        }
     }
 }
 

@@ -46,6 +46,7 @@ pub mod headers;
 pub mod layout;
 pub mod meta;
 pub mod persist;
+pub mod replication;
 pub mod store_check;
 pub mod stream;
 pub mod usage;
@@ -171,12 +172,21 @@ pub struct OfflineStream {
 /// What a shard reports to a gather.
 #[derive(Debug, Default)]
 pub struct Gathered {
+    /// The shard that reported it.
+    pub shard: usize,
     pub streams: Vec<StreamSummary>,
     /// Streams that could not be opened (listed by nats-server's
     /// `offline` and `missing` fields).
     pub offline: Vec<OfflineStream>,
     pub api_total: u64,
     pub api_errors: u64,
+    /// In a cluster: the replicated streams' groups on this shard.
+    pub stream_groups: Vec<replication::StreamGroupReport>,
+    /// In a cluster: streams the meta group placed on this node that this
+    /// shard does not run (nor holds offline).
+    pub missing: Vec<String>,
+    /// The shard's Raft groups by role, and their counters.
+    pub raft: replication::RaftReport,
 }
 
 struct PendingGather {
@@ -561,6 +571,7 @@ impl JetStream {
                 glommio::spawn_local(js.clone().run_meta()).detach();
             } else {
                 log::error!(target: "tern::jetstream", "the meta group cannot run without shard 0's journal: JetStream answers 503 on this node");
+                meta.fail("shard 0's journal is damaged".into());
             }
         }
         if let Some(damage) = &journal_damage {
@@ -1004,16 +1015,20 @@ impl JetStream {
     }
 
     /// The server name of the node with Raft id `node`, if this shard
-    /// reaches it (or it is this node).
-    pub fn node_name(&self, node: u64) -> Option<String> {
+    /// ever linked to it (or it is this node), and whether it reaches it.
+    pub fn peer_name(&self, node: u64) -> Option<replication::PeerName> {
         if self.node_id() == Some(node) {
-            return Some(self.server_name());
+            return Some(replication::PeerName {
+                name: self.server_name(),
+                reachable: true,
+            });
         }
         let shard = self.shard();
         let routes = shard.routes.as_ref()?;
-        routes
-            .link_to_node(node)
-            .map(|link| link.peer.server_name.clone())
+        Some(replication::PeerName {
+            name: routes.known_node_name(node)?,
+            reachable: routes.link_to_node(node).is_some(),
+        })
     }
 
     /// This node's Raft id, in a cluster.
@@ -1798,10 +1813,14 @@ impl JetStream {
             })
             .collect();
         Gathered {
+            shard: self.index,
             streams,
             offline,
             api_total: self.api_total.get(),
             api_errors: self.api_errors.get(),
+            stream_groups: self.stream_group_reports(),
+            missing: self.missing_streams(),
+            raft: self.raft_report(),
         }
     }
 

@@ -16,7 +16,10 @@ use futures_lite::{AsyncReadExt, AsyncWriteExt};
 use glommio::net::{TcpListener, TcpStream};
 use serde::Serialize;
 
+use crate::jetstream::api::responses::ClusterBlock;
+use crate::jetstream::replication::StreamGroupReport;
 use crate::mesh::message::ReportKind;
+use crate::monitor::cluster;
 use crate::monitor::stats::{ConnectionInfo, RouteInfo, ShardReport};
 use crate::nats::proto::info::{NATS_COMPATIBLE_VERSION, TERN_VERSION};
 use crate::shard::Shard;
@@ -127,46 +130,27 @@ impl Monitor {
         }
     }
 
-    /// nats-server's single-server health: 503 `unavailable` naming the
-    /// first stream that is offline (damaged files, a damaged journal, or
-    /// stopped after a write error), else `ok`.
+    /// nats-server's health: 503 `unavailable` with the first problem as
+    /// `error` and every one in `errors` (its `?details=true` form, so one
+    /// damaged stream does not hide another), else `ok`. On one server the
+    /// problems are streams offline (damaged files, a damaged journal) or
+    /// stopped after a write error; in a cluster first the meta layer (no
+    /// leader heard from, or this node behind it), then also every stream
+    /// placed here whose replica is not current (`monitor::cluster`).
     async fn healthz(&self) -> Vec<u8> {
         if let Some(jetstream) = self.shard.jetstream.get() {
+            let meta = jetstream.meta_status();
             let parts = jetstream.gather().await;
-            let mut failed: Vec<(&str, String)> = parts
-                .iter()
-                .flat_map(|part| &part.streams)
-                .filter_map(|stream| {
-                    let failure = stream.failure.as_deref()?;
-                    Some((stream.name.as_str(), format!("write error: {failure}")))
-                })
-                .chain(parts.iter().flat_map(|part| &part.offline).map(|stream| {
-                    (
-                        stream.name.as_str(),
-                        format!("is offline: {}", stream.reason),
-                    )
-                }))
-                .collect();
-            failed.sort();
-            if let Some((name, failure)) = failed.first() {
-                // nats-server's `errors` (its `?details=true` form): every
-                // stream that is down, so one damaged stream does not hide
-                // another.
-                let errors: Vec<serde_json::Value> = failed
+            let problems = cluster::health_problems(meta.as_ref(), &parts);
+            if let Some(first) = problems.first() {
+                let errors: Vec<serde_json::Value> = problems
                     .iter()
-                    .map(|(stream, error)| {
-                        serde_json::json!({
-                            "type": "STREAM",
-                            "account": "$G",
-                            "stream": stream,
-                            "error": format!("JetStream stream '$G > {stream}' {error}"),
-                        })
-                    })
+                    .map(cluster::HealthProblem::to_json)
                     .collect();
                 let body = serde_json::json!({
                     "status": "unavailable",
                     "status_code": 503,
-                    "error": format!("JetStream stream '$G > {name}' {failure}"),
+                    "error": first.error,
                     "errors": errors,
                 });
                 let mut bytes =
@@ -179,7 +163,9 @@ impl Monitor {
     }
 
     /// JetStream totals (nats-server's `/jsz` top-level fields) and, with
-    /// `?streams=true`, each stream with the shard that owns it (tern).
+    /// `?streams=true`, each stream with the shard that owns it (tern). In
+    /// a cluster also nats-server's `meta_cluster`, and each stream's
+    /// `cluster` block and Raft state (`monitor::cluster`).
     async fn jsz(&self, query: &BTreeMap<String, String>) -> serde_json::Value {
         let Some(jetstream) = self.shard.jetstream.get() else {
             return serde_json::json!({
@@ -187,7 +173,14 @@ impl Monitor {
                 "disabled": true,
             });
         };
+        let meta = jetstream.meta_status();
         let parts = jetstream.gather().await;
+        let groups: BTreeMap<&str, &StreamGroupReport> = parts
+            .iter()
+            .flat_map(|part| &part.stream_groups)
+            .map(|report| (report.name.as_str(), report))
+            .collect();
+        let cluster_name = jetstream.cluster_name();
         let (mut memory, mut storage, mut messages, mut bytes, mut count, mut consumers) =
             (0u64, 0u64, 0u64, 0u64, 0u64, 0u64);
         let mut streams = Vec::new();
@@ -211,7 +204,7 @@ impl Monitor {
                     &stream.config,
                     stream.consumers,
                 );
-                streams.push(serde_json::json!({
+                let mut detail = serde_json::json!({
                     "name": stream.name,
                     "shard": stream.shard,
                     "messages": state.messages,
@@ -220,7 +213,24 @@ impl Monitor {
                     "last_seq": state.last_sequence,
                     "consumer_count": state.consumer_count,
                     "failure": stream.failure,
-                }));
+                });
+                if let Some(cluster_name) = &cluster_name {
+                    match groups.get(stream.name.as_str()) {
+                        Some(report) => {
+                            detail["cluster"] = cluster::cluster_json(&report.cluster);
+                            detail["raft"] = cluster::stream_raft_json(report);
+                        }
+                        // One replica: it leads, on this node.
+                        None => {
+                            detail["cluster"] = cluster::cluster_json(&ClusterBlock {
+                                name: Some(cluster_name.clone()),
+                                leader: Some(jetstream.server_name()),
+                                replicas: Vec::new(),
+                            })
+                        }
+                    }
+                }
+                streams.push(detail);
             }
             for stream in &part.offline {
                 count += 1;
@@ -245,6 +255,9 @@ impl Monitor {
                 None => format!("damaged: {}", jetstream.journal_damage().unwrap_or_default()),
             },
         });
+        if let Some(meta) = &meta {
+            body["meta_cluster"] = cluster::meta_cluster_json(meta);
+        }
         if query
             .get("streams")
             .is_some_and(|value| value == "true" || value == "1")
@@ -429,6 +442,11 @@ impl Monitor {
 
     async fn metrics(&self) -> String {
         let reports = self.shard.gather_reports(ReportKind::Counters).await;
+        // In a cluster: the replication families (monitor::cluster).
+        let replication = match (&self.shard.routes, self.shard.jetstream.get()) {
+            (Some(_), Some(jetstream)) => Some((jetstream.meta_status(), jetstream.gather().await)),
+            _ => None,
+        };
         let mut out = String::with_capacity(4096);
         type Family = (
             &'static str,
@@ -575,6 +593,21 @@ impl Monitor {
                     );
                 }
             }
+        }
+        if let Some((meta, parts)) = &replication {
+            let metrics = cluster::ReplicationMetrics {
+                meta: meta.as_ref(),
+                parts,
+                routes: reports
+                    .iter()
+                    .map(|report| cluster::ShardRoutes {
+                        shard: report.shard,
+                        nodes: &report.route_nodes,
+                        raft_dropped: report.raft_dropped,
+                    })
+                    .collect(),
+            };
+            cluster::write_replication_metrics(&mut out, &metrics);
         }
         let _ = writeln!(
             out,

@@ -1,5 +1,7 @@
-//! Monitoring: the HTTP endpoints ([`http`]) and the per-shard counters and
-//! reports they gather ([`stats`]).
+//! Monitoring: the HTTP endpoints ([`http`]), what they add in a cluster
+//! ([`cluster`]) and the per-shard counters and reports they gather
+//! ([`stats`]).
 
+pub mod cluster;
 pub mod http;
 pub mod stats;

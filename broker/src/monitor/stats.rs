@@ -108,6 +108,11 @@ pub struct ShardReport {
     pub sublist_cache_entries: u64,
     pub connection_list: Vec<ConnectionInfo>,
     pub routes: Vec<RouteInfo>,
+    /// In a cluster: every node this shard linked to since start (server
+    /// name) and whether its route is open now.
+    pub route_nodes: Vec<(String, bool)>,
+    /// Raft messages this shard's routes dropped (no open link).
+    pub raft_dropped: u64,
 }
 
 impl ShardReport {

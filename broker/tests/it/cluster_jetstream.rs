@@ -491,7 +491,11 @@ async fn r3_stream_replicates(flavor: Flavor) {
         answer["type"], "io.nats.jetstream.api.v1.stream_update_response",
         "{answer}"
     );
-    assert_eq!(answer["config"]["subjects"], json!(["events.>", "more.>"]), "{answer}");
+    assert_eq!(
+        answer["config"]["subjects"],
+        json!(["events.>", "more.>"]),
+        "{answer}"
+    );
     assert_eq!(answer["config"]["max_msgs"], 1000, "{answer}");
     assert_eq!(answer["state"]["messages"], 13, "{answer}");
     publish_through_failover(&two, "more.x", "after-update").await;

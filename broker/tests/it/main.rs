@@ -9,6 +9,7 @@ mod common;
 mod cluster_core;
 mod cluster_faults;
 mod cluster_jetstream;
+mod cluster_monitor;
 mod core_pubsub;
 mod jetstream_api;
 mod jetstream_consumer;

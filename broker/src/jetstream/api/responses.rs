@@ -134,6 +134,8 @@ pub struct ReplicaBlock {
     pub lag: u64,
     /// No route reaches it.
     pub offline: bool,
+    /// Its Raft id in hex (nats-server: the hash of its name).
+    pub peer: String,
 }
 
 impl ClusterBlock {
@@ -175,6 +177,8 @@ impl ClusterBlock {
                 if replica.lag > 0 {
                     let _ = write!(out, ",\"lag\":{}", replica.lag);
                 }
+                out.push_str(",\"peer\":");
+                json::write_string(out, &replica.peer);
                 out.push('}');
             }
             out.push(']');

@@ -11,6 +11,7 @@ use super::super::api::responses;
 use super::super::entry::Operation;
 use super::super::now_unix_ns;
 use super::super::persist;
+use super::super::replication::GroupView;
 use super::config::{subject_matches, StreamConfig};
 use super::failure::StreamFailure;
 use super::leader::{Owed, OwedReply};
@@ -343,24 +344,13 @@ impl StreamTask {
                 ..responses::ClusterBlock::default()
             };
         };
-        let mut replicas = Vec::new();
-        if self.handle.is_replicated() {
-            let (progress, last_index) = self
+        let replicas = match self.handle.is_replicated() {
+            true => self
                 .groups
-                .node(self.group, |node| (node.peer_progress(), node.last_index()));
-            for (peer, match_index, active) in progress {
-                let lag = last_index.saturating_sub(match_index);
-                let name = self.js.node_name(peer);
-                replicas.push(responses::ReplicaBlock {
-                    offline: name.is_none(),
-                    name: name.unwrap_or_else(|| format!("{peer:x}")),
-                    current: active && lag == 0,
-                    active_ns: 0,
-                    lag,
-                });
-            }
-            replicas.sort_by(|a, b| a.name.cmp(&b.name));
-        }
+                .node(self.group, GroupView::of)
+                .replicas(|node| self.js.peer_name(node)),
+            false => Vec::new(),
+        };
         responses::ClusterBlock {
             name: Some(cluster),
             leader,

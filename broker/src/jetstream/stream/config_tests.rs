@@ -465,7 +465,9 @@ fn update_rules_and_texts() {
     let counter = create("C", r#"{"name":"C","allow_msg_counter":true}"#).unwrap();
     let plain = update("C", r#"{"name":"C"}"#).unwrap();
     assert_eq!(
-        check_update(&counter, &plain, false).unwrap_err().description,
+        check_update(&counter, &plain, false)
+            .unwrap_err()
+            .description,
         "stream configuration update can not change message counter setting"
     );
     let scheduled = create("W", r#"{"name":"W","allow_msg_schedules":true}"#).unwrap();
@@ -484,12 +486,16 @@ fn update_rules_and_texts() {
     )
     .unwrap();
     assert_eq!(
-        check_update(&current, &bulky, false).unwrap_err().description,
+        check_update(&current, &bulky, false)
+            .unwrap_err()
+            .description,
         "stream metadata exceeds maximum size of 131072 bytes"
     );
     let other = update("V", r#"{"name":"V"}"#).unwrap();
     assert_eq!(
-        check_update(&current, &other, false).unwrap_err().description,
+        check_update(&current, &other, false)
+            .unwrap_err()
+            .description,
         "stream configuration name must match original"
     );
 }
@@ -527,7 +533,9 @@ fn update_of_mirrors_and_sealing() {
     );
     let unsealing = update("U", &format!("{{{base}}}")).unwrap();
     assert_eq!(
-        apply_update(&sealed, &unsealing, false).unwrap_err().description,
+        apply_update(&sealed, &unsealing, false)
+            .unwrap_err()
+            .description,
         "stream configuration update can not unseal a sealed stream"
     );
 }

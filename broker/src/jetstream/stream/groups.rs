@@ -261,6 +261,35 @@ impl StreamGroups {
         read(raft.node(group).expect("the group runs here"))
     }
 
+    /// Reads `group`'s node if it runs here (monitoring: a stream may
+    /// have stopped).
+    pub fn node_if_running<T>(&self, group: GroupId, read: impl FnOnce(&Node) -> T) -> Option<T> {
+        let persistence = self
+            .handles
+            .borrow()
+            .get(&group)
+            .map(|(persistence, _)| *persistence)?;
+        let raft = self.raft(persistence).borrow();
+        raft.node(group).map(read)
+    }
+
+    /// Monitoring: visits every group's node.
+    pub fn visit_nodes(&self, mut visit: impl FnMut(GroupId, &Node)) {
+        for raft in [&self.file, &self.memory] {
+            for (group, node) in raft.borrow().groups() {
+                visit(group, node);
+            }
+        }
+    }
+
+    /// Monitoring: elections and leader changes of every group this shard
+    /// ran (removed ones included).
+    pub fn counters(&self) -> tern_raft::NodeCounters {
+        let mut counters = self.file.borrow().counters();
+        counters += self.memory.borrow().counters();
+        counters
+    }
+
     /// The last hard state of `group` made durable in the journal.
     pub fn durable_hard_state(&self, group: GroupId) -> Option<HardState> {
         self.durable_hard_states.borrow().get(&group).copied()

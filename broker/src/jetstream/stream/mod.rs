@@ -275,6 +275,11 @@ impl StreamHandle {
     pub fn queued(&self) -> usize {
         self.commands.borrow().len()
     }
+
+    /// Committed entries handed to the task and not yet applied.
+    pub fn committed_backlog(&self) -> u64 {
+        self.committed.borrow().len() as u64
+    }
 }
 
 /// The block store, on O_DIRECT files or in memory.

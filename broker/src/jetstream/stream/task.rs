@@ -564,11 +564,9 @@ impl StreamTask {
             return Ok(());
         }
         let term = self.groups.node(self.group, Node::term);
-        let in_flight = self
-            .config_proposal
-            .is_some_and(|(index, proposed_term)| {
-                proposed_term == term && index > self.replica.state.applied_index
-            });
+        let in_flight = self.config_proposal.is_some_and(|(index, proposed_term)| {
+            proposed_term == term && index > self.replica.state.applied_index
+        });
         if in_flight || !self.is_leading() {
             return Ok(());
         }
@@ -606,8 +604,13 @@ impl StreamTask {
     pub(super) async fn follow_replication(&mut self) -> Result<(), StreamFailure> {
         self.follow_leadership().await?;
         let leading = self.is_leading();
-        let leader = self.groups.node(self.group, Node::leader);
-        self.handle.leader.set(leader);
+        let (leader, term) = self
+            .groups
+            .node(self.group, |node| (node.leader(), node.term()));
+        let previous = self.handle.leader.replace(leader);
+        if let Some(leader) = leader.filter(|&leader| previous != Some(leader)) {
+            self.js.log_stream_leader(&self.handle.name, leader, term);
+        }
         self.handle.leading.set(leading);
         if leading {
             self.propose_desired_config()?;
