@@ -389,6 +389,12 @@ impl StreamGroups {
             return Ok(());
         };
         let flush = self.file.borrow_mut().take_flush();
+        // Messages leave before the flush is written (Raft's contract: a
+        // leader's appends need not wait for its own write; what must
+        // wait, votes and acknowledgements, is held until the flush is
+        // durable): followers write in parallel with this node, and a
+        // journal waiting for room delays no group's heartbeats.
+        self.send_outgoing();
         if let Some(flush) = flush {
             let hard_states = flush
                 .writes
