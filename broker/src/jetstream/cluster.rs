@@ -839,8 +839,15 @@ impl JetStream {
         false
     }
 
-    /// 503 10008 `JetStream system temporarily unavailable`.
+    /// 503 10008 `JetStream system temporarily unavailable`; to a pull
+    /// request a 503 status instead, as when no node holds the stream:
+    /// MSG.NEXT has no JSON answer (nats-server sends its inbox messages
+    /// and statuses only), and a client takes any plain message there for
+    /// a delivery.
     fn answer_unavailable(&self, request: &ApiRequest, kind: &str) {
+        if kind == super::CONSUMER_NEXT_KIND {
+            return self.no_responders(request.reply.clone());
+        }
         self.answer_error(
             request.origin,
             request.reply.clone(),

@@ -105,6 +105,11 @@ pub fn owner_of(stream: &str, shard_count: usize) -> usize {
     tern_shard::placement::stream_shard("$G", stream, shard_count)
 }
 
+/// The `kind` MSG.NEXT is routed with: it has no JSON response type, so
+/// where another request would get a JSON error, a pull request gets a
+/// status (see `answer_unavailable`).
+pub(crate) const CONSUMER_NEXT_KIND: &str = "consumer_next_response";
+
 /// An API request on its way from the origin shard to the shard that
 /// handles it.
 #[derive(Debug)]
@@ -1227,14 +1232,16 @@ impl JetStream {
             ["CONSUMER", "MSG", "NEXT", name, consumer] => {
                 let handle = self.streams.borrow().get(*name).cloned();
                 match handle.filter(|handle| !handle.is_stopped()) {
-                    Some(handle)
-                        if self.route_to_leader(&handle, &request, "consumer_next_response") => {}
-                    Some(handle) => handle.consumer(stream::ConsumerCommand::Next {
-                        consumer: consumer.to_string(),
-                        reply: request.reply,
-                        payload: request.payload,
-                    }),
-                    None if self.forward_to_host(name, &request, "consumer_next_response") => {}
+                    Some(handle) => {
+                        if !self.route_to_leader(&handle, &request, CONSUMER_NEXT_KIND) {
+                            handle.consumer(stream::ConsumerCommand::Next {
+                                consumer: consumer.to_string(),
+                                reply: request.reply,
+                                payload: request.payload,
+                            });
+                        }
+                    }
+                    None if self.forward_to_host(name, &request, CONSUMER_NEXT_KIND) => {}
                     // No such stream: nobody would be listening (503).
                     None => self.no_responders(request.reply),
                 }

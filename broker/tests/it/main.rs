@@ -7,6 +7,7 @@
 mod common;
 
 mod cluster_core;
+mod cluster_failover;
 mod cluster_faults;
 mod cluster_jetstream;
 mod cluster_monitor;
