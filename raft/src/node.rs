@@ -587,12 +587,22 @@ impl Node {
     /// Where a stepdown hands leadership: the voter heard from recently
     /// with the most of the log. `None` unless this node leads and has
     /// such a peer.
+    ///
+    /// "Recently" is within three heartbeats (nats-server's rule), not the
+    /// check-quorum window: a voter that died moments ago must not be
+    /// chosen, or the handover is lost and leadership stays put.
     pub fn transfer_candidate(&self) -> Option<NodeId> {
-        self.peer_progress()
+        let recent_ticks = 3 * u64::from(self.config.heartbeat_ticks);
+        self.peer_status()
             .into_iter()
-            .filter(|(_, _, active)| *active)
-            .max_by_key(|(_, match_index, _)| *match_index)
-            .map(|(peer, _, _)| peer)
+            .filter(|peer| {
+                peer.recently_active
+                    && peer
+                        .silent_ticks
+                        .is_some_and(|silent| silent <= recent_ticks)
+            })
+            .max_by_key(|peer| peer.match_index)
+            .map(|peer| peer.id)
     }
 
     pub fn membership(&self) -> &Membership {
@@ -2162,6 +2172,27 @@ mod tests {
         );
         leader.tick();
         assert_eq!(leader.leader_silent_ticks(), Some(1));
+    }
+
+    #[test]
+    fn a_stepdown_hands_over_only_to_a_voter_heard_within_three_heartbeats() {
+        let mut leader = leader(Vec::new());
+        assert_eq!(leader.transfer_candidate(), None, "nobody heard yet");
+        // Node 2 has more of the log but goes silent; node 3 keeps
+        // answering.
+        acknowledge(&mut leader, 2, 1);
+        acknowledge(&mut leader, 3, 0);
+        assert_eq!(leader.transfer_candidate(), Some(2));
+        let heartbeat_ticks = leader.config.heartbeat_ticks;
+        for _ in 0..3 * heartbeat_ticks + 1 {
+            leader.tick();
+            acknowledge(&mut leader, 3, 0);
+        }
+        assert_eq!(
+            leader.transfer_candidate(),
+            Some(3),
+            "node 2 was silent for more than three heartbeats"
+        );
     }
 
     #[test]
