@@ -614,21 +614,8 @@ async fn r3_leader_killed_keeps_every_acked_message_tern() {
         );
     }
     // Every replica catches up.
-    let deadline = Instant::now() + CONVERGE_TIMEOUT;
-    loop {
-        let info = api_when_ready(&client, "$JS.API.STREAM.INFO.FAIL", Value::Null).await;
-        let replicas = info["cluster"]["replicas"]
-            .as_array()
-            .cloned()
-            .unwrap_or_default();
-        if replicas.len() == 2 && replicas.iter().all(|replica| replica["current"] == true) {
-            assert_eq!(info["state"]["messages"], acked.len(), "{info}");
-            break;
-        }
-        assert!(Instant::now() < deadline, "replicas never current: {info}");
-        // Poll interval of a bounded wait.
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    let info = wait_replicas_current(&client, "FAIL").await;
+    assert_eq!(info["state"]["messages"], acked.len(), "{info}");
 }
 
 /// A node that was down while the meta leader compacted its log past what

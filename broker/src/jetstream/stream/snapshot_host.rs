@@ -23,7 +23,7 @@ use std::collections::VecDeque;
 use std::time::Instant;
 
 use tern_raft::{Node, Snapshot, SnapshotChunk, SnapshotRead};
-use tern_storage::block_store::{DmaFiles, Manifest, MemoryFiles, StreamLog};
+use tern_storage::block_store::{Manifest, MemoryFiles, StreamLog};
 
 use super::super::persist::{self, RaftState};
 use super::config::StorageType;
@@ -158,13 +158,7 @@ impl task::StreamTask {
                         }
                     })?;
                 }
-                let files =
-                    DmaFiles::open(&directory)
-                        .await
-                        .map_err(|source| StreamFailure::Open {
-                            directory: directory.display().to_string(),
-                            source,
-                        })?;
+                let files = task::open_messages_directory(&directory).await?;
                 let (log, _) =
                     StreamLog::open(files, task::file_store_config(&self.js), &Manifest::new(1))
                         .await?;

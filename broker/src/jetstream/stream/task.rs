@@ -87,6 +87,18 @@ pub(super) fn file_store_config(js: &JetStream) -> tern_storage::block_store::St
     }
 }
 
+/// A block-store directory's files (created if missing).
+pub(super) async fn open_messages_directory(
+    directory: &std::path::Path,
+) -> Result<DmaFiles, StreamFailure> {
+    DmaFiles::open(directory)
+        .await
+        .map_err(|source| StreamFailure::Open {
+            directory: directory.display().to_string(),
+            source,
+        })
+}
+
 /// A memory stream's block store.
 pub(super) fn memory_store_config(js: &JetStream) -> tern_storage::block_store::StreamConfig {
     tern_storage::block_store::StreamConfig {
@@ -192,13 +204,7 @@ impl StreamTask {
                 let directory = js
                     .stream_directory(&handle.name)
                     .join(persist::messages_directory(generation));
-                let files =
-                    DmaFiles::open(&directory)
-                        .await
-                        .map_err(|source| StreamFailure::Open {
-                            directory: directory.display().to_string(),
-                            source,
-                        })?;
+                let files = open_messages_directory(&directory).await?;
                 let store_config = file_store_config(&js);
                 // The checkpoint says which files hold what: anything it
                 // names that is missing, shortened or altered keeps the
