@@ -563,6 +563,85 @@ impl JetStream {
                     });
                 }
             }
+            MetaEntry::Remap {
+                name,
+                peers,
+                config,
+                reply,
+                ..
+            } => {
+                let Some(before) = meta.placement(name) else {
+                    return;
+                };
+                meta.state.borrow_mut().apply(entry);
+                let Some((current, after)) = meta.state.borrow().streams.get(name).cloned() else {
+                    return;
+                };
+                if let Some(config) = config {
+                    self.catalog.borrow_mut().apply(&MetaChange::Update {
+                        config: config.clone(),
+                    });
+                }
+                self.tell_owner_placement(name, Some(&after));
+                let was_here = before.peers.contains(&this);
+                let is_here = peers.contains(&this);
+                log::info!(target: "tern::jetstream", "meta group: stream {name} moves from {:x?} to {:x?}", before.peers, peers);
+                match (was_here, is_here) {
+                    // A new replica: empty, it catches up from the leader
+                    // once the group adds it.
+                    (false, true) => self.send_owner(OwnerCommand::Create {
+                        config: Box::new(current.clone()),
+                        created_unix_ns: after.created_unix_ns,
+                        group: after.group,
+                        peers: voters_of(&after),
+                        joining: true,
+                        origin: owner_of(name, self.shard_count),
+                        reply: None,
+                    }),
+                    // No longer placed here: this copy goes (the group
+                    // keeps its quorum: at most a minority leaves at once).
+                    (true, false) => self.send_owner(OwnerCommand::Delete {
+                        name: name.clone(),
+                        origin: owner_of(name, self.shard_count),
+                        reply: None,
+                    }),
+                    (true, true) => {
+                        self.send_owner(OwnerCommand::Peers {
+                            name: name.clone(),
+                            peers: peers.clone(),
+                        });
+                        if let Some(config) = config {
+                            // The replica answering is the first one that
+                            // stays.
+                            let answering = before.peers.iter().find(|peer| peers.contains(peer))
+                                == Some(&this);
+                            self.send_owner(OwnerCommand::Update {
+                                origin: owner_of(name, self.shard_count),
+                                config: Box::new(config.clone()),
+                                create: false,
+                                reply: answering
+                                    .then(|| reply.as_deref().map(|r| Bytes::from(r.to_string())))
+                                    .flatten(),
+                            });
+                        }
+                    }
+                    (false, false) => {}
+                }
+                // A peer removal is done once the catalog says so: the meta
+                // leader answers.
+                if config.is_none() {
+                    if let Some(reply) = reply
+                        .as_ref()
+                        .filter(|_| self.groups().node(META_GROUP, Node::leader) == Some(this))
+                    {
+                        self.respond(
+                            META_SHARD,
+                            Bytes::from(reply.clone()),
+                            super::responses::remove_peer_response(),
+                        );
+                    }
+                }
+            }
         }
     }
 
@@ -593,8 +672,29 @@ impl JetStream {
         }
         for (name, (config, placement)) in &after.streams {
             self.tell_owner_placement(name, Some(placement));
+            let was_here = before
+                .streams
+                .get(name)
+                .is_some_and(|(_, before)| before.peers.contains(&this));
             if placement.peers.contains(&this) {
-                self.send_owner(self.create_command(config, placement, None));
+                let mut create = self.create_command(config, placement, None);
+                if let OwnerCommand::Create { joining, .. } = &mut create {
+                    // Placed here by a remap this node did not see.
+                    *joining = before.streams.contains_key(name) && !was_here;
+                }
+                self.send_owner(create);
+                if placement.peers.len() > 1 {
+                    self.send_owner(OwnerCommand::Peers {
+                        name: name.clone(),
+                        peers: placement.peers.clone(),
+                    });
+                }
+            } else if was_here {
+                self.send_owner(OwnerCommand::Delete {
+                    name: name.clone(),
+                    origin: owner_of(name, self.shard_count),
+                    reply: None,
+                });
             }
         }
     }
@@ -612,6 +712,7 @@ impl JetStream {
             created_unix_ns: placement.created_unix_ns,
             group: placement.group,
             peers: voters_of(placement),
+            joining: false,
             origin: owner_of(&config.name, self.shard_count),
             reply,
         }
@@ -622,7 +723,7 @@ impl JetStream {
             OwnerCommand::Create { config, .. } | OwnerCommand::Update { config, .. } => {
                 config.name.clone()
             }
-            OwnerCommand::Delete { name, .. } => name.clone(),
+            OwnerCommand::Delete { name, .. } | OwnerCommand::Peers { name, .. } => name.clone(),
         };
         let owner = owner_of(&name, self.shard_count);
         self.send_to(owner, ShardMessage::JetStreamOwner(Box::new(command)));
@@ -702,11 +803,19 @@ impl JetStream {
                     placement.peers.len() as i64 != config.num_replicas.max(1)
                 }) =>
             {
-                // Not built yet: docs/cluster-jetstream.md, "Not yet".
-                let error = ApiError::stream_update_failed(
-                    "changing a stream's num_replicas is not supported in a cluster yet",
-                );
-                return self.answer_error(request.origin, request.reply, kind, &error);
+                let placement = meta.placement(name).expect("checked");
+                match self.resize(&meta, &placement, config.num_replicas.max(1) as usize) {
+                    Ok(peers) => MetaEntry::Remap {
+                        name: name.to_string(),
+                        group: placement.group,
+                        peers,
+                        config: Some(config),
+                        reply,
+                    },
+                    Err(error) => {
+                        return self.answer_error(request.origin, request.reply, kind, &error)
+                    }
+                }
             }
             MetaChange::Update { config } => MetaEntry::Update {
                 group: meta.placement(name).map_or(0, |placement| placement.group),
@@ -721,6 +830,124 @@ impl JetStream {
             .with_node(META_GROUP, |node| node.propose(Bytes::from(entry.encode())));
         if proposed.is_err() {
             self.answer_unavailable(&request, kind);
+        }
+    }
+
+    /// A replicated stream's voters for `replicas` (both counts above
+    /// one: a one-voter stream's group is this node's alone): more are
+    /// the least loaded reachable nodes it is not on; fewer drop the last
+    /// listed, at most as many as leave the rest a quorum of the old.
+    fn resize(
+        &self,
+        meta: &Meta,
+        placement: &Placement,
+        replicas: usize,
+    ) -> Result<Vec<NodeId>, ApiError> {
+        let current = placement.peers.len();
+        if current == 1 || replicas == 1 {
+            return Err(ApiError::stream_update_failed(
+                "changing num_replicas to or from 1 is not supported in a cluster yet",
+            ));
+        }
+        if replicas < current {
+            let quorum = current / 2 + 1;
+            if replicas < quorum {
+                return Err(ApiError::stream_update_failed(&format!(
+                    "num_replicas can shrink from {current} to {quorum} at the least in one update"
+                )));
+            }
+            return Ok(placement.peers[..replicas].to_vec());
+        }
+        let candidates: Vec<(NodeId, usize)> = self
+            .placement_candidates(meta)
+            .into_iter()
+            .filter(|(node, _)| !placement.peers.contains(node))
+            .collect();
+        let random = crate::server::random_u64();
+        let added = meta::place(replicas - current, &candidates, |node| {
+            (node ^ random).wrapping_mul(0x9E37_79B9_7F4A_7C15)
+        })
+        .ok_or_else(ApiError::insufficient_resources)?;
+        let mut peers = placement.peers.clone();
+        peers.extend(added);
+        Ok(peers)
+    }
+
+    /// `$JS.API.STREAM.PEER.REMOVE.<stream>` `{"peer":"<server name>"}` on
+    /// the meta leader: the peer is replaced by a reachable node the stream
+    /// is not on (nats-server's rule: without one, 503 10075 `peer remap
+    /// failed`); answered once the catalog applied it.
+    pub(super) fn peer_remove_clustered(self: &Rc<Self>, name: &str, request: ApiRequest) {
+        const KIND: &str = "stream_remove_peer_response";
+        assert_eq!(self.index, META_SHARD);
+        let meta = self.meta.get().expect("clustered").clone();
+        if !self.served_by_meta_leader(&request, KIND) {
+            return;
+        }
+        let peer = serde_json::from_slice::<serde_json::Value>(&request.payload)
+            .ok()
+            .and_then(|body| body.get("peer")?.as_str().map(str::to_string))
+            .filter(|peer| !peer.is_empty());
+        let Some(peer) = peer else {
+            return self.answer_error(
+                request.origin,
+                request.reply,
+                KIND,
+                &ApiError::bad_request(),
+            );
+        };
+        let Some(placement) = meta.placement(name) else {
+            return self.answer_error(
+                request.origin,
+                request.reply,
+                KIND,
+                &ApiError::stream_not_found(),
+            );
+        };
+        let removed = crate::cluster::node_id(&peer);
+        let Some(position) = placement.peers.iter().position(|node| *node == removed) else {
+            return self.answer_error(
+                request.origin,
+                request.reply,
+                KIND,
+                &ApiError::peer_not_member(),
+            );
+        };
+        let candidates: Vec<(NodeId, usize)> = self
+            .placement_candidates(&meta)
+            .into_iter()
+            .filter(|(node, _)| !placement.peers.contains(node))
+            .collect();
+        let random = crate::server::random_u64();
+        let replacement = meta::place(1, &candidates, |node| {
+            (node ^ random).wrapping_mul(0x9E37_79B9_7F4A_7C15)
+        });
+        // A one-voter stream's group is its node's alone: it cannot move.
+        let Some(replacement) = replacement.filter(|_| placement.peers.len() > 1) else {
+            return self.answer_error(
+                request.origin,
+                request.reply,
+                KIND,
+                &ApiError::peer_remap_failed(),
+            );
+        };
+        let mut peers = placement.peers.clone();
+        peers[position] = replacement[0];
+        let entry = MetaEntry::Remap {
+            name: name.to_string(),
+            group: placement.group,
+            peers,
+            config: None,
+            reply: request
+                .reply
+                .as_ref()
+                .map(|reply| String::from_utf8_lossy(reply).into_owned()),
+        };
+        let proposed = self
+            .groups()
+            .with_node(META_GROUP, |node| node.propose(Bytes::from(entry.encode())));
+        if proposed.is_err() {
+            self.answer_unavailable(&request, KIND);
         }
     }
 

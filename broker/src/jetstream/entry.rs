@@ -17,6 +17,22 @@ pub const RECORD_ENTRY_NORMAL: u8 = 1;
 pub const RECORD_HARD_STATE: u8 = 2;
 /// A leader's noop entry: empty body.
 pub const RECORD_ENTRY_NOOP: u8 = 3;
+/// A membership entry adding a voter: body its node id u64.
+pub const RECORD_ENTRY_ADD_VOTER: u8 = 5;
+/// A membership entry removing a voter: body its node id u64.
+pub const RECORD_ENTRY_REMOVE_VOTER: u8 = 6;
+
+/// Whether a journal record kind holds a Raft entry.
+pub fn is_entry_record(kind: u8) -> bool {
+    matches!(
+        kind,
+        RECORD_ENTRY_NORMAL
+            | RECORD_ENTRY_NOOP
+            | RECORD_ENTRY_ADD_VOTER
+            | RECORD_ENTRY_REMOVE_VOTER
+    )
+}
+
 /// Whether a normal entry's data is a config change (its replicas write
 /// the config file before applying it).
 pub fn is_config(data: &[u8]) -> bool {
@@ -438,7 +454,14 @@ pub fn entry_record(entry: &tern_raft::Entry) -> (u8, Bytes) {
     match &entry.kind {
         tern_raft::EntryKind::Noop => (RECORD_ENTRY_NOOP, Bytes::new()),
         tern_raft::EntryKind::Normal(data) => (RECORD_ENTRY_NORMAL, data.clone()),
-        other => unreachable!("membership changes are not used by single-voter streams: {other:?}"),
+        tern_raft::EntryKind::AddVoter(node) => (
+            RECORD_ENTRY_ADD_VOTER,
+            Bytes::copy_from_slice(&node.to_le_bytes()),
+        ),
+        tern_raft::EntryKind::RemoveVoter(node) => (
+            RECORD_ENTRY_REMOVE_VOTER,
+            Bytes::copy_from_slice(&node.to_le_bytes()),
+        ),
     }
 }
 
@@ -448,6 +471,20 @@ pub fn entry_kind(record_kind: u8, body: &[u8]) -> Result<tern_raft::EntryKind, 
         RECORD_ENTRY_NOOP if body.is_empty() => Ok(tern_raft::EntryKind::Noop),
         RECORD_ENTRY_NOOP => Err(DecodeError::Trailing(body.len())),
         RECORD_ENTRY_NORMAL => Ok(tern_raft::EntryKind::Normal(Bytes::copy_from_slice(body))),
+        RECORD_ENTRY_ADD_VOTER | RECORD_ENTRY_REMOVE_VOTER => {
+            let node: [u8; 8] = body.try_into().map_err(|_| match body.len() {
+                short if short < 8 => DecodeError::Truncated {
+                    offset: short,
+                    needed: 8,
+                },
+                long => DecodeError::Trailing(long - 8),
+            })?;
+            let node = u64::from_le_bytes(node);
+            Ok(match record_kind {
+                RECORD_ENTRY_ADD_VOTER => tern_raft::EntryKind::AddVoter(node),
+                _ => tern_raft::EntryKind::RemoveVoter(node),
+            })
+        }
         other => Err(DecodeError::UnknownEntryKind(other)),
     }
 }
@@ -953,6 +990,20 @@ mod tests {
             Err(DecodeError::Trailing(1))
         );
         assert_eq!(entry_kind(7, b""), Err(DecodeError::UnknownEntryKind(7)));
+        for kind in [
+            tern_raft::EntryKind::AddVoter(0xfeed_f00d_dead_beef),
+            tern_raft::EntryKind::RemoveVoter(7),
+        ] {
+            let (record, body) = entry_record(&tern_raft::Entry {
+                term: 2,
+                index: 3,
+                kind: kind.clone(),
+            });
+            assert!(is_entry_record(record));
+            assert_eq!(entry_kind(record, &body), Ok(kind));
+            assert!(entry_kind(record, &body[..7]).is_err());
+            assert!(entry_kind(record, &[0; 9]).is_err());
+        }
         let hard_state = tern_raft::HardState {
             term: 4,
             vote: Some(1),

@@ -132,9 +132,14 @@ pub enum OwnerCommand {
         group: u64,
         /// A replicated stream's voters (empty: one, this node).
         peers: Vec<u64>,
+        /// A replica added to an existing group (it waits to be sent the
+        /// stream; it does not stand for election at once).
+        joining: bool,
         origin: usize,
         reply: Option<Bytes>,
     },
+    /// A replicated stream's voters as the meta group placed them.
+    Peers { name: String, peers: Vec<u64> },
     Update {
         config: Box<StreamConfig>,
         create: bool,
@@ -449,6 +454,7 @@ impl JetStream {
                             entries: Vec::new(),
                             peers: found.peers.clone(),
                             acknowledged_index: 0,
+                            joining: false,
                         },
                     ),
                 )
@@ -469,6 +475,7 @@ impl JetStream {
                             entries: Vec::new(),
                             peers: Vec::new(),
                             acknowledged_index: 0,
+                            joining: false,
                         },
                     ),
                 );
@@ -496,9 +503,7 @@ impl JetStream {
                     },
                     // A snapshot installed: what came before is void.
                     entry::RECORD_SNAPSHOT => recovered.entries.clear(),
-                    entry::RECORD_ENTRY_NORMAL | entry::RECORD_ENTRY_NOOP
-                        if header.index > *applied =>
-                    {
+                    kind if entry::is_entry_record(kind) && header.index > *applied => {
                         match entry::entry_kind(header.kind, record.body) {
                             Ok(kind) => {
                                 // A later record for an index replaces it and
@@ -1121,6 +1126,9 @@ impl JetStream {
                     ApiError::clustering_required(),
                 );
             }
+            ["STREAM", "PEER", "REMOVE", _] if self.is_clustered() => {
+                self.send_to(META_SHARD, ShardMessage::JetStreamApi(Box::new(request)));
+            }
             ["STREAM", "PEER", "REMOVE", _] => {
                 self.answer_here(
                     request,
@@ -1205,6 +1213,10 @@ impl JetStream {
                 "stream_leader_stepdown_response",
             ),
             ["META", "LEADER", "STEPDOWN"] => self.meta_stepdown(request),
+            ["STREAM", "PEER", "REMOVE", name] => {
+                let name = name.to_string();
+                self.peer_remove_clustered(&name, request);
+            }
             ["STREAM", operation @ ("CREATE" | "UPDATE" | "DELETE"), name] => {
                 assert_eq!(self.index, META_SHARD);
                 let operation = operation.to_string();
@@ -1355,6 +1367,7 @@ impl JetStream {
                 created_unix_ns: now_unix_ns(),
                 group,
                 peers: Vec::new(),
+                joining: false,
                 origin: request.origin,
                 reply: request.reply,
             },
@@ -1406,11 +1419,26 @@ impl JetStream {
 
     async fn handle_owner_command(self: Rc<Self>, command: OwnerCommand) {
         match command {
+            OwnerCommand::Peers { name, peers } => {
+                let handle = self.streams.borrow().get(&name).cloned();
+                if let Some(handle) = handle {
+                    self.call_stream(
+                        &handle,
+                        ApiCall {
+                            origin: self.index,
+                            reply: None,
+                            payload: Bytes::new(),
+                            kind: StreamApi::Peers { peers },
+                        },
+                    );
+                }
+            }
             OwnerCommand::Create {
                 config,
                 created_unix_ns,
                 group,
                 peers,
+                joining,
                 origin,
                 reply,
             } => {
@@ -1425,7 +1453,7 @@ impl JetStream {
                     return;
                 }
                 match self
-                    .create_stream(*config, created_unix_ns, group, peers)
+                    .create_stream(*config, created_unix_ns, group, peers, joining)
                     .await
                 {
                     Ok(handle) => {
@@ -1564,6 +1592,7 @@ impl JetStream {
         created_unix_ns: u64,
         group: u64,
         peers: Vec<u64>,
+        joining: bool,
     ) -> Result<Rc<StreamHandle>, String> {
         let recovered = Recovered {
             raft: None,
@@ -1571,6 +1600,7 @@ impl JetStream {
             entries: Vec::new(),
             peers: peers.clone(),
             acknowledged_index: 0,
+            joining,
         };
         if config.storage == StorageType::Memory {
             // Nothing persisted: gone after a restart, as in nats-server.
@@ -1626,6 +1656,7 @@ impl JetStream {
                 entries: Vec::new(),
                 peers,
                 acknowledged_index: 0,
+                joining,
             },
         )
         .await

@@ -1020,3 +1020,170 @@ async fn r3_replica_behind_the_compacted_log_catches_up_by_snapshot_tern() {
         cluster.node(behind).log_tail()
     );
 }
+
+/// `STREAM.PEER.REMOVE` where no node is free to take the peer's place
+/// (an R3 stream on three nodes): nats-server's 503 10075 `peer remap
+/// failed`; a peer that is not a member: 400 10040. Nothing moves.
+async fn peer_remove_without_a_spare_node(flavor: Flavor) {
+    let cluster = Cluster::meshed(flavor, 3, Options::jetstream()).await;
+    let client = cluster.connect(1).await;
+    let mut config = stream_config("MOVE");
+    config["num_replicas"] = json!(3);
+    let created = api_when_ready(&client, "$JS.API.STREAM.CREATE.MOVE", config).await;
+    assert!(created.get("error").is_none(), "{created}");
+    let stranger = api_when_ready(
+        &client,
+        "$JS.API.STREAM.PEER.REMOVE.MOVE",
+        json!({"peer": "nobody"}),
+    )
+    .await;
+    assert_eq!(
+        stranger,
+        json!({"type": "io.nats.jetstream.api.v1.stream_remove_peer_response",
+               "error": {"code": 400, "err_code": 10040, "description": "peer not a member"}})
+    );
+    let refused = api_when_ready(
+        &client,
+        "$JS.API.STREAM.PEER.REMOVE.MOVE",
+        json!({"peer": "n2"}),
+    )
+    .await;
+    assert_eq!(
+        refused,
+        json!({"type": "io.nats.jetstream.api.v1.stream_remove_peer_response",
+               "error": {"code": 503, "err_code": 10075, "description": "peer remap failed"}})
+    );
+    let info = wait_replicas_current(&client, "MOVE").await;
+    assert_eq!(info["config"]["num_replicas"], 3, "{info}");
+}
+
+#[tokio::test]
+async fn peer_remove_without_a_spare_node_tern() {
+    peer_remove_without_a_spare_node(Flavor::Tern).await;
+}
+
+#[tokio::test]
+async fn peer_remove_without_a_spare_node_nats() {
+    peer_remove_without_a_spare_node(Flavor::Nats).await;
+}
+
+/// The replica names of `stream` (leader included) once they are all
+/// current and `count` of them.
+async fn wait_replica_set(client: &async_nats::Client, stream: &str, count: usize) -> Vec<String> {
+    let deadline = Instant::now() + CONVERGE_TIMEOUT;
+    loop {
+        let info = api_when_ready(
+            client,
+            &format!("$JS.API.STREAM.INFO.{stream}"),
+            Value::Null,
+        )
+        .await;
+        let replicas = info["cluster"]["replicas"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        let mut names: Vec<String> = replicas
+            .iter()
+            .map(|replica| replica["name"].as_str().unwrap_or_default().to_string())
+            .collect();
+        if let Some(leader) = info["cluster"]["leader"].as_str() {
+            names.push(leader.to_string());
+        }
+        names.sort();
+        if names.len() == count && replicas.iter().all(|replica| replica["current"] == true) {
+            return names;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "never {count} current replicas: {info}"
+        );
+        // Poll interval of a bounded wait.
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// On five nodes an R3 stream's peer is removed and replaced (the new
+/// replica catches up from the leader), the stream grows to five replicas
+/// and shrinks back to three through updates, and every acknowledged
+/// message stays, published throughout.
+#[tokio::test]
+async fn r3_stream_moves_and_resizes_on_five_nodes_tern() {
+    let cluster = Cluster::meshed(Flavor::Tern, 5, Options::jetstream()).await;
+    let client = cluster.connect(1).await;
+    let mut config = stream_config("MOVE");
+    config["num_replicas"] = json!(3);
+    let created = api_when_ready(&client, "$JS.API.STREAM.CREATE.MOVE", config.clone()).await;
+    assert!(created.get("error").is_none(), "{created}");
+    let mut acked = 0;
+    let publish_some = |round: &'static str| {
+        let client = client.clone();
+        async move {
+            for index in 0..50 {
+                publish_through_failover(&client, "move.x", &format!("{round}-{index}")).await;
+            }
+        }
+    };
+    publish_some("first").await;
+    acked += 50;
+    let before = wait_replica_set(&client, "MOVE", 3).await;
+    let leader = format!("n{}", stream_leader(&client, "MOVE").await);
+    let removed = before
+        .iter()
+        .find(|name| **name != leader)
+        .expect("a follower")
+        .clone();
+    let answer = api_when_ready(
+        &client,
+        "$JS.API.STREAM.PEER.REMOVE.MOVE",
+        json!({ "peer": removed }),
+    )
+    .await;
+    assert_eq!(
+        answer,
+        json!({"type": "io.nats.jetstream.api.v1.stream_remove_peer_response", "success": true})
+    );
+    publish_some("moving").await;
+    acked += 50;
+    let deadline = Instant::now() + CONVERGE_TIMEOUT;
+    let after = loop {
+        let after = wait_replica_set(&client, "MOVE", 3).await;
+        if !after.contains(&removed) {
+            break after;
+        }
+        assert!(Instant::now() < deadline, "{removed} never left: {after:?}");
+        // Poll interval of a bounded wait.
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_eq!(
+        after.iter().filter(|name| before.contains(name)).count(),
+        2,
+        "{before:?} -> {after:?}"
+    );
+    // Five replicas, then three again.
+    for replicas in [5, 3] {
+        config["num_replicas"] = json!(replicas);
+        let updated = api_when_ready(&client, "$JS.API.STREAM.UPDATE.MOVE", config.clone()).await;
+        assert_eq!(updated["config"]["num_replicas"], replicas, "{updated}");
+        publish_some("resizing").await;
+        acked += 50;
+        let set = wait_replica_set(&client, "MOVE", replicas).await;
+        let info = api_when_ready(&client, "$JS.API.STREAM.INFO.MOVE", Value::Null).await;
+        assert_eq!(info["state"]["messages"], acked, "{info}");
+        assert_eq!(info["state"]["last_seq"], acked, "{info}");
+        // A node the stream left drops its copy.
+        let deadline = Instant::now() + CONVERGE_TIMEOUT;
+        for node in 1..=5 {
+            let directory = cluster
+                .node(node)
+                .store_dir()
+                .join("jetstream/streams/MOVE");
+            let placed = set.contains(&format!("n{node}"));
+            while !placed && directory.exists() {
+                assert!(Instant::now() < deadline, "n{node} kept {directory:?}");
+                // Poll interval of a bounded wait.
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            assert_eq!(directory.exists(), placed, "n{node} in {set:?}");
+        }
+    }
+}

@@ -264,6 +264,16 @@ impl ApiError {
         ApiError::new(500, 10194, format!("stream is offline: {reason}"))
     }
 
+    /// 400 10040 `peer not a member`.
+    pub fn peer_not_member() -> ApiError {
+        ApiError::new(400, 10040, "peer not a member")
+    }
+
+    /// 503 10075 `peer remap failed`.
+    pub fn peer_remap_failed() -> ApiError {
+        ApiError::new(503, 10075, "peer remap failed")
+    }
+
     /// 503 10023 `insufficient resources`.
     pub fn insufficient_resources() -> ApiError {
         ApiError::new(503, 10023, "insufficient resources")

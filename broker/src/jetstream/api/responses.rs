@@ -330,6 +330,10 @@ pub fn error_response(kind: &str, error: &ApiError) -> String {
 }
 
 /// `{"type":"…stream_delete_response","success":true}`.
+pub fn remove_peer_response() -> String {
+    success_response("stream_remove_peer_response")
+}
+
 pub fn delete_response() -> String {
     success_response("stream_delete_response")
 }

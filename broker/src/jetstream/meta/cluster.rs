@@ -56,6 +56,15 @@ pub enum MetaEntry {
         name: String,
         reply: Option<String>,
     },
+    /// A replicated stream's voters change (a peer removed and replaced,
+    /// or `num_replicas` changed with `config`).
+    Remap {
+        name: String,
+        group: u64,
+        peers: Vec<NodeId>,
+        config: Option<StreamConfig>,
+        reply: Option<String>,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -135,10 +144,25 @@ impl MetaEntry {
                 "create": create,
             }),
             MetaEntry::Delete { name, .. } => json!({ "op": "delete", "name": name }),
+            MetaEntry::Remap {
+                name,
+                group,
+                peers,
+                config,
+                ..
+            } => {
+                let mut value =
+                    json!({ "op": "remap", "name": name, "group": group, "peers": peers });
+                if let Some(config) = config {
+                    value["stream"] = stored(*group, config);
+                }
+                value
+            }
         };
         let (MetaEntry::Create { reply, .. }
         | MetaEntry::Update { reply, .. }
-        | MetaEntry::Delete { reply, .. }) = self;
+        | MetaEntry::Delete { reply, .. }
+        | MetaEntry::Remap { reply, .. }) = self;
         if let Some(reply) = reply {
             value["reply"] = Value::String(reply.clone());
         }
@@ -192,6 +216,20 @@ impl MetaEntry {
                     .and_then(Value::as_str)
                     .ok_or(MetaDecodeError::Field("name"))?
                     .to_string(),
+                reply,
+            }),
+            "remap" => Ok(MetaEntry::Remap {
+                name: value
+                    .get("name")
+                    .and_then(Value::as_str)
+                    .ok_or(MetaDecodeError::Field("name"))?
+                    .to_string(),
+                group: u64_of(&value, "group")?,
+                peers: peers_of(&value)?,
+                config: value
+                    .get("stream")
+                    .map(|stream| parse_stored(stream).map(|(_, config)| config))
+                    .transpose()?,
                 reply,
             }),
             other => Err(MetaDecodeError::Operation(other.to_string())),
@@ -295,6 +333,19 @@ impl MetaCheckpoint {
             MetaEntry::Delete { name, .. } => {
                 self.streams.remove(name);
             }
+            MetaEntry::Remap {
+                name,
+                peers,
+                config,
+                ..
+            } => {
+                if let Some((current, placement)) = self.streams.get_mut(name) {
+                    placement.peers = peers.clone();
+                    if let Some(config) = config {
+                        *current = config.clone();
+                    }
+                }
+            }
         }
     }
 
@@ -371,6 +422,20 @@ mod tests {
                 name: "ORDERS".into(),
                 reply: Some("r".into()),
             },
+            MetaEntry::Remap {
+                name: "ORDERS".into(),
+                group: 7,
+                peers: vec![3, 9, 1],
+                config: None,
+                reply: Some("r".into()),
+            },
+            MetaEntry::Remap {
+                name: "ORDERS".into(),
+                group: 7,
+                peers: vec![3, 9, 1, 4, 5],
+                config: Some(config("ORDERS")),
+                reply: None,
+            },
         ];
         for entry in entries {
             assert_eq!(MetaEntry::decode(&entry.encode()).unwrap(), entry);
@@ -405,6 +470,14 @@ mod tests {
         assert_eq!(checkpoint.load(1), 0);
         let decoded = MetaCheckpoint::decode(&checkpoint.encode()).unwrap();
         assert_eq!(decoded, checkpoint);
+        checkpoint.apply(&MetaEntry::Remap {
+            name: "A".into(),
+            group: 11,
+            peers: vec![1],
+            config: None,
+            reply: None,
+        });
+        assert_eq!((checkpoint.load(5), checkpoint.load(1)), (0, 1));
         checkpoint.apply(&MetaEntry::Delete {
             name: "A".into(),
             reply: None,

@@ -65,7 +65,7 @@ impl GroupRecords {
         let header = &record.header;
         self.highest_term = self.highest_term.max(header.term);
         match header.kind {
-            entry::RECORD_ENTRY_NORMAL | entry::RECORD_ENTRY_NOOP => {
+            kind if entry::is_entry_record(kind) => {
                 self.entries += 1;
                 self.highest_index = self.highest_index.max(header.index);
                 if self
@@ -588,10 +588,7 @@ fn discards_of(
     let mut orphans = 0;
     let mut per_stream: BTreeMap<&str, (u64, Vec<u64>, Vec<u64>)> = BTreeMap::new();
     for record in discarded {
-        let is_entry = matches!(
-            record.kind,
-            entry::RECORD_ENTRY_NORMAL | entry::RECORD_ENTRY_NOOP
-        );
+        let is_entry = entry::is_entry_record(record.kind);
         let Some(stream) = groups.get(&record.group) else {
             orphans += u64::from(is_entry);
             continue;

@@ -194,6 +194,10 @@ impl StreamTask {
                 let stored = self
                     .js
                     .stored_config_json(self.group, &json, &self.handle.peers);
+                debug_assert!(
+                    !self.handle.is_replicated(),
+                    "replicated updates apply in the log"
+                );
                 if let Some(files) = &self.files {
                     persist::write_config(files, stored.as_bytes(), self.created_unix_ns).await?;
                 }
@@ -211,6 +215,10 @@ impl StreamTask {
             StreamApi::Consumer { tokens } => {
                 let tokens: Vec<&str> = tokens.iter().map(String::as_str).collect();
                 self.consumer_api(origin, reply, &payload, &tokens);
+            }
+            StreamApi::Peers { peers } => {
+                self.desired_peers = Some(peers);
+                self.change_membership();
             }
             StreamApi::LeaderStepdown => {
                 // One replica: nothing to hand over (nats-server answers

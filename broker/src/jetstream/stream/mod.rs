@@ -76,6 +76,11 @@ pub enum StreamApi {
     Delete,
     /// `$JS.API.STREAM.LEADER.STEPDOWN.<stream>` (in a cluster).
     LeaderStepdown,
+    /// The meta group moved a replicated stream to these voters: its
+    /// leader changes the group's membership to them, one voter at a time.
+    Peers {
+        peers: Vec<u64>,
+    },
     /// `$JS.API.CONSUMER.…`: the tokens after `CONSUMER.`.
     Consumer {
         tokens: Vec<String>,
@@ -95,6 +100,7 @@ impl StreamApi {
             StreamApi::Update { create: false, .. } => "stream_update_response",
             StreamApi::Delete => "stream_delete_response",
             StreamApi::LeaderStepdown => "stream_leader_stepdown_response",
+            StreamApi::Peers { .. } => "stream_remove_peer_response",
             StreamApi::Consumer { tokens } => match tokens.first().map(String::as_str) {
                 Some("INFO") => "consumer_info_response",
                 Some("DELETE") => "consumer_delete_response",
@@ -316,6 +322,7 @@ pub mod deliveries;
 pub mod failure;
 pub mod groups;
 mod leader;
+mod membership;
 mod persistence;
 pub use consumers::ConsumerCommand;
 use leader::Owed;

@@ -123,6 +123,8 @@ pub struct Recovered {
     /// The last entry this node acknowledged (its journal's last, before
     /// a gap dropped some).
     pub acknowledged_index: u64,
+    /// A replica added to an existing group: it never stands first.
+    pub joining: bool,
 }
 
 pub struct StreamTask {
@@ -178,6 +180,9 @@ pub struct StreamTask {
     pub(super) config_proposal: Option<(u64, u64)>,
     /// Update replies this replica answers once their config applied.
     pub(super) update_replies: Vec<(usize, Bytes, Box<StreamConfig>)>,
+    /// A replicated stream: the voters the meta group placed it on, which
+    /// its leader moves the group to.
+    pub(super) desired_peers: Option<Vec<u64>>,
 }
 
 impl StreamTask {
@@ -264,6 +269,7 @@ impl StreamTask {
         // once (the others wait their timeout), so the create's answer
         // and the first publishes do not wait for one.
         let stand_first = replicated
+            && !recovered.joining
             && raft.applied_index == 0
             && recovered.entries.is_empty()
             && hard_state.term == 0
@@ -335,6 +341,7 @@ impl StreamTask {
             desired_config: None,
             config_proposal: None,
             update_replies: Vec::new(),
+            desired_peers: None,
         };
         if stand_first {
             task.groups.with_node(group, Node::campaign_now);
@@ -509,6 +516,12 @@ impl StreamTask {
             if entry.index <= self.replica.state.applied_index {
                 continue;
             }
+            let membership_change = match &entry.kind {
+                tern_raft::EntryKind::AddVoter(_) | tern_raft::EntryKind::RemoveVoter(_) => {
+                    Some(entry.kind.clone())
+                }
+                _ => None,
+            };
             if self.handle.is_replicated() {
                 if let tern_raft::EntryKind::Normal(data) = &entry.kind {
                     if super::super::entry::is_config(data) {
@@ -518,6 +531,9 @@ impl StreamTask {
                 }
             }
             self.apply(entry, now_ns).await?;
+            if let Some(change) = membership_change {
+                self.membership_applied(change).await?;
+            }
         }
         let applied = self.replica.state.applied_index;
         if !self.handle.is_replicated() {
@@ -552,7 +568,7 @@ impl StreamTask {
         let stored = self.js.stored_config_json(
             self.group,
             &String::from_utf8_lossy(&json),
-            &self.handle.peers,
+            &self.membership.voters,
         );
         let files = self.files.as_ref().expect("checked above");
         persist::write_config(files, stored.as_bytes(), self.created_unix_ns).await?;
@@ -620,6 +636,7 @@ impl StreamTask {
         self.handle.leading.set(leading);
         if leading {
             self.propose_desired_config()?;
+            self.change_membership();
         }
         if leading && !self.subscribed {
             let config = self.replica.state.config.clone();

@@ -1,0 +1,142 @@
+//! A replicated stream's voters as the task keeps them: the meta group
+//! places the stream on a set of nodes (`StreamApi::Peers`), and the
+//! stream's leader moves its Raft group there one voter at a time
+//! (removals first, so a quorum never waits for a new, empty replica;
+//! itself last, by handing leadership over); every replica records each
+//! change that applies in its config file's `"peers"`, which is the
+//! group's membership after a restart. A child of `stream`, beside
+//! `task`.
+
+use tern_raft::{EntryKind, Membership, Node, ProposeError};
+
+use super::super::persist;
+use super::failure::StreamFailure;
+use super::task::StreamTask;
+
+/// The next change that moves `voters` towards `desired`: a voter to
+/// remove (not `this`), else one to add, else `this` to remove (`None`:
+/// nothing to do).
+pub(super) fn next_change(voters: &[u64], desired: &[u64], this: u64) -> Option<EntryKind> {
+    if let Some(&gone) = voters
+        .iter()
+        .find(|voter| !desired.contains(voter) && **voter != this)
+    {
+        return Some(EntryKind::RemoveVoter(gone));
+    }
+    if let Some(&new) = desired.iter().find(|peer| !voters.contains(peer)) {
+        return Some(EntryKind::AddVoter(new));
+    }
+    (!desired.contains(&this) && voters.contains(&this)).then_some(EntryKind::RemoveVoter(this))
+}
+
+impl StreamTask {
+    /// The leader proposes the next membership change towards the voters
+    /// the meta group gave the stream (one in flight at a time; Raft
+    /// refuses a second until the first committed). Removing itself, it
+    /// hands leadership to another desired voter instead: that leader
+    /// removes it.
+    pub(super) fn change_membership(&mut self) {
+        let Some(desired) = self.desired_peers.clone() else {
+            return;
+        };
+        if !self.is_leading() {
+            return;
+        }
+        let (voters, this) = self.groups.node(self.group, |node: &Node| {
+            (node.membership().voters.clone(), node.id())
+        });
+        let Some(change) = next_change(&voters, &desired, this) else {
+            self.desired_peers = None;
+            return;
+        };
+        if change == EntryKind::RemoveVoter(this) {
+            let target = self
+                .groups
+                .node(self.group, Node::transfer_candidate)
+                .filter(|candidate| desired.contains(candidate));
+            if let Some(target) = target {
+                log::info!(target: "tern::jetstream", "stream {}: this node leaves the stream's voters; leadership goes to node {target:x} first", self.handle.name);
+                self.groups
+                    .with_node(self.group, |node| node.transfer_leadership(target));
+            }
+            return;
+        }
+        match self
+            .groups
+            .with_node(self.group, |node| node.propose_membership(change.clone()))
+        {
+            Ok(index) => {
+                log::info!(target: "tern::jetstream", "stream {}: proposed {change:?} at index {index}", self.handle.name)
+            }
+            // The previous change has not committed yet, or leadership
+            // is moving: the next turn tries again.
+            Err(ProposeError::MembershipChangePending | ProposeError::Transferring) => {}
+            Err(error) => {
+                log::warn!(target: "tern::jetstream", "stream {}: {change:?} refused: {error:?}", self.handle.name)
+            }
+        }
+    }
+
+    /// A membership entry applied: the group's voters from now on, kept
+    /// in the config file for a restart.
+    pub(super) async fn membership_applied(
+        &mut self,
+        change: EntryKind,
+    ) -> Result<(), StreamFailure> {
+        let mut voters = self.membership.voters.clone();
+        match change {
+            EntryKind::AddVoter(node) => voters.push(node),
+            EntryKind::RemoveVoter(node) => voters.retain(|voter| *voter != node),
+            EntryKind::Normal(_) | EntryKind::Noop => unreachable!("a membership entry"),
+        }
+        self.membership = Membership::new(voters);
+        log::info!(target: "tern::jetstream", "stream {}: voters now {:x?}", self.handle.name, self.membership.voters);
+        if let Some(files) = &self.files {
+            let stored = self.js.stored_config_json(
+                self.group,
+                &self.replica.state.config.to_stored_json(),
+                &self.membership.voters,
+            );
+            persist::write_config(files, stored.as_bytes(), self.created_unix_ns).await?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn changes_remove_others_first_then_add_then_remove_this_node() {
+        // A peer replaced: its removal first (the quorum never waits for
+        // the new, empty replica), then the addition.
+        assert_eq!(
+            next_change(&[1, 2, 3], &[1, 2, 4], 1),
+            Some(EntryKind::RemoveVoter(3))
+        );
+        assert_eq!(
+            next_change(&[1, 2], &[1, 2, 4], 1),
+            Some(EntryKind::AddVoter(4))
+        );
+        assert_eq!(next_change(&[1, 2, 4], &[1, 2, 4], 1), None);
+        // Three to five, and back.
+        assert_eq!(
+            next_change(&[1, 2, 3], &[1, 2, 3, 4, 5], 2),
+            Some(EntryKind::AddVoter(4))
+        );
+        assert_eq!(
+            next_change(&[1, 2, 3, 4, 5], &[1, 2, 3], 2),
+            Some(EntryKind::RemoveVoter(4))
+        );
+        // The leader leaving: the others first, itself last.
+        assert_eq!(
+            next_change(&[1, 2, 3], &[2, 3, 4], 1),
+            Some(EntryKind::AddVoter(4))
+        );
+        assert_eq!(
+            next_change(&[1, 2, 3, 4], &[2, 3, 4], 1),
+            Some(EntryKind::RemoveVoter(1))
+        );
+    }
+}
