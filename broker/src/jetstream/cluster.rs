@@ -952,14 +952,39 @@ impl JetStream {
     }
 
     /// This node and the voters it reaches, with the streams each holds.
+    /// Reachable: a route is open to it and, as the meta leader sees it,
+    /// it answered within the last three heartbeats (a node that died a
+    /// moment ago, its route not yet closed, is not chosen: a create placed
+    /// there would never be answered).
     fn placement_candidates(&self, meta: &Meta) -> Vec<(NodeId, usize)> {
         let shard = self.shard();
         let routes = shard.routes.as_ref().expect("clustered");
+        let recent_ticks = 3 * u64::from(tern_raft::Config::new(meta.node_id).heartbeat_ticks);
+        let heard: Vec<(NodeId, bool)> = self.groups().node(META_GROUP, |node| {
+            node.peer_status()
+                .into_iter()
+                .map(|peer| {
+                    // Not heard yet since this node leads: given the
+                    // benefit of the doubt (its route is open).
+                    let recent = peer
+                        .silent_ticks
+                        .is_none_or(|silent| silent <= recent_ticks);
+                    (peer.id, recent)
+                })
+                .collect()
+        });
         let state = meta.state.borrow();
         state
             .voters
             .iter()
-            .filter(|&&node| node == meta.node_id || routes.link_to_node(node).is_some())
+            .filter(|&&node| {
+                node == meta.node_id
+                    || (routes.link_to_node(node).is_some()
+                        && heard
+                            .iter()
+                            .find(|(peer, _)| *peer == node)
+                            .is_none_or(|(_, recent)| *recent))
+            })
             .map(|&node| (node, state.load(node)))
             .collect()
     }
