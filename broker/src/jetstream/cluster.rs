@@ -833,8 +833,7 @@ impl JetStream {
         }
     }
 
-    /// A replicated stream's voters for `replicas` (both counts above
-    /// one: a one-voter stream's group is this node's alone): more are
+    /// A stream's voters for `replicas` (above one): more are
     /// the least loaded reachable nodes it is not on; fewer drop the last
     /// listed, at most as many as leave the rest a quorum of the old.
     fn resize(
@@ -844,9 +843,9 @@ impl JetStream {
         replicas: usize,
     ) -> Result<Vec<NodeId>, ApiError> {
         let current = placement.peers.len();
-        if current == 1 || replicas == 1 {
+        if replicas == 1 {
             return Err(ApiError::stream_update_failed(
-                "changing num_replicas to or from 1 is not supported in a cluster yet",
+                "changing num_replicas to 1 is not supported in a cluster yet",
             ));
         }
         if replicas < current {

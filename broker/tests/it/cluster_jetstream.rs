@@ -1187,3 +1187,46 @@ async fn r3_stream_moves_and_resizes_on_five_nodes_tern() {
         }
     }
 }
+
+/// A one-replica stream updated to three: both other nodes join, catch up
+/// and serve as leader after a stepdown, with every message.
+async fn r1_stream_grows_to_three_replicas(flavor: Flavor) {
+    let cluster = Cluster::meshed(flavor, 3, Options::jetstream()).await;
+    let client = cluster.connect(1).await;
+    let mut config = stream_config("GROW");
+    let created = api_when_ready(&client, "$JS.API.STREAM.CREATE.GROW", config.clone()).await;
+    assert!(created.get("error").is_none(), "{created}");
+    for index in 0..20 {
+        publish_through_failover(&client, "grow.x", &format!("before-{index}")).await;
+    }
+    config["num_replicas"] = json!(3);
+    let updated = api_when_ready(&client, "$JS.API.STREAM.UPDATE.GROW", config).await;
+    assert_eq!(updated["config"]["num_replicas"], 3, "{updated}");
+    publish_through_failover(&client, "grow.x", "after").await;
+    let names = wait_replica_set(&client, "GROW", 3).await;
+    assert_eq!(names, ["n1", "n2", "n3"]);
+    let old_leader = stream_leader(&client, "GROW").await;
+    let stepdown =
+        api_when_ready(&client, "$JS.API.STREAM.LEADER.STEPDOWN.GROW", Value::Null).await;
+    assert_eq!(stepdown["success"], true, "{stepdown}");
+    let deadline = Instant::now() + CONVERGE_TIMEOUT;
+    while stream_leader(&client, "GROW").await == old_leader {
+        assert!(Instant::now() < deadline, "the leader stayed n{old_leader}");
+        // Poll interval of a bounded wait.
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    publish_through_failover(&client, "grow.x", "after-stepdown").await;
+    let info = api_when_ready(&client, "$JS.API.STREAM.INFO.GROW", Value::Null).await;
+    assert_eq!(info["state"]["messages"], 22, "{info}");
+    assert_eq!(info["state"]["last_seq"], 22, "{info}");
+}
+
+#[tokio::test]
+async fn r1_stream_grows_to_three_replicas_tern() {
+    r1_stream_grows_to_three_replicas(Flavor::Tern).await;
+}
+
+#[tokio::test]
+async fn r1_stream_grows_to_three_replicas_nats() {
+    r1_stream_grows_to_three_replicas(Flavor::Nats).await;
+}

@@ -216,10 +216,7 @@ impl StreamTask {
                 let tokens: Vec<&str> = tokens.iter().map(String::as_str).collect();
                 self.consumer_api(origin, reply, &payload, &tokens);
             }
-            StreamApi::Peers { peers } => {
-                self.desired_peers = Some(peers);
-                self.change_membership();
-            }
+            StreamApi::Peers { peers } => self.place_on(peers),
             StreamApi::LeaderStepdown => {
                 // One replica: nothing to hand over (nats-server answers
                 // success too). More: leadership goes to the voter that

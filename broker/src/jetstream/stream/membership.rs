@@ -35,6 +35,46 @@ impl StreamTask {
     /// refuses a second until the first committed). Removing itself, it
     /// hands leadership to another desired voter instead: that leader
     /// removes it.
+    /// The meta group placed the stream on `peers`.
+    pub(super) fn place_on(&mut self, peers: Vec<u64>) {
+        if peers.len() > 1 && !self.handle.is_replicated() {
+            self.become_replicated();
+        }
+        self.desired_peers = Some(peers);
+        self.change_membership();
+    }
+
+    /// A one-voter stream about to gain voters: from now on it runs as a
+    /// replicated stream (subscribed only while it leads, its log kept for
+    /// followers), and its node's log, compacted to what applied, has a
+    /// point a new replica is sent.
+    fn become_replicated(&mut self) {
+        let applied = self.replica.state.applied_index;
+        let term = self.replica.state.applied_term;
+        if applied > 0
+            && self
+                .groups
+                .node(self.group, |node: &Node| node.log().snapshot_index())
+                < applied
+        {
+            let membership = self.membership.clone();
+            self.groups.compact(
+                self.group,
+                tern_raft::Snapshot {
+                    index: applied,
+                    term,
+                    membership,
+                },
+            );
+        }
+        if applied > 0 {
+            self.replica.mark_snapshot();
+        }
+        self.compacted_index = applied;
+        self.handle.replicated.set(true);
+        log::info!(target: "tern::jetstream", "stream {}: gains voters (from index {applied})", self.handle.name);
+    }
+
     pub(super) fn change_membership(&mut self) {
         let Some(desired) = self.desired_peers.clone() else {
             return;

@@ -134,8 +134,12 @@ pub struct StreamHandle {
     pub(crate) counted_bytes: Cell<u64>,
     /// Updated by the task after every turn (LIST, account info).
     pub snapshot: RefCell<Snapshot_>,
-    /// A replicated stream's voters (Raft node ids); empty: one voter.
+    /// A replicated stream's voters (Raft node ids) when it was created
+    /// or opened; empty: one voter.
     pub peers: Vec<u64>,
+    /// More than one voter (or becoming so: a one-voter stream the meta
+    /// group placed on more nodes).
+    replicated: Cell<bool>,
     /// A replicated stream: the leader's node id as the task last saw it.
     pub leader: Cell<Option<u64>>,
     /// A replicated stream: this replica leads (in office).
@@ -172,6 +176,7 @@ impl StreamHandle {
         Rc::new(StreamHandle {
             name,
             group,
+            replicated: Cell::new(peers.len() > 1),
             peers,
             leader: Cell::new(None),
             leading: Cell::new(false),
@@ -256,7 +261,7 @@ impl StreamHandle {
 
     /// Whether the stream has more than one voter.
     pub fn is_replicated(&self) -> bool {
-        self.peers.len() > 1
+        self.replicated.get()
     }
 
     pub fn is_stopped(&self) -> bool {

@@ -257,13 +257,16 @@ impl StreamTask {
             }
         }
         let replicated = recovered.peers.len() > 1;
-        let node_id = match replicated {
-            true => js.node_id().expect("a replicated stream runs in a cluster"),
-            false => NODE_ID,
-        };
+        // In a cluster every group runs under the node's id (a one-voter
+        // stream may gain voters); on a single server, under 1.
+        let node_id = js.node_id().unwrap_or(NODE_ID);
+        assert!(
+            !replicated || js.node_id().is_some(),
+            "a replicated stream runs in a cluster"
+        );
         let membership = match replicated {
             true => Membership::new(recovered.peers.clone()),
-            false => Membership::new(vec![NODE_ID]),
+            false => Membership::new(vec![node_id]),
         };
         // A new replicated stream: its first node stands for election at
         // once (the others wait their timeout), so the create's answer
