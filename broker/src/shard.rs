@@ -616,6 +616,11 @@ impl Shard {
                 );
                 true
             }
+            InternalHandler::GatherReply => {
+                jetstream
+                    .on_gather_reply(delivery.subject, &delivery.message[delivery.header_bytes..]);
+                true
+            }
             InternalHandler::DirectGet(handle) => {
                 jetstream.on_direct_get(
                     handle,

@@ -48,6 +48,7 @@ fuzz_target!(|data: &[u8]| {
                         stream: Some(stream),
                         consumers,
                         random: &mut random,
+                        clustered: false,
                     },
                 );
                 let Ok(outcome) = outcome else { continue };

@@ -174,6 +174,21 @@ impl Meta {
             .map(|(_, placement)| placement.clone())
     }
 
+    /// Each stream listed for a `subject` filter (all without one),
+    /// by name: its config and placement.
+    pub fn streams_listed_for(
+        &self,
+        subject: Option<&str>,
+    ) -> Vec<(String, super::stream::config::StreamConfig, Placement)> {
+        self.state
+            .borrow()
+            .streams
+            .iter()
+            .filter(|(_, (config, _))| super::stream::config::listed_for(subject, Some(config)))
+            .map(|(name, (config, placement))| (name.clone(), config.clone(), placement.clone()))
+            .collect()
+    }
+
     pub fn stream_names(&self) -> Vec<String> {
         self.state.borrow().streams.keys().cloned().collect()
     }
@@ -998,7 +1013,7 @@ impl JetStream {
         let this = self.node_id();
         let peers = self.placements.borrow().get(name).cloned();
         let target = match peers {
-            Some(peers) => peers.iter().copied().find(|&node| Some(node) != this),
+            Some(peers) => self.other_peer(&peers),
             None if request.hops == 0 => self.meta_leader.get().filter(|&node| Some(node) != this),
             None => None,
         };
@@ -1009,10 +1024,27 @@ impl JetStream {
         true
     }
 
+    /// One of `peers` other than this node, one a route reaches first (a
+    /// node that is down would answer 503 while another could serve).
+    fn other_peer(&self, peers: &[NodeId]) -> Option<NodeId> {
+        let this = self.node_id();
+        let shard = self.shard();
+        let reachable = |node: NodeId| {
+            shard
+                .routes
+                .as_ref()
+                .is_some_and(|routes| routes.link_to_node(node).is_some())
+        };
+        let others = || peers.iter().copied().filter(|&node| Some(node) != this);
+        others()
+            .find(|&node| reachable(node))
+            .or_else(|| others().next())
+    }
+
     /// Hands `request` to the same shard of node `node`; if it passed
     /// through enough nodes already, or no route reaches that node, 503
     /// 10008 (the client retries).
-    fn hand_to(&self, node: NodeId, request: &ApiRequest, kind: &str) {
+    pub(super) fn hand_to(&self, node: NodeId, request: &ApiRequest, kind: &str) {
         let shard = self.shard();
         let link = (request.hops < crate::cluster::frame::API_HOPS_MAX)
             .then(|| shard.routes.as_ref()?.link_to_node(node))
@@ -1071,7 +1103,7 @@ impl JetStream {
     /// committed before it: a new leader's catalog is then complete).
     /// Otherwise the request was handed to the leader's node, or, with no
     /// leader (or handed over already), answered 503 10008.
-    fn served_by_meta_leader(&self, request: &ApiRequest, kind: &str) -> bool {
+    pub(super) fn served_by_meta_leader(&self, request: &ApiRequest, kind: &str) -> bool {
         let meta = self.meta.get().expect("clustered");
         let (leader, term) = match meta.is_running() {
             true => self
@@ -1156,14 +1188,7 @@ impl JetStream {
             .filter(|&leader| Some(leader) != self.node_id());
         // Not known here yet (a replica just created, or an election under
         // way): asked of another replica, which may know.
-        let this = self.node_id();
-        let target = leader.or_else(|| {
-            handle
-                .peers
-                .iter()
-                .copied()
-                .find(|&peer| Some(peer) != this)
-        });
+        let target = leader.or_else(|| self.other_peer(&handle.peers));
         match target {
             Some(target) => self.hand_to(target, request, kind),
             None => self.answer_unavailable(request, kind),
@@ -1209,7 +1234,10 @@ impl JetStream {
             payload: Bytes::copy_from_slice(payload),
             hops,
         };
-        self.api_total.set(self.api_total.get() + 1);
+        // The meta leader's own requests (listings) are not clients'.
+        if !Self::is_gather_reply(reply) {
+            self.api_total.set(self.api_total.get() + 1);
+        }
         self.dispatch_api(request);
     }
 }

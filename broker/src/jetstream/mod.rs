@@ -35,6 +35,10 @@
 //! - [`persist`]: a stream's checksummed config and Raft state files.
 //! - [`expiry`], [`advisory`], [`usage`], [`layout`], [`store_check`]:
 //!   TTLs, advisories, account usage, the on-disk layout and its checker.
+//! - [`cluster`], [`meta`], [`replication`], [`listing`]: across nodes
+//!   (the meta group, requests handed to other nodes, what operators see
+//!   of the groups, STREAM.LIST and account INFO gathered by the meta
+//!   leader).
 
 pub mod advisory;
 pub mod api;
@@ -44,6 +48,7 @@ pub mod entry;
 pub mod expiry;
 pub mod headers;
 pub mod layout;
+pub mod listing;
 pub mod meta;
 pub mod persist;
 pub mod replication;
@@ -166,6 +171,8 @@ pub struct StreamSummary {
     pub failure: Option<String>,
     /// Consumers on the stream (durable and ephemeral).
     pub consumers: usize,
+    /// This replica leads it (one replica always does).
+    pub leading: bool,
 }
 
 /// A stream of this shard that could not be opened: damaged files, or a
@@ -235,6 +242,10 @@ pub struct JetStream {
     /// In a cluster: the meta group's leader as shard 0 last announced.
     meta_leader: Cell<Option<u64>>,
     gathers: RefCell<FxHashMap<u64, Rc<PendingGather>>>,
+    /// In a cluster, on shard 0: gathers across nodes in flight (at most
+    /// [`listing::CLUSTER_GATHERS_MAX`]), and their inbox.
+    cluster_gathers: RefCell<FxHashMap<u64, Rc<listing::ClusterGather>>>,
+    gather_inbox: RefCell<Option<Rc<InternalSubscription>>>,
     next_gather: Cell<u64>,
     api_total: Cell<u64>,
     api_errors: Cell<u64>,
@@ -306,6 +317,8 @@ impl JetStream {
             meta_ready: Cell::new(false),
             meta_leader: Cell::new(None),
             gathers: RefCell::new(FxHashMap::default()),
+            cluster_gathers: RefCell::new(FxHashMap::default()),
+            gather_inbox: RefCell::new(None),
             next_gather: Cell::new(0),
             api_total: Cell::new(0),
             api_errors: Cell::new(0),
@@ -648,6 +661,9 @@ impl JetStream {
             .borrow_mut()
             .add_internal(&api)
             .expect("a valid subject");
+        if let Some(meta) = js.meta.get() {
+            js.subscribe_gather_inbox(meta.node_id);
+        }
         Ok(js)
     }
 
@@ -1086,15 +1102,23 @@ impl JetStream {
         let text = String::from_utf8_lossy(&request.subject[API_PREFIX.len()..]).into_owned();
         let tokens: Vec<&str> = text.split('.').collect();
         match tokens.as_slice() {
+            // In a cluster the names, the list and the account's figures
+            // are the meta leader's (shard 0).
+            ["INFO"] | ["STREAM", "NAMES" | "LIST"] if self.is_clustered() => {
+                self.send_to(META_SHARD, ShardMessage::JetStreamApi(Box::new(request)));
+            }
             ["INFO"] => {
                 let js = self.clone();
                 glommio::spawn_local(async move { js.account_info(request).await }).detach();
             }
-            // In a cluster the names are the meta group's (shard 0).
-            ["STREAM", "NAMES"] if self.is_clustered() && self.index != META_SHARD => {
-                self.send_to(META_SHARD, ShardMessage::JetStreamApi(Box::new(request)));
+            // Only from the meta leader's node, to shard 0 (see `listing`).
+            tokens
+                if tokens == listing::NODE_USAGE_TOKENS
+                    && request.hops > 0
+                    && self.index == META_SHARD =>
+            {
+                self.answer_node_usage(request)
             }
-            ["STREAM", "NAMES"] if self.is_clustered() => self.cluster_names(request),
             ["STREAM", "NAMES"] | ["STREAM", "LIST"] => {
                 let js = self.clone();
                 let list = tokens[1] == "LIST";
@@ -1118,6 +1142,17 @@ impl JetStream {
             }
             ["META", "LEADER", "STEPDOWN"] if self.is_clustered() => {
                 self.send_to(META_SHARD, ShardMessage::JetStreamApi(Box::new(request)));
+            }
+            ["CONSUMER", "LEADER", "STEPDOWN", name, _] if self.is_clustered() => {
+                let owner = owner_of(name, self.shard_count);
+                self.send_to(owner, ShardMessage::JetStreamApi(Box::new(request)));
+            }
+            ["CONSUMER", "LEADER", "STEPDOWN", _, _] => {
+                self.answer_here(
+                    request,
+                    "consumer_leader_stepdown_response",
+                    ApiError::clustering_required(),
+                );
             }
             ["STREAM", "LEADER", "STEPDOWN", _] => {
                 self.answer_here(
@@ -1206,6 +1241,16 @@ impl JetStream {
         let tokens: Vec<&str> = text.split('.').collect();
         match tokens.as_slice() {
             ["STREAM", "NAMES"] => self.cluster_names(request),
+            ["STREAM", "LIST"] => self.cluster_list(request),
+            ["INFO"] => self.cluster_account_info(request),
+            ["CONSUMER", "LEADER", "STEPDOWN", name, consumer] => self.stream_call(
+                name,
+                request,
+                StreamApi::ConsumerLeaderStepdown {
+                    consumer: consumer.to_string(),
+                },
+                "consumer_leader_stepdown_response",
+            ),
             ["STREAM", "LEADER", "STEPDOWN", name] => self.stream_call(
                 name,
                 request,
@@ -1834,6 +1879,7 @@ impl JetStream {
                     shard: self.index,
                     failure: snapshot.failure.clone(),
                     consumers: snapshot.consumers,
+                    leading: !handle.is_replicated() || handle.leading.get(),
                 }
             })
             .collect();

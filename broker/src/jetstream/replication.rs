@@ -189,6 +189,36 @@ impl GroupView {
     }
 }
 
+/// The `cluster` block of a stream none of whose nodes is reachable, as
+/// nats-server's meta leader lists it (`offlineClusterInfo`): no leader,
+/// each node with a known name offline and not current, in placement
+/// order.
+pub fn offline_cluster_block(
+    cluster: String,
+    peers: &[NodeId],
+    name_of: impl Fn(NodeId) -> Option<PeerName>,
+) -> ClusterBlock {
+    let replicas = peers
+        .iter()
+        .filter_map(|&peer| {
+            let known = name_of(peer)?;
+            Some(ReplicaBlock {
+                name: known.name,
+                current: false,
+                active_ns: 0,
+                lag: 0,
+                offline: true,
+                peer: format!("{peer:x}"),
+            })
+        })
+        .collect();
+    ClusterBlock {
+        name: Some(cluster),
+        leader: None,
+        replicas,
+    }
+}
+
 /// A replicated stream's group on this node (gathered from its owner
 /// shard, names resolved there).
 #[derive(Debug, Clone)]

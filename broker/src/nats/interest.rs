@@ -82,6 +82,9 @@ pub enum InternalHandler {
     /// `$JS.ACK.<stream>.>` and `$JS.FC.<stream>.>` on the owner shard:
     /// acks and flow control replies for its consumers.
     Ack(Rc<crate::jetstream::stream::StreamHandle>),
+    /// `$JSC.R.<node>.>` on shard 0 of a clustered node: answers to the
+    /// meta leader's listings (`jetstream::listing`).
+    GatherReply,
 }
 
 impl InternalSubscription {
@@ -100,6 +103,7 @@ impl std::fmt::Debug for InternalSubscription {
             InternalHandler::Stream(_) => "stream",
             InternalHandler::DirectGet(_) => "direct-get",
             InternalHandler::Ack(_) => "ack",
+            InternalHandler::GatherReply => "gather-reply",
         };
         write!(
             formatter,

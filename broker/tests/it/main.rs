@@ -10,6 +10,7 @@ mod cluster_core;
 mod cluster_failover;
 mod cluster_faults;
 mod cluster_jetstream;
+mod cluster_lists;
 mod cluster_monitor;
 mod core_pubsub;
 mod jetstream_api;

@@ -275,6 +275,45 @@ pub fn write_stream_info_object(
     out.push('}');
 }
 
+/// A STREAM.LIST element for a stream none of whose nodes is reachable
+/// (nats-server's by-hand entry in a cluster): its config and creation
+/// time from the meta group, an empty state and `cluster` (no leader,
+/// every replica offline).
+pub fn offline_stream_info_object(
+    config: &StreamConfig,
+    created_unix_ns: u64,
+    cluster: &ClusterBlock,
+    now_unix_ns: u64,
+) -> String {
+    let mut out = String::with_capacity(1024);
+    out.push('{');
+    write_info_fields(
+        &mut out,
+        config,
+        created_unix_ns,
+        &StreamState::default(),
+        now_unix_ns,
+        false,
+        Some(cluster),
+    );
+    out.push('}');
+    out
+}
+
+/// The STREAM.LIST element in a STREAM.INFO response (`{"config":…,
+/// "created":…,"state":…,"cluster":…,"ts":…}`), or `None` for an error.
+/// [`stream_info`] writes `"config"` right after the type and the paging
+/// numbers, neither of which can hold it, so the element is what follows.
+pub fn list_element_of_info(body: &str) -> Option<String> {
+    let head = format!("{{\"type\":\"{TYPE_PREFIX}stream_info_response\",");
+    // An error response has `"error"` here instead.
+    let rest = body
+        .strip_prefix(head.as_str())?
+        .strip_prefix("\"total\":")?;
+    let start = rest.find("\"config\":")?;
+    Some(format!("{{{}", &rest[start..]))
+}
+
 /// [`write_stream_info_object`] into a new string.
 pub fn stream_info_object(
     config: &StreamConfig,
@@ -398,7 +437,9 @@ pub fn names_response(total: usize, offset: usize, limit: usize, names: &[String
 }
 
 /// STREAM.LIST: `infos` are [`stream_info_object`]s (`[]` when none).
-/// `offset` is clamped to `total` as nats-server reports it.
+/// `offset` is clamped to `total` as nats-server reports it. `offline`:
+/// streams that could not be loaded, named in `missing` and, with the
+/// reason, in `offline`.
 pub fn list_response(
     total: usize,
     offset: usize,
@@ -410,13 +451,33 @@ pub fn list_response(
         infos.len() + offline.len() <= limit,
         "a page holds at most `limit` streams"
     );
+    let missing: Vec<String> = offline.iter().map(|(name, _)| name.clone()).collect();
+    list_response_with_missing(total, offset.min(total), limit, infos, &missing, offline)
+}
+
+/// STREAM.LIST as a cluster's meta leader answers it: `missing` names the
+/// streams whose leaders did not answer (or are offline), `offline` those
+/// that answered they are offline, with the reason (both omitted when
+/// empty). `offset` is written as given (nats-server's meta leader
+/// answers a page past the end with the offset clamped and a zero total).
+pub fn list_response_with_missing(
+    total: usize,
+    offset: usize,
+    limit: usize,
+    infos: &[String],
+    missing: &[String],
+    offline: &[(String, String)],
+) -> String {
+    assert!(
+        infos.len() <= limit && missing.len() <= limit,
+        "a page holds at most `limit` streams"
+    );
     let capacity = 96 + infos.iter().map(|info| info.len() + 1).sum::<usize>();
     let mut out = String::with_capacity(capacity);
     push_type(&mut out, "stream_list_response");
     let _ = write!(
         out,
-        ",\"total\":{total},\"offset\":{},\"limit\":{limit},\"streams\":[",
-        offset.min(total)
+        ",\"total\":{total},\"offset\":{offset},\"limit\":{limit},\"streams\":["
     );
     for (index, info) in infos.iter().enumerate() {
         if index > 0 {
@@ -425,17 +486,21 @@ pub fn list_response(
         out.push_str(info);
     }
     out.push(']');
-    // nats-server: streams that could not be loaded, by name (`missing`)
-    // and with the reason (`offline`), both omitted when empty.
-    if !offline.is_empty() {
+    // nats-server: streams that could not be loaded or did not answer,
+    // by name (`missing`) and with the reason (`offline`), both omitted
+    // when empty.
+    if !missing.is_empty() {
         out.push_str(",\"missing\":[");
-        for (index, (name, _)) in offline.iter().enumerate() {
+        for (index, name) in missing.iter().enumerate() {
             if index > 0 {
                 out.push(',');
             }
             json::write_string(&mut out, name);
         }
-        out.push_str("],\"offline\":{");
+        out.push(']');
+    }
+    if !offline.is_empty() {
+        out.push_str(",\"offline\":{");
         for (index, (name, reason)) in offline.iter().enumerate() {
             if index > 0 {
                 out.push(',');

@@ -373,3 +373,79 @@ fn pub_acks() {
         assert_eq!(pub_ack_error("P", &error), expected);
     }
 }
+
+#[test]
+fn cluster_list_elements() {
+    // The meta leader lists what each stream's leader answered to
+    // STREAM.INFO: the info without its type and paging.
+    let config = config("P", r#"{"name":"P","subjects":["p.>"]}"#);
+    let cluster = ClusterBlock {
+        name: Some("c".into()),
+        leader: Some("n1".into()),
+        replicas: Vec::new(),
+    };
+    let info = stream_info(
+        "stream_info_response",
+        &config,
+        P_CREATED_NS,
+        &p_state(),
+        1_796_048_533_404_460_840,
+        InfoExtras {
+            did_create: false,
+            cluster: Some(cluster),
+            paging: Some((0, 0, 0)),
+            dynamic_metadata: true,
+        },
+    );
+    let element = list_element_of_info(&info).expect("an info response");
+    assert!(
+        element.starts_with(r#"{"config":{"name":"P","#),
+        "{element}"
+    );
+    let mut expected: serde_json::Value = serde_json::from_str(&info).unwrap();
+    for field in ["type", "total", "offset", "limit"] {
+        expected.as_object_mut().unwrap().remove(field);
+    }
+    let element: serde_json::Value = serde_json::from_str(&element).unwrap();
+    assert_eq!(element, expected);
+    let error = error_response("stream_info_response", &ApiError::stream_not_found());
+    assert_eq!(list_element_of_info(&error), None);
+    assert_eq!(list_element_of_info(&delete_response()), None);
+
+    // A stream none of whose nodes is reachable, as nats-server 2.15.1
+    // lists it (its raft_group aside): empty state, no leader.
+    let cluster = ClusterBlock {
+        name: Some("lc".into()),
+        leader: None,
+        replicas: vec![ReplicaBlock {
+            name: "n1".into(),
+            current: false,
+            active_ns: 0,
+            lag: 0,
+            offline: true,
+            peer: "fjFyEjc1".into(),
+        }],
+    };
+    let element = offline_stream_info_object(&config, P_CREATED_NS, &cluster, 0);
+    assert!(
+        element.starts_with(r#"{"config":{"name":"P","#),
+        "{element}"
+    );
+    assert!(
+        element.contains(r#""metadata":{"_nats.req.level":"0"}"#),
+        "{element}"
+    );
+    assert!(element.ends_with(r#","created":"2026-11-30T14:22:12.144506144Z","state":{"messages":0,"bytes":0,"first_seq":0,"first_ts":"0001-01-01T00:00:00Z","last_seq":0,"last_ts":"0001-01-01T00:00:00Z","consumer_count":0},"cluster":{"name":"lc","replicas":[{"name":"n1","current":false,"active":0,"offline":true,"peer":"fjFyEjc1"}]},"ts":"0001-01-01T00:00:00Z"}"#), "{element}");
+
+    assert_eq!(
+        list_response_with_missing(
+            3,
+            0,
+            256,
+            &[],
+            &["A".into(), "B".into()],
+            &[("B".into(), "why".into())]
+        ),
+        r#"{"type":"io.nats.jetstream.api.v1.stream_list_response","total":3,"offset":0,"limit":256,"streams":[],"missing":["A","B"],"offline":{"B":"why"}}"#
+    );
+}

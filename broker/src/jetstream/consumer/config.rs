@@ -494,6 +494,9 @@ pub struct CreateContext<'a> {
     /// Draws 64 random bits for a generated name (called only for a legacy
     /// ephemeral without `name`; again if the name is taken).
     pub random: &'a mut dyn FnMut() -> u64,
+    /// The server is part of a cluster: `num_replicas` above 1 is not
+    /// refused (10074) but checked against the stream's.
+    pub clustered: bool,
 }
 
 /// What the caller does with an accepted request.
@@ -577,7 +580,7 @@ pub fn parse_create(
             return Err(ApiError::filter_subject_mismatch());
         }
     }
-    if config.num_replicas > 1 {
+    if config.num_replicas > 1 && !context.clustered {
         return Err(ApiError::replicas_not_supported());
     }
     let Some(stream) = context.stream else {

@@ -74,6 +74,7 @@ impl Stream {
                 stream: self.config.as_ref(),
                 consumers: &consumers,
                 random: &mut random,
+                clustered: false,
             },
         )?;
         self.consumers.retain(|(name, _)| *name != outcome.name);
@@ -512,5 +513,37 @@ fn durable_name_length() {
     assert_eq!(
         (error.code, error.description.as_str()),
         (10102, "consumer name is too long, maximum allowed is 255")
+    );
+}
+
+#[test]
+fn replicas_above_one_only_in_a_cluster() {
+    let mut stream = corpus_stream("S");
+    stream.name = "R".into();
+    stream.num_replicas = 3;
+    let create = |replicas: i64, clustered: bool| {
+        let mut random = counter();
+        let body = format!(
+            r#"{{"stream_name":"R","config":{{"durable_name":"D","num_replicas":{replicas}}}}}"#
+        );
+        parse_create(
+            &CreateTarget::from_tokens(&["CREATE", "R", "D"]).unwrap(),
+            body.as_bytes(),
+            CreateContext {
+                stream: Some(&stream),
+                consumers: &[],
+                random: &mut random,
+                clustered,
+            },
+        )
+        .map(|outcome| outcome.config.num_replicas)
+    };
+    // nats-server 2.15.1 on one server, and in a 3-node cluster.
+    assert_eq!(create(3, false), Err(ApiError::replicas_not_supported()));
+    assert_eq!(create(3, true), Ok(3));
+    assert_eq!(create(1, true), Ok(1));
+    assert_eq!(
+        create(5, true),
+        Err(ApiError::consumer_replicas_exceed_stream())
     );
 }

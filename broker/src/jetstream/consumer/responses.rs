@@ -5,7 +5,7 @@
 //! - consumer info (`ConsumerInfo`, `server/consumer.go`):
 //!   `{<type>,"stream_name","name","created","config","delivered",
 //!   "ack_floor","num_ack_pending","num_redelivered","num_waiting",
-//!   "num_pending"[,"push_bound":true][,"paused":true,"pause_remaining"],
+//!   "num_pending"[,"cluster"][,"push_bound":true][,"paused":true,"pause_remaining"],
 //!   "ts"[,"priority_groups"]}`; `last_active` omitted until set;
 //! - delete: `{<type>,"success":true}`; names: `"consumers":[…]` sorted,
 //!   `[]` when empty; list: `"consumers":[<info without type>…]`.
@@ -19,7 +19,7 @@
 use std::fmt::Write as _;
 
 use super::super::api::json;
-use super::super::api::responses::TYPE_PREFIX;
+use super::super::api::responses::{ClusterBlock, TYPE_PREFIX};
 use super::config::ConsumerConfig;
 
 /// CONSUMER.NAMES page size (`JSApiNamesLimit`).
@@ -55,6 +55,9 @@ pub struct ConsumerInfoState {
     pub num_redelivered: u64,
     pub num_waiting: u64,
     pub num_pending: u64,
+    /// In a cluster: the `cluster` block (a consumer is led by its
+    /// stream's leader: the stream's block).
+    pub cluster: Option<ClusterBlock>,
     /// A push consumer with interest on its deliver subject.
     pub push_bound: bool,
     /// `Some(remaining_ns)`: paused (`"paused":true`, `pause_remaining`
@@ -132,6 +135,10 @@ fn write_info_fields(
         ",\"num_ack_pending\":{},\"num_redelivered\":{},\"num_waiting\":{},\"num_pending\":{}",
         state.num_ack_pending, state.num_redelivered, state.num_waiting, state.num_pending
     );
+    if let Some(cluster) = &state.cluster {
+        out.push_str(",\"cluster\":");
+        cluster.write_json(out);
+    }
     if state.push_bound {
         out.push_str(",\"push_bound\":true");
     }

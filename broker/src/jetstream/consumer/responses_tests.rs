@@ -194,3 +194,23 @@ fn push_heartbeats_and_flow_control() {
     let reply = flow_control_reply("F1", "fc", 0x3d3c_0a00);
     assert_eq!(reply, "$JS.FC.F1.fc.0Ayz");
 }
+
+#[test]
+fn cluster_block_follows_num_pending() {
+    // nats-server 2.15.1, a consumer of a one-replica stream in a cluster.
+    let state = ConsumerInfoState {
+        num_pending: 3,
+        cluster: Some(ClusterBlock {
+            name: Some("lc".into()),
+            leader: Some("n1".into()),
+            replicas: Vec::new(),
+        }),
+        push_bound: true,
+        ..ConsumerInfoState::default()
+    };
+    let object = consumer_info_object("S", "C", &config(), 0, &state, 0);
+    assert!(
+        object.ends_with(r#""num_pending":3,"cluster":{"name":"lc","leader":"n1"},"push_bound":true,"ts":"0001-01-01T00:00:00Z"}"#),
+        "{object}"
+    );
+}

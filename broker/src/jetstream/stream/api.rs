@@ -218,31 +218,23 @@ impl StreamTask {
             }
             StreamApi::Peers { peers } => self.place_on(peers),
             StreamApi::LeaderStepdown => {
-                // One replica: nothing to hand over (nats-server answers
-                // success too). More: leadership goes to the voter that
-                // has the most of the log.
-                if self.handle.is_replicated() {
-                    let target = self
-                        .groups
-                        .node(self.group, tern_raft::Node::transfer_candidate);
-                    let Some(target) = target else {
-                        self.answer_error(
-                            origin,
-                            reply,
-                            "stream_leader_stepdown_response",
-                            &ApiError::cluster_unavailable(),
-                        );
-                        return Ok(());
-                    };
-                    self.groups
-                        .with_node(self.group, |node| node.transfer_leadership(target));
-                }
-                if let Some(reply) = reply {
-                    self.js.respond(
-                        origin,
-                        reply,
-                        responses::success_response("stream_leader_stepdown_response"),
-                    );
+                self.step_down(origin, reply, "stream_leader_stepdown_response");
+            }
+            StreamApi::ConsumerLeaderStepdown { consumer } => {
+                let kind = "consumer_leader_stepdown_response";
+                if !self.replica.consumers.contains(&consumer) {
+                    self.answer_error(origin, reply, kind, &ApiError::consumer_not_found());
+                } else if self.is_logged(&consumer) {
+                    // A durable in the stream's log: its leader is the
+                    // stream's, which steps down.
+                    self.step_down(origin, reply, kind);
+                } else if let Some(reply) = reply {
+                    // Kept in the leader's memory only (an ephemeral, or a
+                    // memory stream's): no replica to hand it to, as
+                    // nats-server's consumers without a Raft group, whose
+                    // stepdown succeeds and changes nothing.
+                    self.js
+                        .respond(origin, reply, responses::success_response(kind));
                 }
             }
             StreamApi::Delete => {
@@ -259,6 +251,27 @@ impl StreamTask {
             }
         }
         Ok(())
+    }
+
+    /// A leader stepdown (`kind` names the response): one replica has
+    /// nothing to hand over (nats-server answers success too); more hand
+    /// leadership to the voter that has the most of the log.
+    fn step_down(&mut self, origin: usize, reply: Option<Bytes>, kind: &str) {
+        if self.handle.is_replicated() {
+            let target = self
+                .groups
+                .node(self.group, tern_raft::Node::transfer_candidate);
+            let Some(target) = target else {
+                self.answer_error(origin, reply, kind, &ApiError::cluster_unavailable());
+                return;
+            };
+            self.groups
+                .with_node(self.group, |node| node.transfer_leadership(target));
+        }
+        if let Some(reply) = reply {
+            self.js
+                .respond(origin, reply, responses::success_response(kind));
+        }
     }
 
     pub(super) fn answer_error(
@@ -331,36 +344,38 @@ impl StreamTask {
             now_unix_ns(),
             responses::InfoExtras {
                 did_create,
-                cluster: with_leader.then(|| self.cluster_block()),
+                // INFO has it always; create and update answers in a
+                // cluster (nats-server's are built with `clusterInfo`).
+                cluster: (with_leader || self.js.is_clustered()).then(|| self.cluster_block()),
                 paging: if with_leader { paging } else { None },
                 dynamic_metadata: true,
             },
         )
     }
 
-    /// The `cluster` block of this stream's info, as its leader sees it:
-    /// on one server the leader alone; in a cluster its name, and for a
-    /// replicated stream each other replica's progress.
+    /// The `cluster` block of this stream's info (and its consumers'),
+    /// as this replica sees it: on one server the leader alone; in a
+    /// cluster its name, and for a replicated stream the leader its group
+    /// knows and each other replica's progress (known on the leader,
+    /// which answers INFO; a create or update may be answered by a
+    /// follower).
     pub(super) fn cluster_block(&self) -> responses::ClusterBlock {
-        let leader = Some(self.js.server_name());
         let Some(cluster) = self.js.cluster_name() else {
             return responses::ClusterBlock {
-                leader,
+                leader: Some(self.js.server_name()),
                 ..responses::ClusterBlock::default()
             };
         };
-        let replicas = match self.handle.is_replicated() {
-            true => self
-                .groups
-                .node(self.group, GroupView::of)
-                .replicas(|node| self.js.peer_name(node)),
-            false => Vec::new(),
-        };
-        responses::ClusterBlock {
-            name: Some(cluster),
-            leader,
-            replicas,
+        if !self.handle.is_replicated() {
+            return responses::ClusterBlock {
+                name: Some(cluster),
+                leader: Some(self.js.server_name()),
+                replicas: Vec::new(),
+            };
         }
+        self.groups
+            .node(self.group, GroupView::of)
+            .cluster_block(cluster, |node| self.js.peer_name(node))
     }
 
     pub(super) async fn find(&self, get: &MessageGet) -> Result<Option<StoredMessage>, StoreError> {

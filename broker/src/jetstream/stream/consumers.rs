@@ -533,6 +533,7 @@ impl StreamTask {
                 stream: Some(&config),
                 consumers: &pairs,
                 random: &mut random,
+                clustered: self.js.is_clustered(),
             },
         )?;
         let spec = ConsumerSpec::from_config(&outcome.config)?;
@@ -587,6 +588,10 @@ impl StreamTask {
             num_redelivered: consumer.delivery.num_redelivered() as u64,
             num_waiting: consumer.pull.len() as u64,
             num_pending: consumer.reported_num_pending(state.messages, last_sequence),
+            // A consumer is led by its stream's leader (it rides in the
+            // stream's log): in a cluster its block is the stream's. On
+            // one server nats-server shows none.
+            cluster: self.js.is_clustered().then(|| self.cluster_block()),
             push_bound: consumer
                 .spec
                 .push

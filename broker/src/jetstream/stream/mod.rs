@@ -81,6 +81,11 @@ pub enum StreamApi {
     Peers {
         peers: Vec<u64>,
     },
+    /// `$JS.API.CONSUMER.LEADER.STEPDOWN.<stream>.<consumer>` (in a
+    /// cluster): a consumer is led by its stream's leader.
+    ConsumerLeaderStepdown {
+        consumer: String,
+    },
     /// `$JS.API.CONSUMER.…`: the tokens after `CONSUMER.`.
     Consumer {
         tokens: Vec<String>,
@@ -101,6 +106,7 @@ impl StreamApi {
             StreamApi::Delete => "stream_delete_response",
             StreamApi::LeaderStepdown => "stream_leader_stepdown_response",
             StreamApi::Peers { .. } => "stream_remove_peer_response",
+            StreamApi::ConsumerLeaderStepdown { .. } => "consumer_leader_stepdown_response",
             StreamApi::Consumer { tokens } => match tokens.first().map(String::as_str) {
                 Some("INFO") => "consumer_info_response",
                 Some("DELETE") => "consumer_delete_response",
