@@ -435,3 +435,99 @@ impl JetStream {
         .detach();
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::jetstream::api::responses::{error_response, stream_info, InfoExtras, StreamState};
+    use crate::jetstream::stream::config::StreamConfig;
+    use crate::jetstream::StreamSummary;
+
+    #[test]
+    fn answers_are_elements_offline_streams_or_missing() {
+        let config = StreamConfig {
+            name: "S".into(),
+            ..StreamConfig::default()
+        };
+        let info = stream_info(
+            "stream_info_response",
+            &config,
+            0,
+            &StreamState::default(),
+            0,
+            InfoExtras {
+                paging: Some((0, 0, 0)),
+                ..InfoExtras::default()
+            },
+        );
+        assert!(matches!(
+            listed_from(Some(&Bytes::from(info))),
+            Listed::Element(element) if element.starts_with("{\"config\":{\"name\":\"S\"")
+        ));
+        let offline = error_response(
+            "stream_info_response",
+            &ApiError::stream_offline("journal damaged"),
+        );
+        assert!(matches!(
+            listed_from(Some(&Bytes::from(offline))),
+            Listed::Offline(reason) if reason == "journal damaged"
+        ));
+        let unavailable = error_response("stream_info_response", &ApiError::cluster_unavailable());
+        assert!(matches!(
+            listed_from(Some(&Bytes::from(unavailable))),
+            Listed::Missing
+        ));
+        assert!(matches!(listed_from(None), Listed::Missing));
+    }
+
+    #[test]
+    fn a_node_counts_every_replica_and_the_consumers_it_leads() {
+        let stream = |storage, bytes, consumers, leading| StreamSummary {
+            name: "S".into(),
+            config: Box::new(StreamConfig {
+                storage,
+                ..StreamConfig::default()
+            }),
+            created_unix_ns: 0,
+            state: tern_storage::block_store::StreamState {
+                bytes,
+                ..Default::default()
+            },
+            last_unix_ns: 0,
+            shard: 0,
+            failure: None,
+            consumers,
+            leading,
+        };
+        let parts = [
+            Gathered {
+                streams: vec![
+                    stream(StorageType::File, 100, 2, true),
+                    stream(StorageType::File, 40, 2, false),
+                ],
+                api_total: 5,
+                api_errors: 1,
+                ..Gathered::default()
+            },
+            Gathered {
+                shard: 1,
+                streams: vec![stream(StorageType::Memory, 7, 1, false)],
+                api_total: 2,
+                ..Gathered::default()
+            },
+        ];
+        let usage = NodeUsage::of(&parts);
+        assert_eq!(
+            usage,
+            NodeUsage {
+                memory: 7,
+                storage: 140,
+                consumers: 2,
+                api_total: 7,
+                api_errors: 1,
+            }
+        );
+        let json = serde_json::to_string(&usage).unwrap();
+        assert_eq!(serde_json::from_str::<NodeUsage>(&json).unwrap(), usage);
+    }
+}

@@ -1001,7 +1001,8 @@ impl JetStream {
 
     /// Sends an API response to the origin shard, which publishes it.
     pub fn respond(&self, origin: usize, reply: Bytes, body: String) {
-        if body.contains("\"error\":{") {
+        // The meta leader's own requests are not counted (see `listing`).
+        if body.contains("\"error\":{") && !Self::is_gather_reply(Some(&reply)) {
             self.api_errors.set(self.api_errors.get() + 1);
         }
         self.respond_message(origin, reply, Bytes::new(), Bytes::from(body));

@@ -525,4 +525,30 @@ mod tests {
         assert_eq!(unknown.name, "Server name unknown at this time (peerID: d)");
         assert!(unknown.offline && !unknown.current);
     }
+
+    #[test]
+    fn an_unreachable_stream_lists_its_known_nodes_offline() {
+        let block = offline_cluster_block("east".into(), &[C, 0xd, A], names);
+        assert_eq!(block.name.as_deref(), Some("east"));
+        assert_eq!(block.leader, None);
+        // nats-server's offlineClusterInfo: nodes with a known name, in
+        // placement order, offline and not current.
+        let listed: Vec<(&str, bool, bool, u64, &str)> = block
+            .replicas
+            .iter()
+            .map(|replica| {
+                (
+                    replica.name.as_str(),
+                    replica.current,
+                    replica.offline,
+                    replica.active_ns,
+                    replica.peer.as_str(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            listed,
+            [("c", false, true, 0, "c"), ("a", false, true, 0, "a")]
+        );
+    }
 }
