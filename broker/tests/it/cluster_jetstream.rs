@@ -1230,3 +1230,61 @@ async fn r1_stream_grows_to_three_replicas_tern() {
 async fn r1_stream_grows_to_three_replicas_nats() {
     r1_stream_grows_to_three_replicas(Flavor::Nats).await;
 }
+
+/// A replicated memory stream's durable consumer survives a leader change:
+/// its acks are in the stream's log on every replica.
+async fn r3_memory_stream_durable_survives_a_stepdown(flavor: Flavor) {
+    let cluster = Cluster::meshed(flavor, 3, Options::jetstream()).await;
+    let client = cluster.connect(1).await;
+    let mut config = stream_config("MEMDUR");
+    config["num_replicas"] = json!(3);
+    config["storage"] = json!("memory");
+    let created = api_when_ready(&client, "$JS.API.STREAM.CREATE.MEMDUR", config).await;
+    assert!(created.get("error").is_none(), "{created}");
+    let consumer = api_when_ready(
+        &client,
+        "$JS.API.CONSUMER.CREATE.MEMDUR.D",
+        json!({"stream_name": "MEMDUR", "config": {"durable_name": "D", "ack_policy": "explicit"}}),
+    )
+    .await;
+    assert!(consumer.get("error").is_none(), "{consumer}");
+    for index in 0..10 {
+        publish_through_failover(&client, "memdur.x", &format!("m{index}")).await;
+    }
+    let received = drain(&client, "MEMDUR", "D", 5).await;
+    assert_eq!(received.len(), 5);
+    wait_replicas_current(&client, "MEMDUR").await;
+    let old_leader = stream_leader(&client, "MEMDUR").await;
+    let stepdown = api_when_ready(
+        &client,
+        "$JS.API.STREAM.LEADER.STEPDOWN.MEMDUR",
+        Value::Null,
+    )
+    .await;
+    assert_eq!(stepdown["success"], true, "{stepdown}");
+    let deadline = Instant::now() + CONVERGE_TIMEOUT;
+    loop {
+        let leader = stream_leader(&client, "MEMDUR").await;
+        let info = api_when_ready(&client, "$JS.API.CONSUMER.INFO.MEMDUR.D", Value::Null).await;
+        if leader != old_leader && info["ack_floor"]["stream_seq"] == 5 {
+            assert_eq!(info["num_pending"], 5, "{info}");
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the consumer's acks did not survive the stepdown from n{old_leader}: {info}"
+        );
+        // Poll interval of a bounded wait.
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test]
+async fn r3_memory_stream_durable_survives_a_stepdown_tern() {
+    r3_memory_stream_durable_survives_a_stepdown(Flavor::Tern).await;
+}
+
+#[tokio::test]
+async fn r3_memory_stream_durable_survives_a_stepdown_nats() {
+    r3_memory_stream_durable_survives_a_stepdown(Flavor::Nats).await;
+}

@@ -19,8 +19,9 @@
 //!   entries after it, and the replica's take-office starts each live
 //!   consumer from what that left (`ConsumerLeader::take_office`).
 //!
-//! Ephemeral consumers, and every consumer of a memory stream, stay in
-//! memory only (nats-server's behaviour).
+//! Ephemeral consumers, and every consumer of a one-replica memory stream,
+//! stay in memory only (nats-server's behaviour); a replicated memory
+//! stream's durables ride in its log like a file stream's.
 
 use bytes::Bytes;
 
@@ -59,9 +60,12 @@ pub(super) enum ConsumerOwed {
 
 impl StreamTask {
     /// Whether a consumer with this config lives in the log: durables of
-    /// streams whose log is on the journal.
+    /// streams whose log is on the journal, and of replicated streams (a
+    /// memory stream's too: its replicas keep them across a leader change,
+    /// as nats-server's replicated consumers).
     pub(super) fn persists(&self, config: &ConsumerConfig) -> bool {
-        self.persistence == Persistence::Journal && config.is_durable()
+        config.is_durable()
+            && (self.persistence == Persistence::Journal || self.handle.is_replicated())
     }
 
     /// Proposes a durable's create or config update; answered when it
