@@ -1193,15 +1193,15 @@ fn delete_entries(bytes: &[u8]) -> usize {
         .count()
 }
 
-/// Where the `raft` file (format 2) keeps the block-store manifest: its
-/// length at 68..72, the manifest from 72, then the file's CRC-32C.
-const RAFT_MANIFEST_AT: usize = 72;
+/// Where the `raft` file (format 3) keeps the block-store manifest: its
+/// length at 76..80, the manifest from 80, then the file's CRC-32C.
+const RAFT_MANIFEST_AT: usize = 80;
 
 /// The manifest bytes of a `raft` file.
 fn raft_manifest(raft: &[u8]) -> Result<&[u8], String> {
     let length = raft
-        .get(68..72)
-        .map(|_| u32_at(raft, 68) as usize)
+        .get(RAFT_MANIFEST_AT - 4..RAFT_MANIFEST_AT)
+        .map(|_| u32_at(raft, RAFT_MANIFEST_AT - 4) as usize)
         .ok_or("raft file shorter than its header")?;
     raft.get(RAFT_MANIFEST_AT..RAFT_MANIFEST_AT + length)
         .ok_or_else(|| format!("raft file shorter than its {length}-byte manifest"))
