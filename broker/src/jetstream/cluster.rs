@@ -560,16 +560,7 @@ impl JetStream {
                 // The stream is gone once the catalog says so: the meta
                 // leader answers, whether or not its nodes are up (one that
                 // is down deletes its copy when it returns and learns it).
-                if let Some(reply) = reply
-                    .as_ref()
-                    .filter(|_| self.groups().node(META_GROUP, Node::leader) == Some(this))
-                {
-                    self.respond(
-                        META_SHARD,
-                        Bytes::from(reply.clone()),
-                        super::responses::delete_response(),
-                    );
-                }
+                self.answer_as_meta_leader(meta, reply, super::responses::delete_response);
                 if placement.is_some_and(|placement| placement.peers.contains(&this)) {
                     self.send_owner(OwnerCommand::Delete {
                         name: name.clone(),
@@ -645,18 +636,23 @@ impl JetStream {
                 // A peer removal is done once the catalog says so: the meta
                 // leader answers.
                 if config.is_none() {
-                    if let Some(reply) = reply
-                        .as_ref()
-                        .filter(|_| self.groups().node(META_GROUP, Node::leader) == Some(this))
-                    {
-                        self.respond(
-                            META_SHARD,
-                            Bytes::from(reply.clone()),
-                            super::responses::remove_peer_response(),
-                        );
-                    }
+                    self.answer_as_meta_leader(meta, reply, super::responses::remove_peer_response);
                 }
             }
+        }
+    }
+
+    /// Answers `reply` with `body` if this node leads the meta group (the
+    /// entry that carried it applied: what it asked is decided).
+    fn answer_as_meta_leader(
+        &self,
+        meta: &Meta,
+        reply: &Option<String>,
+        body: impl FnOnce() -> String,
+    ) {
+        let leads = self.groups().node(META_GROUP, Node::leader) == Some(meta.node_id);
+        if let Some(reply) = reply.as_ref().filter(|_| leads) {
+            self.respond(META_SHARD, Bytes::from(reply.clone()), body());
         }
     }
 

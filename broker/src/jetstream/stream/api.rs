@@ -17,6 +17,10 @@ use super::failure::StreamFailure;
 use super::leader::{Owed, OwedReply};
 use super::*;
 
+/// Update replies a replicated stream's replica holds until their config
+/// applies.
+const UPDATE_REPLIES_MAX: usize = 64;
+
 impl StreamTask {
     // ----- API calls ----------------------------------------------------------------
 
@@ -170,8 +174,23 @@ impl StreamTask {
                     // whoever leads proposes it (now, or once it leads),
                     // and the replica holding the reply answers when the
                     // change applies here.
+                    // Applied here already (the leader's node took the
+                    // catalog's change first, or a client's retry of an
+                    // update that went through): answered at once.
+                    if *config == *self.replica.state.config {
+                        if let Some(reply) = reply {
+                            let body = self.info_response(kind, false, None, false, 0, false);
+                            self.js.respond(origin, reply, body);
+                        }
+                        return Ok(());
+                    }
                     self.desired_config = Some(config.clone());
                     if let Some(reply) = reply {
+                        // Bounded: a reply whose config another update
+                        // replaced is never answered (its client retries).
+                        if self.update_replies.len() >= UPDATE_REPLIES_MAX {
+                            self.update_replies.remove(0);
+                        }
                         self.update_replies.push((origin, reply, config));
                     }
                     self.propose_desired_config()?;
