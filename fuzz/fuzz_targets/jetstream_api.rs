@@ -17,7 +17,7 @@ fuzz_target!(|data: &[u8]| {
             let back = stream_config::StreamConfig::from_stored_json(stored.as_bytes())
                 .expect("a stored config reads back");
             assert!(back.same_as(&config), "stored JSON round trip");
-            let _ = stream_config::check_update(&config, &back);
+            let _ = stream_config::check_update(&config, &back, false);
         }
     }
     let _ = requests::StreamInfoRequest::parse(data);
