@@ -25,7 +25,7 @@ use std::time::Instant;
 use tern_raft::{Node, Snapshot, SnapshotChunk, SnapshotRead};
 use tern_storage::block_store::{Manifest, MemoryFiles, StreamLog};
 
-use super::super::persist::{self, RaftState};
+use super::super::persist;
 use super::config::StorageType;
 use super::failure::StreamFailure;
 use super::transfer::{SnapshotInstall, SnapshotPoint, TransferError};
@@ -212,26 +212,13 @@ impl task::StreamTask {
             // `raft` file naming its generation.
             self.checkpoint_consumers().await?;
             let manifest = with_store!(&mut self.replica.state.store, log => log.sync().await)?;
-            let hard_state = self
-                .groups
-                .durable_hard_state(self.group)
-                .unwrap_or(self.hard_state);
-            let state = RaftState {
-                term: hard_state.term,
-                vote: hard_state.vote.unwrap_or(0),
-                applied_index: snapshot.index,
-                applied_term: snapshot.term,
-                last_unix_ns: self.replica.state.stored_last_unix_ns,
-                consumers: self.consumers_reference,
-                manifest,
-                generation: snapshot.index,
-            };
+            let old_generation = std::mem::replace(&mut self.generation, snapshot.index);
+            let state = self.checkpoint_state(manifest);
             crash_point_for_tests("snapshot-staged");
             let files = self.files.as_ref().expect("a file stream");
             persist::write_raft(files, &state).await?;
             crash_point_for_tests("snapshot-switched");
             self.js.journal().checkpoint(self.group, snapshot.index);
-            let old_generation = std::mem::replace(&mut self.generation, snapshot.index);
             self.remove_messages_directory(old_generation);
             with_store!(&mut self.replica.state.store, log => log.checkpointed().await)?;
         }

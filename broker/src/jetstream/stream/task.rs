@@ -908,6 +908,25 @@ impl StreamTask {
         }
     }
 
+    /// The `raft` file for the replica as it is, its store synced to
+    /// `manifest` in this task's messages generation.
+    pub(super) fn checkpoint_state(&self, manifest: Manifest) -> RaftState {
+        let hard_state = self
+            .groups
+            .durable_hard_state(self.group)
+            .unwrap_or(self.hard_state);
+        RaftState {
+            term: hard_state.term,
+            vote: hard_state.vote.unwrap_or(0),
+            applied_index: self.replica.state.applied_index,
+            applied_term: self.replica.state.applied_term,
+            last_unix_ns: self.replica.state.stored_last_unix_ns,
+            consumers: self.consumers_reference,
+            manifest,
+            generation: self.generation,
+        }
+    }
+
     /// Flushes the store (synced), records the applied index, and lets the
     /// journal recycle what is older.
     pub(super) async fn checkpoint(&mut self) -> Result<(), StreamFailure> {
@@ -917,20 +936,7 @@ impl StreamTask {
         self.checkpoint_consumers().await?;
         let manifest = with_store!(&mut self.replica.state.store, log => log.sync().await)?;
         if let Some(files) = &self.files {
-            let hard_state = self
-                .groups
-                .durable_hard_state(self.group)
-                .unwrap_or(self.hard_state);
-            let state = RaftState {
-                term: hard_state.term,
-                vote: hard_state.vote.unwrap_or(0),
-                applied_index: self.replica.state.applied_index,
-                applied_term: self.replica.state.applied_term,
-                last_unix_ns: self.replica.state.stored_last_unix_ns,
-                consumers: self.consumers_reference,
-                manifest,
-                generation: self.generation,
-            };
+            let state = self.checkpoint_state(manifest);
             persist::write_raft(files, &state).await?;
             // Only now may the journal recycle what the block store holds,
             // and the block store drop files the older checkpoint named.
