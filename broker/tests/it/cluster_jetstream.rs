@@ -1019,6 +1019,27 @@ async fn r3_replica_behind_the_compacted_log_catches_up_by_snapshot_tern() {
         "{}",
         cluster.node(behind).log_tail()
     );
+    // The installed store deleted while the node is down: found at start
+    // (the checkpoint names its files), that replica stays offline and
+    // says why, and the other two keep the stream writable.
+    cluster.kill(behind);
+    std::fs::remove_dir_all(stream_directory.join(&directories[0])).expect("removed");
+    cluster.restart(behind);
+    wait_log(
+        cluster.node(behind),
+        &format!("n{behind}"),
+        "stream SNAP: ",
+        CONVERGE_TIMEOUT,
+    )
+    .await;
+    wait_log(
+        cluster.node(behind),
+        &format!("n{behind}"),
+        "the stream stays offline (nothing was deleted)",
+        CONVERGE_TIMEOUT,
+    )
+    .await;
+    publish_through_failover(&client, "snap.x", "after-damage").await;
 }
 
 /// `STREAM.PEER.REMOVE` where no node is free to take the peer's place
