@@ -5,7 +5,7 @@
 # leader may be any node: its PubAcks then cross a route too).
 #
 # usage: bench/scripts/cluster-r3.sh [OUT_DIR] [DURATION_SECS]
-# env: TERN_CORES (default 0-1), WORKLOADS (default r3-publish
+# env: TERN_CORES (default 0-1), TERN_ARGS (more tern-server flags), WORKLOADS (default r3-publish
 #      r3-publish-async), NATS_SYNC=always for nats-server's
 #      `sync_interval: always` (its default syncs every 2 minutes).
 # needs: target/release/tern and tern-server (cargo build --release -p
@@ -31,7 +31,7 @@ tern_routes=nats://127.0.0.1:16241,nats://127.0.0.1:16242,nats://127.0.0.1:16243
 for n in 1 2 3; do
   "$server" -a 127.0.0.1 -p 1424$n -m 1824$n -n t$n --cores "${TERN_CORES:-0-1}" --unpinned \
     -js -sd "$work/tern-$n" --cluster nats://127.0.0.1:1624$n --cluster_name bench \
-    --routes "$tern_routes" 2>"$work/tern-$n.log" &
+    --routes "$tern_routes" ${TERN_ARGS:-} 2>"$work/tern-$n.log" &
   pids+=($!)
   sync=""
   if [ "${NATS_SYNC:-}" = always ]; then sync="sync_interval: always"; fi
