@@ -22,6 +22,11 @@ use crate::log::RaftLog;
 use crate::message::{Envelope, Message};
 use crate::types::{Entry, EntryKind, HardState, Index, Membership, NodeId, Snapshot, Term};
 
+/// Heartbeats a leader keeps sending a removed voter after its removal
+/// committed, waiting for it to have the removal (it may be behind or
+/// unreachable: then it is not told).
+const LEAVING_HEARTBEATS_MAX: u32 = 10;
+
 #[derive(Debug, Clone)]
 pub struct Config {
     pub id: NodeId,
@@ -404,6 +409,13 @@ pub struct Node {
     /// Index of the membership entry `membership` comes from (0: the snapshot's).
     membership_index: Index,
     transfer: Option<(NodeId, u32)>,
+    /// A leader removing a voter keeps replicating to it until it has the
+    /// removal and a commit index past it (so it learns it was removed:
+    /// the host deletes its copy then), or for `LEAVING_HEARTBEATS_MAX`
+    /// heartbeats after the removal committed: per peer, the removal's
+    /// index and the heartbeats sent since it committed (several when
+    /// removals follow each other faster than the removed catch up).
+    leaving: BTreeMap<NodeId, (Index, u32)>,
     /// Damaged: must catch up to this index before voting or campaigning.
     damaged_until: Index,
     next_ready: u64,
@@ -488,6 +500,7 @@ impl Node {
             pending_membership_index: 0,
             membership_index: 0,
             transfer: None,
+            leaving: BTreeMap::new(),
             damaged_until,
             next_ready: 1,
             outstanding: VecDeque::new(),
@@ -539,7 +552,7 @@ impl Node {
         }
         self.progress
             .iter()
-            .filter(|(peer, _)| **peer != self.id())
+            .filter(|(peer, _)| **peer != self.id() && self.membership.contains(**peer))
             .map(|(peer, progress)| (*peer, progress.match_index, progress.recent_active))
             .collect()
     }
@@ -552,7 +565,7 @@ impl Node {
         }
         self.progress
             .iter()
-            .filter(|(peer, _)| **peer != self.id())
+            .filter(|(peer, _)| **peer != self.id() && self.membership.contains(**peer))
             .map(|(peer, progress)| PeerStatus {
                 id: *peer,
                 match_index: progress.match_index,
@@ -761,6 +774,7 @@ impl Node {
         self.progress.clear();
         self.votes.clear();
         self.transfer = None;
+        self.leaving.clear();
         self.pending_reads.clear();
         self.reset_election_timeout();
     }
@@ -887,6 +901,7 @@ impl Node {
         self.heartbeat_elapsed = 0;
         self.election_elapsed = 0;
         self.transfer = None;
+        self.leaving.clear();
         let next = self.log.last_index() + 1;
         self.progress = self
             .membership
@@ -938,6 +953,10 @@ impl Node {
         }
         let index = self.log.last_index() + 1;
         let membership_change = matches!(kind, EntryKind::AddVoter(_) | EntryKind::RemoveVoter(_));
+        let kind_removed = match kind {
+            EntryKind::RemoveVoter(peer) => Some(peer),
+            _ => None,
+        };
         self.log.push(Entry {
             term: self.hard.term,
             index,
@@ -954,7 +973,16 @@ impl Node {
                 }
             }
             let voters = self.membership.voters.clone();
-            self.progress.retain(|peer, _| voters.contains(peer));
+            if let Some(peer) = kind_removed.filter(|peer| *peer != id) {
+                if self.progress.contains_key(&peer) {
+                    self.leaving.insert(peer, (index, 0));
+                }
+            }
+            // A removed voter added back is a voter again.
+            self.leaving.retain(|peer, _| !voters.contains(peer));
+            let leaving = &self.leaving;
+            self.progress
+                .retain(|peer, _| voters.contains(peer) || leaving.contains_key(peer));
         }
         self.broadcast_append();
         self.maybe_commit();
@@ -1727,6 +1755,17 @@ impl Node {
                     read_context,
                 },
             );
+            if let Some(&(index, sent)) = self.leaving.get(&peer) {
+                if self.log.committed >= index {
+                    // Told of its removal (a commit past it), or given up on.
+                    if commit >= index || sent + 1 >= LEAVING_HEARTBEATS_MAX {
+                        self.progress.remove(&peer);
+                        self.leaving.remove(&peer);
+                        continue;
+                    }
+                    self.leaving.insert(peer, (index, sent + 1));
+                }
+            }
             if progress.state == ProgressState::Probe && progress.paused {
                 // A lost probe is retried on the heartbeat.
                 if let Some(progress) = self.progress.get_mut(&peer) {

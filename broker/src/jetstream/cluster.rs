@@ -604,13 +604,15 @@ impl JetStream {
                         origin: owner_of(name, self.shard_count),
                         reply: None,
                     }),
-                    // No longer placed here: this copy goes (the group
-                    // keeps its quorum: at most a minority leaves at once).
-                    (true, false) => self.send_owner(OwnerCommand::Delete {
-                        name: name.clone(),
-                        origin: owner_of(name, self.shard_count),
-                        reply: None,
-                    }),
+                    // No longer placed here: this copy goes now if the
+                    // nodes that stay are a quorum of the old voters, else
+                    // it stays a voter until the group removes it.
+                    (true, false) => self.send_owner(leave_command(
+                        name,
+                        owner_of(name, self.shard_count),
+                        &before.peers,
+                        peers,
+                    )),
                     (true, true) => {
                         self.send_owner(OwnerCommand::Peers {
                             name: name.clone(),
@@ -700,12 +702,13 @@ impl JetStream {
                         peers: placement.peers.clone(),
                     });
                 }
-            } else if was_here {
-                self.send_owner(OwnerCommand::Delete {
-                    name: name.clone(),
-                    origin: owner_of(name, self.shard_count),
-                    reply: None,
-                });
+            } else if let Some((_, before)) = before.streams.get(name).filter(|_| was_here) {
+                self.send_owner(leave_command(
+                    name,
+                    owner_of(name, self.shard_count),
+                    &before.peers,
+                    &placement.peers,
+                ));
             }
         }
     }
@@ -844,9 +847,10 @@ impl JetStream {
         }
     }
 
-    /// A stream's voters for `replicas` (above one): more are
-    /// the least loaded reachable nodes it is not on; fewer drop the last
-    /// listed, at most as many as leave the rest a quorum of the old.
+    /// A stream's voters for `replicas`: more are the least loaded
+    /// reachable nodes it is not on; fewer keep the reachable ones first,
+    /// in placement order (a replica down stays placed only if too few are
+    /// up). Nodes taken off leave as `leave_command` says.
     fn resize(
         &self,
         meta: &Meta,
@@ -854,19 +858,21 @@ impl JetStream {
         replicas: usize,
     ) -> Result<Vec<NodeId>, ApiError> {
         let current = placement.peers.len();
-        if replicas == 1 {
-            return Err(ApiError::stream_update_failed(
-                "changing num_replicas to 1 is not supported in a cluster yet",
-            ));
-        }
         if replicas < current {
-            let quorum = current / 2 + 1;
-            if replicas < quorum {
-                return Err(ApiError::stream_update_failed(&format!(
-                    "num_replicas can shrink from {current} to {quorum} at the least in one update"
-                )));
-            }
-            return Ok(placement.peers[..replicas].to_vec());
+            let reachable: Vec<NodeId> = self
+                .placement_candidates(meta)
+                .into_iter()
+                .map(|(node, _)| node)
+                .collect();
+            let mut kept: Vec<NodeId> = placement
+                .peers
+                .iter()
+                .copied()
+                .filter(|peer| reachable.contains(peer))
+                .collect();
+            kept.extend(placement.peers.iter().filter(|peer| !reachable.contains(peer)));
+            kept.truncate(replicas);
+            return Ok(kept);
         }
         let candidates: Vec<(NodeId, usize)> = self
             .placement_candidates(meta)
@@ -1393,4 +1399,27 @@ fn answer_here(placement: &Placement, this: NodeId, reply: &Option<String>) -> O
     (placement.peers.first() == Some(&this))
         .then(|| reply.as_deref().map(|reply| Bytes::from(reply.to_string())))
         .flatten()
+}
+
+/// What a node taken off a stream (`before` to `after`) does with its
+/// copy. If the nodes that stay are a quorum of the old voters, the group
+/// moves on without it: the copy goes at once (a node down meanwhile
+/// deletes it when it returns). Otherwise (shrinking by a majority, e.g. 3
+/// replicas to 1) the group still needs its vote to remove the others, so
+/// it stays a voter, told the new placement, and deletes its copy when
+/// the group's removal of it applies there (`StreamTask::leave_group`).
+fn leave_command(name: &str, origin: usize, before: &[NodeId], after: &[NodeId]) -> OwnerCommand {
+    let staying = before.iter().filter(|peer| after.contains(peer)).count();
+    if staying >= before.len() / 2 + 1 {
+        OwnerCommand::Delete {
+            name: name.to_string(),
+            origin,
+            reply: None,
+        }
+    } else {
+        OwnerCommand::Peers {
+            name: name.to_string(),
+            peers: after.to_vec(),
+        }
+    }
 }

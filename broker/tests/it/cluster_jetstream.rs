@@ -510,12 +510,6 @@ async fn r3_stream_replicates(flavor: Flavor) {
         // only; tern has no accounts yet and takes it from anyone.
         return;
     }
-    // Changing num_replicas is not built yet: refused, nothing changes.
-    let mut fewer = stream_config("EVENTS");
-    fewer["subjects"] = json!(["events.>", "more.>"]);
-    fewer["max_msgs"] = json!(1000);
-    let refused = api_when_ready(&one, "$JS.API.STREAM.UPDATE.EVENTS", fewer).await;
-    assert_eq!(refused["error"]["err_code"], 10069, "{refused}");
     let stepdown = api_when_ready(&two, "$JS.API.META.LEADER.STEPDOWN", Value::Null).await;
     assert_eq!(
         stepdown,
@@ -1250,6 +1244,73 @@ async fn r1_stream_grows_to_three_replicas_tern() {
 #[tokio::test]
 async fn r1_stream_grows_to_three_replicas_nats() {
     r1_stream_grows_to_three_replicas(Flavor::Nats).await;
+}
+
+/// An R3 stream updated to one replica: the nodes it leaves are still
+/// needed to remove each other (two of three leave), so each stays a voter
+/// until the group removes it, then drops its copy; every message and the
+/// durable consumer's acks stay on the replica that remains.
+async fn r3_stream_shrinks_to_one_replica(flavor: Flavor) {
+    let cluster = Cluster::meshed(flavor, 3, Options::jetstream()).await;
+    let client = cluster.connect(1).await;
+    let mut config = stream_config("SHRINK");
+    config["num_replicas"] = json!(3);
+    let created = api_when_ready(&client, "$JS.API.STREAM.CREATE.SHRINK", config.clone()).await;
+    assert!(created.get("error").is_none(), "{created}");
+    let consumer = api_when_ready(
+        &client,
+        "$JS.API.CONSUMER.CREATE.SHRINK.D",
+        json!({"stream_name": "SHRINK", "config": {"durable_name": "D", "ack_policy": "explicit"}}),
+    )
+    .await;
+    assert!(consumer.get("error").is_none(), "{consumer}");
+    for index in 0..20 {
+        publish_through_failover(&client, "shrink.x", &format!("before-{index}")).await;
+    }
+    assert_eq!(drain(&client, "SHRINK", "D", 5).await.len(), 5);
+    wait_replicas_current(&client, "SHRINK").await;
+    config["num_replicas"] = json!(1);
+    let updated = api_when_ready(&client, "$JS.API.STREAM.UPDATE.SHRINK", config).await;
+    assert_eq!(updated["config"]["num_replicas"], 1, "{updated}");
+    let set = wait_replica_set(&client, "SHRINK", 1).await;
+    publish_through_failover(&client, "shrink.x", "after").await;
+    let info = api_when_ready(&client, "$JS.API.STREAM.INFO.SHRINK", Value::Null).await;
+    assert_eq!(info["state"]["messages"], 21, "{info}");
+    assert_eq!(info["state"]["last_seq"], 21, "{info}");
+    let consumer = api_when_ready(&client, "$JS.API.CONSUMER.INFO.SHRINK.D", Value::Null).await;
+    assert_eq!(consumer["ack_floor"]["stream_seq"], 5, "{consumer}");
+    assert_eq!(consumer["num_pending"], 16, "{consumer}");
+    if flavor == Flavor::Tern {
+        // The nodes the stream left drop their copies.
+        let deadline = Instant::now() + CONVERGE_TIMEOUT;
+        for node in 1..=3 {
+            let directory = cluster
+                .node(node)
+                .store_dir()
+                .join("jetstream/streams/SHRINK");
+            let placed = set.contains(&format!("n{node}"));
+            while !placed && directory.exists() {
+                assert!(
+                    Instant::now() < deadline,
+                    "n{node} kept {directory:?}: {}",
+                    cluster.logs()
+                );
+                // Poll interval of a bounded wait.
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            assert_eq!(directory.exists(), placed, "n{node} in {set:?}");
+        }
+    }
+}
+
+#[tokio::test]
+async fn r3_stream_shrinks_to_one_replica_tern() {
+    r3_stream_shrinks_to_one_replica(Flavor::Tern).await;
+}
+
+#[tokio::test]
+async fn r3_stream_shrinks_to_one_replica_nats() {
+    r3_stream_shrinks_to_one_replica(Flavor::Nats).await;
 }
 
 /// A replicated memory stream's durable consumer survives a leader change:

@@ -10,6 +10,8 @@ struct Cluster {
     nodes: BTreeMap<u64, Node>,
     network: VecDeque<Envelope>,
     applied: BTreeMap<u64, Vec<Bytes>>,
+    /// Per node, the voters whose removal it applied.
+    removals_applied: BTreeMap<u64, Vec<u64>>,
 }
 
 impl Cluster {
@@ -34,6 +36,7 @@ impl Cluster {
             nodes,
             network: VecDeque::new(),
             applied: BTreeMap::new(),
+            removals_applied: BTreeMap::new(),
         }
     }
 
@@ -48,8 +51,14 @@ impl Cluster {
                     self.network.extend(ready.messages);
                     self.network.extend(ready.persisted_messages);
                     for entry in ready.committed {
-                        if let EntryKind::Normal(data) = entry.kind {
-                            self.applied.entry(*id).or_default().push(data);
+                        match entry.kind {
+                            EntryKind::Normal(data) => {
+                                self.applied.entry(*id).or_default().push(data)
+                            }
+                            EntryKind::RemoveVoter(voter) => {
+                                self.removals_applied.entry(*id).or_default().push(voter)
+                            }
+                            EntryKind::AddVoter(_) | EntryKind::Noop => {}
                         }
                     }
                     node.advance(ready.number);
@@ -135,4 +144,57 @@ fn a_single_node_group_commits_alone() {
         .unwrap();
     cluster.run_until_quiet();
     assert_eq!(cluster.applied.get(&1).map(Vec::len), Some(1));
+}
+
+#[test]
+fn voters_removed_down_to_one_each_apply_their_own_removal() {
+    // Three voters to one: the leader removes the others one at a time;
+    // each removed node is sent its removal and a commit index past it,
+    // so its host learns it may delete its copy.
+    let mut cluster = Cluster::new(3);
+    for _ in 0..100 {
+        cluster.tick_all();
+        if cluster.leader().is_some() {
+            break;
+        }
+    }
+    let leader = cluster.leader().expect("a leader within 100 ticks");
+    let others: Vec<u64> = (1..=3).filter(|id| *id != leader).collect();
+    for removed in &others {
+        cluster
+            .nodes
+            .get_mut(&leader)
+            .unwrap()
+            .propose_membership(EntryKind::RemoveVoter(*removed))
+            .expect("one change at a time");
+        cluster.run_until_quiet();
+        for _ in 0..4 {
+            cluster.tick_all();
+        }
+        assert_eq!(
+            cluster.removals_applied.get(removed).and_then(|r| r.last()),
+            Some(removed),
+            "node {removed} applied its own removal"
+        );
+        assert!(!cluster.nodes[removed].membership().contains(*removed));
+    }
+    assert_eq!(cluster.nodes[&leader].membership().voters, vec![leader]);
+    assert!(cluster.nodes[&leader].peer_status().is_empty());
+    // The last leader commits alone.
+    cluster
+        .nodes
+        .get_mut(&leader)
+        .unwrap()
+        .propose(Bytes::from_static(b"alone"))
+        .unwrap();
+    cluster.run_until_quiet();
+    assert_eq!(
+        cluster.applied[&leader].last(),
+        Some(&Bytes::from_static(b"alone"))
+    );
+    // Removed nodes stay quiet: no campaign disturbs the leader.
+    for _ in 0..100 {
+        cluster.tick_all();
+    }
+    assert_eq!(cluster.leader(), Some(leader));
 }

@@ -257,16 +257,11 @@ impl StreamTask {
                 }
             }
             StreamApi::Delete => {
-                self.handle.stopped.set(true);
-                // Owed replies of entries not yet applied get an error.
-                self.fail_pending("stream deleted");
-                self.js.journal().checkpoint(self.group, u64::MAX);
-                let result = self.js.remove_stream_files(&self.handle.name).await;
+                let result = self.remove_copy("stream deleted").await;
                 if let Some(reply) = reply {
                     self.js
                         .respond(origin, reply, responses::delete_result(result));
                 }
-                self.js.forget_stream(&self.handle);
             }
         }
         Ok(())

@@ -37,6 +37,11 @@ impl StreamTask {
     /// removes it.
     /// The meta group placed the stream on `peers`.
     pub(super) fn place_on(&mut self, peers: Vec<u64>) {
+        let this = self.groups.node(self.group, Node::id);
+        self.placed_elsewhere = !peers.contains(&this);
+        if self.placed_elsewhere {
+            log::info!(target: "tern::jetstream", "stream {}: placed elsewhere ({peers:x?}); this replica stays a voter until the group removes it", self.handle.name);
+        }
         if peers.len() > 1 && !self.handle.is_replicated() {
             self.become_replicated();
         }
@@ -124,12 +129,21 @@ impl StreamTask {
         change: EntryKind,
     ) -> Result<(), StreamFailure> {
         let mut voters = self.membership.voters.clone();
-        match change {
-            EntryKind::AddVoter(node) => voters.push(node),
-            EntryKind::RemoveVoter(node) => voters.retain(|voter| *voter != node),
+        match &change {
+            EntryKind::AddVoter(node) => voters.push(*node),
+            EntryKind::RemoveVoter(node) => voters.retain(|voter| voter != node),
             EntryKind::Normal(_) | EntryKind::Noop => unreachable!("a membership entry"),
         }
         self.membership = Membership::new(voters);
+        // Removed for good: placed elsewhere, and no later entry in the
+        // log adds it back (a replica that rejoined replays its old
+        // removal on the way).
+        let (this, in_latest) = self.groups.node(self.group, |node: &Node| {
+            (node.id(), node.membership().contains(node.id()))
+        });
+        if change == EntryKind::RemoveVoter(this) && self.placed_elsewhere && !in_latest {
+            self.removed_from_group = true;
+        }
         log::info!(target: "tern::jetstream", "stream {}: voters now {:x?}", self.handle.name, self.membership.voters);
         if let Some(files) = &self.files {
             let stored = self.js.stored_config_json(
@@ -140,6 +154,30 @@ impl StreamTask {
             persist::write_config(files, stored.as_bytes(), self.created_unix_ns).await?;
         }
         Ok(())
+    }
+}
+
+impl StreamTask {
+    /// The group's removal of this node applied: it no longer needs this
+    /// copy (the meta group placed the stream elsewhere first), which goes
+    /// as a deleted stream's does.
+    pub(super) async fn leave_group(&mut self) {
+        log::info!(target: "tern::jetstream", "stream {}: removed from the stream's voters; deleting this copy", self.handle.name);
+        if let Err(error) = self.remove_copy("this replica left the stream").await {
+            log::warn!(target: "tern::jetstream", "stream {}: deleting the copy this node left: {error}", self.handle.name);
+        }
+    }
+
+    /// Stops the stream here and removes its files (a delete, or this
+    /// replica leaving): owed replies fail with `reason`.
+    pub(super) async fn remove_copy(&mut self, reason: &str) -> Result<(), String> {
+        self.handle.stopped.set(true);
+        // Owed replies of entries not yet applied get an error.
+        self.fail_pending(reason);
+        self.js.journal().checkpoint(self.group, u64::MAX);
+        let result = self.js.remove_stream_files(&self.handle.name).await;
+        self.js.forget_stream(&self.handle);
+        result
     }
 }
 

@@ -183,6 +183,12 @@ pub struct StreamTask {
     /// A replicated stream: the voters the meta group placed it on, which
     /// its leader moves the group to.
     pub(super) desired_peers: Option<Vec<u64>>,
+    /// The group removed this node (its removal applied here): the copy
+    /// goes at the end of the turn (`leave_group`).
+    pub(super) removed_from_group: bool,
+    /// The meta group placed the stream on other nodes (this one stays a
+    /// voter until the group removes it).
+    pub(super) placed_elsewhere: bool,
 }
 
 impl StreamTask {
@@ -345,6 +351,8 @@ impl StreamTask {
             config_proposal: None,
             update_replies: Vec::new(),
             desired_peers: None,
+            removed_from_group: false,
+            placed_elsewhere: false,
         };
         if stand_first {
             task.groups.with_node(group, Node::campaign_now);
@@ -741,6 +749,10 @@ impl StreamTask {
         // A follower's install comes before the entries after it.
         self.snapshot_work().await?;
         self.apply_committed().await?;
+        if self.removed_from_group {
+            self.leave_group().await;
+            return Ok(());
+        }
         if self.handle.is_replicated() {
             self.follow_replication().await?;
         }
