@@ -870,7 +870,12 @@ impl JetStream {
                 .copied()
                 .filter(|peer| reachable.contains(peer))
                 .collect();
-            kept.extend(placement.peers.iter().filter(|peer| !reachable.contains(peer)));
+            kept.extend(
+                placement
+                    .peers
+                    .iter()
+                    .filter(|peer| !reachable.contains(peer)),
+            );
             kept.truncate(replicas);
             return Ok(kept);
         }
@@ -1410,7 +1415,8 @@ fn answer_here(placement: &Placement, this: NodeId, reply: &Option<String>) -> O
 /// the group's removal of it applies there (`StreamTask::leave_group`).
 fn leave_command(name: &str, origin: usize, before: &[NodeId], after: &[NodeId]) -> OwnerCommand {
     let staying = before.iter().filter(|peer| after.contains(peer)).count();
-    if staying >= before.len() / 2 + 1 {
+    // A quorum of the old voters: more than half.
+    if staying > before.len() / 2 {
         OwnerCommand::Delete {
             name: name.to_string(),
             origin,
