@@ -4,12 +4,16 @@
 //! commit across streams), memory streams' groups are durable at once (a
 //! second `MultiRaft`, so a memory stream never waits for an fsync).
 //!
-//! One driver task per shard ([`StreamGroups::run`]) takes each flush,
-//! appends its hard states and entries to the journal, and once the
-//! journal says they are durable hands what committed to each stream's
-//! task ([`StreamHandle`]'s committed queue) and wakes it. Stream tasks
-//! propose through [`StreamGroups::with_node`], which wakes the driver;
-//! nothing here is shared with another shard.
+//! One driver task per shard ([`StreamGroups::run`]) takes each flush and
+//! queues it for the shard's appender task, which appends its hard states
+//! and entries to the journal (waiting for room when the journal has
+//! none: the driver meanwhile goes on ticking, driving memory groups and
+//! sending, and takes no more than [`QUEUED_FLUSHES_MAX`] flushes ahead);
+//! once the journal says a flush is durable the driver hands what
+//! committed to each stream's task ([`StreamHandle`]'s committed queue)
+//! and wakes it. Stream tasks propose through
+//! [`StreamGroups::with_node`], which wakes the driver; nothing here is
+//! shared with another shard.
 //!
 //! In a cluster the driver also ticks every group (each
 //! [`RAFT_TICK`]) and hands each batch of messages for another node to
@@ -89,6 +93,16 @@ pub const RAFT_TICK: Duration = Duration::from_millis(50);
 /// Carries a batch of Raft messages to another node (the shard's routes).
 pub type Transport = Box<dyn Fn(Outgoing)>;
 
+/// Flushes taken and not yet in the journal, at most: beyond, groups
+/// wait (their proposals stay in their logs) until the appender catches up.
+pub const QUEUED_FLUSHES_MAX: usize = 16;
+
+/// A flush taken, waiting for the appender.
+struct Queued {
+    flush: Flush,
+    hard_states: Vec<(GroupId, HardState)>,
+}
+
 /// A flush whose records are in the journal, waiting to be durable.
 struct InFlight {
     number: u64,
@@ -116,6 +130,16 @@ pub struct StreamGroups {
     durable_hard_states: RefCell<FxHashMap<GroupId, HardState>>,
     /// Why the journal stopped taking records, once it did.
     failure: RefCell<Option<JournalError>>,
+    /// Flushes for the appender, in order.
+    queued: RefCell<VecDeque<Queued>>,
+    /// Flushes in the journal, in order, not yet seen durable.
+    in_flight: RefCell<VecDeque<InFlight>>,
+    /// The appender's failure, for the driver to act on.
+    append_failure: RefCell<Option<JournalError>>,
+    /// Wakes the appender (a flush queued).
+    appender_wake: Waiters,
+    /// The appender is writing a flush it took from `queued`.
+    appending: Cell<bool>,
     /// Something was proposed (or a group came or went) since the driver
     /// last looked.
     work: Cell<bool>,
@@ -135,6 +159,11 @@ impl StreamGroups {
             handles: RefCell::new(FxHashMap::default()),
             durable_hard_states: RefCell::new(FxHashMap::default()),
             failure: RefCell::new(None),
+            queued: RefCell::new(VecDeque::new()),
+            in_flight: RefCell::new(VecDeque::new()),
+            append_failure: RefCell::new(None),
+            appender_wake: Waiters::new(),
+            appending: Cell::new(false),
             work: Cell::new(false),
             wake: Waiters::new(),
             transport: RefCell::new(None),
@@ -308,7 +337,9 @@ impl StreamGroups {
 
     /// The driver: runs as long as the shard.
     pub async fn run(self: Rc<Self>) {
-        let mut in_flight: VecDeque<InFlight> = VecDeque::new();
+        if self.journal.is_some() {
+            glommio::spawn_local(self.clone().append()).detach();
+        }
         let mut next_tick = Instant::now() + RAFT_TICK;
         loop {
             self.work.set(false);
@@ -317,11 +348,12 @@ impl StreamGroups {
                 next_tick = Instant::now() + RAFT_TICK;
             }
             self.drive_memory();
+            let append_failure = self.append_failure.borrow_mut().take();
+            if let Some(error) = append_failure {
+                self.fail_file_groups(error);
+            }
             if self.failure.borrow().is_none() {
-                if let Err(error) = self.drive_journal(&mut in_flight).await {
-                    self.fail_file_groups(error);
-                    in_flight.clear();
-                }
+                self.drive_journal();
             }
             self.send_outgoing();
             // A group advanced by a finished flush may have more to hand
@@ -342,25 +374,69 @@ impl StreamGroups {
                 futures_lite::future::or(self.wake.wait_until(|| self.work.get()), tick).await;
                 Ok(())
             };
+            let front = self
+                .in_flight
+                .borrow()
+                .front()
+                .map(|flush| flush.journal_sequence);
             let journal = async {
-                match (in_flight.front(), &self.journal) {
-                    (Some(flush), Some(journal)) => journal
-                        .wait_durable(flush.journal_sequence)
-                        .await
-                        .map(|_| ()),
+                match (front, &self.journal) {
+                    (Some(sequence), Some(journal)) => {
+                        journal.wait_durable(sequence).await.map(|_| ())
+                    }
                     _ => std::future::pending().await,
                 }
             };
             if let Err(error) = futures_lite::future::or(new_work, journal).await {
                 self.fail_file_groups(error);
-                in_flight.clear();
             }
         }
     }
 
+    /// The appender: appends each queued flush's records in order (one
+    /// task, so a journal without room delays only the file groups'
+    /// writes, never the driver's ticks and sends).
+    async fn append(self: Rc<Self>) {
+        let journal = self.journal.clone().expect("spawned with a journal");
+        loop {
+            self.appender_wake
+                .wait_until(|| !self.queued.borrow().is_empty())
+                .await;
+            let Some(Queued { flush, hard_states }) = self.queued.borrow_mut().pop_front() else {
+                continue;
+            };
+            if self.failure.borrow().is_some() {
+                continue;
+            }
+            self.appending.set(true);
+            let appended = append_flush(&journal, &flush).await;
+            self.appending.set(false);
+            match appended {
+                Ok(journal_sequence) => self.in_flight.borrow_mut().push_back(InFlight {
+                    number: flush.number,
+                    journal_sequence,
+                    hard_states,
+                }),
+                Err(error) => {
+                    *self.append_failure.borrow_mut() = Some(error);
+                    self.queued.borrow_mut().clear();
+                }
+            }
+            self.notify();
+        }
+    }
+
+    /// Flushes taken and not yet in the journal.
+    fn flushes_waiting(&self) -> usize {
+        self.queued.borrow().len() + usize::from(self.appending.get())
+    }
+
     fn has_ready(&self) -> bool {
         let ready = |raft: &RefCell<MultiRaft>| raft.borrow().has_ready();
-        ready(&self.memory) || (self.failure.borrow().is_none() && ready(&self.file))
+        ready(&self.memory)
+            || (self.failure.borrow().is_none()
+                && self.flushes_waiting() < QUEUED_FLUSHES_MAX
+                && ready(&self.file))
     }
 
     /// Memory groups: every flush is durable as soon as it is taken.
@@ -382,18 +458,22 @@ impl StreamGroups {
         }
     }
 
-    /// File groups: the next flush into the journal, and every flush the
-    /// journal made durable since finished.
-    async fn drive_journal(&self, in_flight: &mut VecDeque<InFlight>) -> Result<(), JournalError> {
+    /// File groups: the next flush to the appender (unless
+    /// [`QUEUED_FLUSHES_MAX`] wait already), and every flush the journal
+    /// made durable since finished.
+    fn drive_journal(&self) {
         let Some(journal) = &self.journal else {
-            return Ok(());
+            return;
         };
-        let flush = self.file.borrow_mut().take_flush();
+        let flush = if self.flushes_waiting() < QUEUED_FLUSHES_MAX {
+            self.file.borrow_mut().take_flush()
+        } else {
+            None
+        };
         // Messages leave before the flush is written (Raft's contract: a
         // leader's appends need not wait for its own write; what must
         // wait, votes and acknowledgements, is held until the flush is
-        // durable): followers write in parallel with this node, and a
-        // journal waiting for room delays no group's heartbeats.
+        // durable): followers write in parallel with this node.
         self.send_outgoing();
         if let Some(flush) = flush {
             let hard_states = flush
@@ -413,25 +493,26 @@ impl StreamGroups {
                     );
                 }
             }
-            let journal_sequence = append_flush(journal, &flush).await?;
-            in_flight.push_back(InFlight {
-                number: flush.number,
-                journal_sequence,
-                hard_states,
-            });
+            self.queued
+                .borrow_mut()
+                .push_back(Queued { flush, hard_states });
+            self.appender_wake.wake_all();
         }
         let durable_sequence = journal.durable_sequence();
         let mut finished = None;
-        while in_flight
-            .front()
-            .is_some_and(|flush| flush.journal_sequence <= durable_sequence)
         {
-            let flush = in_flight.pop_front().expect("front exists");
-            let mut durable_hard_states = self.durable_hard_states.borrow_mut();
-            for (group, state) in flush.hard_states {
-                durable_hard_states.insert(group, state);
+            let mut in_flight = self.in_flight.borrow_mut();
+            while in_flight
+                .front()
+                .is_some_and(|flush| flush.journal_sequence <= durable_sequence)
+            {
+                let flush = in_flight.pop_front().expect("front exists");
+                let mut durable_hard_states = self.durable_hard_states.borrow_mut();
+                for (group, state) in flush.hard_states {
+                    durable_hard_states.insert(group, state);
+                }
+                finished = Some(flush.number);
             }
-            finished = Some(flush.number);
         }
         let durable = {
             let mut raft = self.file.borrow_mut();
@@ -441,7 +522,6 @@ impl StreamGroups {
             }
         };
         self.dispatch(durable);
-        Ok(())
     }
 
     /// Hands snapshot work and committed entries to their groups' hosts.
@@ -472,6 +552,8 @@ impl StreamGroups {
     fn fail_file_groups(&self, error: JournalError) {
         log::error!(target: "tern::jetstream", "the journal stopped: {error}");
         *self.failure.borrow_mut() = Some(error);
+        self.queued.borrow_mut().clear();
+        self.in_flight.borrow_mut().clear();
         for (persistence, handle) in self.handles.borrow().values() {
             if *persistence == Persistence::Journal {
                 handle.committed(Vec::new());
