@@ -196,6 +196,170 @@ pub fn health_problems(meta: Option<&MetaStatus>, parts: &[Gathered]) -> Vec<Hea
     problems
 }
 
+/// `/healthz`'s query options, nats-server's names.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct HealthOptions {
+    /// `js-enabled-only` (or the deprecated `js-enabled`): only whether
+    /// JetStream is on.
+    pub jetstream_enabled_only: bool,
+    /// `js-server-only`: the server alone, nothing of JetStream.
+    pub server_only: bool,
+    /// `js-meta-only`: the meta layer, no stream.
+    pub meta_only: bool,
+    /// `account`: that account's streams only (tern has `$G` alone).
+    pub account: Option<String>,
+    /// `stream`, with `account`: that stream only.
+    pub stream: Option<String>,
+    /// `details`: problems in `errors` only (else also the first as `error`).
+    pub details: bool,
+}
+
+/// A bad `/healthz` query: nats-server's 400 text.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BadBoolean {
+    pub parameter: String,
+    pub value: String,
+}
+
+impl std::fmt::Display for BadBoolean {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            formatter,
+            "Error decoding boolean for '{}': strconv.ParseBool: parsing {:?}: invalid syntax",
+            self.parameter, self.value
+        )
+    }
+}
+
+impl HealthOptions {
+    /// From the query's decoded pairs; booleans as Go's `ParseBool`.
+    pub fn parse(
+        query: &std::collections::BTreeMap<String, String>,
+    ) -> Result<HealthOptions, BadBoolean> {
+        let boolean = |parameter: &str| -> Result<bool, BadBoolean> {
+            match query.get(parameter).map(String::as_str) {
+                None | Some("") => Ok(false),
+                Some("1" | "t" | "T" | "TRUE" | "true" | "True") => Ok(true),
+                Some("0" | "f" | "F" | "FALSE" | "false" | "False") => Ok(false),
+                Some(value) => Err(BadBoolean {
+                    parameter: parameter.to_string(),
+                    value: value.to_string(),
+                }),
+            }
+        };
+        let text = |parameter: &str| {
+            query
+                .get(parameter)
+                .filter(|value| !value.is_empty())
+                .cloned()
+        };
+        Ok(HealthOptions {
+            jetstream_enabled_only: boolean("js-enabled")? | boolean("js-enabled-only")?,
+            server_only: boolean("js-server-only")?,
+            meta_only: boolean("js-meta-only")?,
+            details: boolean("details")?,
+            account: text("account"),
+            stream: text("stream"),
+        })
+    }
+}
+
+/// The answer to `/healthz`: a status code and the problems (none: ok).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Health {
+    pub status_code: u16,
+    pub problems: Vec<HealthProblem>,
+}
+
+impl Health {
+    /// nats-server's body (without `status_code`, which it drops over
+    /// HTTP): `ok`, or `unavailable` with the first problem as `error`
+    /// and all in `errors` (only `errors` with `details`).
+    pub fn to_json(&self, details: bool) -> Value {
+        let Some(first) = self.problems.first() else {
+            return json!({"status": "ok"});
+        };
+        let mut body = json!({"status": "unavailable"});
+        if !details {
+            body["error"] = json!(first.error);
+        }
+        body["errors"] = Value::Array(self.problems.iter().map(HealthProblem::to_json).collect());
+        body
+    }
+}
+
+/// This node's health under `options` (nats-server's `healthz`): `None`
+/// for the meta layer and `parts` when JetStream is off.
+pub fn health(
+    options: &HealthOptions,
+    jetstream: Option<(Option<&MetaStatus>, &[Gathered])>,
+) -> Health {
+    let ok = Health {
+        status_code: 200,
+        problems: Vec::new(),
+    };
+    let Some((meta, parts)) = jetstream else {
+        return ok;
+    };
+    if options.server_only || options.jetstream_enabled_only {
+        return ok;
+    }
+    if let Some(Err(error)) = meta.map(MetaStatus::health) {
+        return Health {
+            status_code: 503,
+            problems: vec![HealthProblem {
+                kind: "JETSTREAM",
+                stream: None,
+                error: error.to_string(),
+            }],
+        };
+    }
+    if options.meta_only {
+        return ok;
+    }
+    let mut problems = health_problems(None, parts);
+    if let Some(account) = &options.account {
+        if account != "$G" {
+            return Health {
+                status_code: 404,
+                problems: vec![HealthProblem {
+                    kind: "ACCOUNT",
+                    stream: None,
+                    error: format!("JetStream account {account:?} not found"),
+                }],
+            };
+        }
+        if let Some(stream) = &options.stream {
+            let here = parts.iter().any(|part| {
+                part.streams.iter().any(|summary| &summary.name == stream)
+                    || part.offline.iter().any(|offline| &offline.name == stream)
+                    || part.missing.contains(stream)
+                    || part
+                        .stream_groups
+                        .iter()
+                        .any(|report| &report.name == stream)
+            });
+            if !here {
+                return Health {
+                    status_code: 404,
+                    problems: vec![HealthProblem {
+                        kind: "STREAM",
+                        stream: Some(stream.clone()),
+                        error: format!(
+                            "JetStream stream {stream:?} not found on account {account:?}"
+                        ),
+                    }],
+                };
+            }
+            problems.retain(|problem| problem.stream.as_ref() == Some(stream));
+        }
+    }
+    Health {
+        status_code: if problems.is_empty() { 200 } else { 503 },
+        problems,
+    }
+}
+
 /// Everything `/metrics` adds in a cluster.
 pub struct ReplicationMetrics<'a> {
     pub meta: Option<&'a MetaStatus>,
@@ -568,6 +732,83 @@ mod tests {
         );
         assert_eq!(problems[0].to_json()["stream"], "B");
         assert!(health_problems(None, &[Gathered::default()]).is_empty());
+    }
+
+    #[test]
+    fn health_options_narrow_what_is_checked_as_nats_server_does() {
+        let follower = GroupView {
+            role: Role::Follower,
+            this_node: 0xb,
+            peers: Vec::new(),
+            leader_silent_ticks: Some(1),
+            ..leader_view()
+        };
+        let leaderless = GroupView {
+            role: Role::Candidate,
+            leader: None,
+            leader_silent_ticks: None,
+            ..follower.clone()
+        };
+        let part = Gathered {
+            stream_groups: vec![
+                report("B", leaderless.clone(), &[]),
+                report("A", follower.clone(), &[]),
+            ],
+            missing: vec!["C".into()],
+            ..Gathered::default()
+        };
+        let parts = [part];
+        let query = |text: &str| -> std::collections::BTreeMap<String, String> {
+            text.split('&')
+                .filter_map(|pair| pair.split_once('='))
+                .map(|(key, value)| (key.to_string(), value.to_string()))
+                .collect()
+        };
+        let options = |text: &str| HealthOptions::parse(&query(text)).expect("valid");
+        let no_leader = meta(Some(leaderless));
+        let healthy = meta(Some(follower));
+        let down = Some((Some(&no_leader), &parts[..]));
+        let up = Some((Some(&healthy), &parts[..]));
+        // The meta layer down: 503, unless JetStream's checks are skipped.
+        assert_eq!(health(&options(""), down).status_code, 503);
+        assert_eq!(health(&options("js-meta-only=true"), down).status_code, 503);
+        for skip in ["js-enabled-only=true", "js-enabled=1", "js-server-only=T"] {
+            assert_eq!(health(&options(skip), down).status_code, 200, "{skip}");
+        }
+        // The meta layer up: the streams decide, unless only it is asked.
+        assert_eq!(health(&options(""), up).problems.len(), 2);
+        assert_eq!(health(&options("js-meta-only=true"), up).status_code, 200);
+        let one = health(&options("account=$G&stream=A"), up);
+        assert_eq!((one.status_code, one.problems.len()), (200, 0));
+        let other = health(&options("account=$G&stream=C"), up);
+        assert_eq!(other.status_code, 503);
+        assert_eq!(other.problems[0].stream.as_deref(), Some("C"));
+        let unknown = health(&options("account=$G&stream=Z"), up);
+        assert_eq!(unknown.status_code, 404);
+        assert_eq!(
+            unknown.to_json(false)["error"],
+            "JetStream stream \"Z\" not found on account \"$G\""
+        );
+        let account = health(&options("account=ACME"), up);
+        assert_eq!(account.status_code, 404);
+        assert_eq!(
+            account.to_json(false)["error"],
+            "JetStream account \"ACME\" not found"
+        );
+        // details: every problem in `errors`, no `error`.
+        let detailed = health(&options("details=true"), up).to_json(true);
+        assert!(detailed.get("error").is_none(), "{detailed}");
+        assert_eq!(detailed["errors"].as_array().map(Vec::len), Some(2));
+        assert_eq!(
+            health(&options(""), None).to_json(false),
+            json!({"status": "ok"})
+        );
+        // Go's ParseBool, and its 400 text.
+        let bad = HealthOptions::parse(&query("js-meta-only=yes")).expect_err("not a bool");
+        assert_eq!(
+            bad.to_string(),
+            "Error decoding boolean for 'js-meta-only': strconv.ParseBool: parsing \"yes\": invalid syntax"
+        );
     }
 
     #[test]

@@ -116,7 +116,7 @@ impl Monitor {
             .or_insert(0) += 1;
         match path {
             "/" => response(200, "text/plain", INDEX.as_bytes()),
-            "/healthz" => self.healthz().await,
+            "/healthz" => self.healthz(&query).await,
             "/varz" => json_response(&self.varz().await),
             "/connz" => json_response(&self.connz(&query).await),
             "/subsz" | "/subscriptionsz" => json_response(&self.subsz().await),
@@ -131,35 +131,32 @@ impl Monitor {
     }
 
     /// nats-server's health: 503 `unavailable` with the first problem as
-    /// `error` and every one in `errors` (its `?details=true` form, so one
-    /// damaged stream does not hide another), else `ok`. On one server the
-    /// problems are streams offline (damaged files, a damaged journal) or
-    /// stopped after a write error; in a cluster first the meta layer (no
-    /// leader heard from, or this node behind it), then also every stream
-    /// placed here whose replica is not current (`monitor::cluster`).
-    async fn healthz(&self) -> Vec<u8> {
-        if let Some(jetstream) = self.shard.jetstream.get() {
-            let meta = jetstream.meta_status();
-            let parts = jetstream.gather().await;
-            let problems = cluster::health_problems(meta.as_ref(), &parts);
-            if let Some(first) = problems.first() {
-                let errors: Vec<serde_json::Value> = problems
-                    .iter()
-                    .map(cluster::HealthProblem::to_json)
-                    .collect();
-                let body = serde_json::json!({
-                    "status": "unavailable",
-                    "status_code": 503,
-                    "error": first.error,
-                    "errors": errors,
-                });
-                let mut bytes =
-                    serde_json::to_vec_pretty(&body).expect("monitoring JSON serialises");
-                bytes.push(b'\n');
-                return response(503, "application/json", &bytes);
+    /// `error` and every one in `errors` (so one damaged stream does not
+    /// hide another; `?details=true`: `errors` only), else `ok`. On one
+    /// server the problems are streams offline (damaged files, a damaged
+    /// journal) or stopped after a write error; in a cluster first the
+    /// meta layer (no leader heard from, or this node behind it), then
+    /// also every stream placed here whose replica is not current
+    /// (`monitor::cluster::health`, which also reads nats-server's
+    /// options: `js-enabled-only`, `js-server-only`, `js-meta-only`,
+    /// `account`, `stream`).
+    async fn healthz(&self, query: &BTreeMap<String, String>) -> Vec<u8> {
+        let options = match cluster::HealthOptions::parse(query) {
+            Ok(options) => options,
+            Err(error) => return response(400, "text/plain", error.to_string().as_bytes()),
+        };
+        let health = match self.shard.jetstream.get() {
+            Some(jetstream) => {
+                let meta = jetstream.meta_status();
+                let parts = jetstream.gather().await;
+                cluster::health(&options, Some((meta.as_ref(), &parts)))
             }
-        }
-        json_response(&serde_json::json!({"status": "ok"}))
+            None => cluster::health(&options, None),
+        };
+        let mut body = serde_json::to_vec_pretty(&health.to_json(options.details))
+            .expect("monitoring JSON serialises");
+        body.push(b'\n');
+        response(health.status_code, "application/json", &body)
     }
 
     /// JetStream totals (nats-server's `/jsz` top-level fields) and, with
@@ -744,6 +741,7 @@ struct SubszShard {
 fn response(status: u16, content_type: &str, body: &[u8]) -> Vec<u8> {
     let reason = match status {
         200 => "OK",
+        400 => "Bad Request",
         404 => "Not Found",
         405 => "Method Not Allowed",
         431 => "Request Header Fields Too Large",
@@ -771,7 +769,7 @@ fn parse_query(query: &str) -> BTreeMap<String, String> {
         .filter(|pair| !pair.is_empty())
         .map(|pair| {
             let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
-            (key.to_string(), value.to_string())
+            (percent_decoded(key), percent_decoded(value))
         })
         .collect()
 }
@@ -881,4 +879,35 @@ mod tests {
         assert!(resident_bytes() > 0);
         assert!(peak_resident_bytes() >= resident_bytes() / 2);
     }
+}
+
+/// A query component with `%XX` escapes and `+` decoded (an escape that is
+/// not two hex digits stays as it is).
+fn percent_decoded(text: &str) -> String {
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut index = 0;
+    while index < bytes.len() {
+        let byte = bytes[index];
+        let hex = |offset: usize| {
+            bytes
+                .get(index + offset)
+                .and_then(|digit| (*digit as char).to_digit(16))
+        };
+        match (byte, hex(1), hex(2)) {
+            (b'%', Some(high), Some(low)) => {
+                out.push((high * 16 + low) as u8);
+                index += 3;
+            }
+            (b'+', _, _) => {
+                out.push(b' ');
+                index += 1;
+            }
+            _ => {
+                out.push(byte);
+                index += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
 }

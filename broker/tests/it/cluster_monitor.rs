@@ -284,6 +284,18 @@ async fn cluster_monitoring(flavor: Flavor) {
         error == META_NO_LEADER || error == META_NOT_CURRENT,
         "a meta-layer text: {unhealthy}"
     );
+    // nats-server's options: JetStream merely enabled, or the server
+    // alone, is healthy; the meta layer alone is not.
+    for (query, expected) in [
+        ("js-enabled-only=true", 200),
+        ("js-server-only=true", 200),
+        ("js-meta-only=true", 503),
+    ] {
+        let (status, body) = cluster
+            .node(survivor)
+            .http_get(&format!("/healthz?{query}"));
+        assert_eq!(status, expected, "{query}: {body}");
+    }
     if flavor == Flavor::Tern {
         // Its election timeout passes: no leader at all.
         let jsz = wait_for(&cluster, "no meta leader", CONVERGE_TIMEOUT, || {
@@ -320,6 +332,17 @@ async fn cluster_monitoring(flavor: Flavor) {
         || all_healthy(&cluster, &all),
     )
     .await;
+    // One stream asked for: one that is not there is 404 with nats-server's
+    // text (the account `$G`, percent-encoded as a client sends it).
+    let (status, body) = cluster
+        .node(survivor)
+        .http_get("/healthz?account=%24G&stream=NOPE");
+    assert_eq!(status, 404, "{body}");
+    let body: Value = serde_json::from_str(&body).expect("JSON");
+    assert_eq!(
+        body["error"], "JetStream stream \"NOPE\" not found on account \"$G\"",
+        "{body}"
+    );
 }
 differential!(cluster_monitoring);
 
