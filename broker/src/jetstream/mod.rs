@@ -175,6 +175,21 @@ pub struct StreamSummary {
     pub leading: bool,
 }
 
+/// What rebuilding a damaged replica from its peers keeps of it
+/// ([`JetStream::rebuild_from_peers`]).
+struct Rebuild {
+    config: StreamConfig,
+    created_unix_ns: u64,
+    group: u64,
+    peers: Vec<u64>,
+    /// The checkpoint it had (its term and vote, what it had applied).
+    previous: persist::RaftState,
+    /// The journal's last hard state for the group, if any.
+    hard_state: Option<tern_raft::HardState>,
+    /// The last entry it acknowledged, from the journal.
+    acknowledged_index: u64,
+}
+
 /// A stream of this shard that could not be opened: damaged files, or a
 /// damaged journal. It answers 500 10194 `stream is offline: <reason>`.
 #[derive(Debug, Clone)]
@@ -633,7 +648,16 @@ impl JetStream {
             recovered.entries.truncate(keep);
             let name = found.name.clone();
             let found_config = found.config.clone();
-            if let Err(error) = js
+            let rebuild = Rebuild {
+                config: found.config.clone(),
+                created_unix_ns: found.created_unix_ns,
+                group: found.group,
+                peers: found.peers.clone(),
+                previous: found.raft.clone(),
+                hard_state: recovered.hard_state,
+                acknowledged_index: recovered.acknowledged_index,
+            };
+            let started = js
                 .start_stream(
                     found.config,
                     found.created_unix_ns,
@@ -641,14 +665,27 @@ impl JetStream {
                     Some(found.files),
                     recovered,
                 )
-                .await
-            {
-                log::error!(target: "tern::jetstream", "stream {name}: {error}; the stream stays offline (nothing was deleted)");
-                js.damaged.borrow_mut().insert(name.clone(), error);
-                js.damaged_configs
-                    .borrow_mut()
-                    .insert(name, Box::new(found_config));
-            }
+                .await;
+            let error = match started {
+                Ok(_) => continue,
+                // A replica of a replicated stream: its peers have it.
+                Err(failure)
+                    if failure.is_local_damage()
+                        && rebuild.peers.len() > 1
+                        && js.meta.get().is_some() =>
+                {
+                    match js.rebuild_from_peers(rebuild, &failure.to_string()).await {
+                        Ok(_) => continue,
+                        Err(error) => format!("{failure}; rebuilding from its peers: {error}"),
+                    }
+                }
+                Err(failure) => failure.to_string(),
+            };
+            log::error!(target: "tern::jetstream", "stream {name}: {error}; the stream stays offline (nothing was deleted)");
+            js.damaged.borrow_mut().insert(name.clone(), error);
+            js.damaged_configs
+                .borrow_mut()
+                .insert(name, Box::new(found_config));
         }
         // 4. The API.
         let api = Rc::new(InternalSubscription {
@@ -832,7 +869,7 @@ impl JetStream {
         group: u64,
         files: Option<DmaFiles>,
         recovered: Recovered,
-    ) -> Result<Rc<StreamHandle>, String> {
+    ) -> Result<Rc<StreamHandle>, stream::failure::StreamFailure> {
         let name = config.name.clone();
         let config = Rc::new(config);
         let handle = StreamHandle::new(
@@ -851,8 +888,7 @@ impl JetStream {
             files,
             recovered,
         )
-        .await
-        .map_err(|failure| failure.to_string())?;
+        .await?;
         self.streams.borrow_mut().insert(name, handle.clone());
         // A replicated stream's subjects are the leader's: its task
         // subscribes when it takes office.
@@ -1652,7 +1688,8 @@ impl JetStream {
             // Nothing persisted: gone after a restart, as in nats-server.
             return self
                 .start_stream(config, created_unix_ns, group, None, recovered)
-                .await;
+                .await
+                .map_err(|failure| failure.to_string());
         }
         if let Some(damage) = self.journal_damage() {
             return Err(format!(
@@ -1660,34 +1697,15 @@ impl JetStream {
                 self.index
             ));
         }
-        // Built under a hidden name and renamed into place whole: a stream
-        // directory without its config or raft file is then always damage.
-        let directory = self.stream_directory(&config.name);
-        let building = self
-            .root
-            .join("streams")
-            .join(format!("{CREATING_PREFIX}{}", config.name));
-        if building.exists() {
-            std::fs::remove_dir_all(&building).map_err(|error| error.to_string())?;
-        }
-        {
-            let files = DmaFiles::open(&building)
-                .await
-                .map_err(|error| error.to_string())?;
-            let stored = self.stored_config_json(group, &config.to_stored_json(), &peers);
-            persist::write_config(&files, stored.as_bytes(), created_unix_ns)
-                .await
-                .map_err(|error| error.to_string())?;
-            persist::write_raft(&files, &persist::RaftState::created(1))
-                .await
-                .map_err(|error| error.to_string())?;
-        }
-        std::fs::rename(&building, &directory)
-            .and_then(|()| std::fs::File::open(self.root.join("streams"))?.sync_all())
-            .map_err(|error| format!("{}: {error}", directory.display()))?;
-        let files = DmaFiles::open(&directory)
-            .await
-            .map_err(|error| error.to_string())?;
+        let files = self
+            .write_stream_directory(
+                &config,
+                created_unix_ns,
+                group,
+                &peers,
+                &persist::RaftState::created(1),
+            )
+            .await?;
         let raft = persist::read_raft(&files)
             .await
             .map_err(|error| error.to_string())?;
@@ -1706,6 +1724,110 @@ impl JetStream {
             },
         )
         .await
+        .map_err(|failure| failure.to_string())
+    }
+
+    /// A new stream directory with its config and `raft` files, built
+    /// under a hidden name and renamed into place whole (a stream
+    /// directory without its config or raft file is then always damage).
+    async fn write_stream_directory(
+        &self,
+        config: &StreamConfig,
+        created_unix_ns: u64,
+        group: u64,
+        peers: &[u64],
+        raft: &persist::RaftState,
+    ) -> Result<DmaFiles, String> {
+        let directory = self.stream_directory(&config.name);
+        let building = self
+            .root
+            .join("streams")
+            .join(format!("{CREATING_PREFIX}{}", config.name));
+        if building.exists() {
+            std::fs::remove_dir_all(&building).map_err(|error| error.to_string())?;
+        }
+        {
+            let files = DmaFiles::open(&building)
+                .await
+                .map_err(|error| error.to_string())?;
+            let stored = self.stored_config_json(group, &config.to_stored_json(), peers);
+            persist::write_config(&files, stored.as_bytes(), created_unix_ns)
+                .await
+                .map_err(|error| error.to_string())?;
+            persist::write_raft(&files, raft)
+                .await
+                .map_err(|error| error.to_string())?;
+        }
+        std::fs::rename(&building, &directory)
+            .and_then(|()| std::fs::File::open(self.root.join("streams"))?.sync_all())
+            .map_err(|error| format!("{}: {error}", directory.display()))?;
+        DmaFiles::open(&directory)
+            .await
+            .map_err(|error| error.to_string())
+    }
+
+    /// Rebuilds this node's replica of a replicated stream whose files are
+    /// damaged (`reason`) from its peers: the damaged directory is moved
+    /// aside (kept under `damaged/` for inspection), and the replica
+    /// starts again empty, as a joining one, keeping its Raft term and
+    /// vote; it neither votes nor stands for election until it holds
+    /// again every entry it acknowledged (the leader sends it a snapshot
+    /// and the log after it). docs/cluster-jetstream.md, "Repair from
+    /// peers".
+    async fn rebuild_from_peers(
+        self: &Rc<Self>,
+        rebuild: Rebuild,
+        reason: &str,
+    ) -> Result<Rc<StreamHandle>, String> {
+        let name = rebuild.config.name.clone();
+        let directory = self.stream_directory(&name);
+        let damaged = self.root.join("damaged");
+        let kept = damaged.join(format!("{name}.{}", now_unix_ns()));
+        std::fs::create_dir_all(&damaged)
+            .and_then(|()| std::fs::rename(&directory, &kept))
+            .and_then(|()| std::fs::File::open(self.root.join("streams"))?.sync_all())
+            .and_then(|()| std::fs::File::open(&damaged)?.sync_all())
+            .map_err(|error| format!("moving {} aside: {error}", directory.display()))?;
+        log::warn!(target: "tern::jetstream", "stream {name}: {reason}; this replica rebuilds from its peers (the damaged files are kept in {})", kept.display());
+        let mut term = rebuild.previous.term;
+        let mut vote = rebuild.previous.vote;
+        if let Some(journaled) = rebuild.hard_state.filter(|state| state.term >= term) {
+            term = journaled.term;
+            vote = journaled.vote.unwrap_or(0);
+        }
+        let raft = persist::RaftState {
+            term,
+            vote,
+            ..persist::RaftState::created(1)
+        };
+        let files = self
+            .write_stream_directory(
+                &rebuild.config,
+                rebuild.created_unix_ns,
+                rebuild.group,
+                &rebuild.peers,
+                &raft,
+            )
+            .await?;
+        let acknowledged_index = rebuild
+            .acknowledged_index
+            .max(rebuild.previous.applied_index);
+        self.start_stream(
+            rebuild.config,
+            rebuild.created_unix_ns,
+            rebuild.group,
+            Some(files),
+            Recovered {
+                raft: Some(raft),
+                hard_state: rebuild.hard_state,
+                entries: Vec::new(),
+                peers: rebuild.peers,
+                acknowledged_index,
+                joining: true,
+            },
+        )
+        .await
+        .map_err(|failure| failure.to_string())
     }
 
     // ----- publishing into streams ---------------------------------------------

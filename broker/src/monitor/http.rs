@@ -853,34 +853,6 @@ fn process_cpu_ticks() -> u64 {
     field(11) + field(12)
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn queries_parse() {
-        let query = parse_query("cid=5&subs=1&flag");
-        assert_eq!(query.get("cid").map(String::as_str), Some("5"));
-        assert_eq!(query.get("subs").map(String::as_str), Some("1"));
-        assert_eq!(query.get("flag").map(String::as_str), Some(""));
-    }
-
-    #[test]
-    fn responses_have_length() {
-        let bytes = response(200, "application/json", b"{}");
-        let text = String::from_utf8(bytes).unwrap();
-        assert!(text.starts_with("HTTP/1.1 200 OK\r\n"));
-        assert!(text.contains("Content-Length: 2\r\n"));
-        assert!(text.ends_with("\r\n\r\n{}"));
-    }
-
-    #[test]
-    fn process_numbers_are_readable() {
-        assert!(resident_bytes() > 0);
-        assert!(peak_resident_bytes() >= resident_bytes() / 2);
-    }
-}
-
 /// A query component with `%XX` escapes and `+` decoded (an escape that is
 /// not two hex digits stays as it is).
 fn percent_decoded(text: &str) -> String {
@@ -910,4 +882,32 @@ fn percent_decoded(text: &str) -> String {
         }
     }
     String::from_utf8_lossy(&out).into_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn queries_parse() {
+        let query = parse_query("cid=5&subs=1&flag");
+        assert_eq!(query.get("cid").map(String::as_str), Some("5"));
+        assert_eq!(query.get("subs").map(String::as_str), Some("1"));
+        assert_eq!(query.get("flag").map(String::as_str), Some(""));
+    }
+
+    #[test]
+    fn responses_have_length() {
+        let bytes = response(200, "application/json", b"{}");
+        let text = String::from_utf8(bytes).unwrap();
+        assert!(text.starts_with("HTTP/1.1 200 OK\r\n"));
+        assert!(text.contains("Content-Length: 2\r\n"));
+        assert!(text.ends_with("\r\n\r\n{}"));
+    }
+
+    #[test]
+    fn process_numbers_are_readable() {
+        assert!(resident_bytes() > 0);
+        assert!(peak_resident_bytes() >= resident_bytes() / 2);
+    }
 }

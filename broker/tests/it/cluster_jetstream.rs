@@ -1014,26 +1014,53 @@ async fn r3_replica_behind_the_compacted_log_catches_up_by_snapshot_tern() {
         cluster.node(behind).log_tail()
     );
     // The installed store deleted while the node is down: found at start
-    // (the checkpoint names its files), that replica stays offline and
-    // says why, and the other two keep the stream writable.
+    // (the checkpoint names its files), that replica rebuilds from its
+    // peers (the damaged files kept aside), while the other two keep the
+    // stream writable; then it leads, with every message and the
+    // consumer's acks.
     cluster.kill(behind);
     std::fs::remove_dir_all(stream_directory.join(&directories[0])).expect("removed");
     cluster.restart(behind);
     wait_log(
         cluster.node(behind),
         &format!("n{behind}"),
-        "stream SNAP: ",
-        CONVERGE_TIMEOUT,
-    )
-    .await;
-    wait_log(
-        cluster.node(behind),
-        &format!("n{behind}"),
-        "the stream stays offline (nothing was deleted)",
+        "this replica rebuilds from its peers",
         CONVERGE_TIMEOUT,
     )
     .await;
     publish_through_failover(&client, "snap.x", "after-damage").await;
+    let kept = cluster.node(behind).store_dir().join("jetstream/damaged");
+    let kept: Vec<String> = std::fs::read_dir(&kept)
+        .expect("the damaged copy is kept")
+        .flatten()
+        .filter_map(|entry| entry.file_name().into_string().ok())
+        .collect();
+    assert!(kept.len() == 1 && kept[0].starts_with("SNAP."), "{kept:?}");
+    let deadline = Instant::now() + CONVERGE_TIMEOUT;
+    while stream_leader(&client, "SNAP").await != behind {
+        assert!(
+            Instant::now() < deadline,
+            "the rebuilt n{behind} never led: {}",
+            cluster.node(behind).log_tail()
+        );
+        wait_replicas_current(&client, "SNAP").await;
+        api_when_ready(&client, "$JS.API.STREAM.LEADER.STEPDOWN.SNAP", Value::Null).await;
+    }
+    let info = api_when_ready(&client, "$JS.API.STREAM.INFO.SNAP", Value::Null).await;
+    assert_eq!(info["state"]["messages"], expected_messages + 1, "{info}");
+    assert_eq!(info["state"]["last_seq"], MESSAGES + 1, "{info}");
+    let consumer_info = api_when_ready(&client, "$JS.API.CONSUMER.INFO.SNAP.C", Value::Null).await;
+    assert_eq!(
+        consumer_info["ack_floor"]["stream_seq"], 101,
+        "the consumer's acks survive the rebuild: {consumer_info}"
+    );
+    let last = api_when_ready(
+        &client,
+        "$JS.API.STREAM.MSG.GET.SNAP",
+        json!({"last_by_subj": "snap.x"}),
+    )
+    .await;
+    assert!(last.get("error").is_none(), "{last}");
 }
 
 /// `STREAM.PEER.REMOVE` where no node is free to take the peer's place

@@ -71,3 +71,19 @@ impl From<ReplicaError> for StreamFailure {
         }
     }
 }
+
+impl StreamFailure {
+    /// Damage to this replica's own files (the block store, the consumers
+    /// file), found opening or reading them: what a replica of a
+    /// replicated stream rebuilds from its peers.
+    pub fn is_local_damage(&self) -> bool {
+        matches!(
+            self,
+            StreamFailure::Store(_)
+                | StreamFailure::Open { .. }
+                | StreamFailure::Recover { .. }
+                | StreamFailure::ConsumersFileEntry(_)
+                | StreamFailure::ConsumersFile { .. }
+        )
+    }
+}
