@@ -25,7 +25,7 @@ use crate::types::{Entry, EntryKind, HardState, Index, Membership, NodeId, Snaps
 /// Heartbeats a leader keeps sending a removed voter after its removal
 /// committed, waiting for it to have the removal (it may be behind or
 /// unreachable: then it is not told).
-const LEAVING_HEARTBEATS_MAX: u32 = 10;
+const LEAVING_HEARTBEATS_MAX: u32 = 100;
 
 #[derive(Debug, Clone)]
 pub struct Config {
@@ -524,6 +524,12 @@ impl Node {
         self.role
     }
 
+    /// The current term and vote, durable or about to be (a host that
+    /// rebuilds its state keeps them: it must never vote twice in a term).
+    pub fn hard_state(&self) -> HardState {
+        self.hard
+    }
+
     pub fn term(&self) -> Term {
         self.hard.term
     }
@@ -910,6 +916,17 @@ impl Node {
             .filter(|&&voter| voter != id)
             .map(|&voter| (voter, Progress::new(next)))
             .collect();
+        // Voters removed by entries still in the log (a leader that handed
+        // over before telling them): this leader tells them.
+        self.leaving.clear();
+        for entry in self.log.entries() {
+            if let EntryKind::RemoveVoter(peer) = entry.kind {
+                if peer != id && !self.membership.contains(peer) {
+                    self.leaving.insert(peer, (entry.index, 0));
+                    self.progress.insert(peer, Progress::new(next));
+                }
+            }
+        }
         // Commit entries of earlier terms through one of our own.
         let entry = Entry {
             term: self.hard.term,

@@ -177,17 +177,17 @@ pub struct StreamSummary {
 
 /// What rebuilding a damaged replica from its peers keeps of it
 /// ([`JetStream::rebuild_from_peers`]).
-struct Rebuild {
-    config: StreamConfig,
-    created_unix_ns: u64,
-    group: u64,
-    peers: Vec<u64>,
+pub(crate) struct Rebuild {
+    pub(crate) config: StreamConfig,
+    pub(crate) created_unix_ns: u64,
+    pub(crate) group: u64,
+    pub(crate) peers: Vec<u64>,
     /// The checkpoint it had (its term and vote, what it had applied).
-    previous: persist::RaftState,
+    pub(crate) previous: persist::RaftState,
     /// The journal's last hard state for the group, if any.
-    hard_state: Option<tern_raft::HardState>,
+    pub(crate) hard_state: Option<tern_raft::HardState>,
     /// The last entry it acknowledged, from the journal.
-    acknowledged_index: u64,
+    pub(crate) acknowledged_index: u64,
 }
 
 /// A stream of this shard that could not be opened: damaged files, or a
@@ -1774,7 +1774,7 @@ impl JetStream {
     /// again every entry it acknowledged (the leader sends it a snapshot
     /// and the log after it). docs/cluster-jetstream.md, "Repair from
     /// peers".
-    async fn rebuild_from_peers(
+    pub(crate) async fn rebuild_from_peers(
         self: &Rc<Self>,
         rebuild: Rebuild,
         reason: &str,

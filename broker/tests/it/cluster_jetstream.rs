@@ -1063,6 +1063,119 @@ async fn r3_replica_behind_the_compacted_log_catches_up_by_snapshot_tern() {
     assert!(last.get("error").is_none(), "{last}");
 }
 
+/// A bit flipped in the stream leader's block store while it runs: the
+/// read that meets it stops that replica, which rebuilds from its peers
+/// (its damaged files kept aside) while another leads; every message reads
+/// back intact, and the rebuilt replica leads again with all of them.
+#[tokio::test]
+async fn r3_leader_with_a_flipped_bit_rebuilds_from_its_peers_tern() {
+    // Past the block store's 4 MiB tail cache, so early messages are read
+    // from the disk.
+    const MESSAGES: usize = 6_000;
+    let cluster = Cluster::meshed(Flavor::Tern, 3, Options::jetstream()).await;
+    let client = cluster.connect(1).await;
+    let mut config = stream_config("BITS");
+    config["num_replicas"] = json!(3);
+    let created = api_when_ready(&client, "$JS.API.STREAM.CREATE.BITS", config).await;
+    assert!(created.get("error").is_none(), "{created}");
+    let payload = |index: usize| format!("{index:04}-{}", "x".repeat(1000));
+    let jetstream = async_nats::jetstream::new(client.clone());
+    for batch in (1..=MESSAGES).collect::<Vec<_>>().chunks(256) {
+        let mut acks = Vec::with_capacity(batch.len());
+        for index in batch {
+            let ack = jetstream
+                .publish("bits.x", payload(*index).into())
+                .await
+                .expect("published");
+            acks.push((*index, ack));
+        }
+        for (index, ack) in acks {
+            let ack = tokio::time::timeout(CONVERGE_TIMEOUT, ack)
+                .await
+                .expect("acked in time")
+                .expect("acked");
+            assert_eq!(ack.sequence, index as u64);
+        }
+    }
+    wait_replicas_current(&client, "BITS").await;
+    let leader = stream_leader(&client, "BITS").await;
+    // A byte in the payload of an early message, in the first segment.
+    let segment = cluster
+        .node(leader)
+        .store_dir()
+        .join("jetstream/streams/BITS/messages/00000000000000000001.blk");
+    let mut bytes = std::fs::read(&segment).expect("the first segment");
+    let offset = 40 * 1024;
+    assert!(bytes.len() > offset, "{} bytes", bytes.len());
+    bytes[offset] ^= 0x01;
+    std::fs::write(&segment, &bytes).expect("flipped");
+    // Messages read back by sequence (the early ones, then a sample): the
+    // first read of the damaged one stops that replica; the answers come
+    // from whichever leads.
+    for index in (1..=100).chain((200..=MESSAGES).step_by(200)) {
+        let deadline = Instant::now() + CONVERGE_TIMEOUT;
+        loop {
+            let answer = api_when_ready(
+                &client,
+                "$JS.API.STREAM.MSG.GET.BITS",
+                json!({"seq": index}),
+            )
+            .await;
+            if answer.get("error").is_none() {
+                let data = answer["message"]["data"].as_str().expect("data");
+                let data = base64_decode(data);
+                assert_eq!(data, payload(index).into_bytes(), "message {index}");
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "message {index}: {answer}\n{}",
+                cluster.node(leader).log_tail()
+            );
+            // Poll interval of a bounded wait.
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+    wait_log(
+        cluster.node(leader),
+        &format!("n{leader}"),
+        "this replica rebuilds from its peers",
+        CONVERGE_TIMEOUT,
+    )
+    .await;
+    let kept = cluster.node(leader).store_dir().join("jetstream/damaged");
+    assert_eq!(
+        std::fs::read_dir(&kept)
+            .expect("the damaged copy is kept")
+            .count(),
+        1
+    );
+    publish_through_failover(&client, "bits.x", "after").await;
+    let deadline = Instant::now() + CONVERGE_TIMEOUT;
+    while stream_leader(&client, "BITS").await != leader {
+        assert!(
+            Instant::now() < deadline,
+            "the rebuilt n{leader} never led: {}",
+            cluster.logs()
+        );
+        wait_replicas_current(&client, "BITS").await;
+        api_when_ready(&client, "$JS.API.STREAM.LEADER.STEPDOWN.BITS", Value::Null).await;
+    }
+    let info = api_when_ready(&client, "$JS.API.STREAM.INFO.BITS", Value::Null).await;
+    assert_eq!(info["state"]["messages"], MESSAGES + 1, "{info}");
+    let answer = api_when_ready(&client, "$JS.API.STREAM.MSG.GET.BITS", json!({"seq": 40})).await;
+    let data = base64_decode(answer["message"]["data"].as_str().expect("data"));
+    assert_eq!(data, payload(40).into_bytes(), "{answer}");
+}
+
+/// The API's `data` (standard base64), decoded.
+fn base64_decode(text: &str) -> Vec<u8> {
+    use base64::Engine;
+    base64::engine::general_purpose::STANDARD
+        .decode(text)
+        .expect("base64")
+}
+
 /// `STREAM.PEER.REMOVE` where no node is free to take the peer's place
 /// (an R3 stream on three nodes): nats-server's 503 10075 `peer remap
 /// failed`; a peer that is not a member: 400 10040. Nothing moves.

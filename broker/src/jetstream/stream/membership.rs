@@ -168,6 +168,39 @@ impl StreamTask {
         }
     }
 
+    /// Damage found in this replica's files while it ran: it stopped
+    /// (what it owed failed), and now starts again empty from its peers
+    /// ([`JetStream::rebuild_from_peers`]), keeping its durable term and
+    /// vote, and not voting until it has every entry it acknowledged.
+    pub(super) async fn rebuild_from_peers(self) {
+        let (hard_state, acknowledged_index) = self.groups.node(self.group, |node: &Node| {
+            (node.hard_state(), node.log().last_index())
+        });
+        self.groups.remove(self.group);
+        let js = self.js.clone();
+        js.forget_stream(&self.handle);
+        let reason = self.failure.clone().unwrap_or_default();
+        let rebuild = super::super::Rebuild {
+            config: (*self.replica.state.config).clone(),
+            created_unix_ns: self.created_unix_ns,
+            group: self.group,
+            peers: self.membership.voters.clone(),
+            previous: super::super::persist::RaftState::created(1),
+            hard_state: Some(hard_state),
+            acknowledged_index,
+        };
+        let name = self.handle.name.clone();
+        // Its files close before the directory moves aside.
+        drop(self);
+        if let Err(error) = js.rebuild_from_peers(rebuild, &reason).await {
+            log::error!(target: "tern::jetstream", "stream {name}: {reason}; rebuilding from its peers: {error}; the stream stays offline on this node (nothing was deleted)");
+            js.damaged.borrow_mut().insert(
+                name,
+                format!("{reason}; rebuilding from its peers: {error}"),
+            );
+        }
+    }
+
     /// Stops the stream here and removes its files (a delete, or this
     /// replica leaving): owed replies fail with `reason`.
     pub(super) async fn remove_copy(&mut self, reason: &str) -> Result<(), String> {

@@ -663,6 +663,7 @@ impl StreamTask {
 
     /// Runs until the stream is deleted or the shard stops.
     pub async fn run(mut self) {
+        let mut rebuild = false;
         loop {
             self.wait_for_work().await;
             if self.js.stopping() {
@@ -670,6 +671,11 @@ impl StreamTask {
                 break;
             }
             if let Err(error) = self.turn().await {
+                // Its own files damaged, with peers to rebuild from.
+                rebuild = error.is_local_damage()
+                    && self.handle.is_replicated()
+                    && self.files.is_some()
+                    && !self.js.stopping();
                 self.fail(error);
             }
             if self.handle.stopped.get() {
@@ -677,7 +683,11 @@ impl StreamTask {
             }
         }
         self.handle.stopped.set(true);
-        self.groups.remove(self.group);
+        if rebuild {
+            self.rebuild_from_peers().await;
+        } else {
+            self.groups.remove(self.group);
+        }
     }
 
     pub(super) async fn wait_for_work(&self) {
