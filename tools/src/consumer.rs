@@ -463,6 +463,15 @@ fn pull_status(status: u16, description: &str) -> Option<String> {
 
 async fn next(api: &Api, args: NextArgs) -> Result<(), CliError> {
     let action = format!("consumer next {} {}", args.stream, args.consumer);
+    let consumer = info(api, &args.stream, &args.consumer).await?;
+    if consumer["config"].get("deliver_subject").is_some() {
+        return Err(CliError::Failed {
+            action,
+            reason: "not a pull consumer (it pushes to its deliver subject)".into(),
+        });
+    }
+    // An ack_policy none consumer takes no acks (nobody answers them).
+    let acks = !args.no_ack && consumer["config"]["ack_policy"] != "none";
     let client = &api.client;
     let inbox = client.new_inbox();
     let mut replies = client
@@ -510,7 +519,7 @@ async fn next(api: &Api, args: NextArgs) -> Result<(), CliError> {
             let _ = stdout.write_all(b"\n");
             in_batch += 1;
             received += 1;
-            if !args.no_ack {
+            if acks {
                 if let Some(reply) = last_reply.take() {
                     client
                         .publish(reply, bytes::Bytes::new())

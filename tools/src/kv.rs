@@ -33,7 +33,8 @@ pub enum KvCommand {
     /// List buckets, or the keys of one
     #[command(visible_alias = "list")]
     Ls(LsArgs),
-    /// Print changes to a bucket (or to keys matching a pattern)
+    /// Print each key's latest value, then every change (of keys matching a
+    /// pattern)
     Watch(WatchArgs),
 }
 
@@ -304,7 +305,7 @@ async fn watch(context: &jetstream::Context, args: WatchArgs) -> Result<(), CliE
     let action = format!("kv watch {} {}", args.bucket, args.key);
     let store = open(context, &args.bucket).await?;
     let mut updates = store
-        .watch(&args.key)
+        .watch_with_history(&args.key)
         .await
         .map_err(CliError::client(action.clone()))?;
     let mut seen = 0;

@@ -136,8 +136,27 @@ fn runtime() -> tokio::runtime::Runtime {
         .expect("a tokio runtime on the main thread")
 }
 
+/// Checks what can be checked without a server (sizes, durations,
+/// headers), so bad input is named before any connection is tried.
+fn validate(command: &Command) -> Result<(), CliError> {
+    match command {
+        Command::Stream(stream::StreamCommand::Add(args)) => stream::add_config(args).map(drop),
+        Command::Stream(stream::StreamCommand::Edit(args)) => {
+            args.config.apply(&mut serde_json::Map::new())
+        }
+        Command::Consumer(consumer::ConsumerCommand::Add(args)) => {
+            consumer::create_request(args, std::time::SystemTime::now()).map(drop)
+        }
+        Command::Pub(args) => message::headers(&args.headers).map(drop),
+        Command::Req(args) => message::headers(&args.headers).map(drop),
+        Command::Kv(kv::KvCommand::Add(args)) => kv::bucket_config(args).map(drop),
+        _ => Ok(()),
+    }
+}
+
 async fn execute(connection: &ConnectionArgs, command: Command) -> Result<(), CliError> {
     let timeout = connection.timeout()?;
+    validate(&command)?;
     let api = Api::new(connection.connect().await?, timeout);
     match command {
         Command::Stream(command) => stream::execute(&api, command).await,
