@@ -21,6 +21,8 @@ use crate::error::CliError;
 
 /// JetStream publishes awaiting their PubAck at most.
 pub const PUBLISH_IN_FLIGHT_MAX: usize = 256;
+/// The wait for `pub`'s question "does a stream capture this subject?".
+pub const STREAM_LOOKUP_TIMEOUT_MAX: std::time::Duration = std::time::Duration::from_secs(2);
 /// A body read from stdin at most.
 pub const STDIN_BODY_BYTES_MAX: u64 = 64 << 20;
 
@@ -160,9 +162,15 @@ fn body_or_stdin(body: Option<String>) -> Result<String, CliError> {
     }
 }
 
-/// True when a stream captures `subject` (false when JetStream is off).
-async fn captured_by_stream(api: &Api, subject: &str) -> Result<bool, CliError> {
-    match api
+/// True when a stream captures `subject`. Anything but a clear answer
+/// (JetStream off, the API not permitted to this user, no answer within
+/// [`STREAM_LOOKUP_TIMEOUT_MAX`]) means plain publishes.
+async fn captured_by_stream(api: &Api, subject: &str) -> bool {
+    let lookup = Api::new(
+        api.client.clone(),
+        api.timeout.min(STREAM_LOOKUP_TIMEOUT_MAX),
+    );
+    match lookup
         .request(
             &format!("pub {subject}: looking for a stream"),
             "STREAM.NAMES",
@@ -170,11 +178,10 @@ async fn captured_by_stream(api: &Api, subject: &str) -> Result<bool, CliError> 
         )
         .await
     {
-        Ok(answer) => Ok(answer["streams"]
+        Ok(answer) => answer["streams"]
             .as_array()
-            .is_some_and(|streams| !streams.is_empty())),
-        Err(CliError::NoResponders { .. }) => Ok(false),
-        Err(error) => Err(error),
+            .is_some_and(|streams| !streams.is_empty()),
+        Err(_) => false,
     }
 }
 
@@ -186,7 +193,7 @@ pub async fn publish(api: &Api, args: PubArgs) -> Result<(), CliError> {
     let jetstream = args.jetstream
         || (!args.no_jetstream
             && args.reply.is_none()
-            && captured_by_stream(api, &subject_of(1)).await?);
+            && captured_by_stream(api, &subject_of(1)).await);
     if jetstream {
         publish_jetstream(api, &args, &template, headers, now).await
     } else {
