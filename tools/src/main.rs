@@ -1,24 +1,73 @@
-//! `tern`: the operator CLI. Today it carries `tern bench …` (the latency
-//! harness, crate tern-bench) and `tern storage check|repair` (damaged
-//! storage, `storage.rs`); `tern stream …`, `tern consumer …`, `tern tune`
-//! and `tern nvme` arrive with their issues.
+//! `tern`: the operator CLI. `tern bench …` (the latency harness, crate
+//! tern-bench) and `tern storage check|repair` (damaged storage,
+//! `storage.rs`) work on files and processes; the rest talk to any NATS
+//! server (tern or nats-server) through the client protocol, with the
+//! `nats` CLI's command names and flags: `stream`, `consumer`, `pub`,
+//! `sub`, `req`, `kv`, `object` and `server check`. docs/cli.md lists them
+//! and what differs from the `nats` CLI.
+//!
+//! Every networked command prints a failure as one line on stderr
+//! (`tern: <what failed>: <why>`) and exits 1; bad usage exits 2 (clap);
+//! `server check` exits with its Nagios status (0 to 3).
 
+mod api;
+mod check;
+mod connection;
+mod consumer;
+mod error;
+mod kv;
+mod message;
+mod monitor;
+mod object;
+mod output;
 mod storage;
+mod stream;
+mod units;
 
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 use tern_bench::command::{self, BenchCommand};
 
+use crate::api::Api;
+use crate::connection::ConnectionArgs;
+use crate::error::CliError;
+
 #[derive(Debug, Parser)]
 #[command(name = "tern", version, about = "tern: the operator CLI")]
 struct Cli {
     #[command(subcommand)]
     command: Command,
+    #[command(flatten)]
+    connection: ConnectionArgs,
 }
 
 #[derive(Debug, Subcommand)]
 enum Command {
+    /// JetStream streams: add, info, ls, edit, rm, purge, get, rmm
+    #[command(subcommand, visible_alias = "str")]
+    Stream(stream::StreamCommand),
+    /// JetStream consumers: add, info, ls, next, rm
+    #[command(subcommand, visible_alias = "con")]
+    Consumer(consumer::ConsumerCommand),
+    /// Publish messages (waiting for PubAcks on stream subjects)
+    #[command(name = "pub", visible_alias = "publish")]
+    Pub(message::PubArgs),
+    /// Subscribe to a subject, or replay a stream
+    #[command(name = "sub", visible_alias = "subscribe")]
+    Sub(message::SubArgs),
+    /// Send a request and print the reply
+    #[command(name = "req", visible_alias = "request")]
+    Req(message::ReqArgs),
+    /// Key-value buckets: add, put, get, del, ls, watch
+    #[command(subcommand)]
+    Kv(kv::KvCommand),
+    /// Object store buckets: add, put, get, ls, rm
+    #[command(subcommand, visible_alias = "obj")]
+    Object(object::ObjectCommand),
+    /// Server health checks (Nagios exit codes)
+    #[command(subcommand)]
+    Server(ServerCommand),
     /// The open-loop latency harness: run workloads against NATS servers.
     #[command(subcommand)]
     Bench(BenchCommand),
@@ -27,27 +76,119 @@ enum Command {
     Storage(storage::StorageCommand),
 }
 
+#[derive(Debug, Subcommand)]
+enum ServerCommand {
+    /// One health check: one status line, exit 0 OK, 1 warning, 2
+    /// critical, 3 unknown
+    Check(check::CheckArgs),
+}
+
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(error) => return usage_error(error),
+    };
     match cli.command {
         Command::Storage(storage) => storage::execute(storage),
-        Command::Bench(bench) => match command::execute(bench) {
-            Ok(outcome) => {
-                println!("{}", outcome.report.markdown());
-                for file in &outcome.files {
-                    eprintln!("wrote {}", file.display());
-                }
-                if outcome.all_ok {
-                    ExitCode::SUCCESS
-                } else {
-                    eprintln!("tern bench: at least one run failed (see the report)");
-                    ExitCode::FAILURE
-                }
-            }
+        Command::Bench(bench) => execute_bench(bench),
+        Command::Server(ServerCommand::Check(args)) => {
+            runtime().block_on(check::execute(&cli.connection, args))
+        }
+        networked => match runtime().block_on(execute(&cli.connection, networked)) {
+            Ok(()) => ExitCode::SUCCESS,
             Err(error) => {
-                eprintln!("tern bench: {error}");
-                ExitCode::from(2)
+                eprintln!("tern: {}", error.to_string().replace('\n', " "));
+                ExitCode::FAILURE
             }
         },
+    }
+}
+
+/// Help and version print as clap renders them; a usage error prints as
+/// one line (clap's first) and exits 2.
+fn usage_error(error: clap::Error) -> ExitCode {
+    use clap::error::ErrorKind;
+    if matches!(
+        error.kind(),
+        ErrorKind::DisplayHelp
+            | ErrorKind::DisplayVersion
+            | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
+    ) {
+        let _ = error.print();
+        return ExitCode::from(if error.use_stderr() { 2 } else { 0 });
+    }
+    let rendered = error.render().to_string();
+    let first_block: Vec<&str> = rendered
+        .lines()
+        .take_while(|line| !line.trim().is_empty())
+        .map(str::trim)
+        .collect();
+    let text = first_block.join(" ");
+    let text = text.strip_prefix("error: ").unwrap_or(&text);
+    eprintln!("tern: {text} (see --help)");
+    ExitCode::from(2)
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a tokio runtime on the main thread")
+}
+
+/// Checks what can be checked without a server (sizes, durations,
+/// headers), so bad input is named before any connection is tried.
+fn validate(command: &Command) -> Result<(), CliError> {
+    match command {
+        Command::Stream(stream::StreamCommand::Add(args)) => stream::add_config(args).map(drop),
+        Command::Stream(stream::StreamCommand::Edit(args)) => {
+            args.config.apply(&mut serde_json::Map::new())
+        }
+        Command::Consumer(consumer::ConsumerCommand::Add(args)) => {
+            consumer::create_request(args, std::time::SystemTime::now()).map(drop)
+        }
+        Command::Pub(args) => message::headers(&args.headers).map(drop),
+        Command::Req(args) => message::headers(&args.headers).map(drop),
+        Command::Kv(kv::KvCommand::Add(args)) => kv::bucket_config(args).map(drop),
+        _ => Ok(()),
+    }
+}
+
+async fn execute(connection: &ConnectionArgs, command: Command) -> Result<(), CliError> {
+    let timeout = connection.timeout()?;
+    validate(&command)?;
+    let api = Api::new(connection.connect().await?, timeout);
+    match command {
+        Command::Stream(command) => stream::execute(&api, command).await,
+        Command::Consumer(command) => consumer::execute(&api, command).await,
+        Command::Pub(args) => message::publish(&api, args).await,
+        Command::Sub(args) => message::subscribe(&api, args).await,
+        Command::Req(args) => message::request(&api, args).await,
+        Command::Kv(command) => kv::execute(&api, command).await,
+        Command::Object(command) => object::execute(&api, command).await,
+        Command::Server(_) | Command::Bench(_) | Command::Storage(_) => {
+            unreachable!("dispatched in main")
+        }
+    }
+}
+
+fn execute_bench(bench: BenchCommand) -> ExitCode {
+    match command::execute(bench) {
+        Ok(outcome) => {
+            println!("{}", outcome.report.markdown());
+            for file in &outcome.files {
+                eprintln!("wrote {}", file.display());
+            }
+            if outcome.all_ok {
+                ExitCode::SUCCESS
+            } else {
+                eprintln!("tern bench: at least one run failed (see the report)");
+                ExitCode::FAILURE
+            }
+        }
+        Err(error) => {
+            eprintln!("tern bench: {error}");
+            ExitCode::from(2)
+        }
     }
 }
