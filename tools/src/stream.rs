@@ -708,7 +708,33 @@ pub fn print_info(answer: Value, json: bool) {
     ]);
     if let Some(leader) = answer["cluster"]["leader"].as_str() {
         line("");
-        table(&[("Cluster Leader", leader.into())]);
+        line("Cluster Information:");
+        line("");
+        let mut rows = vec![
+            (
+                "Name",
+                answer["cluster"]["name"].as_str().unwrap_or("").to_string(),
+            ),
+            ("Leader", leader.to_string()),
+        ];
+        // As the `nats` CLI: each replica, current or not, and when the
+        // leader last heard from it (`active`, nanoseconds).
+        for replica in answer["cluster"]["replicas"].as_array().into_iter().flatten() {
+            let name = replica["name"].as_str().unwrap_or("?");
+            let state = if replica["offline"] == true {
+                "offline"
+            } else if replica["current"] == true {
+                "current"
+            } else {
+                "outdated"
+            };
+            let seen_seconds = replica["active"].as_u64().unwrap_or(0) as f64 / 1e9;
+            rows.push((
+                "Replica",
+                format!("{name}, {state}, seen {seen_seconds:.2}s ago"),
+            ));
+        }
+        table(&rows);
     }
     line("");
     line("State:");
