@@ -8,6 +8,8 @@
 //!
 //! Module map:
 //! - [`config`]: flags, TOML file, limits.
+//! - [`auth`]: authentication (token, user/password with bcrypt, NKeys)
+//!   and per-user publish/subscribe permissions.
 //! - [`nats`]: the client protocol ([`nats::proto`]: parser, encoder,
 //!   CONNECT/INFO, subjects, `-ERR` texts), one connection's state and tasks
 //!   ([`nats::conn`]), the subject trie ([`nats::sublist`]) and interest:
@@ -23,6 +25,7 @@
 //!   ([`monitor::http`]) and the reports behind them ([`monitor::stats`]).
 //! - [`server`]: start-up and shard wiring.
 
+pub mod auth;
 pub mod cluster;
 pub mod config;
 pub mod jetstream;
