@@ -1,8 +1,9 @@
 //! `tern`: the operator CLI. Today it carries `tern bench …` (the latency
-//! harness, crate tern-bench) and `tern storage check|repair` (damaged
-//! storage, `storage.rs`); `tern stream …`, `tern consumer …`, `tern tune`
+//! harness, crate tern-bench), `tern storage check|repair` (damaged
+//! storage, `storage.rs`) and `tern nkey gen` (NKey pairs, `nkey.rs`); `tern stream …`, `tern consumer …`, `tern tune`
 //! and `tern nvme` arrive with their issues.
 
+mod nkey;
 mod storage;
 
 use std::process::ExitCode;
@@ -25,12 +26,16 @@ enum Command {
     /// Check a stopped server's store for damage, and repair it.
     #[command(subcommand)]
     Storage(storage::StorageCommand),
+    /// NKeys for authentication: `tern nkey gen user|server`.
+    #[command(subcommand)]
+    Nkey(nkey::NkeyCommand),
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
         Command::Storage(storage) => storage::execute(storage),
+        Command::Nkey(nkey) => nkey::execute(nkey),
         Command::Bench(bench) => match command::execute(bench) {
             Ok(outcome) => {
                 println!("{}", outcome.report.markdown());

@@ -160,6 +160,33 @@ impl Authorization {
         matches!(&self.method, Method::Users { nkeys, .. } if !nkeys.is_empty())
     }
 
+    /// One line for the start-up log (no secrets).
+    pub fn describe(&self) -> String {
+        let timeout = self.timeout;
+        match &self.method {
+            Method::Open => "none (any client may connect)".to_string(),
+            Method::Token(_) => format!("token, timeout {timeout:?}"),
+            Method::User { name, .. } => format!("user {name:?}, timeout {timeout:?}"),
+            Method::Users { passwords, nkeys } => format!(
+                "{} users with passwords, {} with nkeys, timeout {timeout:?}",
+                passwords.len(),
+                nkeys.len()
+            ),
+        }
+    }
+
+    /// Whether a password or token is stored in plain text (nats-server
+    /// warns: "Plaintext passwords detected, use nkeys or bcrypt").
+    pub fn has_plain_passwords(&self) -> bool {
+        match &self.method {
+            Method::Open | Method::Token(_) => false,
+            Method::User { password, .. } => !password.is_bcrypt(),
+            Method::Users { passwords, .. } => {
+                passwords.values().any(|user| !user.password.is_bcrypt())
+            }
+        }
+    }
+
     /// Checks a CONNECT's credentials; `nonce` is the one this connection's
     /// INFO carried (empty when none was sent).
     pub fn authenticate(&self, options: &ConnectOptions, nonce: &[u8]) -> Outcome {

@@ -2,4 +2,5 @@
 //! Run one module with `cargo test -p tern-cli --test it <module>::`.
 
 mod bench_cli;
+mod nkey;
 mod storage;
