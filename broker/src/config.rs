@@ -445,6 +445,11 @@ impl Config {
             }
             None => FileConfig::default(),
         };
+        Config::resolve_with(flags, file)
+    }
+
+    /// Flags over an already parsed file, then defaults (no file I/O).
+    pub fn resolve_with(flags: Flags, file: FileConfig) -> Result<Config, ConfigError> {
         let host = flags
             .addr
             .or(file.host)

@@ -3,12 +3,12 @@
 //! This crate owns configuration and flags, the NATS client protocol codec,
 //! connections, subject routing within and across shards, monitoring HTTP,
 //! and JetStream streams (the API and the durable publish path). Later
-//! issues add consumers, KV and object store, auth and TLS here. See
+//! issues add TLS here. See
 //! ARCHITECTURE.md for the publish paths.
 //!
 //! Module map:
 //! - [`config`]: flags, TOML file, limits.
-//! - [`auth`]: authentication (token, user/password with bcrypt, NKeys)
+//! - [`auth`]: who may connect (token, user/password with bcrypt, NKeys)
 //!   and per-user publish/subscribe permissions.
 //! - [`nats`]: the client protocol ([`nats::proto`]: parser, encoder,
 //!   CONNECT/INFO, subjects, `-ERR` texts), one connection's state and tasks

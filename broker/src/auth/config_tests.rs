@@ -243,3 +243,38 @@ fn debug_output_never_shows_secrets() {
     assert!(!printed.contains(&hash), "{printed}");
     assert!(printed.contains("Bcrypt(<redacted>)"), "{printed}");
 }
+
+/// The README's example (section "Authentication and permissions") is a
+/// valid configuration that means what its comments say.
+#[test]
+fn the_readme_example_is_valid() {
+    let readme = include_str!("../../../README.md");
+    let section = &readme[readme
+        .find("### Authentication and permissions")
+        .expect("the README's auth section")..];
+    let start = section.find("```toml\n").expect("a toml block") + "```toml\n".len();
+    let end = start + section[start..].find("```").expect("the block's end");
+    let authorization = parse(&section[start..end]).unwrap_or_else(|error| panic!("{error}"));
+    let Method::Users { passwords, nkeys } = &authorization.method else {
+        panic!("users")
+    };
+    assert!(passwords.values().all(|user| user.password.is_bcrypt()));
+    assert!(super::super::password::bcrypt_matches(
+        match &passwords["admin"].password {
+            Credential::Bcrypt(hash) => hash,
+            Credential::Plain(_) => unreachable!(),
+        },
+        "admin-s3cret"
+    ));
+    assert!(passwords["admin"].permissions.is_none());
+    let orders = passwords["orders"].permissions.as_ref().unwrap();
+    assert!(orders.publish_allowed(b"orders.new"));
+    assert!(orders.publish_allowed(b"$JS.API.CONSUMER.MSG.NEXT.ORDERS.worker"));
+    assert!(!orders.publish_allowed(b"$JS.API.STREAM.DELETE.ORDERS"));
+    assert!(orders.subscribe_allowed(b"_INBOX.abc", None));
+    assert!(!orders.subscribe_allowed(b"billing.>", None));
+    let service = nkeys.values().next().unwrap().permissions.as_ref().unwrap();
+    assert!(service.subscribe_allowed(b"svc.echo", None));
+    assert!(!service.subscribe_allowed(b"svc.admin.reset", None));
+    assert!(!service.publish_allowed(b"svc.echo"), "responses only");
+}
