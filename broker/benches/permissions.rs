@@ -60,7 +60,9 @@ fn main() {
     let started = Instant::now();
     for index in 0..CHECKS {
         let subject = &subjects[index % subjects.len()];
-        assert!(black_box(connection.publish_allowed(subject.as_bytes(), now)));
+        assert!(black_box(
+            connection.publish_allowed(subject.as_bytes(), now)
+        ));
     }
     report("cache_hit", started, CHECKS);
 
@@ -69,7 +71,9 @@ fn main() {
         .collect();
     let started = Instant::now();
     for subject in &unique {
-        assert!(black_box(connection.publish_allowed(subject.as_bytes(), now)));
+        assert!(black_box(
+            connection.publish_allowed(subject.as_bytes(), now)
+        ));
     }
     report("cache_miss", started, unique.len());
 
