@@ -5,11 +5,15 @@
 //! durations accept seconds or a string (`"2m"`, `"100ms"`, `"1h"`).
 
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 use clap::Parser as ClapParser;
 use serde::Deserialize;
 use tern_shard::CpuList;
+
+use crate::auth::config::{AuthConfigError, AuthFlags};
+use crate::auth::Authorization;
 
 pub const DEFAULT_PORT: u16 = 4222;
 pub const DEFAULT_HTTP_PORT: u16 = 8222;
@@ -139,6 +143,15 @@ pub struct Flags {
     /// enough, the rest are learnt from it
     #[arg(long = "routes", value_name = "URLS")]
     pub routes: Option<String>,
+    /// Username required for connection (nats-server: --user); with --pass
+    #[arg(long = "user", value_name = "USER")]
+    pub user: Option<String>,
+    /// Password required for connection (nats-server: --pass); plain or a bcrypt hash
+    #[arg(long = "pass", value_name = "PASSWORD")]
+    pub pass: Option<String>,
+    /// Authorization token required for connection (nats-server: --auth)
+    #[arg(long = "auth", value_name = "TOKEN")]
+    pub auth: Option<String>,
     /// Enable debug logging
     #[arg(short = 'D', long = "debug")]
     pub debug: bool,
@@ -205,6 +218,8 @@ pub struct FileConfig {
     pub debug: Option<bool>,
     pub jetstream: Option<JetStreamFile>,
     pub cluster: Option<ClusterFile>,
+    /// Read by `auth::config` (it names every mistake by its path).
+    pub authorization: Option<toml::Value>,
 }
 
 #[derive(Deserialize, Debug, Clone)]
@@ -358,6 +373,9 @@ pub struct Config {
     pub jetstream: Option<JetStreamConfig>,
     /// `None`: a single node.
     pub cluster: Option<ClusterConfig>,
+    /// Who may connect and what each user may do (immutable; shards hold
+    /// an `Arc` of it).
+    pub authorization: Arc<Authorization>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -374,6 +392,8 @@ pub enum ConfigError {
         field: &'static str,
         message: String,
     },
+    #[error(transparent)]
+    Authorization(#[from] AuthConfigError),
 }
 
 fn invalid(field: &'static str, message: impl Into<String>) -> ConfigError {
@@ -381,6 +401,11 @@ fn invalid(field: &'static str, message: impl Into<String>) -> ConfigError {
         field,
         message: message.into(),
     }
+}
+
+/// The TOML file's text as its tables (nothing checked beyond the types).
+pub fn parse_file(text: &str) -> Result<FileConfig, String> {
+    toml::from_str::<FileConfig>(text).map_err(|error| error.to_string())
 }
 
 /// nats-server's two-letter short flags clap cannot express.
@@ -413,13 +438,18 @@ impl Config {
                     path: path.clone(),
                     source,
                 })?;
-                toml::from_str::<FileConfig>(&text).map_err(|error| ConfigError::Parse {
+                parse_file(&text).map_err(|message| ConfigError::Parse {
                     path: path.clone(),
-                    message: error.to_string(),
+                    message,
                 })?
             }
             None => FileConfig::default(),
         };
+        Config::resolve_with(flags, file)
+    }
+
+    /// Flags over an already parsed file, then defaults (no file I/O).
+    pub fn resolve_with(flags: Flags, file: FileConfig) -> Result<Config, ConfigError> {
         let host = flags
             .addr
             .or(file.host)
@@ -578,7 +608,16 @@ impl Config {
             flags.routes,
             file.cluster,
         )?;
+        let authorization = crate::auth::config::resolve(
+            file.authorization.as_ref(),
+            AuthFlags {
+                user: flags.user,
+                password: flags.pass,
+                token: flags.auth,
+            },
+        )?;
         let config = Config {
+            authorization: Arc::new(authorization),
             cluster,
             host,
             port,

@@ -3,11 +3,13 @@
 //! This crate owns configuration and flags, the NATS client protocol codec,
 //! connections, subject routing within and across shards, monitoring HTTP,
 //! and JetStream streams (the API and the durable publish path). Later
-//! issues add consumers, KV and object store, auth and TLS here. See
+//! issues add TLS here. See
 //! ARCHITECTURE.md for the publish paths.
 //!
 //! Module map:
 //! - [`config`]: flags, TOML file, limits.
+//! - [`auth`]: who may connect (token, user/password with bcrypt, NKeys)
+//!   and per-user publish/subscribe permissions.
 //! - [`nats`]: the client protocol ([`nats::proto`]: parser, encoder,
 //!   CONNECT/INFO, subjects, `-ERR` texts), one connection's state and tasks
 //!   ([`nats::conn`]), the subject trie ([`nats::sublist`]) and interest:
@@ -23,6 +25,7 @@
 //!   ([`monitor::http`]) and the reports behind them ([`monitor::stats`]).
 //! - [`server`]: start-up and shard wiring.
 
+pub mod auth;
 pub mod cluster;
 pub mod config;
 pub mod jetstream;

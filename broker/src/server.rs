@@ -186,6 +186,12 @@ pub fn run(mut config: Config) -> Result<(), ServerError> {
         log::info!(target: "tern::server", "  Shards:   {} on CPUs {}", config.cores.len(), config.cores);
     }
     log::info!(target: "tern::server", "  Data:     {}", config.store_dir.display());
+    if config.authorization.required() {
+        log::info!(target: "tern::server", "  Auth:     {}", config.authorization.describe());
+        if config.authorization.has_plain_passwords() {
+            log::warn!(target: "tern::server", "Plaintext passwords detected, use nkeys or bcrypt");
+        }
+    }
     if let Some(path) = &config.config_file {
         log::info!(target: "tern::server", "Using configuration file: {}", path.display());
     }

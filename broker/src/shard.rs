@@ -24,6 +24,7 @@ use tern_shard::mesh::RingProgress;
 use tern_shard::spin::Spinner;
 use tern_shard::{Shutdown, Waiters};
 
+use crate::auth::Authorization;
 use crate::cluster::frame::RoutedFrame;
 use crate::cluster::link::RouteLink;
 use crate::cluster::routes::Routes;
@@ -122,6 +123,9 @@ pub struct Shard {
     started_waiters: Waiters,
     /// This shard's routes to the other nodes (clustered only).
     pub routes: Option<Routes>,
+    /// Who may connect (one `Arc` per shard, so a reload can swap it;
+    /// connections keep what they authenticated with).
+    authorization: RefCell<Arc<Authorization>>,
 }
 
 /// Where a queue group's message goes.
@@ -171,6 +175,7 @@ impl Shard {
         seed: u64,
         routes: Option<Routes>,
     ) -> Rc<Shard> {
+        let config_authorization = shared.config.authorization.clone();
         let spinner = Spinner::new(
             shared.config.spin_awaiting_reply,
             ring_progress.iter().map(|(_, ring)| ring.clone()).collect(),
@@ -199,6 +204,7 @@ impl Shard {
             started_peers: Cell::new(0),
             started_waiters: Waiters::new(),
             routes,
+            authorization: RefCell::new(config_authorization),
         })
     }
 
@@ -207,6 +213,11 @@ impl Shard {
         let sequence = self.next_client_sequence.get();
         self.next_client_sequence.set(sequence + 1);
         sequence * self.shard_count as u64 + self.index as u64 + 1
+    }
+
+    /// The authentication settings new CONNECTs are checked against.
+    pub fn authorization(&self) -> Arc<Authorization> {
+        self.authorization.borrow().clone()
     }
 
     pub fn server_info(&self, client: &Client) -> ServerInfo {
@@ -220,10 +231,12 @@ impl Shard {
             host: self.config.host.clone(),
             port: self.shared.client_port,
             headers: true,
+            auth_required: self.authorization.borrow().required(),
             max_payload: self.config.limits.max_payload_bytes,
             jetstream: self.config.jetstream.is_some(),
             client_id: client.id,
             client_ip: client.address.ip().to_string(),
+            nonce: String::new(),
             cluster: self
                 .config
                 .cluster
@@ -272,6 +285,15 @@ impl Shard {
             self.config.limits.max_pending_bytes,
         ));
         client.set_local_address(stream.local_addr().ok());
+        {
+            let authorization = self.authorization.borrow();
+            if authorization.required() {
+                let nonce = authorization
+                    .nonce_required()
+                    .then(crate::auth::nkey::generate_nonce);
+                client.expect_authentication(nonce);
+            }
+        }
         let open = self.shared.connections.fetch_add(1, Ordering::Relaxed) + 1;
         if open > self.config.limits.max_connections {
             self.shared.connections.fetch_sub(1, Ordering::Relaxed);
@@ -777,6 +799,11 @@ impl Shard {
         if publisher == Some(client.id) && !client.echo() {
             return false;
         }
+        if subscription.deny_filtered
+            && client.delivery_denied(delivery.subject, subscription.queue.as_deref())
+        {
+            return false;
+        }
         let delivered = subscription.delivered.get() + 1;
         subscription.delivered.set(delivered);
         let max = subscription.max.get();
@@ -791,6 +818,9 @@ impl Shard {
                 ..*delivery
             },
         );
+        if let Some(reply) = delivery.reply {
+            client.grant_response(reply);
+        }
         if client.pending_bytes() > conn::FLUSH_INLINE_BYTES && client.list_for_flush() {
             self.flush_candidates.borrow_mut().push(client.clone());
         }

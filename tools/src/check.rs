@@ -658,14 +658,9 @@ pub fn cluster_outcome(jsz: &Value, expect: Option<usize>) -> Outcome {
     }
 }
 
-/// `/varz` names the count of failed authentication attempts one of these
-/// ways (tern's security work; none of them exists in nats-server 2.15).
-pub const AUTH_FAILURE_FIELDS: [&str; 4] = [
-    "auth_failures",
-    "authentication_failures",
-    "auth_errors",
-    "failed_auth",
-];
+/// `/varz`'s count of failed authentication attempts: tern's
+/// `tern_authentication_failures` (nats-server 2.15 has none).
+pub const AUTH_FAILURE_FIELDS: [&str; 1] = ["tern_authentication_failures"];
 
 pub fn auth_outcome(varz: &Value, warning: u64, critical: u64) -> Outcome {
     let Some((field, failures)) = AUTH_FAILURE_FIELDS
@@ -815,15 +810,15 @@ mod tests {
     #[test]
     fn auth_failures_when_counted() {
         assert_eq!(
-            auth_outcome(&json!({"auth_failures": 0}), 1, 100).status,
+            auth_outcome(&json!({"tern_authentication_failures": 0}), 1, 100).status,
             Status::Ok
         );
         assert_eq!(
-            auth_outcome(&json!({"auth_failures": 5}), 1, 100).status,
+            auth_outcome(&json!({"tern_authentication_failures": 5}), 1, 100).status,
             Status::Warning
         );
         assert_eq!(
-            auth_outcome(&json!({"auth_failures": 500}), 1, 100).status,
+            auth_outcome(&json!({"tern_authentication_failures": 500}), 1, 100).status,
             Status::Critical
         );
         let unknown = auth_outcome(&json!({"connections": 1}), 1, 100);

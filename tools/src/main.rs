@@ -1,6 +1,7 @@
 //! `tern`: the operator CLI. `tern bench …` (the latency harness, crate
-//! tern-bench) and `tern storage check|repair` (damaged storage,
-//! `storage.rs`) work on files and processes; the rest talk to any NATS
+//! tern-bench), `tern storage check|repair` (damaged storage,
+//! `storage.rs`) and `tern nkey gen` (NKey pairs, `nkey.rs`) work on
+//! files and processes; the rest talk to any NATS
 //! server (tern or nats-server) through the client protocol, with the
 //! `nats` CLI's command names and flags: `stream`, `consumer`, `pub`,
 //! `sub`, `req`, `kv`, `object` and `server check`. docs/cli.md lists them
@@ -18,6 +19,7 @@ mod error;
 mod kv;
 mod message;
 mod monitor;
+mod nkey;
 mod object;
 mod output;
 mod storage;
@@ -74,6 +76,9 @@ enum Command {
     /// Check a stopped server's store for damage, and repair it.
     #[command(subcommand)]
     Storage(storage::StorageCommand),
+    /// NKeys for authentication: `tern nkey gen user|server`.
+    #[command(subcommand)]
+    Nkey(nkey::NkeyCommand),
 }
 
 #[derive(Debug, Subcommand)]
@@ -90,6 +95,7 @@ fn main() -> ExitCode {
     };
     match cli.command {
         Command::Storage(storage) => storage::execute(storage),
+        Command::Nkey(nkey) => nkey::execute(nkey),
         Command::Bench(bench) => execute_bench(bench),
         Command::Server(ServerCommand::Check(args)) => {
             runtime().block_on(check::execute(&cli.connection, args))
@@ -166,7 +172,7 @@ async fn execute(connection: &ConnectionArgs, command: Command) -> Result<(), Cl
         Command::Req(args) => message::request(&api, args).await,
         Command::Kv(command) => kv::execute(&api, command).await,
         Command::Object(command) => object::execute(&api, command).await,
-        Command::Server(_) | Command::Bench(_) | Command::Storage(_) => {
+        Command::Server(_) | Command::Bench(_) | Command::Storage(_) | Command::Nkey(_) => {
             unreachable!("dispatched in main")
         }
     }

@@ -719,7 +719,11 @@ pub fn print_info(answer: Value, json: bool) {
         ];
         // As the `nats` CLI: each replica, current or not, and when the
         // leader last heard from it (`active`, nanoseconds).
-        for replica in answer["cluster"]["replicas"].as_array().into_iter().flatten() {
+        for replica in answer["cluster"]["replicas"]
+            .as_array()
+            .into_iter()
+            .flatten()
+        {
             let name = replica["name"].as_str().unwrap_or("?");
             let state = if replica["offline"] == true {
                 "offline"

@@ -5,8 +5,13 @@
 //! cargo run --release -p tern-bench --bin core-bench -- \
 //!     [--tern target/release/tern-server] [--nats nats-server] \
 //!     [--server-cpu 1] [--client-cpu 0] [--samples 20000] [--messages 2000000] \
-//!     [--tern-arg=--spin_before_park --tern-arg=100us ...]
+//!     [--tern-arg=--spin_before_park --tern-arg=100us ...] \
+//!     [--nats-arg=-c --nats-arg=auth.conf ...] [--user NAME --pass PASSWORD]
 //! ```
+//!
+//! `--user`/`--pass` authenticate every connection (for servers given an
+//! authorization config through `--tern-arg`/`--nats-arg`, e.g. to measure
+//! the permission check on the publish path).
 //!
 //! Measures, for each server:
 //! - latency: one message in flight, 128 B, publish -> receipt on another
@@ -40,6 +45,9 @@ struct Settings {
     warmup: usize,
     messages: usize,
     tern_extra: Vec<String>,
+    nats_extra: Vec<String>,
+    user: Option<String>,
+    password: Option<String>,
 }
 
 fn settings() -> Settings {
@@ -52,6 +60,9 @@ fn settings() -> Settings {
         warmup: 2_000,
         messages: 2_000_000,
         tern_extra: Vec::new(),
+        nats_extra: Vec::new(),
+        user: None,
+        password: None,
     };
     let args: Vec<String> = std::env::args().skip(1).collect();
     let mut index = 0;
@@ -66,6 +77,9 @@ fn settings() -> Settings {
             "--warmup" => settings.warmup = value.parse().expect("--warmup N"),
             "--messages" => settings.messages = value.parse().expect("--messages N"),
             "--tern-arg" => settings.tern_extra.push(value),
+            "--nats-arg" => settings.nats_extra.push(value),
+            "--user" => settings.user = Some(value),
+            "--pass" => settings.password = Some(value),
             other => panic!("unknown argument {other}"),
         }
         index += 2;
@@ -99,10 +113,14 @@ struct Results {
 
 async fn measure_latency(port: u16, settings: &Settings) -> LatencyHistogram {
     let url = format!("nats://127.0.0.1:{port}");
-    let publisher = async_nats::connect(&url).await.expect("publisher connects");
-    let subscriber_client = async_nats::connect(&url)
-        .await
-        .expect("subscriber connects");
+    let options = || match (&settings.user, &settings.password) {
+        (Some(user), Some(password)) => {
+            async_nats::ConnectOptions::with_user_and_password(user.clone(), password.clone())
+        }
+        _ => async_nats::ConnectOptions::new(),
+    };
+    let publisher = options().connect(&url).await.expect("publisher connects");
+    let subscriber_client = options().connect(&url).await.expect("subscriber connects");
     let mut subscriber = subscriber_client
         .subscribe("bench.latency")
         .await
@@ -130,12 +148,11 @@ async fn measure_latency(port: u16, settings: &Settings) -> LatencyHistogram {
 }
 
 /// Raw sockets on both sides so the client is not the limit.
-fn measure_throughput(port: u16, messages: usize) -> f64 {
+fn measure_throughput(port: u16, messages: usize, credentials: &str) -> f64 {
+    let connect = format!("CONNECT {{\"verbose\":false,\"pedantic\":false{credentials}}}\r\n");
     let mut subscriber = TcpStream::connect(("127.0.0.1", port)).expect("subscriber connects");
     subscriber
-        .write_all(
-            b"CONNECT {\"verbose\":false,\"pedantic\":false}\r\nSUB bench.fanout 1\r\nPING\r\n",
-        )
+        .write_all(format!("{connect}SUB bench.fanout 1\r\nPING\r\n").as_bytes())
         .unwrap();
     let mut seen = Vec::new();
     let mut chunk = [0u8; 65536];
@@ -160,9 +177,7 @@ fn measure_throughput(port: u16, messages: usize) -> f64 {
         Instant::now()
     });
     let mut publisher = TcpStream::connect(("127.0.0.1", port)).expect("publisher connects");
-    publisher
-        .write_all(b"CONNECT {\"verbose\":false,\"pedantic\":false}\r\n")
-        .unwrap();
+    publisher.write_all(connect.as_bytes()).unwrap();
     let mut frame = format!("PUB bench.fanout {PAYLOAD_BYTES}\r\n").into_bytes();
     frame.extend(std::iter::repeat_n(b'x', PAYLOAD_BYTES));
     frame.extend_from_slice(b"\r\n");
@@ -185,9 +200,18 @@ async fn run(server: &ServerProcess, settings: &Settings) -> Results {
     let latency = measure_latency(server.client_port, settings).await;
     let port = server.client_port;
     let messages = settings.messages;
-    let throughput = tokio::task::spawn_blocking(move || measure_throughput(port, messages))
-        .await
-        .unwrap();
+    let credentials = match (&settings.user, &settings.password) {
+        (Some(user), Some(password)) => format!(
+            ",\"user\":{},\"pass\":{}",
+            serde_json::Value::from(user.as_str()),
+            serde_json::Value::from(password.as_str())
+        ),
+        _ => String::new(),
+    };
+    let throughput =
+        tokio::task::spawn_blocking(move || measure_throughput(port, messages, &credentials))
+            .await
+            .unwrap();
     Results {
         latency,
         throughput_msgs_per_second: throughput,
@@ -206,10 +230,9 @@ fn main() {
         .enable_all()
         .build()
         .expect("runtime");
-    let no_args: Vec<String> = Vec::new();
     let mut all = Vec::new();
     for (flavor, program, args) in [
-        (Flavor::Nats, &settings.nats, &no_args),
+        (Flavor::Nats, &settings.nats, &settings.nats_extra),
         (Flavor::Tern, &settings.tern, &settings.tern_extra),
     ] {
         let server = start(flavor, program, args, settings.server_cpu);

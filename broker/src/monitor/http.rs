@@ -295,11 +295,13 @@ impl Monitor {
             go: format!("tern-{TERN_VERSION}"),
             host: config.host.clone(),
             port: shard.shared.client_port,
+            auth_required: shard.authorization().required(),
             max_connections: config.limits.max_connections,
             ping_interval: config.limits.ping_interval.as_nanos() as u64,
             ping_max: config.limits.ping_max,
             http_host: config.http_host.clone(),
             http_port: self.http_port,
+            auth_timeout: shard.authorization().timeout.as_secs_f64(),
             max_control_line: config.limits.max_control_line_bytes,
             max_payload: config.limits.max_payload_bytes,
             max_pending: config.limits.max_pending_bytes,
@@ -329,6 +331,18 @@ impl Monitor {
             subscriptions: reports.iter().map(|report| report.subscriptions).sum(),
             http_req_stats: self.requests.borrow().clone(),
             tern_version: TERN_VERSION,
+            tern_authentication_failures: reports
+                .iter()
+                .map(|report| report.authentication_failures)
+                .sum(),
+            tern_authentication_timeouts: reports
+                .iter()
+                .map(|report| report.authentication_timeouts)
+                .sum(),
+            tern_permission_violations: reports
+                .iter()
+                .map(|report| report.permission_violations)
+                .sum(),
             shards: reports.iter().map(ShardVarz::from).collect(),
         }
     }
@@ -451,7 +465,7 @@ impl Monitor {
             &'static str,
             fn(&ShardReport) -> u64,
         );
-        let families: [Family; 11] = [
+        let families: [Family; 14] = [
             (
                 "tern_connections",
                 "gauge",
@@ -505,6 +519,24 @@ impl Monitor {
                 "counter",
                 "Connections closed as stale.",
                 |r| r.stale_connections,
+            ),
+            (
+                "tern_authentication_failures_total",
+                "counter",
+                "Connections refused with Authorization Violation (bad or missing credentials, an operation before CONNECT).",
+                |r| r.authentication_failures,
+            ),
+            (
+                "tern_authentication_timeouts_total",
+                "counter",
+                "Connections closed with Authentication Timeout (no CONNECT in time).",
+                |r| r.authentication_timeouts,
+            ),
+            (
+                "tern_permission_violations_total",
+                "counter",
+                "Publishes and subscriptions refused by a user's permissions.",
+                |r| r.permission_violations,
             ),
             (
                 "tern_forwarded_msgs_total",
@@ -634,11 +666,16 @@ struct Varz {
     go: String,
     host: String,
     port: u16,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    auth_required: bool,
     max_connections: usize,
     ping_interval: u64,
     ping_max: u32,
     http_host: String,
     http_port: u16,
+    /// Seconds (nats-server's field; whole seconds print as Go prints them).
+    #[serde(serialize_with = "go_float")]
+    auth_timeout: f64,
     max_control_line: usize,
     max_payload: usize,
     max_pending: usize,
@@ -665,7 +702,24 @@ struct Varz {
     subscriptions: u64,
     http_req_stats: BTreeMap<String, u64>,
     tern_version: &'static str,
+    /// Connections refused with `Authorization Violation` (bad or missing
+    /// credentials, an operation before CONNECT); nats-server has no such
+    /// counter.
+    tern_authentication_failures: u64,
+    /// Connections closed with `Authentication Timeout`.
+    tern_authentication_timeouts: u64,
+    /// Publishes and subscriptions refused by permissions.
+    tern_permission_violations: u64,
     shards: Vec<ShardVarz>,
+}
+
+/// A float64 as Go's encoding/json writes it: `1`, not `1.0`.
+fn go_float<S: serde::Serializer>(value: &f64, serializer: S) -> Result<S::Ok, S::Error> {
+    if value.fract() == 0.0 && value.abs() < 1e15 {
+        serializer.serialize_i64(*value as i64)
+    } else {
+        serializer.serialize_f64(*value)
+    }
 }
 
 #[derive(Serialize)]
@@ -678,6 +732,9 @@ struct ShardVarz {
     out_msgs: u64,
     forwarded_msgs: u64,
     received_forwarded_msgs: u64,
+    authentication_failures: u64,
+    authentication_timeouts: u64,
+    permission_violations: u64,
 }
 
 impl From<&ShardReport> for ShardVarz {
@@ -691,6 +748,9 @@ impl From<&ShardReport> for ShardVarz {
             out_msgs: report.out_msgs,
             forwarded_msgs: report.forwarded_msgs,
             received_forwarded_msgs: report.received_forwarded_msgs,
+            authentication_failures: report.authentication_failures,
+            authentication_timeouts: report.authentication_timeouts,
+            permission_violations: report.permission_violations,
         }
     }
 }

@@ -23,6 +23,13 @@ pub struct ShardCounters {
     pub forwarded_msgs: Cell<u64>,
     pub received_forwarded_msgs: Cell<u64>,
     pub stale_connections: Cell<u64>,
+    /// Connections refused for their credentials or for an operation
+    /// before CONNECT (`-ERR 'Authorization Violation'`).
+    pub authentication_failures: Cell<u64>,
+    /// Connections that sent no CONNECT within the auth timeout.
+    pub authentication_timeouts: Cell<u64>,
+    /// Publishes and subscriptions refused by a user's permissions.
+    pub permission_violations: Cell<u64>,
 }
 
 pub fn add(cell: &Cell<u64>, amount: u64) {
@@ -103,6 +110,9 @@ pub struct ShardReport {
     pub forwarded_msgs: u64,
     pub received_forwarded_msgs: u64,
     pub stale_connections: u64,
+    pub authentication_failures: u64,
+    pub authentication_timeouts: u64,
+    pub permission_violations: u64,
     pub sublist: SublistStats,
     pub sublist_entries: u64,
     pub sublist_cache_entries: u64,
@@ -131,6 +141,9 @@ impl ShardReport {
             forwarded_msgs: counters.forwarded_msgs.get(),
             received_forwarded_msgs: counters.received_forwarded_msgs.get(),
             stale_connections: counters.stale_connections.get(),
+            authentication_failures: counters.authentication_failures.get(),
+            authentication_timeouts: counters.authentication_timeouts.get(),
+            permission_violations: counters.permission_violations.get(),
             ..ShardReport::default()
         }
     }

@@ -20,6 +20,8 @@ use glommio::net::TcpStream;
 use rustc_hash::FxHashMap;
 use tern_shard::Waiters;
 
+use crate::auth::permissions::ConnectionPermissions;
+use crate::auth::{Authenticated, Identity, Outcome, PendingBcrypt, Refusal};
 use crate::monitor::stats;
 use crate::nats::proto::connect::{ConnectError, ConnectOptions};
 use crate::nats::proto::encode::{self, Delivery};
@@ -56,6 +58,9 @@ pub struct Subscription {
     /// Auto-unsubscribe after this many deliveries in total; 0 = never.
     pub max: Cell<u64>,
     pub closed: Cell<bool>,
+    /// Deliveries are checked against the subscriber's deny rules (a
+    /// wildcard or queue subscription of a user with subscribe deny rules).
+    pub deny_filtered: bool,
 }
 
 /// Why a connection ended.
@@ -72,6 +77,7 @@ pub enum CloseReason {
     BadClientProtocol,
     NoRespondersRequiresHeaders,
     AuthorizationViolation,
+    AuthenticationTimeout,
     StaleConnection,
     SlowConsumerPendingBytes,
     SlowConsumerWriteDeadline,
@@ -95,6 +101,10 @@ struct Flags {
     echo: bool,
     headers: bool,
     no_responders: bool,
+    /// The user's permissions restrict publishing.
+    publish_checked: bool,
+    /// Requests delivered to this connection grant it responses.
+    grants_responses: bool,
 }
 
 pub struct Client {
@@ -132,6 +142,15 @@ pub struct Client {
     rtt: Cell<Option<Duration>>,
     rtt_start: Cell<Option<Instant>>,
     connect_received: Cell<bool>,
+    /// Authentication is required and CONNECT has not come yet: anything
+    /// else is an authorization violation.
+    awaiting_connect: Cell<bool>,
+    /// The nonce this connection's INFO carried (NKey users exist).
+    nonce: std::cell::OnceCell<String>,
+    /// Who the connection authenticated as.
+    identity: RefCell<Identity>,
+    /// `None`: everything is allowed.
+    permissions: RefCell<Option<ConnectionPermissions>>,
     first_pong_sent: Cell<bool>,
     /// The interest sequence every peer must apply before this client's next PONG.
     interest_needed: Cell<u64>,
@@ -173,6 +192,10 @@ impl Client {
             rtt: Cell::new(None),
             rtt_start: Cell::new(None),
             connect_received: Cell::new(false),
+            awaiting_connect: Cell::new(false),
+            nonce: std::cell::OnceCell::new(),
+            identity: RefCell::new(Identity::Anonymous),
+            permissions: RefCell::new(None),
             first_pong_sent: Cell::new(false),
             interest_needed: Cell::new(0),
             max_pending_bytes,
@@ -183,6 +206,53 @@ impl Client {
 
     pub fn local_address(&self) -> Option<SocketAddr> {
         self.local_address.get()
+    }
+
+    /// Before it is served: whether it must authenticate, and the nonce
+    /// its INFO carries for NKey users.
+    pub fn expect_authentication(&self, nonce: Option<String>) {
+        self.awaiting_connect.set(true);
+        if let Some(nonce) = nonce {
+            self.nonce.set(nonce).expect("a connection gets one nonce");
+        }
+    }
+
+    pub fn nonce(&self) -> Option<&str> {
+        self.nonce.get().map(String::as_str)
+    }
+
+    /// Who the connection authenticated as.
+    pub fn identity(&self) -> Identity {
+        self.identity.borrow().clone()
+    }
+
+    /// Whether this connection may publish to `subject` (its user's rules
+    /// and the responses it was granted).
+    fn publish_allowed(&self, subject: &[u8], now: Instant) -> bool {
+        self.permissions
+            .borrow()
+            .as_ref()
+            .is_none_or(|permissions| permissions.publish_allowed(subject, now))
+    }
+
+    /// A delivery to a deny-filtered subscription that the user's subscribe
+    /// deny rules refuse.
+    pub fn delivery_denied(&self, subject: &[u8], queue: Option<&[u8]>) -> bool {
+        self.permissions
+            .borrow()
+            .as_ref()
+            .is_some_and(|permissions| permissions.delivery_denied(subject, queue))
+    }
+
+    /// A request with `reply` was delivered to this connection: with
+    /// `allow_responses` it may now answer it.
+    pub fn grant_response(&self, reply: &[u8]) {
+        if !self.flags.get().grants_responses {
+            return;
+        }
+        if let Some(permissions) = self.permissions.borrow().as_ref() {
+            permissions.grant_response(reply, Instant::now());
+        }
     }
 
     pub fn set_local_address(&self, address: Option<SocketAddr>) {
@@ -458,6 +528,8 @@ impl Flags {
             echo: options.echo,
             headers: options.headers,
             no_responders: options.no_responders,
+            publish_checked: false,
+            grants_responses: false,
         }
     }
 }
@@ -528,14 +600,25 @@ pub async fn serve(shard: Rc<Shard>, client: Rc<Client>, stream: TcpStream) {
         .socket_fd
         .set(std::os::fd::AsRawFd::as_raw_fd(&stream));
     let stream = SharedStream(Rc::new(RefCell::new(stream)));
-    client.queue_bytes(&shard.server_info(&client).to_line());
+    let mut info = shard.server_info(&client);
+    info.nonce = client.nonce().unwrap_or_default().to_string();
+    client.queue_bytes(&info.to_line());
     let writer = glommio::spawn_local(write_loop(shard.clone(), client.clone(), stream.clone()));
     let pinger = glommio::spawn_local(ping_loop(shard.clone(), client.clone()));
+    let authentication_timer = client.awaiting_connect.get().then(|| {
+        let timeout = shard.authorization().timeout;
+        glommio::spawn_local(authentication_timeout(
+            shard.clone(),
+            client.clone(),
+            timeout,
+        ))
+    });
     read_loop(&shard, &client, stream).await;
     // The connection is over: no more deliveries, subscriptions go away.
     if client.is_open() {
         client.close(CloseReason::ClientClosed);
     }
+    drop(authentication_timer);
     drop(pinger);
     shard.remove_client(&client);
     writer.await;
@@ -660,11 +743,23 @@ async fn read_loop(shard: &Rc<Shard>, client: &Rc<Client>, mut stream: SharedStr
         client.last_activity.set(now);
         bytes_needed = None;
         while client.is_open() {
+            if client.awaiting_connect.get() && !buffer.unparsed().starts_with_connect_letter() {
+                // nats-server: on an auth-required connection the first
+                // operation must be CONNECT (checked on its first byte).
+                refuse(shard, client, "operation before CONNECT");
+                break;
+            }
             let headers = client.flags.get().headers;
             match parser.parse(buffer.unparsed(), headers) {
                 Ok(Step::Op { op, consumed }) => {
-                    handle_op(shard, client, op, now);
+                    let pending = handle_op(shard, client, op, now);
                     buffer.consume(consumed);
+                    if let Some(pending) = pending {
+                        // Later operations need the answer: wait for it
+                        // (the shard serves its other connections meanwhile).
+                        let verdict = pending.resolve().await;
+                        finish_connect(shard, client, verdict);
+                    }
                 }
                 Ok(Step::NeedMore {
                     consumed,
@@ -715,7 +810,29 @@ fn close_for_parse_error(client: &Client, error: ParseError) {
     }
 }
 
-fn handle_op(shard: &Rc<Shard>, client: &Rc<Client>, op: ClientOp<'_>, now: Instant) {
+/// The first byte of a CONNECT (`c`/`C`), on non-empty input.
+trait ConnectLetter {
+    fn starts_with_connect_letter(&self) -> bool;
+}
+
+impl ConnectLetter for [u8] {
+    fn starts_with_connect_letter(&self) -> bool {
+        self.first()
+            .is_none_or(|&byte| byte == b'C' || byte == b'c')
+    }
+}
+
+/// Acts on one operation; a CONNECT whose password is a bcrypt hash returns
+/// the verification to wait for.
+fn handle_op(
+    shard: &Rc<Shard>,
+    client: &Rc<Client>,
+    op: ClientOp<'_>,
+    now: Instant,
+) -> Option<PendingBcrypt> {
+    if let ClientOp::Connect { json } = op {
+        return handle_connect(shard, client, json, now);
+    }
     match op {
         ClientOp::Publish(publish) => handle_publish(shard, client, &publish, now),
         ClientOp::Ping => handle_ping(shard, client, now),
@@ -733,7 +850,7 @@ fn handle_op(shard: &Rc<Shard>, client: &Rc<Client>, op: ClientOp<'_>, now: Inst
         ClientOp::Unsubscribe { sid, max_messages } => {
             handle_unsubscribe(shard, client, sid, max_messages, now)
         }
-        ClientOp::Connect { json } => handle_connect(client, json, now),
+        ClientOp::Connect { .. } => unreachable!("handled above"),
         ClientOp::Info { json } => {
             if serde_json::from_slice::<serde::de::IgnoredAny>(json).is_err() {
                 client.close(CloseReason::ParseError);
@@ -742,24 +859,85 @@ fn handle_op(shard: &Rc<Shard>, client: &Rc<Client>, op: ClientOp<'_>, now: Inst
         ClientOp::Ok => {}
         ClientOp::Err { .. } => client.close(CloseReason::ParseError),
     }
+    None
 }
 
-fn handle_connect(client: &Rc<Client>, json: &[u8], now: Instant) {
+fn handle_connect(
+    shard: &Rc<Shard>,
+    client: &Rc<Client>,
+    json: &[u8],
+    now: Instant,
+) -> Option<PendingBcrypt> {
     let options = match ConnectOptions::parse(json) {
         Ok(options) => options,
         Err(_) => {
             client.close(CloseReason::ProtocolViolation);
-            return;
+            return None;
         }
     };
     client
         .rtt
         .set(Some(now.saturating_duration_since(client.started_instant)));
-    client.connect_received.set(true);
-    let verdict = options.validate();
-    let flags = Flags::from_options(&options);
+    let first_connect = !client.connect_received.replace(true);
+    client.awaiting_connect.set(false);
     *client.options.borrow_mut() = options;
+    client
+        .flags
+        .set(Flags::from_options(&client.options.borrow()));
+    let authorization = shard.authorization();
+    if !authorization.required() {
+        finish_connect(
+            shard,
+            client,
+            Ok(Authenticated {
+                identity: Identity::Anonymous,
+                permissions: None,
+            }),
+        );
+        return None;
+    }
+    if !first_connect {
+        // A second CONNECT authenticates again, maybe as someone else: what
+        // the first identity subscribed to goes (nats-server clears the
+        // connection's subscriptions from its account).
+        unsubscribe_all(shard, client);
+    }
+    let nonce = client.nonce().unwrap_or_default().as_bytes();
+    match authorization.authenticate(&client.options.borrow(), nonce) {
+        Outcome::Accepted(authenticated) => finish_connect(shard, client, Ok(authenticated)),
+        Outcome::Refused(refusal) => finish_connect(shard, client, Err(refusal)),
+        Outcome::Pending(pending) => return Some(pending),
+    }
+    None
+}
+
+/// The rest of CONNECT once its credentials are judged: nats-server's
+/// checks after authentication, in its order.
+fn finish_connect(shard: &Rc<Shard>, client: &Rc<Client>, verdict: Result<Authenticated, Refusal>) {
+    let authenticated = match verdict {
+        Ok(authenticated) => authenticated,
+        Err(refusal) => {
+            refuse(shard, client, &refusal);
+            return;
+        }
+    };
+    let mut flags = client.flags.get();
+    let permissions = authenticated
+        .permissions
+        .map(|rules| ConnectionPermissions::new(rules, Instant::now()));
+    flags.publish_checked = permissions
+        .as_ref()
+        .is_some_and(|permissions| permissions.rules().restricts_publish());
+    flags.grants_responses = permissions
+        .as_ref()
+        .is_some_and(ConnectionPermissions::tracks_responses);
     client.flags.set(flags);
+    *client.permissions.borrow_mut() = permissions;
+    if authenticated.identity != Identity::Anonymous {
+        log::debug!(target: "tern::auth", "{} - cid:{} - authenticated as {}", client.address, client.id, authenticated.identity);
+    }
+    *client.identity.borrow_mut() = authenticated.identity;
+    let verdict = client.options.borrow().validate();
     match verdict {
         Ok(()) => client.queue_ok(),
         Err(ConnectError::AccountDesignation) => client.close_with_err(
@@ -775,6 +953,30 @@ fn handle_connect(client: &Rc<Client>, json: &[u8], now: Instant) {
             CloseReason::NoRespondersRequiresHeaders,
         ),
         Err(ConnectError::Malformed(_)) => unreachable!("malformed CONNECT handled above"),
+    }
+}
+
+/// `-ERR 'Authorization Violation'` and close, counted and logged with
+/// the client's address and why (never a secret).
+fn refuse(shard: &Shard, client: &Client, reason: impl std::fmt::Display) {
+    stats::add(&shard.counters.authentication_failures, 1);
+    log::warn!(target: "tern::auth", "{} - cid:{} - authentication failed: {reason}", client.address, client.id);
+    client.close_with_err(
+        errors::AUTHORIZATION_VIOLATION,
+        CloseReason::AuthorizationViolation,
+    );
+}
+
+/// nats-server `authTimeout`: no CONNECT within the auth timeout.
+async fn authentication_timeout(shard: Rc<Shard>, client: Rc<Client>, timeout: Duration) {
+    tern_shard::timer::sleep(timeout).await;
+    if client.is_open() && client.awaiting_connect.get() {
+        stats::add(&shard.counters.authentication_timeouts, 1);
+        log::warn!(target: "tern::auth", "{} - cid:{} - authentication failed: no CONNECT within {timeout:?}", client.address, client.id);
+        client.close_with_err(
+            errors::AUTHENTICATION_TIMEOUT,
+            CloseReason::AuthenticationTimeout,
+        );
     }
 }
 
@@ -801,6 +1003,28 @@ fn handle_subscribe(
     now: Instant,
 ) {
     client.last_in.set(now);
+    // nats-server checks permissions first; the queue `_sys_` is reserved.
+    let denied = queue == Some(SYSTEM_QUEUE)
+        || client
+            .permissions
+            .borrow()
+            .as_ref()
+            .is_some_and(|permissions| !permissions.rules().subscribe_allowed(subject, queue));
+    if denied {
+        stats::add(&shard.counters.permission_violations, 1);
+        log::warn!(
+            target: "tern::auth",
+            "{} - cid:{} - {} - Subscription Violation - Subject {}{}, SID {}",
+            client.address,
+            client.id,
+            client.identity.borrow(),
+            errors::go_quote(subject),
+            queue.map(|queue| format!(", Queue: {}", errors::go_quote(queue))).unwrap_or_default(),
+            String::from_utf8_lossy(sid)
+        );
+        client.queue_err(&errors::subscribe_violation(subject, queue));
+        return;
+    }
     let max_subscriptions = shard.config.limits.max_subscriptions;
     if max_subscriptions > 0 && client.subscriptions.borrow().len() >= max_subscriptions {
         client.queue_err(errors::MAXIMUM_SUBSCRIPTIONS_EXCEEDED);
@@ -819,6 +1043,11 @@ fn handle_subscribe(
         delivered: Cell::new(0),
         max: Cell::new(0),
         closed: Cell::new(false),
+        deny_filtered: client
+            .permissions
+            .borrow()
+            .as_ref()
+            .is_some_and(|permissions| permissions.rules().filters_delivery(subject, queue)),
     });
     let added = shard.router.borrow_mut().add_local(&subscription);
     shard.export_interest();
@@ -895,6 +1124,9 @@ pub fn unsubscribe_all(shard: &Shard, client: &Client) {
     assert!(client.subscriptions.borrow().is_empty());
 }
 
+/// nats-server `sysGroup`: a queue group name clients may not use.
+const SYSTEM_QUEUE: &[u8] = b"_sys_";
+
 /// Reserved subject prefixes a client may not publish to.
 fn reserved_subject(subject: &[u8]) -> bool {
     subject.starts_with(b"_GR_.") || subject.starts_with(b"$NRG.")
@@ -916,6 +1148,21 @@ fn handle_publish(shard: &Rc<Shard>, client: &Rc<Client>, publish: &Publish<'_>,
         client.queue_err(errors::INVALID_PUBLISH_SUBJECT);
     }
     if reserved_subject(publish.subject) {
+        client.queue_err(&errors::publish_violation(publish.subject));
+        return;
+    }
+    if flags.publish_checked && !client.publish_allowed(publish.subject, now) {
+        // Never routed: not delivered, not stored by JetStream (its API
+        // and ack subjects are checked like any other).
+        stats::add(&shard.counters.permission_violations, 1);
+        log::warn!(
+            target: "tern::auth",
+            "{} - cid:{} - {} - Publish Violation - Subject {}",
+            client.address,
+            client.id,
+            client.identity.borrow(),
+            errors::go_quote(publish.subject)
+        );
         client.queue_err(&errors::publish_violation(publish.subject));
         return;
     }

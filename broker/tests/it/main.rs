@@ -6,6 +6,7 @@
 #[macro_use]
 mod common;
 
+mod auth;
 mod cluster_core;
 mod cluster_failover;
 mod cluster_faults;

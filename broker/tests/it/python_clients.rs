@@ -12,7 +12,10 @@
 //!   delete) and status, then an object store put/get of a multi-chunk
 //!   object, info, list, overwrite and delete. nats-py creates KV buckets
 //!   without `allow_direct`, so its gets go through
-//!   `$JS.API.STREAM.MSG.GET`.
+//!   `$JS.API.STREAM.MSG.GET`;
+//! - `auth.py`: an NKey user from a seed file (`nkeys_seed`, which needs
+//!   the `nkeys` package), a permission violation reported and not
+//!   delivered, a wrong password refused.
 
 use crate::common;
 
@@ -20,6 +23,11 @@ use common::{Flavor, Options, Server};
 
 /// Runs `tests/py/<name>.py` against a server started with `options`.
 async fn run_script(flavor: Flavor, options: Options, name: &str) {
+    run_script_with(flavor, options, name, &[]).await
+}
+
+/// [`run_script`] with more arguments after the server URL.
+async fn run_script_with(flavor: Flavor, options: Options, name: &str, arguments: &[&str]) {
     let server = Server::start(flavor, options);
     let script = format!("{}/tests/py/{name}.py", env!("CARGO_MANIFEST_DIR"));
     // The scripts bound themselves (60 s); this only catches a hung interpreter.
@@ -28,6 +36,7 @@ async fn run_script(flavor: Flavor, options: Options, name: &str) {
         tokio::process::Command::new("python3")
             .arg(&script)
             .arg(server.url())
+            .args(arguments)
             .kill_on_drop(true)
             .output(),
     )
@@ -59,3 +68,22 @@ async fn nats_py_kv_object(flavor: Flavor) {
     run_script(flavor, Options::jetstream(), "kv_object").await;
 }
 differential!(nats_py_kv_object);
+
+async fn nats_py_auth(flavor: Flavor) {
+    let key = nkeys::KeyPair::new_user();
+    let public = key.public_key();
+    let dir = tempfile::tempdir().unwrap();
+    let seed_file = dir.path().join("user.nk");
+    std::fs::write(&seed_file, format!("{}\n", key.seed().unwrap())).unwrap();
+    let options = Options {
+        tern_config: format!(
+            "[authorization]\nusers = [ {{ nkey = \"{public}\" }}, {{ user = \"app\", password = \"app-pw\", permissions = {{ publish = {{ deny = \"secret.>\" }} }} }} ]\n"
+        ),
+        nats_config: format!(
+            "authorization {{\n  users = [ {{nkey: \"{public}\"}}, {{user: app, password: \"app-pw\", permissions: {{publish: {{deny: \"secret.>\"}}}}}} ]\n}}\n"
+        ),
+        ..Options::default()
+    };
+    run_script_with(flavor, options, "auth", &[seed_file.to_str().unwrap()]).await;
+}
+differential!(nats_py_auth);

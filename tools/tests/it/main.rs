@@ -3,4 +3,5 @@
 
 mod bench_cli;
 mod cli;
+mod nkey;
 mod storage;

@@ -30,8 +30,8 @@ struct ConnectWire {
     jwt: Option<String>,
 }
 
-/// The options a client connected with.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// The options a client connected with. `Debug` hides the credentials.
+#[derive(Clone, PartialEq, Eq)]
 pub struct ConnectOptions {
     pub verbose: bool,
     pub pedantic: bool,
@@ -51,6 +51,33 @@ pub struct ConnectOptions {
     pub nkey: Option<String>,
     pub sig: Option<String>,
     pub jwt: Option<String>,
+}
+
+impl std::fmt::Debug for ConnectOptions {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let hidden = |value: &Option<String>| value.as_ref().map(|_| "<redacted>");
+        formatter
+            .debug_struct("ConnectOptions")
+            .field("verbose", &self.verbose)
+            .field("pedantic", &self.pedantic)
+            .field("tls_required", &self.tls_required)
+            .field("auth_token", &hidden(&self.auth_token))
+            .field("user", &self.user)
+            .field("pass", &hidden(&self.pass))
+            .field("name", &self.name)
+            .field("lang", &self.lang)
+            .field("version", &self.version)
+            .field("protocol", &self.protocol)
+            .field("echo", &self.echo)
+            .field("headers", &self.headers)
+            .field("no_responders", &self.no_responders)
+            .field("account", &self.account)
+            .field("new_account", &self.new_account)
+            .field("nkey", &self.nkey)
+            .field("sig", &hidden(&self.sig))
+            .field("jwt", &hidden(&self.jwt))
+            .finish()
+    }
 }
 
 impl Default for ConnectOptions {
@@ -162,6 +189,19 @@ mod tests {
         assert_eq!(options.protocol, 1);
         assert_eq!(options.lang, "rust");
         options.validate().unwrap();
+    }
+
+    #[test]
+    fn debug_hides_credentials() {
+        let options =
+            ConnectOptions::parse(br#"{"user":"ann","pass":"hunter2","auth_token":"t0k3n"}"#)
+                .unwrap();
+        let printed = format!("{options:?}");
+        assert!(printed.contains("\"ann\""), "{printed}");
+        assert!(
+            !printed.contains("hunter2") && !printed.contains("t0k3n"),
+            "{printed}"
+        );
     }
 
     #[test]

@@ -5,6 +5,7 @@ pub const UNKNOWN_PROTOCOL_OPERATION: &str = "Unknown Protocol Operation";
 pub const MAXIMUM_CONTROL_LINE_EXCEEDED: &str = "maximum control line exceeded";
 pub const MAXIMUM_PAYLOAD_VIOLATION: &str = "Maximum Payload Violation";
 pub const AUTHORIZATION_VIOLATION: &str = "Authorization Violation";
+pub const AUTHENTICATION_TIMEOUT: &str = "Authentication Timeout";
 pub const STALE_CONNECTION: &str = "Stale Connection";
 pub const MAXIMUM_CONNECTIONS_EXCEEDED: &str = "maximum connections exceeded";
 pub const INVALID_CLIENT_PROTOCOL: &str = "invalid client protocol";
@@ -24,6 +25,22 @@ pub fn reply_violation(reply: &[u8]) -> String {
         "Permissions Violation for Publish with Reply of {}",
         go_quote(reply)
     )
+}
+
+/// `Permissions Violation for Subscription to "<subject>"`, with
+/// ` using queue "<queue>"` for a queue subscription (non-fatal).
+pub fn subscribe_violation(subject: &[u8], queue: Option<&[u8]>) -> String {
+    match queue {
+        None => format!(
+            "Permissions Violation for Subscription to {}",
+            go_quote(subject)
+        ),
+        Some(queue) => format!(
+            "Permissions Violation for Subscription to {} using queue {}",
+            go_quote(subject),
+            go_quote(queue)
+        ),
+    }
 }
 
 /// Go's `%q` for the byte strings that reach these messages: printable ASCII
@@ -73,6 +90,14 @@ mod tests {
         assert_eq!(
             publish_violation(b"$NRG.x"),
             "Permissions Violation for Publish to \"$NRG.x\""
+        );
+        assert_eq!(
+            subscribe_violation(b"secret.>", None),
+            "Permissions Violation for Subscription to \"secret.>\""
+        );
+        assert_eq!(
+            subscribe_violation(b"jobs.*", Some(b"workers")),
+            "Permissions Violation for Subscription to \"jobs.*\" using queue \"workers\""
         );
         assert_eq!(
             reply_violation(b"_R_.a"),

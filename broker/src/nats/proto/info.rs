@@ -22,6 +22,8 @@ pub struct ServerInfo {
     pub host: String,
     pub port: u16,
     pub headers: bool,
+    #[serde(skip_serializing_if = "is_false")]
+    pub auth_required: bool,
     pub max_payload: usize,
     #[serde(skip_serializing_if = "is_false")]
     pub jetstream: bool,
@@ -29,6 +31,9 @@ pub struct ServerInfo {
     pub client_id: u64,
     #[serde(skip_serializing_if = "String::is_empty")]
     pub client_ip: String,
+    /// For NKey users to sign (the first INFO only).
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub nonce: String,
     /// The cluster's name, when clustered.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cluster: Option<String>,
@@ -144,10 +149,12 @@ mod tests {
             host: "127.0.0.1".into(),
             port: 4222,
             headers: true,
+            auth_required: false,
             max_payload: 1048576,
             jetstream: false,
             client_id: 5,
             client_ip: "127.0.0.1".into(),
+            nonce: String::new(),
             cluster: None,
             connect_urls: Vec::new(),
             connect_info: false,
@@ -162,5 +169,6 @@ mod tests {
         assert!(line.ends_with("} \r\n"));
         assert!(!line.contains("jetstream"));
         assert!(!line.contains("connect_info"));
+        assert!(!line.contains("auth_required") && !line.contains("nonce"));
     }
 }

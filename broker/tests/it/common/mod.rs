@@ -93,6 +93,11 @@ pub struct Options {
     /// Environment variables of the process (test hooks such as
     /// `TERN_TEST_CRASH_AT`).
     pub env: Vec<(String, String)>,
+    /// Appended to tern's TOML file, after every table the harness writes
+    /// (so it starts with its own table, e.g. `[authorization]`).
+    pub tern_config: String,
+    /// Appended to nats-server's config file (its own syntax).
+    pub nats_config: String,
 }
 
 impl Options {
@@ -176,6 +181,10 @@ impl Options {
             }
             lines.push("}".into());
         }
+        lines.push(match flavor {
+            Flavor::Tern => self.tern_config.clone(),
+            Flavor::Nats => self.nats_config.clone(),
+        });
         lines.push(String::new());
         lines.join("\n")
     }
