@@ -127,3 +127,15 @@ pub fn without_type(mut answer: Value) -> Value {
 pub fn print_json(value: &Value) {
     crate::output::line(serde_json::to_string_pretty(value).expect("JSON values serialise"));
 }
+
+/// A names listing (`ls --names`): a JSON array with `--json`, else one
+/// name per line.
+pub fn print_names(names: Vec<Value>, json: bool) {
+    if json {
+        print_json(&Value::Array(names));
+    } else {
+        for name in names {
+            crate::output::line(name.as_str().unwrap_or_default());
+        }
+    }
+}

@@ -411,13 +411,7 @@ async fn ls(api: &Api, args: LsArgs) -> Result<(), CliError> {
                 CONSUMERS_LISTED_MAX,
             )
             .await?;
-        if args.json {
-            api::print_json(&Value::Array(names));
-        } else {
-            for name in names {
-                line(name.as_str().unwrap_or_default());
-            }
-        }
+        api::print_names(names, args.json);
         return Ok(());
     }
     let consumers = api

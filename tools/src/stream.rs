@@ -487,13 +487,7 @@ async fn ls(api: &Api, args: LsArgs) -> Result<(), CliError> {
                 STREAMS_LISTED_MAX,
             )
             .await?;
-        if args.json {
-            api::print_json(&Value::Array(names));
-        } else {
-            for name in names {
-                line(name.as_str().unwrap_or_default());
-            }
-        }
+        api::print_names(names, args.json);
         return Ok(());
     }
     let streams = api

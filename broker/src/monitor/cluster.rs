@@ -679,8 +679,9 @@ mod tests {
         assert_eq!(forming["raft"]["running"], false);
     }
 
-    #[test]
-    fn health_looks_at_the_meta_layer_first_then_every_stream() {
+    /// A follower's view, a leaderless one, and a shard whose streams are
+    /// B (no leader), A (current) and C (placed here, missing).
+    fn followers_and_three_streams() -> (GroupView, GroupView, [Gathered; 1]) {
         let follower = GroupView {
             role: Role::Follower,
             this_node: 0xb,
@@ -702,7 +703,12 @@ mod tests {
             missing: vec!["C".into()],
             ..Gathered::default()
         };
-        let parts = [part];
+        (follower, leaderless, [part])
+    }
+
+    #[test]
+    fn health_looks_at_the_meta_layer_first_then_every_stream() {
+        let (follower, leaderless, parts) = followers_and_three_streams();
         let no_leader = meta(Some(leaderless.clone()));
         let problems = health_problems(Some(&no_leader), &parts);
         assert_eq!(problems.len(), 1);
@@ -736,28 +742,7 @@ mod tests {
 
     #[test]
     fn health_options_narrow_what_is_checked_as_nats_server_does() {
-        let follower = GroupView {
-            role: Role::Follower,
-            this_node: 0xb,
-            peers: Vec::new(),
-            leader_silent_ticks: Some(1),
-            ..leader_view()
-        };
-        let leaderless = GroupView {
-            role: Role::Candidate,
-            leader: None,
-            leader_silent_ticks: None,
-            ..follower.clone()
-        };
-        let part = Gathered {
-            stream_groups: vec![
-                report("B", leaderless.clone(), &[]),
-                report("A", follower.clone(), &[]),
-            ],
-            missing: vec!["C".into()],
-            ..Gathered::default()
-        };
-        let parts = [part];
+        let (follower, leaderless, parts) = followers_and_three_streams();
         let query = |text: &str| -> std::collections::BTreeMap<String, String> {
             text.split('&')
                 .filter_map(|pair| pair.split_once('='))

@@ -1326,20 +1326,7 @@ async fn r3_stream_moves_and_resizes_on_five_nodes_tern() {
         assert_eq!(info["state"]["messages"], acked, "{info}");
         assert_eq!(info["state"]["last_seq"], acked, "{info}");
         // A node the stream left drops its copy.
-        let deadline = Instant::now() + CONVERGE_TIMEOUT;
-        for node in 1..=5 {
-            let directory = cluster
-                .node(node)
-                .store_dir()
-                .join("jetstream/streams/MOVE");
-            let placed = set.contains(&format!("n{node}"));
-            while !placed && directory.exists() {
-                assert!(Instant::now() < deadline, "n{node} kept {directory:?}");
-                // Poll interval of a bounded wait.
-                tokio::time::sleep(Duration::from_millis(50)).await;
-            }
-            assert_eq!(directory.exists(), placed, "n{node} in {set:?}");
-        }
+        wait_copies_only_on(&cluster, 5, "MOVE", &set).await;
     }
 }
 
@@ -1386,6 +1373,30 @@ async fn r1_stream_grows_to_three_replicas_nats() {
     r1_stream_grows_to_three_replicas(Flavor::Nats).await;
 }
 
+/// Waits until, of nodes 1 to `nodes`, only those in `set` (names `nN`)
+/// keep a directory for `stream`.
+async fn wait_copies_only_on(cluster: &Cluster, nodes: usize, stream: &str, set: &[String]) {
+    let deadline = Instant::now() + CONVERGE_TIMEOUT;
+    for node in 1..=nodes {
+        let directory = cluster
+            .node(node)
+            .store_dir()
+            .join("jetstream/streams")
+            .join(stream);
+        let placed = set.contains(&format!("n{node}"));
+        while !placed && directory.exists() {
+            assert!(
+                Instant::now() < deadline,
+                "n{node} kept {directory:?}: {}",
+                cluster.logs()
+            );
+            // Poll interval of a bounded wait.
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        assert_eq!(directory.exists(), placed, "n{node} in {set:?}");
+    }
+}
+
 /// An R3 stream updated to one replica: the nodes it leaves are still
 /// needed to remove each other (two of three leave), so each stays a voter
 /// until the group removes it, then drops its copy; every message and the
@@ -1422,24 +1433,7 @@ async fn r3_stream_shrinks_to_one_replica(flavor: Flavor) {
     assert_eq!(consumer["num_pending"], 16, "{consumer}");
     if flavor == Flavor::Tern {
         // The nodes the stream left drop their copies.
-        let deadline = Instant::now() + CONVERGE_TIMEOUT;
-        for node in 1..=3 {
-            let directory = cluster
-                .node(node)
-                .store_dir()
-                .join("jetstream/streams/SHRINK");
-            let placed = set.contains(&format!("n{node}"));
-            while !placed && directory.exists() {
-                assert!(
-                    Instant::now() < deadline,
-                    "n{node} kept {directory:?}: {}",
-                    cluster.logs()
-                );
-                // Poll interval of a bounded wait.
-                tokio::time::sleep(Duration::from_millis(50)).await;
-            }
-            assert_eq!(directory.exists(), placed, "n{node} in {set:?}");
-        }
+        wait_copies_only_on(&cluster, 3, "SHRINK", &set).await;
     }
 }
 

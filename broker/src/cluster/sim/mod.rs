@@ -1701,13 +1701,14 @@ mod tests {
         assert!(found.contains(&"replicas diverged"), "{found:?}");
     }
 
-    /// Rarer in whole runs (3 of the first 300 seeds: a limit keeps
+    /// Rarer in whole runs (4 of the first 600 seeds: a limit keeps
     /// pruning the oldest, which hides the follower's extra messages
     /// again unless a delete came last); the transfer tests catch it
-    /// directly.
+    /// directly. The seeds move whenever the runs change (found with
+    /// `simulate_cluster --seeds 600 --canary snapshot-without-removals`).
     #[test]
     fn the_checkers_catch_a_snapshot_without_its_removal_list() {
-        for seed in [104, 218, 237] {
+        for seed in [218, 381, 562] {
             let outcome = run(&SimConfig {
                 canary: Some(StreamCanary::SnapshotWithoutRemovals),
                 ..SimConfig::new(seed)
