@@ -22,6 +22,7 @@ mod monitor;
 mod nkey;
 mod object;
 mod output;
+mod progress;
 mod server;
 mod storage;
 mod stream;
