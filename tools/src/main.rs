@@ -4,8 +4,10 @@
 //! files and processes; the rest talk to any NATS
 //! server (tern or nats-server) through the client protocol, with the
 //! `nats` CLI's command names and flags: `stream`, `consumer`, `pub`,
-//! `sub`, `req`, `kv`, `object` and `server check`. docs/cli.md lists them
-//! and what differs from the `nats` CLI.
+//! `sub`, `req`, `kv`, `object` and `server check`; `server
+//! info|ls|report` and `top` read the monitoring endpoints instead
+//! (`server.rs`, `top.rs`); `completions` prints a shell's completion
+//! script. docs/cli.md lists them and what differs from the `nats` CLI.
 //!
 //! Every networked command prints a failure as one line on stderr
 //! (`tern: <what failed>: <why>`) and exits 1; bad usage exits 2 (clap);
