@@ -203,6 +203,8 @@ pub async fn ls(args: LsArgs, timeout: Duration) -> Result<(), CliError> {
 pub struct Replica {
     pub name: String,
     pub current: bool,
+    pub offline: bool,
+    /// Entries behind the leader (0 when the answer omits it).
     pub lag: u64,
     pub active: String,
 }
@@ -242,6 +244,7 @@ pub fn stream_reports(jsz: &Value) -> Vec<StreamReport> {
                         .map(|replica| Replica {
                             name: text(&replica["name"]),
                             current: replica["current"].as_bool().unwrap_or(false),
+                            offline: replica["offline"].as_bool().unwrap_or(false),
                             lag: count(&replica["lag"]),
                             active: replica["active"]
                                 .as_u64()
@@ -286,7 +289,11 @@ fn report_row(report: &StreamReport) -> Vec<String> {
         .followers
         .iter()
         .map(|replica| {
-            let state = if replica.current { "current" } else { "behind" };
+            let state = match (replica.offline, replica.current) {
+                (true, _) => "offline",
+                (false, true) => "current",
+                (false, false) => "behind",
+            };
             format!("{} ({state}, lag {})", replica.name, replica.lag)
         })
         .collect();
@@ -351,13 +358,17 @@ mod tests {
         let tern = json!({"stream_detail": [{"name": "S", "messages": 3, "bytes": 99,
             "consumer_count": 1, "failure": null, "cluster": {"leader": "n1",
             "replicas": [{"name": "n2", "current": true, "lag": 0},
-                         {"name": "n3", "current": false, "lag": 7}]}}]});
+                         {"name": "n3", "current": false, "lag": 7},
+                         {"name": "n4", "current": false, "offline": true, "active": 0}]}}]});
         let reports = stream_reports(&tern);
-        assert_eq!(reports[0].replicas, 3);
+        assert_eq!(reports[0].replicas, 4);
         assert_eq!(reports[0].messages, 3);
         assert_eq!(reports[0].followers[1].lag, 7);
         let row = report_row(&reports[0]);
-        assert_eq!(row[6], "n2 (current, lag 0), n3 (behind, lag 7)");
+        assert_eq!(
+            row[6],
+            "n2 (current, lag 0), n3 (behind, lag 7), n4 (offline, lag 0)"
+        );
         let nats = json!({"account_details": [{"stream_detail": [{"name": "T",
             "config": {"num_replicas": 1}, "cluster": {"leader": "a"},
             "state": {"messages": 2, "bytes": 10, "consumer_count": 0}}]}]});
