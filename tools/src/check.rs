@@ -567,7 +567,7 @@ pub fn jetstream_outcome(info: &Value, warning_pct: f64, critical_pct: f64) -> O
 
 /// Streams' details in `/jsz?accounts=true&streams=true`: at the top
 /// (tern) or under each account (nats-server).
-fn stream_details(jsz: &Value) -> Vec<&Value> {
+pub fn stream_details(jsz: &Value) -> Vec<&Value> {
     let mut details: Vec<&Value> = jsz["stream_detail"]
         .as_array()
         .map(|streams| streams.iter().collect())

@@ -14,6 +14,7 @@ use serde_json::{json, Map, Value};
 use crate::api::{self, Api, API_PREFIX};
 use crate::error::CliError;
 use crate::output::{line, table};
+use crate::progress;
 use crate::stream::{print_columns, require_force};
 use crate::units;
 
@@ -481,6 +482,7 @@ async fn next(api: &Api, args: NextArgs) -> Result<(), CliError> {
     let mut received: u64 = 0;
     let mut last_reply: Option<async_nats::Subject> = None;
     let mut outcome = Ok(());
+    let bar = progress::messages(args.count, "Receiving");
     'pulls: while received < args.count {
         let batch = (args.count - received).min(PULL_BATCH_MAX);
         let request = json!({ "batch": batch, "expires": expires_ns });
@@ -513,6 +515,7 @@ async fn next(api: &Api, args: NextArgs) -> Result<(), CliError> {
             let _ = stdout.write_all(b"\n");
             in_batch += 1;
             received += 1;
+            bar.inc(1);
             if acks {
                 if let Some(reply) = last_reply.take() {
                     client
@@ -524,6 +527,7 @@ async fn next(api: &Api, args: NextArgs) -> Result<(), CliError> {
             }
         }
     }
+    bar.finish_and_clear();
     let _ = stdout.flush();
     drop(stdout);
     // The last ack waits for the server's answer (a "double ack"): every

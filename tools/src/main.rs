@@ -4,8 +4,10 @@
 //! files and processes; the rest talk to any NATS
 //! server (tern or nats-server) through the client protocol, with the
 //! `nats` CLI's command names and flags: `stream`, `consumer`, `pub`,
-//! `sub`, `req`, `kv`, `object` and `server check`. docs/cli.md lists them
-//! and what differs from the `nats` CLI.
+//! `sub`, `req`, `kv`, `object` and `server check`; `server
+//! info|ls|report` and `top` read the monitoring endpoints instead
+//! (`server.rs`, `top.rs`); `completions` prints a shell's completion
+//! script. docs/cli.md lists them and what differs from the `nats` CLI.
 //!
 //! Every networked command prints a failure as one line on stderr
 //! (`tern: <what failed>: <why>`) and exits 1; bad usage exits 2 (clap);
@@ -22,8 +24,11 @@ mod monitor;
 mod nkey;
 mod object;
 mod output;
+mod progress;
+mod server;
 mod storage;
 mod stream;
+mod top;
 mod units;
 
 use std::process::ExitCode;
@@ -67,9 +72,13 @@ enum Command {
     /// Object store buckets: add, put, get, ls, rm
     #[command(subcommand, visible_alias = "obj")]
     Object(object::ObjectCommand),
-    /// Server health checks (Nagios exit codes)
+    /// Server health checks (Nagios exit codes), info, ls, report
     #[command(subcommand)]
     Server(ServerCommand),
+    /// A live view of a server: totals, rates, connections by message rate
+    Top(top::TopArgs),
+    /// Shell completions: `tern completions bash|zsh|fish >FILE`
+    Completions(CompletionsArgs),
     /// The open-loop latency harness: run workloads against NATS servers.
     #[command(subcommand)]
     Bench(BenchCommand),
@@ -81,11 +90,24 @@ enum Command {
     Nkey(nkey::NkeyCommand),
 }
 
+#[derive(Debug, clap::Args)]
+struct CompletionsArgs {
+    /// The shell
+    shell: clap_complete::Shell,
+}
+
 #[derive(Debug, Subcommand)]
 enum ServerCommand {
     /// One health check: one status line, exit 0 OK, 1 warning, 2
     /// critical, 3 unknown
     Check(check::CheckArgs),
+    /// One node's summary from its monitoring endpoints
+    Info(server::InfoArgs),
+    /// A table of nodes, one row each
+    Ls(server::LsArgs),
+    /// Reports from the monitoring endpoints: `jetstream`
+    #[command(subcommand)]
+    Report(server::ReportCommand),
 }
 
 fn main() -> ExitCode {
@@ -100,13 +122,49 @@ fn main() -> ExitCode {
         Command::Server(ServerCommand::Check(args)) => {
             runtime().block_on(check::execute(&cli.connection, args))
         }
-        networked => match runtime().block_on(execute(&cli.connection, networked)) {
-            Ok(()) => ExitCode::SUCCESS,
-            Err(error) => {
-                eprintln!("tern: {}", error.to_string().replace('\n', " "));
-                ExitCode::FAILURE
-            }
-        },
+        Command::Top(args) => finish(
+            cli.connection
+                .timeout()
+                .and_then(|timeout| runtime().block_on(top::execute(args, timeout))),
+        ),
+        Command::Completions(args) => {
+            use clap::CommandFactory;
+            clap_complete::generate(
+                args.shell,
+                &mut Cli::command(),
+                "tern",
+                &mut std::io::stdout(),
+            );
+            ExitCode::SUCCESS
+        }
+        Command::Server(command) => {
+            finish(runtime().block_on(monitoring(&cli.connection, command)))
+        }
+        networked => finish(runtime().block_on(execute(&cli.connection, networked))),
+    }
+}
+
+/// A networked command's exit: its failure as one line on stderr.
+fn finish(result: Result<(), CliError>) -> ExitCode {
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("tern: {}", error.to_string().replace('\n', " "));
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// The commands that read monitoring endpoints (no client connection).
+async fn monitoring(connection: &ConnectionArgs, command: ServerCommand) -> Result<(), CliError> {
+    let timeout = connection.timeout()?;
+    match command {
+        ServerCommand::Info(args) => server::info(args, timeout).await,
+        ServerCommand::Ls(args) => server::ls(args, timeout).await,
+        ServerCommand::Report(server::ReportCommand::Jetstream(args)) => {
+            server::report_jetstream(args, timeout).await
+        }
+        ServerCommand::Check(_) => unreachable!("dispatched in main"),
     }
 }
 
@@ -172,7 +230,12 @@ async fn execute(connection: &ConnectionArgs, command: Command) -> Result<(), Cl
         Command::Req(args) => message::request(&api, args).await,
         Command::Kv(command) => kv::execute(&api, command).await,
         Command::Object(command) => object::execute(&api, command).await,
-        Command::Server(_) | Command::Bench(_) | Command::Storage(_) | Command::Nkey(_) => {
+        Command::Server(_)
+        | Command::Top(_)
+        | Command::Completions(_)
+        | Command::Bench(_)
+        | Command::Storage(_)
+        | Command::Nkey(_) => {
             unreachable!("dispatched in main")
         }
     }

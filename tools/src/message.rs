@@ -18,6 +18,7 @@ use serde_json::json;
 use crate::api::Api;
 use crate::consumer::rfc3339;
 use crate::error::CliError;
+use crate::progress;
 
 /// JetStream publishes awaiting their PubAck at most.
 pub const PUBLISH_IN_FLIGHT_MAX: usize = 256;
@@ -198,6 +199,7 @@ pub async fn publish(api: &Api, args: PubArgs) -> Result<(), CliError> {
         publish_jetstream(api, &args, &template, headers, now).await
     } else {
         let action = format!("pub {}", args.subject);
+        let bar = progress::messages(args.count, "Publishing");
         for count in 1..=args.count {
             let subject = subject_of(count);
             let body = bytes::Bytes::from(render(&template, count, now));
@@ -226,7 +228,9 @@ pub async fn publish(api: &Api, args: PubArgs) -> Result<(), CliError> {
                 (None, None) => client.publish(subject, body).await,
             };
             sent.map_err(CliError::client(action.clone()))?;
+            bar.inc(1);
         }
+        bar.finish_and_clear();
         api.client
             .flush()
             .await
@@ -258,11 +262,13 @@ async fn publish_jetstream(
         last_ack = Some(ack);
         Ok::<(), CliError>(())
     };
+    let bar = progress::messages(args.count, "Publishing");
     for count in 1..=args.count {
         if in_flight.len() == PUBLISH_IN_FLIGHT_MAX {
             let (sent, future): (u64, jetstream::context::PublishAckFuture) =
                 in_flight.pop_front().expect("a full window");
             confirm(sent, future.await)?;
+            bar.inc(1);
         }
         let subject = render(&args.subject, count, now);
         let body = bytes::Bytes::from(render(template, count, now));
@@ -282,7 +288,9 @@ async fn publish_jetstream(
     }
     while let Some((sent, future)) = in_flight.pop_front() {
         confirm(sent, future.await)?;
+        bar.inc(1);
     }
+    bar.finish_and_clear();
     if !args.quiet {
         if let Some(ack) = last_ack {
             if args.count == 1 {

@@ -13,6 +13,7 @@ use crate::api::Api;
 use crate::error::CliError;
 use crate::kv::{bucket_names, LISTED_MAX};
 use crate::output::line;
+use crate::progress;
 use crate::stream::{print_columns, require_force, Storage};
 use crate::units;
 
@@ -159,19 +160,22 @@ async fn put(context: &jetstream::Context, args: PutArgs) -> Result<(), CliError
             })?,
     };
     let action = format!("object put {} {name}", args.bucket);
-    let mut file =
-        tokio::fs::File::open(&args.file)
-            .await
-            .map_err(|source| CliError::ReadFile {
-                what: "the object's file",
-                path: args.file.display().to_string(),
-                source,
-            })?;
+    let file = tokio::fs::File::open(&args.file)
+        .await
+        .map_err(|source| CliError::ReadFile {
+            what: "the object's file",
+            path: args.file.display().to_string(),
+            source,
+        })?;
+    let size_bytes = file.metadata().await.map(|meta| meta.len()).unwrap_or(0);
     let store = open(context, &args.bucket).await?;
+    let bar = progress::bytes(size_bytes, "Uploading");
+    let mut file = bar.wrap_async_read(file);
     let info = store
         .put(name.as_str(), &mut file)
         .await
         .map_err(CliError::client(action))?;
+    bar.finish_and_clear();
     line(format_args!(
         "Stored {} in {}: {} in {} chunks, {}",
         info.name,
@@ -186,10 +190,12 @@ async fn put(context: &jetstream::Context, args: PutArgs) -> Result<(), CliError
 async fn get(context: &jetstream::Context, args: GetArgs) -> Result<(), CliError> {
     let action = format!("object get {} {}", args.bucket, args.name);
     let store = open(context, &args.bucket).await?;
-    let mut object = store
+    let object = store
         .get(&args.name)
         .await
         .map_err(CliError::client(action.clone()))?;
+    let bar = progress::bytes(object.info.size as u64, "Downloading");
+    let mut object = bar.wrap_async_read(object);
     let output = args.output.clone().unwrap_or_else(|| {
         PathBuf::from(
             std::path::Path::new(&args.name)
@@ -214,6 +220,7 @@ async fn get(context: &jetstream::Context, args: GetArgs) -> Result<(), CliError
     let bytes = tokio::io::copy(&mut object, &mut file)
         .await
         .map_err(CliError::io(action.clone()))?;
+    bar.finish_and_clear();
     tokio::io::AsyncWriteExt::flush(&mut file)
         .await
         .map_err(CliError::io(action))?;

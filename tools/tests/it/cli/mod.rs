@@ -16,6 +16,7 @@ mod checks;
 mod consumers;
 mod flow;
 mod messages;
+mod monitoring;
 mod streams;
 mod usage;
 
