@@ -16,6 +16,7 @@ mod check;
 mod connection;
 mod consumer;
 mod error;
+mod export;
 mod kv;
 mod message;
 mod monitor;
@@ -97,16 +98,24 @@ fn main() -> ExitCode {
         Command::Storage(storage) => storage::execute(storage),
         Command::Nkey(nkey) => nkey::execute(nkey),
         Command::Bench(bench) => execute_bench(bench),
+        Command::Stream(stream::StreamCommand::Verify(args)) => {
+            finish(runtime().block_on(export::verify(&cli.connection, args)))
+        }
         Command::Server(ServerCommand::Check(args)) => {
             runtime().block_on(check::execute(&cli.connection, args))
         }
-        networked => match runtime().block_on(execute(&cli.connection, networked)) {
-            Ok(()) => ExitCode::SUCCESS,
-            Err(error) => {
-                eprintln!("tern: {}", error.to_string().replace('\n', " "));
-                ExitCode::FAILURE
-            }
-        },
+        networked => finish(runtime().block_on(execute(&cli.connection, networked))),
+    }
+}
+
+/// A failure prints as one line on stderr and exits 1.
+fn finish(outcome: Result<(), CliError>) -> ExitCode {
+    match outcome {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("tern: {}", error.to_string().replace('\n', " "));
+            ExitCode::FAILURE
+        }
     }
 }
 
