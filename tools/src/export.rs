@@ -36,6 +36,10 @@ use crate::output::line;
 pub const RECORDS_NAME: &str = "records.jsonl";
 pub const MANIFEST_NAME: &str = "manifest.json";
 pub const SIGNATURE_NAME: &str = "manifest.sig";
+/// The manifest being signed, written before `manifest.sig`: a run that
+/// stops after replacing the signature but before the manifest leaves
+/// the signed manifest here, and the next run completes the switch.
+pub const PENDING_MANIFEST_NAME: &str = "manifest.pending.json";
 /// `manifest.json`'s `format` and `version`.
 pub const FORMAT_NAME: &str = "tern-stream-export";
 pub const FORMAT_VERSION: u64 = 1;
@@ -264,6 +268,23 @@ impl Store {
         }
     }
 
+    async fn remove(&self, name: &'static str) -> Result<(), ExportError> {
+        match self {
+            Store::Directory(directory) => match std::fs::remove_file(directory.join(name)) {
+                Err(error) if error.kind() != std::io::ErrorKind::NotFound => {
+                    Err(io(format!("cannot remove {name}"))(error))
+                }
+                _ => Ok(()),
+            },
+            Store::Bucket { store, .. } => match store.delete(name).await {
+                Err(error) if error.kind() != object_store::DeleteErrorKind::NotFound => {
+                    Err(bucket(format!("cannot delete {name}"))(error))
+                }
+                _ => Ok(()),
+            },
+        }
+    }
+
     /// Appends `new` to records.jsonl after its first `signed_bytes`
     /// (bytes past them were written by an export that stopped before
     /// signing its manifest: no signature covers them). `all` is the
@@ -364,10 +385,7 @@ fn verify_export(
         .as_ref()
         .map(|manifest| manifest.signer_public_key.clone())
         .unwrap_or_else(|_| "?".into());
-    let signature = base64::engine::general_purpose::STANDARD
-        .decode(String::from_utf8_lossy(signature_text).trim())
-        .unwrap_or_default();
-    if key.verify(manifest_bytes, &signature).is_err() {
+    if !signature_matches(&key, manifest_bytes, signature_text) {
         return Err(ExportError::Signature {
             key: key.public_key(),
             signer,
@@ -399,6 +417,13 @@ fn verify_export(
         manifest,
         last_hash,
     })
+}
+
+fn signature_matches(key: &nkeys::KeyPair, manifest_bytes: &[u8], signature_text: &[u8]) -> bool {
+    let signature = base64::engine::general_purpose::STANDARD
+        .decode(String::from_utf8_lossy(signature_text).trim())
+        .unwrap_or_default();
+    key.verify(manifest_bytes, &signature).is_ok()
 }
 
 /// Walks the records line by line; the first that does not match is the
@@ -581,51 +606,62 @@ pub async fn export(
         .build(client.clone());
     let store = open_store(&args.to, Some(&context), true).await?;
     let now = unix_ns_now();
-    let (mut manifest, mut records, signed_bytes, mut last_hash) =
-        match read_export(&store).await.map_err(failed)? {
-            Some(files) => {
-                let verified = verify_export(
-                    &files.manifest,
-                    &files.signature,
-                    &files.records,
-                    &signer.public_key(),
-                    true,
-                )
-                .map_err(|error| {
-                    failed(ExportError::Manifest {
-                        detail: format!("the existing export does not verify: {error}"),
-                    })
-                })?;
-                if verified.manifest.stream != args.stream {
-                    return Err(failed(ExportError::OtherStream {
-                        found: verified.manifest.stream,
-                        wanted: args.stream,
-                    }));
-                }
-                let signed = verified.manifest.records_bytes;
-                let mut records = files.records;
-                records.truncate(signed as usize);
-                (verified.manifest, records, signed, verified.last_hash)
+    let mut existing = read_export(&store).await.map_err(failed)?;
+    if let (Some(files), Some(pending)) = (
+        existing.as_mut(),
+        store.read(PENDING_MANIFEST_NAME).await.map_err(failed)?,
+    ) {
+        // The last run replaced the signature but not the manifest: the
+        // pending manifest is the signed one.
+        let key = nkeys::KeyPair::from_public_key(&signer.public_key()).expect("a public key");
+        if signature_matches(&key, &pending, &files.signature) {
+            files.manifest = pending;
+        }
+    }
+    let (mut manifest, mut records, signed_bytes, mut last_hash) = match existing {
+        Some(files) => {
+            let verified = verify_export(
+                &files.manifest,
+                &files.signature,
+                &files.records,
+                &signer.public_key(),
+                true,
+            )
+            .map_err(|error| {
+                failed(ExportError::Manifest {
+                    detail: format!("the existing export does not verify: {error}"),
+                })
+            })?;
+            if verified.manifest.stream != args.stream {
+                return Err(failed(ExportError::OtherStream {
+                    found: verified.manifest.stream,
+                    wanted: args.stream,
+                }));
             }
-            None => (
-                Manifest {
-                    format: FORMAT_NAME.into(),
-                    version: FORMAT_VERSION,
-                    stream: args.stream.clone(),
-                    first_sequence: 0,
-                    last_sequence: 0,
-                    record_count: 0,
-                    records_bytes: 0,
-                    last_hash: hex(&GENESIS_HASH),
-                    created_unix_ns: now,
-                    updated_unix_ns: now,
-                    signer_public_key: signer.public_key(),
-                },
-                Vec::new(),
-                0,
-                GENESIS_HASH,
-            ),
-        };
+            let signed = verified.manifest.records_bytes;
+            let mut records = files.records;
+            records.truncate(signed as usize);
+            (verified.manifest, records, signed, verified.last_hash)
+        }
+        None => (
+            Manifest {
+                format: FORMAT_NAME.into(),
+                version: FORMAT_VERSION,
+                stream: args.stream.clone(),
+                first_sequence: 0,
+                last_sequence: 0,
+                record_count: 0,
+                records_bytes: 0,
+                last_hash: hex(&GENESIS_HASH),
+                created_unix_ns: now,
+                updated_unix_ns: now,
+                signer_public_key: signer.public_key(),
+            },
+            Vec::new(),
+            0,
+            GENESIS_HASH,
+        ),
+    };
     let new_start = records.len();
     let appended = append_new_messages(
         &context,
@@ -653,8 +689,13 @@ pub async fn export(
         "{}\n",
         base64::engine::general_purpose::STANDARD.encode(signature)
     );
-    // The signature goes first: until the manifest it signs replaces the
-    // old one, the pair fails to verify rather than verifying stale totals.
+    // The new manifest is written aside first, then the signature, then
+    // the manifest: whenever this stops, either the old pair verifies or
+    // the signature verifies the pending manifest (the next run uses it).
+    store
+        .write(PENDING_MANIFEST_NAME, &manifest_bytes)
+        .await
+        .map_err(failed)?;
     store
         .write(SIGNATURE_NAME, signature_text.as_bytes())
         .await
@@ -663,6 +704,7 @@ pub async fn export(
         .write(MANIFEST_NAME, &manifest_bytes)
         .await
         .map_err(failed)?;
+    store.remove(PENDING_MANIFEST_NAME).await.map_err(failed)?;
     line(format_args!(
         "Exported {appended} new records of {} to {}: sequences {}..{}, {} records, last hash {}",
         args.stream,

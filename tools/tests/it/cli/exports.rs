@@ -104,6 +104,8 @@ fn export_is_signed_chained_incremental_and_tamper_evident() {
         );
 
         // Incremental: 50 more, one deleted (a gap, skipped).
+        let manifest_path = Path::new(export).join("manifest.json");
+        let manifest_first = std::fs::read(&manifest_path).unwrap();
         publish(server, 201..=250);
         server.tern(&["stream", "rmm", "AUDIT", "220", "-f"]).ok();
         let second = server.tern(&[
@@ -126,6 +128,29 @@ fn export_is_signed_chained_incremental_and_tamper_evident() {
             verified.ok().contains("sequences 1..250, 249 records"),
             "{flavor:?}: {verified:?}"
         );
+        // A run stopped after replacing the signature, before the
+        // manifest: verify fails; the next export completes the switch.
+        let manifest_second = std::fs::read(&manifest_path).unwrap();
+        std::fs::write(
+            Path::new(export).join("manifest.pending.json"),
+            &manifest_second,
+        )
+        .unwrap();
+        std::fs::write(&manifest_path, &manifest_first).unwrap();
+        let failed = server.tern(&["stream", "verify", export, "--key", &public_key]);
+        assert!(
+            failed.one_line_error(1).contains("bad signature"),
+            "{failed:?}"
+        );
+        let resumed = server.tern(&[
+            "stream", "export", "AUDIT", "--to", export, "--key", &seed_file,
+        ]);
+        assert!(
+            resumed.ok().contains("Exported 0 new records of AUDIT")
+                && resumed.ok().contains("sequences 1..250, 249 records"),
+            "{flavor:?}: {resumed:?}"
+        );
+        assert!(!Path::new(export).join("manifest.pending.json").exists());
         // Nothing new: nothing appended, still verifies.
         let third = server.tern(&[
             "stream", "export", "AUDIT", "--to", export, "--key", &seed_file,
@@ -155,7 +180,6 @@ fn export_is_signed_chained_incremental_and_tamper_evident() {
         std::fs::write(&records_path, &records_second).unwrap();
 
         // A tampered manifest breaks the signature.
-        let manifest_path = Path::new(export).join("manifest.json");
         let manifest = std::fs::read_to_string(&manifest_path).unwrap();
         std::fs::write(
             &manifest_path,
