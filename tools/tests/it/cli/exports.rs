@@ -151,6 +151,18 @@ fn export_is_signed_chained_incremental_and_tamper_evident() {
             "{flavor:?}: {resumed:?}"
         );
         assert!(!Path::new(export).join("manifest.pending.json").exists());
+        // Bytes past the signed end (a run stopped before signing) fail
+        // verify and are removed by the next export.
+        let mut torn = std::fs::read(&records_path).unwrap();
+        torn.extend_from_slice(b"{\"sequence\":251");
+        std::fs::write(&records_path, &torn).unwrap();
+        let failed = server.tern(&["stream", "verify", export, "--key", &public_key]);
+        assert!(
+            failed
+                .one_line_error(1)
+                .contains("records.jsonl does not match the manifest: it has"),
+            "{failed:?}"
+        );
         // Nothing new: nothing appended, still verifies.
         let third = server.tern(&[
             "stream", "export", "AUDIT", "--to", export, "--key", &seed_file,
@@ -204,6 +216,42 @@ fn export_is_signed_chained_incremental_and_tamper_evident() {
         server
             .tern(&["stream", "verify", export, "--key", &public_key])
             .ok();
+
+        // Bad input: one line, exit 1.
+        let missing = dir.path().join("nowhere");
+        let failed = server.tern(&[
+            "stream",
+            "verify",
+            missing.to_str().unwrap(),
+            "--key",
+            &public_key,
+        ]);
+        assert!(
+            failed
+                .one_line_error(1)
+                .contains("manifest.json is missing"),
+            "{failed:?}"
+        );
+        let failed = server.tern(&["stream", "verify", export, "--key", "UNOTAKEY"]);
+        assert!(
+            failed.one_line_error(1).contains("public key UNOTAKEY"),
+            "{failed:?}"
+        );
+        let failed = server.tern(&[
+            "stream",
+            "export",
+            "AUDIT",
+            "--to",
+            export,
+            "--key",
+            "/nonexistent.seed",
+        ]);
+        assert!(
+            failed
+                .one_line_error(1)
+                .contains("cannot read the seed file"),
+            "{failed:?}"
+        );
 
         // The same into an object-store bucket.
         let bucket = server.tern(&[
