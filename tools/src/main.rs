@@ -18,6 +18,7 @@ mod check;
 mod connection;
 mod consumer;
 mod error;
+mod export;
 mod kv;
 mod message;
 mod monitor;
@@ -119,6 +120,9 @@ fn main() -> ExitCode {
         Command::Storage(storage) => storage::execute(storage),
         Command::Nkey(nkey) => nkey::execute(nkey),
         Command::Bench(bench) => execute_bench(bench),
+        Command::Stream(stream::StreamCommand::Verify(args)) => {
+            finish(runtime().block_on(export::verify(&cli.connection, args)))
+        }
         Command::Server(ServerCommand::Check(args)) => {
             runtime().block_on(check::execute(&cli.connection, args))
         }

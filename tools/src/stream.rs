@@ -41,6 +41,11 @@ pub enum StreamCommand {
     Get(GetArgs),
     /// Remove one message by sequence (needs --force)
     Rmm(RmmArgs),
+    /// Copy the stream's messages into a signed, hash-chained export
+    /// (a directory or obj://BUCKET); a second run appends what is new
+    Export(crate::export::ExportArgs),
+    /// Check an export's hash chain, totals and signature
+    Verify(crate::export::VerifyArgs),
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -255,6 +260,10 @@ pub async fn execute(api: &Api, command: StreamCommand) -> Result<(), CliError> 
             Ok(())
         }
         StreamCommand::Purge(args) => purge(api, args).await,
+        StreamCommand::Export(args) => crate::export::export(&api.client, api.timeout, args).await,
+        StreamCommand::Verify(_) => {
+            unreachable!("dispatched in main: no connection for a directory")
+        }
         StreamCommand::Get(args) => get(api, args).await,
         StreamCommand::Rmm(args) => {
             let action = format!("stream rmm {} {}", args.stream, args.sequence);

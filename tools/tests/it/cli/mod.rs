@@ -14,6 +14,7 @@
 mod buckets;
 mod checks;
 mod consumers;
+mod exports;
 mod flow;
 mod messages;
 mod monitoring;
