@@ -77,12 +77,25 @@ fn start_node(
     Server::start(flavor, options)
 }
 
-/// A port nothing listens on now (the kernel's pick, released at once).
+/// A port nothing listens on now, below the kernel's ephemeral range
+/// (32768 and up here): a port the kernel hands out meanwhile, to another
+/// test's server started with `-p -1` or to a client, can then never be
+/// the one chosen for a route, which every node is told before it binds.
+/// Each call in this process takes the next port of 10000..32000 from a
+/// start spread by the process id, checked free by binding it.
 pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|listener| listener.local_addr())
-        .expect("a free port")
-        .port()
+    const FIRST: u32 = 10_000;
+    const COUNT: u32 = 22_000;
+    static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let start = (std::process::id() * 7919) % COUNT;
+    for _ in 0..COUNT {
+        let offset = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let port = (FIRST + (start + offset) % COUNT) as u16;
+        if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return port;
+        }
+    }
+    panic!("no free port in {FIRST}..{}", FIRST + COUNT);
 }
 
 /// Waits (bounded by [`TIMEOUT`]) until `server` has logged `Listening for

@@ -14,6 +14,7 @@
 mod buckets;
 mod checks;
 mod consumers;
+mod credentials;
 mod exports;
 mod flow;
 mod messages;
@@ -72,12 +73,19 @@ fn port_after(line: &str, marker: &str) -> Option<u16> {
 
 impl Server {
     pub fn start(flavor: Flavor) -> Server {
+        Server::start_with(flavor, "")
+    }
+
+    /// Started with `extra` appended to its config file (TOML for tern,
+    /// nats-server's format for nats-server).
+    pub fn start_with(flavor: Flavor, extra: &str) -> Server {
         let dir = tempfile::tempdir().expect("temp dir");
         let data = dir.path().join("data");
         let mut command = match flavor {
             Flavor::Tern => {
                 let config = dir.path().join("tern.toml");
-                std::fs::write(&config, TERN_CONFIG).expect("write tern.toml");
+                std::fs::write(&config, format!("{extra}\n{TERN_CONFIG}"))
+                    .expect("write tern.toml");
                 let program = tern_bench::server::tern_server_path()
                     .unwrap_or_else(|error| panic!("{error} (run `cargo build -p tern-broker`)"));
                 let mut command = Command::new(program);
@@ -91,7 +99,8 @@ impl Server {
             }
             Flavor::Nats => {
                 let config = dir.path().join("nats.conf");
-                std::fs::write(&config, NATS_CONFIG).expect("write nats.conf");
+                std::fs::write(&config, format!("{NATS_CONFIG}{extra}\n"))
+                    .expect("write nats.conf");
                 let program = tern_bench::server::nats_server_path()
                     .unwrap_or_else(|error| panic!("{error}"));
                 let mut command = Command::new(program);
