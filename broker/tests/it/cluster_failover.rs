@@ -678,6 +678,14 @@ async fn read_stream(client: &async_nats::Client) -> Result<Vec<Stored>, String>
                     pending = Some(0);
                     break;
                 }
+                // No responders: the leader was elected but has not taken
+                // office yet (it subscribes once its log applied); the
+                // batch is asked again.
+                Some(503) => {
+                    // Poll interval of a bounded wait.
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                    break;
+                }
                 Some(status) => {
                     return Err(format!(
                         "direct get from {from}: status {status} {message:?}"

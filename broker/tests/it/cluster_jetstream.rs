@@ -318,17 +318,25 @@ async fn no_meta_quorum_answers_unavailable_tern() {
 
 /// Publishes with a PubAck, retried (bounded) through what a failover
 /// shows a client: no responders, a timeout, or 503 while a new leader
-/// takes office. Returns the acknowledged sequence.
+/// takes office. Returns the acknowledged sequence. Each call's retries
+/// carry one `Nats-Msg-Id`, so a retry of a publish whose PubAck was lost
+/// is not stored twice.
 async fn publish_through_failover(
     client: &async_nats::Client,
     subject: &str,
     payload: &str,
 ) -> u64 {
     let deadline = Instant::now() + TIMEOUT * 2;
+    let mut headers = async_nats::HeaderMap::new();
+    headers.insert("Nats-Msg-Id", client.new_inbox().as_str());
     loop {
         let answer = tokio::time::timeout(
             Duration::from_secs(2),
-            client.request(subject.to_string(), payload.to_string().into()),
+            client.request_with_headers(
+                subject.to_string(),
+                headers.clone(),
+                payload.to_string().into(),
+            ),
         )
         .await;
         if let Ok(Ok(reply)) = answer {
@@ -1052,7 +1060,8 @@ async fn r3_replica_behind_the_compacted_log_catches_up_by_snapshot_tern() {
     let consumer_info = api_when_ready(&client, "$JS.API.CONSUMER.INFO.SNAP.C", Value::Null).await;
     assert_eq!(
         consumer_info["ack_floor"]["stream_seq"], 101,
-        "the consumer's acks survive the rebuild: {consumer_info}"
+        "the consumer's acks survive the rebuild: {consumer_info}\n{}",
+        cluster.logs()
     );
     let last = api_when_ready(
         &client,
@@ -1457,9 +1466,13 @@ async fn r3_stream_shrinks_to_one_replica_nats() {
     r3_stream_shrinks_to_one_replica(Flavor::Nats).await;
 }
 
-/// A replicated memory stream's durable consumer survives a leader change:
-/// its acks are in the stream's log on every replica.
+/// A replicated memory stream's durable consumer survives leader changes:
+/// its acks are in the stream's log on every replica. While leadership
+/// moves, CONSUMER.INFO asked back to back on every node never answers
+/// "consumer not found" (a replica elected but still applying its log, or
+/// one that just lost office, must not).
 async fn r3_memory_stream_durable_survives_a_stepdown(flavor: Flavor) {
+    const STEPDOWNS: usize = 3;
     let cluster = Cluster::meshed(flavor, 3, Options::jetstream()).await;
     let client = cluster.connect(1).await;
     let mut config = stream_config("MEMDUR");
@@ -1479,29 +1492,67 @@ async fn r3_memory_stream_durable_survives_a_stepdown(flavor: Flavor) {
     }
     let received = drain(&client, "MEMDUR", "D", 5).await;
     assert_eq!(received.len(), 5);
-    wait_replicas_current(&client, "MEMDUR").await;
-    let old_leader = stream_leader(&client, "MEMDUR").await;
-    let stepdown = api_when_ready(
-        &client,
-        "$JS.API.STREAM.LEADER.STEPDOWN.MEMDUR",
-        Value::Null,
-    )
-    .await;
-    assert_eq!(stepdown["success"], true, "{stepdown}");
-    let deadline = Instant::now() + CONVERGE_TIMEOUT;
-    loop {
-        let leader = stream_leader(&client, "MEMDUR").await;
-        let info = api_when_ready(&client, "$JS.API.CONSUMER.INFO.MEMDUR.D", Value::Null).await;
-        if leader != old_leader && info["ack_floor"]["stream_seq"] == 5 {
-            assert_eq!(info["num_pending"], 5, "{info}");
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the consumer's acks did not survive the stepdown from n{old_leader}: {info}"
-        );
-        // Poll interval of a bounded wait.
-        tokio::time::sleep(Duration::from_millis(50)).await;
+    let clients = [
+        client.clone(),
+        cluster.connect(2).await,
+        cluster.connect(3).await,
+    ];
+    for _ in 0..STEPDOWNS {
+        wait_replicas_current(&client, "MEMDUR").await;
+        let old_leader = stream_leader(&client, "MEMDUR").await;
+        let moved = std::rc::Rc::new(std::cell::Cell::new(false));
+        // Every node asks back to back until the move is seen.
+        let askers = clients.iter().map(|asker| {
+            let moved = moved.clone();
+            async move {
+                let mut asked = 0;
+                while !moved.get() {
+                    let answer = tokio::time::timeout(
+                        Duration::from_secs(2),
+                        asker.request("$JS.API.CONSUMER.INFO.MEMDUR.D", "".into()),
+                    )
+                    .await;
+                    if let Ok(Ok(reply)) = answer {
+                        let info: Value = serde_json::from_slice(&reply.payload).expect("JSON");
+                        assert_ne!(
+                            info["error"]["err_code"], 10014,
+                            "asked while leadership left n{old_leader}: {info}"
+                        );
+                    }
+                    asked += 1;
+                }
+                asked
+            }
+        });
+        let asking = futures::future::join_all(askers);
+        let watching = async {
+            let stepdown = api_when_ready(
+                &client,
+                "$JS.API.STREAM.LEADER.STEPDOWN.MEMDUR",
+                Value::Null,
+            )
+            .await;
+            assert_eq!(stepdown["success"], true, "{stepdown}");
+            let deadline = Instant::now() + CONVERGE_TIMEOUT;
+            loop {
+                let leader = stream_leader(&client, "MEMDUR").await;
+                let info =
+                    api_when_ready(&client, "$JS.API.CONSUMER.INFO.MEMDUR.D", Value::Null).await;
+                if leader != old_leader && info["ack_floor"]["stream_seq"] == 5 {
+                    assert_eq!(info["num_pending"], 5, "{info}");
+                    break;
+                }
+                assert!(
+                    Instant::now() < deadline,
+                    "the consumer's acks did not survive the stepdown from n{old_leader}: {info}"
+                );
+                // Poll interval of a bounded wait.
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            moved.set(true);
+        };
+        let (asked, ()) = futures::future::join(asking, watching).await;
+        assert!(asked.iter().all(|count| *count > 0), "{asked:?}");
     }
 }
 

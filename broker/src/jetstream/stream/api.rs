@@ -15,6 +15,7 @@ use super::super::replication::GroupView;
 use super::config::{subject_matches, StreamConfig};
 use super::failure::StreamFailure;
 use super::leader::{Owed, OwedReply};
+use super::task::AWAITING_OFFICE_MAX;
 use super::*;
 
 /// Update replies a replicated stream's replica holds until their config
@@ -232,6 +233,29 @@ impl StreamTask {
                 self.owe(index, Owed::Update { origin, reply });
             }
             StreamApi::Consumer { tokens } => {
+                if self.handle.is_replicated() && !self.is_leading() {
+                    // Consumers live on the leader in office. Elected and
+                    // still applying its log: the call waits for office.
+                    // Not leading (a request routed here before an
+                    // election moved the leader): nats-server's 503 10008,
+                    // which clients retry.
+                    let elected = self.groups.node(self.group, |node: &tern_raft::Node| {
+                        node.role() == tern_raft::Role::Leader
+                    });
+                    if elected && self.awaiting_office.len() < AWAITING_OFFICE_MAX {
+                        self.awaiting_office.push(ApiCall {
+                            origin,
+                            reply,
+                            payload,
+                            kind: StreamApi::Consumer { tokens },
+                        });
+                    } else {
+                        let tokens: Vec<&str> = tokens.iter().map(String::as_str).collect();
+                        let kind = super::consumers::consumer_response_kind(&tokens);
+                        self.answer_error(origin, reply, kind, &ApiError::cluster_unavailable());
+                    }
+                    return Ok(());
+                }
                 let tokens: Vec<&str> = tokens.iter().map(String::as_str).collect();
                 self.consumer_api(origin, reply, &payload, &tokens);
             }

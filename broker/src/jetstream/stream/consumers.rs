@@ -428,13 +428,7 @@ impl StreamTask {
         payload: &[u8],
         tokens: &[&str],
     ) {
-        let kind = match tokens.first() {
-            Some(&"INFO") => "consumer_info_response",
-            Some(&"DELETE") => "consumer_delete_response",
-            Some(&"NAMES") => "consumer_names_response",
-            Some(&"LIST") => "consumer_list_response",
-            _ => "consumer_create_response",
-        };
+        let kind = consumer_response_kind(tokens);
         if let ["INFO", _, name] = tokens {
             // As nats-server's info: requests nobody listens to don't count.
             let outlet = self.outlet();
@@ -611,5 +605,17 @@ impl StreamTask {
             &self.consumer_state(consumer),
             now_unix_ns(),
         )
+    }
+}
+
+/// The response type of a `$JS.API.CONSUMER.…` request; `tokens` follow
+/// `CONSUMER.`.
+pub(super) fn consumer_response_kind(tokens: &[&str]) -> &'static str {
+    match tokens.first() {
+        Some(&"INFO") => "consumer_info_response",
+        Some(&"DELETE") => "consumer_delete_response",
+        Some(&"NAMES") => "consumer_names_response",
+        Some(&"LIST") => "consumer_list_response",
+        _ => "consumer_create_response",
     }
 }

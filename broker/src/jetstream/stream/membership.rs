@@ -40,6 +40,18 @@ impl StreamTask {
         let this = self.groups.node(self.group, Node::id);
         self.placed_elsewhere = !peers.contains(&this);
         if self.placed_elsewhere {
+            // The group may have removed this node before the meta group's
+            // placement reached it (the stream's leader applied the
+            // placement first): then nothing more comes, and the copy goes
+            // now.
+            let in_latest = self
+                .groups
+                .node(self.group, |node: &Node| node.membership().contains(this));
+            if self.handle.is_replicated() && !self.membership.contains(this) && !in_latest {
+                log::info!(target: "tern::jetstream", "stream {}: placed elsewhere ({peers:x?}); the group already removed this replica", self.handle.name);
+                self.removed_from_group = true;
+                return;
+            }
             log::info!(target: "tern::jetstream", "stream {}: placed elsewhere ({peers:x?}); this replica stays a voter until the group removes it", self.handle.name);
         }
         if peers.len() > 1 && !self.handle.is_replicated() {

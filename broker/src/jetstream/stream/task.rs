@@ -189,7 +189,15 @@ pub struct StreamTask {
     /// The meta group placed the stream on other nodes (this one stays a
     /// voter until the group removes it).
     pub(super) placed_elsewhere: bool,
+    /// Consumer API calls that reached this replica elected but not yet in
+    /// office (its log still applying): run once it takes office, or
+    /// answered 10008 if it lost the election first.
+    pub(super) awaiting_office: Vec<ApiCall>,
 }
+
+/// Consumer API calls one replica holds while it takes office (more are
+/// answered 10008 at once).
+pub(super) const AWAITING_OFFICE_MAX: usize = 1024;
 
 impl StreamTask {
     /// Opens the stream's store and Raft node, replays what the journal
@@ -353,6 +361,7 @@ impl StreamTask {
             desired_peers: None,
             removed_from_group: false,
             placed_elsewhere: false,
+            awaiting_office: Vec::new(),
         };
         if stand_first {
             task.groups.with_node(group, Node::campaign_now);
@@ -765,6 +774,17 @@ impl StreamTask {
         }
         if self.handle.is_replicated() {
             self.follow_replication().await?;
+            if !self.awaiting_office.is_empty()
+                && (self.is_leading()
+                    || self.groups.node(self.group, |node: &Node| {
+                        node.role() != tern_raft::Role::Leader
+                    }))
+            {
+                let mut queue = self.handle.commands.borrow_mut();
+                for call in self.awaiting_office.drain(..).rev() {
+                    queue.push_front(Command::Api(call));
+                }
+            }
         }
         let commands: Vec<Command> = {
             let mut queue = self.handle.commands.borrow_mut();
@@ -792,6 +812,11 @@ impl StreamTask {
             if self.handle.stopped.get() {
                 return Ok(());
             }
+        }
+        // A placement that found the group's removal of this node applied.
+        if self.removed_from_group {
+            self.leave_group().await;
+            return Ok(());
         }
         let now_ns = now_unix_ns();
         if self
