@@ -1059,7 +1059,8 @@ async fn r3_replica_behind_the_compacted_log_catches_up_by_snapshot_tern() {
     assert_eq!(info["state"]["last_seq"], MESSAGES + 1, "{info}");
     let consumer_info = api_when_ready(&client, "$JS.API.CONSUMER.INFO.SNAP.C", Value::Null).await;
     assert_eq!(
-        consumer_info["ack_floor"]["stream_seq"], 101,
+        consumer_info["ack_floor"]["stream_seq"],
+        101,
         "the consumer's acks survive the rebuild: {consumer_info}\n{}",
         cluster.logs()
     );
