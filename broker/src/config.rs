@@ -152,6 +152,21 @@ pub struct Flags {
     /// Authorization token required for connection (nats-server: --auth)
     #[arg(long = "auth", value_name = "TOKEN")]
     pub auth: Option<String>,
+    /// Enable TLS on the client port (nats-server: --tls); needs --tlscert and --tlskey
+    #[arg(long = "tls")]
+    pub tls: bool,
+    /// Server certificate chain, PEM (nats-server: --tlscert)
+    #[arg(long = "tlscert", value_name = "FILE")]
+    pub tlscert: Option<PathBuf>,
+    /// Server private key, PEM (nats-server: --tlskey)
+    #[arg(long = "tlskey", value_name = "FILE")]
+    pub tlskey: Option<PathBuf>,
+    /// Require and verify client certificates (nats-server: --tlsverify); needs --tlscacert
+    #[arg(long = "tlsverify")]
+    pub tlsverify: bool,
+    /// CA certificates that sign client certificates, PEM (nats-server: --tlscacert)
+    #[arg(long = "tlscacert", value_name = "FILE")]
+    pub tlscacert: Option<PathBuf>,
     /// Enable debug logging
     #[arg(short = 'D', long = "debug")]
     pub debug: bool,
@@ -220,6 +235,7 @@ pub struct FileConfig {
     pub cluster: Option<ClusterFile>,
     /// Read by `auth::config` (it names every mistake by its path).
     pub authorization: Option<toml::Value>,
+    pub tls: Option<crate::tls::TlsFile>,
 }
 
 #[derive(Deserialize, Debug, Clone)]
@@ -376,6 +392,8 @@ pub struct Config {
     /// Who may connect and what each user may do (immutable; shards hold
     /// an `Arc` of it).
     pub authorization: Arc<Authorization>,
+    /// `None`: the client port is plaintext.
+    pub tls: Option<crate::tls::TlsConfig>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -394,6 +412,8 @@ pub enum ConfigError {
     },
     #[error(transparent)]
     Authorization(#[from] AuthConfigError),
+    #[error(transparent)]
+    Tls(#[from] crate::tls::TlsError),
 }
 
 fn invalid(field: &'static str, message: impl Into<String>) -> ConfigError {
@@ -616,8 +636,19 @@ impl Config {
                 token: flags.auth,
             },
         )?;
+        let tls = crate::tls::resolve(
+            crate::tls::TlsFlags {
+                tls: flags.tls,
+                cert_file: flags.tlscert,
+                key_file: flags.tlskey,
+                verify: flags.tlsverify,
+                ca_file: flags.tlscacert,
+            },
+            file.tls,
+        )?;
         let config = Config {
             authorization: Arc::new(authorization),
+            tls,
             cluster,
             host,
             port,

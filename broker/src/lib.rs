@@ -37,3 +37,4 @@ pub mod random;
 pub mod server;
 pub mod shard;
 pub mod timestamp;
+pub mod tls;

@@ -38,6 +38,8 @@ pub enum ServerError {
     },
     #[error("{0}")]
     Runtime(#[from] tern_shard::RuntimeError),
+    #[error("{0}")]
+    Tls(#[from] crate::tls::TlsError),
     #[error("shard {shard}: {message}")]
     Shard { shard: usize, message: String },
     #[error("{0}")]
@@ -156,6 +158,16 @@ pub fn run(mut config: Config) -> Result<(), ServerError> {
     // but nothing listens on it until the server can serve: a client
     // connecting during start-up is refused, not reset (nats-server).
     let (_reservation, client_port) = reserve_port(address)?;
+    // Certificates are read now: a bad file stops the start, named.
+    let tls = match &config.tls {
+        None => None,
+        Some(tls) => Some(crate::tls::TlsServer {
+            config: crate::tls::server_config(tls)?,
+            timeout: tls.timeout,
+            handshake_first: tls.handshake_first,
+            verify: tls.verify,
+        }),
+    };
     // The cluster port: one listening socket per shard, steered by source
     // port (cluster::steer). Each shard takes its own.
     let route_listeners = match &config.cluster {
@@ -192,6 +204,11 @@ pub fn run(mut config: Config) -> Result<(), ServerError> {
             log::warn!(target: "tern::server", "Plaintext passwords detected, use nkeys or bcrypt");
         }
     }
+    if let Some(tls) = &config.tls {
+        log::info!(target: "tern::server", "  TLS:      {} ({}{})", tls.cert_file.display(),
+            if tls.verify { "client certificates verified" } else { "no client certificates" },
+            if tls.handshake_first { ", handshake first" } else { "" });
+    }
     if let Some(path) = &config.config_file {
         log::info!(target: "tern::server", "Using configuration file: {}", path.display());
     }
@@ -212,6 +229,7 @@ pub fn run(mut config: Config) -> Result<(), ServerError> {
         client_port,
         connections: AtomicUsize::new(0),
         storage_usage,
+        tls,
     });
     let seed = random_u64();
     let route_listeners = Arc::new(route_listeners);

@@ -81,6 +81,8 @@ pub struct Shared {
     pub connections: AtomicUsize,
     /// Bytes stored by each shard's streams (`max_file_store`, `max_memory_store`).
     pub storage_usage: crate::jetstream::usage::StorageUsage,
+    /// TLS on the client port (`None`: plaintext); read-only.
+    pub tls: Option<crate::tls::TlsServer>,
 }
 
 struct PendingReport {
@@ -232,6 +234,8 @@ impl Shard {
             port: self.shared.client_port,
             headers: true,
             auth_required: self.authorization.borrow().required(),
+            tls_required: self.shared.tls.is_some(),
+            tls_verify: self.shared.tls.as_ref().is_some_and(|tls| tls.verify),
             max_payload: self.config.limits.max_payload_bytes,
             jetstream: self.config.jetstream.is_some(),
             client_id: client.id,

@@ -296,6 +296,8 @@ impl Monitor {
             host: config.host.clone(),
             port: shard.shared.client_port,
             auth_required: shard.authorization().required(),
+            tls_required: shard.shared.tls.is_some(),
+            tls_verify: shard.shared.tls.as_ref().is_some_and(|tls| tls.verify),
             max_connections: config.limits.max_connections,
             ping_interval: config.limits.ping_interval.as_nanos() as u64,
             ping_max: config.limits.ping_max,
@@ -306,6 +308,12 @@ impl Monitor {
             max_payload: config.limits.max_payload_bytes,
             max_pending: config.limits.max_pending_bytes,
             max_subscriptions: config.limits.max_subscriptions,
+            tls_timeout: shard
+                .shared
+                .tls
+                .as_ref()
+                .map_or(crate::tls::DEFAULT_TIMEOUT, |tls| tls.timeout)
+                .as_secs_f64(),
             write_deadline: config.limits.write_deadline.as_nanos() as u64,
             start: Civil::from_system_time(shard.shared.started).rfc3339(),
             now: Civil::from_system_time(now).rfc3339(),
@@ -668,6 +676,10 @@ struct Varz {
     port: u16,
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     auth_required: bool,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    tls_required: bool,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    tls_verify: bool,
     max_connections: usize,
     ping_interval: u64,
     ping_max: u32,
@@ -680,6 +692,9 @@ struct Varz {
     max_payload: usize,
     max_pending: usize,
     max_subscriptions: usize,
+    /// Seconds (nats-server prints its default, 2, without TLS too).
+    #[serde(serialize_with = "go_float")]
+    tls_timeout: f64,
     write_deadline: u64,
     start: String,
     now: String,

@@ -29,6 +29,7 @@ use crate::nats::proto::errors;
 use crate::nats::proto::parser::{ClientOp, ParseError, Parser, ParserLimits, Publish, Step};
 use crate::nats::proto::subject;
 use crate::shard::Shard;
+use crate::tls;
 
 /// Read buffer size a connection starts with and returns to when idle.
 pub const READ_BUFFER_INITIAL_BYTES: usize = 4 * 1024;
@@ -82,6 +83,8 @@ pub enum CloseReason {
     SlowConsumerPendingBytes,
     SlowConsumerWriteDeadline,
     ServerShutdown,
+    /// The TLS handshake failed or timed out (nats-server: TLSHandshakeError).
+    TlsHandshakeError,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -534,23 +537,47 @@ impl Flags {
     }
 }
 
-/// A glommio stream the read and write tasks share; each poll borrows it only
-/// for its own duration, and glommio keeps read and write readiness separate.
+/// A client's socket, plaintext or TLS, that the read and write tasks
+/// share; each poll borrows it only for its own duration, and glommio
+/// keeps read and write readiness separate.
 #[derive(Clone)]
-pub struct SharedStream(Rc<RefCell<TcpStream>>);
+pub struct SharedStream {
+    transport: Rc<RefCell<Transport>>,
+    fd: i32,
+}
+
+enum Transport {
+    Plain(TcpStream),
+    /// The session runs on this shard; rustls buffers what it encrypts
+    /// until a flush.
+    Tls(Box<tls::TlsStream>),
+}
 
 impl SharedStream {
     pub fn new(stream: TcpStream) -> SharedStream {
-        SharedStream(Rc::new(RefCell::new(stream)))
+        let fd = std::os::fd::AsRawFd::as_raw_fd(&stream);
+        SharedStream {
+            transport: Rc::new(RefCell::new(Transport::Plain(stream))),
+            fd,
+        }
+    }
+
+    fn tls(stream: tls::TlsStream, fd: i32) -> SharedStream {
+        SharedStream {
+            transport: Rc::new(RefCell::new(Transport::Tls(Box::new(stream)))),
+            fd,
+        }
+    }
+
+    fn is_tls(&self) -> bool {
+        matches!(*self.transport.borrow(), Transport::Tls(_))
     }
 
     /// Shuts both directions down now (the socket closes when the last task drops it).
     pub fn shutdown(&self) {
-        use std::os::fd::AsRawFd;
-        let fd = self.0.borrow().as_raw_fd();
         // SAFETY: fd is a socket owned by the stream, alive while we hold the Rc.
         unsafe {
-            libc::shutdown(fd, libc::SHUT_RDWR);
+            libc::shutdown(self.fd, libc::SHUT_RDWR);
         }
     }
 }
@@ -561,8 +588,12 @@ impl futures_lite::AsyncRead for SharedStream {
         context: &mut std::task::Context<'_>,
         buffer: &mut [u8],
     ) -> Poll<std::io::Result<usize>> {
-        let mut stream = self.0.borrow_mut();
-        std::pin::Pin::new(&mut *stream).poll_read(context, buffer)
+        match &mut *self.transport.borrow_mut() {
+            Transport::Plain(stream) => std::pin::Pin::new(stream).poll_read(context, buffer),
+            Transport::Tls(stream) => {
+                std::pin::Pin::new(stream.as_mut()).poll_read(context, buffer)
+            }
+        }
     }
 }
 
@@ -572,37 +603,101 @@ impl futures_lite::AsyncWrite for SharedStream {
         context: &mut std::task::Context<'_>,
         buffer: &[u8],
     ) -> Poll<std::io::Result<usize>> {
-        let mut stream = self.0.borrow_mut();
-        std::pin::Pin::new(&mut *stream).poll_write(context, buffer)
+        match &mut *self.transport.borrow_mut() {
+            Transport::Plain(stream) => std::pin::Pin::new(stream).poll_write(context, buffer),
+            Transport::Tls(stream) => {
+                std::pin::Pin::new(stream.as_mut()).poll_write(context, buffer)
+            }
+        }
     }
 
     fn poll_flush(
         self: std::pin::Pin<&mut Self>,
         context: &mut std::task::Context<'_>,
     ) -> Poll<std::io::Result<()>> {
-        let mut stream = self.0.borrow_mut();
-        std::pin::Pin::new(&mut *stream).poll_flush(context)
+        match &mut *self.transport.borrow_mut() {
+            Transport::Plain(stream) => std::pin::Pin::new(stream).poll_flush(context),
+            Transport::Tls(stream) => std::pin::Pin::new(stream.as_mut()).poll_flush(context),
+        }
     }
 
     fn poll_close(
         self: std::pin::Pin<&mut Self>,
         context: &mut std::task::Context<'_>,
     ) -> Poll<std::io::Result<()>> {
-        let mut stream = self.0.borrow_mut();
-        std::pin::Pin::new(&mut *stream).poll_close(context)
+        match &mut *self.transport.borrow_mut() {
+            Transport::Plain(stream) => std::pin::Pin::new(stream).poll_close(context),
+            Transport::Tls(stream) => std::pin::Pin::new(stream.as_mut()).poll_close(context),
+        }
+    }
+}
+
+/// TLS on a connection (the client port requires it): the classic INFO
+/// in plaintext first unless `handshake_first`, then the handshake on this
+/// shard. `None`: it failed or timed out, and the socket closes without a
+/// word, as nats-server's does.
+async fn start_tls(
+    shard: &Shard,
+    client: &Client,
+    stream: TcpStream,
+    server: &tls::TlsServer,
+) -> Option<SharedStream> {
+    let fd = std::os::fd::AsRawFd::as_raw_fd(&stream);
+    let tcp = tls::SharedTcp::new(stream);
+    if !server.handshake_first {
+        let mut info = shard.server_info(client);
+        info.nonce = client.nonce().unwrap_or_default().to_string();
+        let line = info.to_line();
+        let written =
+            tern_shard::timer::timeout(CLOSE_FLUSH_DEADLINE, tcp.clone().write_all(&line)).await;
+        if !matches!(written, Ok(Ok(()))) {
+            return None;
+        }
+    }
+    match tls::handshake(server, tcp.clone()).await {
+        Ok(session) => Some(SharedStream::tls(session, fd)),
+        Err(tls::HandshakeFailure::TimedOut) => {
+            // nats-server 2.15.1 queues `-ERR 'Secure Connection - TLS
+            // Required'` here but into the TLS session that never started:
+            // nothing reaches the wire, and so here (`it::tls`).
+            log::debug!(target: "tern::client", "{} - cid:{} - TLS handshake timeout", client.address, client.id);
+            None
+        }
+        Err(tls::HandshakeFailure::Failed(error)) => {
+            log::error!(target: "tern::client", "{} - cid:{} - TLS handshake error: {error}", client.address, client.id);
+            None
+        }
     }
 }
 
 /// Serves one accepted connection until it closes.
 pub async fn serve(shard: Rc<Shard>, client: Rc<Client>, stream: TcpStream) {
     let _ = stream.set_nodelay(true);
-    client
-        .socket_fd
-        .set(std::os::fd::AsRawFd::as_raw_fd(&stream));
-    let stream = SharedStream(Rc::new(RefCell::new(stream)));
-    let mut info = shard.server_info(&client);
-    info.nonce = client.nonce().unwrap_or_default().to_string();
-    client.queue_bytes(&info.to_line());
+    let stream = match shard.shared.tls.clone() {
+        None => {
+            // Plaintext: deliveries may be sent inline on the raw socket
+            // (`write_now`); a TLS session's records only leave through
+            // its write task.
+            client
+                .socket_fd
+                .set(std::os::fd::AsRawFd::as_raw_fd(&stream));
+            SharedStream::new(stream)
+        }
+        Some(server) => match start_tls(&shard, &client, stream, &server).await {
+            Some(stream) => stream,
+            None => {
+                client.close_now(CloseReason::TlsHandshakeError);
+                shard.remove_client(&client);
+                return;
+            }
+        },
+    };
+    // Classic TLS wrote INFO in plaintext before the handshake.
+    if !stream.is_tls() || shard.shared.tls.as_ref().is_some_and(|tls| tls.handshake_first) {
+        let mut info = shard.server_info(&client);
+        info.nonce = client.nonce().unwrap_or_default().to_string();
+        client.queue_bytes(&info.to_line());
+    }
     let writer = glommio::spawn_local(write_loop(shard.clone(), client.clone(), stream.clone()));
     let pinger = glommio::spawn_local(ping_loop(shard.clone(), client.clone()));
     let authentication_timer = client.awaiting_connect.get().then(|| {
@@ -1202,7 +1297,12 @@ async fn write_loop(shard: Rc<Shard>, client: Rc<Client>, mut stream: SharedStre
         } else {
             CLOSE_FLUSH_DEADLINE.min(write_deadline)
         };
-        let written = tern_shard::timer::timeout(deadline, stream.write_all(&spare)).await;
+        // A TLS session holds records until flushed.
+        let written = tern_shard::timer::timeout(deadline, async {
+            stream.write_all(&spare).await?;
+            stream.flush().await
+        })
+        .await;
         client.in_flight_bytes.set(0);
         client.wake_drain_waiters();
         match written {

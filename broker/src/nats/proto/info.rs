@@ -24,6 +24,10 @@ pub struct ServerInfo {
     pub headers: bool,
     #[serde(skip_serializing_if = "is_false")]
     pub auth_required: bool,
+    #[serde(skip_serializing_if = "is_false")]
+    pub tls_required: bool,
+    #[serde(skip_serializing_if = "is_false")]
+    pub tls_verify: bool,
     pub max_payload: usize,
     #[serde(skip_serializing_if = "is_false")]
     pub jetstream: bool,
@@ -150,6 +154,8 @@ mod tests {
             port: 4222,
             headers: true,
             auth_required: false,
+            tls_required: false,
+            tls_verify: false,
             max_payload: 1048576,
             jetstream: false,
             client_id: 5,
