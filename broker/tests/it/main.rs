@@ -36,3 +36,4 @@ mod monitoring;
 mod protocol_raw;
 mod python_clients;
 mod shards;
+mod tls;

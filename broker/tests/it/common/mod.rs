@@ -17,6 +17,7 @@
 
 pub mod cluster;
 pub mod js;
+pub mod tls;
 
 use std::collections::VecDeque;
 use std::io::{BufRead, BufReader, Read, Write};
