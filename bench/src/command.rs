@@ -44,6 +44,10 @@ pub struct CommonArgs {
     /// Pin the client (all its threads) to these CPUs, e.g. 0 or 0-3.
     #[arg(long, value_name = "LIST")]
     pub client_cpus: Option<String>,
+    /// CA certificate (PEM) the clients trust: connections to a server
+    /// whose INFO requires TLS upgrade to it (plaintext ones stay plain).
+    #[arg(long, value_name = "FILE")]
+    pub tls_ca: Option<PathBuf>,
 }
 
 #[derive(Debug, Clone, clap::Args)]
@@ -103,6 +107,10 @@ pub struct CompareArgs {
     /// Extra argument for a started tern-server (repeatable).
     #[arg(long = "tern-arg", value_name = "ARG", allow_hyphen_values = true)]
     pub tern_args: Vec<String>,
+    /// Extra argument for a started nats-server (repeatable), e.g. its TLS
+    /// flags.
+    #[arg(long = "nats-arg", value_name = "ARG", allow_hyphen_values = true)]
+    pub nats_args: Vec<String>,
     #[command(flatten)]
     pub common: CommonArgs,
 }
@@ -200,6 +208,7 @@ fn run(args: RunArgs) -> Result<Outcome, CommandError> {
     };
     let settings = RunSettings {
         quiet: args.common.quiet,
+        tls_ca: args.common.tls_ca.clone(),
         ..RunSettings::default()
     };
     let measured = workload.clone();
@@ -289,6 +298,8 @@ fn compare(args: CompareArgs) -> Result<Outcome, CommandError> {
         quiet: args.common.quiet,
         server_cpus,
         tern_args: args.tern_args,
+        nats_args: args.nats_args,
+        tls_ca: args.common.tls_ca.clone(),
     };
     let measured = workload.clone();
     let runs = block_on_worker(&runtime, async move {

@@ -47,6 +47,10 @@ pub struct RunSettings {
     pub server_cpus: Option<Vec<usize>>,
     /// Extra arguments for a started tern-server.
     pub tern_args: Vec<String>,
+    /// Extra arguments for a started nats-server.
+    pub nats_args: Vec<String>,
+    /// CA the clients trust for servers that require TLS.
+    pub tls_ca: Option<std::path::PathBuf>,
 }
 
 /// Runs `workload` against one side; never panics on a server's behaviour:
@@ -71,7 +75,7 @@ pub async fn run_side(workload: &Workload, spec: &SideSpec, settings: &RunSettin
                 cpus: settings.server_cpus.clone(),
                 extra_args: match flavor {
                     Flavor::Tern => settings.tern_args.clone(),
-                    Flavor::Nats => Vec::new(),
+                    Flavor::Nats => settings.nats_args.clone(),
                 },
             };
             let spawn = tokio::task::spawn_blocking(move || ServerProcess::start(&server_spec));
@@ -99,6 +103,7 @@ pub async fn run_side(workload: &Workload, spec: &SideSpec, settings: &RunSettin
         url: url.clone(),
         server: source,
         counters: counters.clone(),
+        tls_ca: settings.tls_ca.clone(),
     };
     let progress = Progress::start(
         &spec.label,

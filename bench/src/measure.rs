@@ -109,6 +109,8 @@ pub struct Target {
     pub url: String,
     pub server: ServerSource,
     pub counters: Arc<Counters>,
+    /// CA the clients trust when the server requires TLS.
+    pub tls_ca: Option<std::path::PathBuf>,
 }
 
 /// Measures `workload` against `target`. Must run on a multi-threaded
@@ -126,11 +128,14 @@ pub async fn measure(workload: &Workload, target: &Target) -> Result<Measurement
     let urls: Vec<&str> = target.url.split(',').map(str::trim).collect();
     for index in 0..workload.connections as usize {
         let url = urls[index % urls.len()];
-        let options = async_nats::ConnectOptions::new()
+        let mut options = async_nats::ConnectOptions::new()
             .connection_timeout(timeout)
             .client_capacity(CLIENT_CAPACITY)
             .request_timeout(Some(timeout))
             .ignore_discovered_servers();
+        if let Some(ca) = &target.tls_ca {
+            options = options.add_root_certificates(ca.clone());
+        }
         let client = bounded("connect", timeout, options.connect(url))
             .await?
             .map_err(|error| MeasureError::Connect {

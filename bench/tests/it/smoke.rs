@@ -25,6 +25,7 @@ fn smoke_compare_writes_every_output_file() {
         server_cpus: None,
         // Tests run in parallel on shared CPUs.
         tern_args: vec!["--unpinned".to_string()],
+        nats_args: Vec::new(),
         common: CommonArgs {
             workload,
             out: out.path().to_path_buf(),
@@ -33,6 +34,7 @@ fn smoke_compare_writes_every_output_file() {
             warmup_secs: Some(0.5),
             worker_threads: Some(2),
             client_cpus: None,
+            tls_ca: None,
         },
     };
     let outcome = command::execute(BenchCommand::Compare(args)).unwrap_or_else(|e| panic!("{e}"));

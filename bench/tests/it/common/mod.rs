@@ -58,6 +58,7 @@ pub fn measure(
         url: server.url(),
         server: ServerSource::Pid(server.pid()),
         counters,
+        tls_ca: None,
     };
     runtime
         .block_on(measure::measure(workload, &target))
