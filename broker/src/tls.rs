@@ -369,7 +369,10 @@ mod tests {
             TlsFlags::default(),
             Some(file("cert_file = \"c\"\nkey_file = \"k\"\nverify = true\n")),
         );
-        assert!(verify_without_ca.unwrap_err().to_string().contains("ca_file"));
+        assert!(verify_without_ca
+            .unwrap_err()
+            .to_string()
+            .contains("ca_file"));
         for timeout in ["0", "-1", "3600"] {
             let text = format!("cert_file = \"c\"\nkey_file = \"k\"\ntimeout = {timeout}\n");
             assert!(
@@ -390,7 +393,9 @@ mod tests {
             timeout: DEFAULT_TIMEOUT,
             handshake_first: false,
         };
-        let error = server_config(&config).err().expect("no such file").to_string();
+        let error = server_config(&config)
+            .expect_err("no such file")
+            .to_string();
         assert!(error.contains("/nonexistent/cert.pem"), "{error}");
     }
 }

@@ -693,7 +693,13 @@ pub async fn serve(shard: Rc<Shard>, client: Rc<Client>, stream: TcpStream) {
         },
     };
     // Classic TLS wrote INFO in plaintext before the handshake.
-    if !stream.is_tls() || shard.shared.tls.as_ref().is_some_and(|tls| tls.handshake_first) {
+    if !stream.is_tls()
+        || shard
+            .shared
+            .tls
+            .as_ref()
+            .is_some_and(|tls| tls.handshake_first)
+    {
         let mut info = shard.server_info(&client);
         info.nonce = client.nonce().unwrap_or_default().to_string();
         client.queue_bytes(&info.to_line());

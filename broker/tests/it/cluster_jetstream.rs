@@ -1092,7 +1092,10 @@ async fn r3_leader_with_a_flipped_bit_rebuilds_from_its_peers_tern() {
     let jetstream = async_nats::jetstream::new(client.clone());
     // The first one retried until this node knows the new stream's leader
     // (its interest may reach this node after the create's answer).
-    assert_eq!(publish_through_failover(&client, "bits.x", &payload(1)).await, 1);
+    assert_eq!(
+        publish_through_failover(&client, "bits.x", &payload(1)).await,
+        1
+    );
     for batch in (2..=MESSAGES).collect::<Vec<_>>().chunks(256) {
         let mut acks = Vec::with_capacity(batch.len());
         for index in batch {
