@@ -632,6 +632,13 @@ impl futures_lite::AsyncWrite for SharedStream {
     }
 }
 
+/// The first INFO a connection gets (with its nonce when NKeys are on).
+fn info_line(shard: &Shard, client: &Client) -> Vec<u8> {
+    let mut info = shard.server_info(client);
+    info.nonce = client.nonce().unwrap_or_default().to_string();
+    info.to_line()
+}
+
 /// TLS on a connection (the client port requires it): the classic INFO
 /// in plaintext first unless `handshake_first`, then the handshake on this
 /// shard. `None`: it failed or timed out, and the socket closes without a
@@ -645,9 +652,7 @@ async fn start_tls(
     let fd = std::os::fd::AsRawFd::as_raw_fd(&stream);
     let tcp = tls::SharedTcp::new(stream);
     if !server.handshake_first {
-        let mut info = shard.server_info(client);
-        info.nonce = client.nonce().unwrap_or_default().to_string();
-        let line = info.to_line();
+        let line = info_line(shard, client);
         let written =
             tern_shard::timer::timeout(CLOSE_FLUSH_DEADLINE, tcp.clone().write_all(&line)).await;
         if !matches!(written, Ok(Ok(()))) {
@@ -700,9 +705,7 @@ pub async fn serve(shard: Rc<Shard>, client: Rc<Client>, stream: TcpStream) {
             .as_ref()
             .is_some_and(|tls| tls.handshake_first)
     {
-        let mut info = shard.server_info(&client);
-        info.nonce = client.nonce().unwrap_or_default().to_string();
-        client.queue_bytes(&info.to_line());
+        client.queue_bytes(&info_line(&shard, &client));
     }
     let writer = glommio::spawn_local(write_loop(shard.clone(), client.clone(), stream.clone()));
     let pinger = glommio::spawn_local(ping_loop(shard.clone(), client.clone()));

@@ -239,10 +239,7 @@ impl StreamTask {
                     // Not leading (a request routed here before an
                     // election moved the leader): nats-server's 503 10008,
                     // which clients retry.
-                    let elected = self.groups.node(self.group, |node: &tern_raft::Node| {
-                        node.role() == tern_raft::Role::Leader
-                    });
-                    if elected && self.awaiting_office.len() < AWAITING_OFFICE_MAX {
+                    if self.is_elected() && self.awaiting_office.len() < AWAITING_OFFICE_MAX {
                         self.awaiting_office.push(ApiCall {
                             origin,
                             reply,

@@ -430,6 +430,14 @@ impl StreamTask {
         Ok(())
     }
 
+    /// Whether its Raft node is leader (in office, or still applying its
+    /// log to take office).
+    pub(super) fn is_elected(&self) -> bool {
+        self.groups.node(self.group, |node: &Node| {
+            node.role() == tern_raft::Role::Leader
+        })
+    }
+
     /// Whether the replica leads (in office, its node leader in that term).
     pub(super) fn is_leading(&self) -> bool {
         let view = self.groups.node(self.group, NodeView::of);
@@ -774,12 +782,7 @@ impl StreamTask {
         }
         if self.handle.is_replicated() {
             self.follow_replication().await?;
-            if !self.awaiting_office.is_empty()
-                && (self.is_leading()
-                    || self.groups.node(self.group, |node: &Node| {
-                        node.role() != tern_raft::Role::Leader
-                    }))
-            {
+            if !self.awaiting_office.is_empty() && (self.is_leading() || !self.is_elected()) {
                 let mut queue = self.handle.commands.borrow_mut();
                 for call in self.awaiting_office.drain(..).rev() {
                     queue.push_front(Command::Api(call));
