@@ -183,6 +183,8 @@ pub struct ClusterFile {
     pub port: Option<i32>,
     #[serde(default)]
     pub routes: Vec<String>,
+    /// Mutual TLS between nodes, with the cluster's own CA.
+    pub tls: Option<crate::tls::RouteTlsFile>,
 }
 
 /// The `[jetstream]` table of the TOML file.
@@ -353,6 +355,8 @@ pub struct ClusterConfig {
     pub listen: HostPort,
     /// Where to find other nodes; the rest are learnt from them.
     pub routes: Vec<HostPort>,
+    /// `[cluster.tls]`: every route is mutual TLS when set.
+    pub tls: Option<crate::tls::RouteTlsConfig>,
 }
 
 /// The default storage reserve: 5 % of the filesystem, at most 1 GiB.
@@ -782,10 +786,10 @@ fn resolve_cluster(
     };
     let name = name_flag.or(file.name);
     let Some(listen) = listen else {
-        if !route_texts.is_empty() || name.is_some() {
+        if !route_texts.is_empty() || name.is_some() || file.tls.is_some() {
             return Err(invalid(
                 "cluster",
-                "routes and a cluster name need a cluster listen address (--cluster or [cluster] listen)",
+                "routes, a cluster name and [cluster.tls] need a cluster listen address (--cluster or [cluster] listen)",
             ));
         }
         return Ok(None);
@@ -811,10 +815,12 @@ fn resolve_cluster(
     if routes.len() > MAX_ROUTES {
         return Err(invalid("routes", format!("at most {MAX_ROUTES}")));
     }
+    let tls = file.tls.map(crate::tls::resolve_route).transpose()?;
     Ok(Some(ClusterConfig {
         name,
         listen,
         routes,
+        tls,
     }))
 }
 

@@ -168,6 +168,14 @@ pub fn run(mut config: Config) -> Result<(), ServerError> {
             verify: tls.verify,
         }),
     };
+    let route_tls = match config
+        .cluster
+        .as_ref()
+        .and_then(|cluster| cluster.tls.as_ref())
+    {
+        None => None,
+        Some(tls) => Some(crate::tls::route_tls(tls)?),
+    };
     // The cluster port: one listening socket per shard, steered by source
     // port (cluster::steer). Each shard takes its own.
     let route_listeners = match &config.cluster {
@@ -209,6 +217,13 @@ pub fn run(mut config: Config) -> Result<(), ServerError> {
             if tls.verify { "client certificates verified" } else { "no client certificates" },
             if tls.handshake_first { ", handshake first" } else { "" });
     }
+    if let Some(tls) = config
+        .cluster
+        .as_ref()
+        .and_then(|cluster| cluster.tls.as_ref())
+    {
+        log::info!(target: "tern::server", "  Routes:   mutual TLS, {} signed by {}", tls.cert_file.display(), tls.ca_file.display());
+    }
     if let Some(path) = &config.config_file {
         log::info!(target: "tern::server", "Using configuration file: {}", path.display());
     }
@@ -227,6 +242,7 @@ pub fn run(mut config: Config) -> Result<(), ServerError> {
         server_name,
         started: SystemTime::now(),
         client_port,
+        route_tls,
         connections: AtomicUsize::new(0),
         storage_usage,
         tls,

@@ -78,6 +78,8 @@ pub struct Shared {
     pub server_name: String,
     pub started: SystemTime,
     pub client_port: u16,
+    /// Mutual TLS between nodes (`[cluster.tls]`); read-only.
+    pub route_tls: Option<crate::tls::RouteTls>,
     pub connections: AtomicUsize,
     /// Bytes stored by each shard's streams (`max_file_store`, `max_memory_store`).
     pub storage_usage: crate::jetstream::usage::StorageUsage,

@@ -1,7 +1,9 @@
 //! TLS on the client port: the `[tls]` table and its flags as nats-server
 //! names them, the certificates loaded into a rustls server configuration,
 //! and the handshake a connection's shard runs before it serves the
-//! connection (docs/security.md §TLS).
+//! connection (docs/security.md §TLS). And mutual TLS between cluster nodes
+//! (`[cluster.tls]`): both ends present a certificate signed by the
+//! cluster's CA, and both verify the other's (docs/security.md §Routes).
 //!
 //! The handshake and the record layer run on the connection's own shard
 //! (rustls is a state machine; `futures-rustls` drives it over glommio's
@@ -27,7 +29,7 @@ use std::time::Duration;
 
 use glommio::net::TcpStream;
 use rustls::server::WebPkiClientVerifier;
-use rustls::{RootCertStore, ServerConfig};
+use rustls::{ClientConfig, RootCertStore, ServerConfig};
 use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 use serde::Deserialize;
@@ -125,24 +127,7 @@ pub fn resolve(flags: TlsFlags, file: Option<TlsFile>) -> Result<Option<TlsConfi
                 .into(),
         ));
     }
-    let timeout = match file.timeout {
-        None => DEFAULT_TIMEOUT,
-        Some(TimeoutValue::Seconds(seconds)) if seconds.is_finite() && seconds > 0.0 => {
-            Duration::from_secs_f64(seconds.min(TIMEOUT_MAX.as_secs_f64() + 1.0))
-        }
-        Some(TimeoutValue::Seconds(seconds)) => {
-            return Err(TlsError::Invalid(format!(
-                "timeout: {seconds} is not a positive number of seconds"
-            )))
-        }
-        Some(TimeoutValue::Text(text)) => crate::config::parse_duration(&text)
-            .map_err(|message| TlsError::Invalid(format!("timeout: {message}")))?,
-    };
-    if timeout.is_zero() || timeout > TIMEOUT_MAX {
-        return Err(TlsError::Invalid(format!(
-            "timeout: {timeout:?} is outside (0, {TIMEOUT_MAX:?}]"
-        )));
-    }
+    let timeout = resolve_timeout(file.timeout)?;
     Ok(Some(TlsConfig {
         cert_file,
         key_file,
@@ -279,6 +264,8 @@ impl futures_lite::AsyncWrite for SharedTcp {
 }
 
 pub type TlsStream = futures_rustls::server::TlsStream<SharedTcp>;
+/// Either end's session (a route dials or accepts).
+pub type AnyTlsStream = futures_rustls::TlsStream<SharedTcp>;
 
 /// How a handshake ended without a session.
 #[derive(Debug)]
@@ -297,6 +284,158 @@ pub async fn handshake(server: &TlsServer, tcp: SharedTcp) -> Result<TlsStream, 
         Ok(Ok(stream)) => Ok(stream),
         Ok(Err(error)) => Err(HandshakeFailure::Failed(error)),
         Err(_) => Err(HandshakeFailure::TimedOut),
+    }
+}
+
+/// The `[cluster.tls]` table (nats-server's `cluster { tls { … } }`).
+/// Routes always verify both ways, as nats-server's do: `ca_file` is the
+/// cluster's own CA, required.
+#[derive(Deserialize, Debug, Default, Clone)]
+#[serde(deny_unknown_fields)]
+pub struct RouteTlsFile {
+    pub cert_file: Option<PathBuf>,
+    pub key_file: Option<PathBuf>,
+    pub ca_file: Option<PathBuf>,
+    /// Accepted for nats-server configs; routes are verified whatever it says.
+    pub verify: Option<bool>,
+    pub timeout: Option<TimeoutValue>,
+}
+
+/// Mutual TLS between nodes, resolved.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RouteTlsConfig {
+    pub cert_file: PathBuf,
+    pub key_file: PathBuf,
+    pub ca_file: PathBuf,
+    pub timeout: Duration,
+}
+
+fn resolve_timeout(value: Option<TimeoutValue>) -> Result<Duration, TlsError> {
+    let timeout = match value {
+        None => DEFAULT_TIMEOUT,
+        Some(TimeoutValue::Seconds(seconds)) if seconds.is_finite() && seconds > 0.0 => {
+            Duration::from_secs_f64(seconds.min(TIMEOUT_MAX.as_secs_f64() + 1.0))
+        }
+        Some(TimeoutValue::Seconds(seconds)) => {
+            return Err(TlsError::Invalid(format!(
+                "timeout: {seconds} is not a positive number of seconds"
+            )))
+        }
+        Some(TimeoutValue::Text(text)) => crate::config::parse_duration(&text)
+            .map_err(|message| TlsError::Invalid(format!("timeout: {message}")))?,
+    };
+    if timeout.is_zero() || timeout > TIMEOUT_MAX {
+        return Err(TlsError::Invalid(format!(
+            "timeout: {timeout:?} is outside (0, {TIMEOUT_MAX:?}]"
+        )));
+    }
+    Ok(timeout)
+}
+
+/// `[cluster.tls]` resolved: every file named (a route without its CA
+/// would accept any certificate).
+pub fn resolve_route(file: RouteTlsFile) -> Result<RouteTlsConfig, TlsError> {
+    let needed = |value: Option<PathBuf>, key: &str| {
+        value.ok_or_else(|| TlsError::Invalid(format!("[cluster.tls] needs {key}")))
+    };
+    if file.verify == Some(false) {
+        return Err(TlsError::Invalid(
+            "[cluster.tls] verify = false: routes always verify the peer's certificate".into(),
+        ));
+    }
+    Ok(RouteTlsConfig {
+        cert_file: needed(file.cert_file, "cert_file")?,
+        key_file: needed(file.key_file, "key_file")?,
+        ca_file: needed(
+            file.ca_file,
+            "ca_file (the CA that signs every node's certificate)",
+        )?,
+        timeout: resolve_timeout(file.timeout)?,
+    })
+}
+
+/// Both ends of mutual TLS between nodes, as each shard holds them.
+#[derive(Clone)]
+pub struct RouteTls {
+    /// Accepting: the peer must present a certificate the cluster CA signed.
+    pub server: Arc<ServerConfig>,
+    /// Dialing: the peer's certificate must be the cluster CA's and name the
+    /// host dialed; this node presents its own.
+    pub client: Arc<ClientConfig>,
+    pub timeout: Duration,
+}
+
+/// Loads `[cluster.tls]`'s certificates into both rustls configurations.
+pub fn route_tls(config: &RouteTlsConfig) -> Result<RouteTls, TlsError> {
+    let chain = certificates(&config.cert_file)?;
+    let key_bytes = read_pem(&config.key_file)?;
+    let key = PrivateKeyDer::from_pem_slice(&key_bytes).map_err(|error| TlsError::Pem {
+        path: config.key_file.clone(),
+        message: format!("no private key: {error}"),
+    })?;
+    let mut roots = RootCertStore::empty();
+    for certificate in certificates(&config.ca_file)? {
+        roots.add(certificate)?;
+    }
+    let roots = Arc::new(roots);
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let verifier =
+        WebPkiClientVerifier::builder_with_provider(roots.clone(), provider.clone()).build()?;
+    let server = ServerConfig::builder_with_provider(provider.clone())
+        .with_safe_default_protocol_versions()?
+        .with_client_cert_verifier(verifier)
+        .with_single_cert(chain.clone(), key.clone_key())?;
+    let client = ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()?
+        .with_root_certificates(roots)
+        .with_client_auth_cert(chain, key)?;
+    Ok(RouteTls {
+        server: Arc::new(server),
+        client: Arc::new(client),
+        timeout: config.timeout,
+    })
+}
+
+/// How a route's handshake ended without a session.
+#[derive(Debug, thiserror::Error)]
+pub enum RouteHandshakeError {
+    #[error("TLS handshake timed out")]
+    TimedOut,
+    #[error("TLS handshake: {0}")]
+    Failed(std::io::Error),
+    #[error("TLS: {0:?} is not a host name or address a certificate can name")]
+    ServerName(String),
+}
+
+/// The accepting side of a route's handshake: the peer's certificate is
+/// verified against the cluster CA.
+pub async fn accept_route(
+    tls: &RouteTls,
+    tcp: SharedTcp,
+) -> Result<AnyTlsStream, RouteHandshakeError> {
+    let acceptor = futures_rustls::TlsAcceptor::from(tls.server.clone());
+    match tern_shard::timer::timeout(tls.timeout, acceptor.accept(tcp)).await {
+        Ok(Ok(stream)) => Ok(stream.into()),
+        Ok(Err(error)) => Err(RouteHandshakeError::Failed(error)),
+        Err(_) => Err(RouteHandshakeError::TimedOut),
+    }
+}
+
+/// The dialing side: `host` (the route URL's) must be named by the peer's
+/// certificate, which the cluster CA must have signed.
+pub async fn dial_route(
+    tls: &RouteTls,
+    host: &str,
+    tcp: SharedTcp,
+) -> Result<AnyTlsStream, RouteHandshakeError> {
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    let name = rustls_pki_types::ServerName::try_from(host.to_string())
+        .map_err(|_| RouteHandshakeError::ServerName(host.to_string()))?;
+    let connector = futures_rustls::TlsConnector::from(tls.client.clone());
+    match tern_shard::timer::timeout(tls.timeout, connector.connect(name, tcp)).await {
+        Ok(Ok(stream)) => Ok(stream.into()),
+        Ok(Err(error)) => Err(RouteHandshakeError::Failed(error)),
+        Err(_) => Err(RouteHandshakeError::TimedOut),
     }
 }
 
@@ -381,6 +520,27 @@ mod tests {
             );
         }
         assert!(toml::from_str::<TlsFile>("certfile = \"c\"\n").is_err());
+    }
+
+    #[test]
+    fn route_tls_needs_every_file_and_always_verifies() {
+        let route =
+            |text: &str| resolve_route(toml::from_str(text).expect("a [cluster.tls] table"));
+        let resolved =
+            route("cert_file = \"n.pem\"\nkey_file = \"k.pem\"\nca_file = \"ca.pem\"\n").unwrap();
+        assert_eq!(resolved.ca_file, PathBuf::from("ca.pem"));
+        assert_eq!(resolved.timeout, DEFAULT_TIMEOUT);
+        let no_ca = route("cert_file = \"n.pem\"\nkey_file = \"k.pem\"\n").unwrap_err();
+        assert!(no_ca.to_string().contains("ca_file"), "{no_ca}");
+        let no_key = route("cert_file = \"n.pem\"\nca_file = \"ca.pem\"\n").unwrap_err();
+        assert!(no_key.to_string().contains("key_file"), "{no_key}");
+        let unverified =
+            route("cert_file = \"n\"\nkey_file = \"k\"\nca_file = \"c\"\nverify = false\n")
+                .unwrap_err();
+        assert!(
+            unverified.to_string().contains("always verify"),
+            "{unverified}"
+        );
     }
 
     #[test]

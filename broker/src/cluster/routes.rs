@@ -6,6 +6,11 @@
 //! the handshake (cluster name, shard count, shard index), keeps one link
 //! per node, and reconnects with backoff.
 //!
+//! With `[cluster.tls]`, a TLS handshake comes first on every connection:
+//! both nodes present certificates and each verifies the other's against
+//! the cluster's CA (the dialer also checks the certificate names the host
+//! it dialed); the frames below then travel inside the session.
+//!
 //! Handshake: the dialer sends its Hello; the acceptor answers with its own
 //! Hello or a Refuse naming the mismatch, and both log it. A node that
 //! reaches itself (its own address among the routes) remembers the URL and
@@ -26,6 +31,7 @@ use tern_shard::Waiters;
 use crate::cluster::frame::{self, Frame, Hello};
 use crate::cluster::link::{LinkClose, PeerIdentity, RouteLink};
 use crate::config::{ClusterConfig, HostPort};
+use crate::nats::conn::SharedStream;
 use crate::shard::Shard;
 
 /// How long a handshake may take, either side.
@@ -416,7 +422,7 @@ async fn accept_loop(shard: Rc<Shard>, listener: TcpListener) {
 /// Reads frames into `buffer` until one whole frame is there; returns it
 /// decoded and how many bytes it took.
 async fn read_frame(
-    stream: &mut TcpStream,
+    stream: &mut SharedStream,
     buffer: &mut Vec<u8>,
     body_max_bytes: usize,
 ) -> Result<(Hello, usize), HandshakeError> {
@@ -454,6 +460,8 @@ async fn read_frame(
 enum HandshakeError {
     #[error("{0}")]
     Io(std::io::Error),
+    #[error("{0}")]
+    Tls(#[from] crate::tls::RouteHandshakeError),
     #[error("connection closed during the handshake")]
     Closed,
     #[error("handshake timed out")]
@@ -464,20 +472,47 @@ enum HandshakeError {
     Refused(String),
 }
 
-async fn accept_one(shard: Rc<Shard>, mut stream: TcpStream) {
+/// The route's transport over `stream`: the socket itself, or with
+/// `[cluster.tls]` a TLS session whose handshake runs now (`dialed`: the
+/// host this node dialed, which the peer's certificate must name).
+async fn secure(
+    shard: &Shard,
+    stream: TcpStream,
+    dialed: Option<&str>,
+) -> Result<SharedStream, crate::tls::RouteHandshakeError> {
+    let Some(tls) = shard.shared.route_tls.as_ref() else {
+        return Ok(SharedStream::new(stream));
+    };
+    let fd = std::os::fd::AsRawFd::as_raw_fd(&stream);
+    let tcp = crate::tls::SharedTcp::new(stream);
+    let session = match dialed {
+        None => crate::tls::accept_route(tls, tcp).await?,
+        Some(host) => crate::tls::dial_route(tls, host, tcp).await?,
+    };
+    Ok(SharedStream::tls(session, fd))
+}
+
+/// Writes `bytes` and flushes them (a TLS session holds records until then).
+async fn send(stream: &mut SharedStream, bytes: &[u8]) -> std::io::Result<()> {
+    stream.write_all(bytes).await?;
+    stream.flush().await
+}
+
+async fn accept_one(shard: Rc<Shard>, stream: TcpStream) {
     let routes = shard.routes.as_ref().expect("clustered");
     let Ok(address) = stream.peer_addr() else {
         return;
     };
     let _ = stream.set_nodelay(true);
     let mut buffer = Vec::with_capacity(4096);
-    let hello = tern_shard::timer::timeout(
-        HANDSHAKE_TIMEOUT,
-        read_frame(&mut stream, &mut buffer, routes.body_max_bytes),
-    )
+    let hello = tern_shard::timer::timeout(HANDSHAKE_TIMEOUT, async {
+        let mut stream = secure(&shard, stream, None).await?;
+        let (hello, used) = read_frame(&mut stream, &mut buffer, routes.body_max_bytes).await?;
+        Ok::<_, HandshakeError>((stream, hello, used))
+    })
     .await
     .unwrap_or(Err(HandshakeError::Timeout));
-    let (hello, used) = match hello {
+    let (mut stream, hello, used) = match hello {
         Ok(found) => found,
         Err(error) => {
             log::warn!(target: "tern::cluster", "shard {}: route connection from {address} refused: {error}", shard.index);
@@ -490,18 +525,18 @@ async fn accept_one(shard: Rc<Shard>, mut stream: TcpStream) {
         Ok(()) => {}
         Err(Refusal::Itself) => {
             frame::push_refuse(&mut reply, "a route to itself");
-            let _ = tern_shard::timer::timeout(HANDSHAKE_TIMEOUT, stream.write_all(&reply)).await;
+            let _ = tern_shard::timer::timeout(HANDSHAKE_TIMEOUT, send(&mut stream, &reply)).await;
             return;
         }
         Err(Refusal::Permanent(reason) | Refusal::Retry(reason)) => {
             log::warn!(target: "tern::cluster", "shard {}: route refused: {reason}", shard.index);
             frame::push_refuse(&mut reply, &reason);
-            let _ = tern_shard::timer::timeout(HANDSHAKE_TIMEOUT, stream.write_all(&reply)).await;
+            let _ = tern_shard::timer::timeout(HANDSHAKE_TIMEOUT, send(&mut stream, &reply)).await;
             return;
         }
     }
     frame::push_hello(&mut reply, &routes.own_hello());
-    match tern_shard::timer::timeout(HANDSHAKE_TIMEOUT, stream.write_all(&reply)).await {
+    match tern_shard::timer::timeout(HANDSHAKE_TIMEOUT, send(&mut stream, &reply)).await {
         Ok(Ok(())) => {}
         _ => return,
     }
@@ -610,7 +645,7 @@ enum DialError {
 async fn dial(
     shard: &Rc<Shard>,
     url: &str,
-) -> Result<(PeerIdentity, TcpStream, Vec<u8>), DialError> {
+) -> Result<(PeerIdentity, SharedStream, Vec<u8>), DialError> {
     let routes = shard.routes.as_ref().expect("clustered");
     let address = url
         .to_socket_addrs()
@@ -623,22 +658,26 @@ async fn dial(
         })
         .map_err(|error| DialError::Failed(format!("connect: {error}")))?;
     // SAFETY: a fresh socket, owned until here; the stream owns it now.
-    let mut stream = unsafe {
+    let stream = unsafe {
         <TcpStream as std::os::fd::FromRawFd>::from_raw_fd(std::os::fd::IntoRawFd::into_raw_fd(
             socket,
         ))
     };
+    let host = url.rsplit_once(':').map_or(url, |(host, _)| host);
     let mut hello = Vec::new();
     frame::push_hello(&mut hello, &routes.own_hello());
     let handshake = async {
-        stream.write_all(&hello).await.map_err(HandshakeError::Io)?;
+        let mut stream = secure(shard, stream, Some(host)).await?;
+        send(&mut stream, &hello)
+            .await
+            .map_err(HandshakeError::Io)?;
         let mut buffer = Vec::with_capacity(4096);
         let (peer_hello, used) =
             read_frame(&mut stream, &mut buffer, routes.body_max_bytes).await?;
         buffer.drain(..used);
-        Ok::<_, HandshakeError>((peer_hello, buffer))
+        Ok::<_, HandshakeError>((stream, peer_hello, buffer))
     };
-    let (peer_hello, leftover) = tern_shard::timer::timeout(HANDSHAKE_TIMEOUT, handshake)
+    let (stream, peer_hello, leftover) = tern_shard::timer::timeout(HANDSHAKE_TIMEOUT, handshake)
         .await
         .unwrap_or(Err(HandshakeError::Timeout))
         .map_err(|error| match &error {
@@ -690,7 +729,7 @@ fn keeps_new(own_id: &str, existing: &RouteLink, new_did_solicit: bool) -> bool 
 
 /// Runs one established link until it closes: registers it (one per node),
 /// sends this node's interest, then reads frames while a task writes.
-async fn serve(shard: Rc<Shard>, peer: PeerIdentity, stream: TcpStream, leftover: Vec<u8>) {
+async fn serve(shard: Rc<Shard>, peer: PeerIdentity, stream: SharedStream, leftover: Vec<u8>) {
     let routes = shard.routes.as_ref().expect("clustered");
     let id = routes.next_link_id.get();
     routes.next_link_id.set(id + 1);
@@ -730,7 +769,6 @@ async fn serve(shard: Rc<Shard>, peer: PeerIdentity, stream: TcpStream, leftover
     routes.changed.wake_all();
     shard.cluster_changed();
 
-    let stream = crate::nats::conn::SharedStream::new(stream);
     let writer = glommio::spawn_local(write_loop(shard.clone(), link.clone(), stream.clone()));
     let pinger = glommio::spawn_local(ping_loop(link.clone()));
     read_loop(&shard, &link, stream.clone(), leftover).await;
@@ -766,7 +804,7 @@ async fn serve(shard: Rc<Shard>, peer: PeerIdentity, stream: TcpStream, leftover
 async fn read_loop(
     shard: &Rc<Shard>,
     link: &Rc<RouteLink>,
-    mut stream: crate::nats::conn::SharedStream,
+    mut stream: SharedStream,
     leftover: Vec<u8>,
 ) {
     let routes = shard.routes.as_ref().expect("clustered");
@@ -928,17 +966,13 @@ fn handle_frame(shard: &Rc<Shard>, link: &Rc<RouteLink>, frame: Frame<'_>) -> Re
     Ok(())
 }
 
-async fn write_loop(
-    shard: Rc<Shard>,
-    link: Rc<RouteLink>,
-    mut stream: crate::nats::conn::SharedStream,
-) {
+async fn write_loop(shard: Rc<Shard>, link: Rc<RouteLink>, mut stream: SharedStream) {
     let write_deadline = shard.config.limits.write_deadline;
     let mut spare = Vec::with_capacity(4096);
     while link.next_outbound(&mut spare).await.is_some() {
         // A link closed meanwhile (over its limit, a protocol error, a
         // duplicate) stops waiting on a write the peer may never take.
-        let write = async { Some(stream.write_all(&spare).await) };
+        let write = async { Some(send(&mut stream, &spare).await) };
         let closed = async {
             link.closed().await;
             None

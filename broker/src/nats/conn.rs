@@ -549,8 +549,8 @@ pub struct SharedStream {
 enum Transport {
     Plain(TcpStream),
     /// The session runs on this shard; rustls buffers what it encrypts
-    /// until a flush.
-    Tls(Box<tls::TlsStream>),
+    /// until a flush. A client's is a server session; a route's either.
+    Tls(Box<tls::AnyTlsStream>),
 }
 
 impl SharedStream {
@@ -562,7 +562,7 @@ impl SharedStream {
         }
     }
 
-    fn tls(stream: tls::TlsStream, fd: i32) -> SharedStream {
+    pub fn tls(stream: tls::AnyTlsStream, fd: i32) -> SharedStream {
         SharedStream {
             transport: Rc::new(RefCell::new(Transport::Tls(Box::new(stream)))),
             fd,
@@ -660,7 +660,7 @@ async fn start_tls(
         }
     }
     match tls::handshake(server, tcp.clone()).await {
-        Ok(session) => Some(SharedStream::tls(session, fd)),
+        Ok(session) => Some(SharedStream::tls(session.into(), fd)),
         Err(tls::HandshakeFailure::TimedOut) => {
             // nats-server 2.15.1 queues `-ERR 'Secure Connection - TLS
             // Required'` here but into the TLS session that never started:

@@ -53,7 +53,11 @@ async fn api_within(client: &async_nats::Client, subject: &str, wait: Duration) 
 /// The API request, retried (bounded) while the cluster answers that
 /// JetStream is not available yet (its meta group forming: 10008) or
 /// does not answer at all.
-async fn api_when_ready(client: &async_nats::Client, subject: &str, body: Value) -> Value {
+pub(crate) async fn api_when_ready(
+    client: &async_nats::Client,
+    subject: &str,
+    body: Value,
+) -> Value {
     let deadline = Instant::now() + CONVERGE_TIMEOUT;
     loop {
         let payload = bytes::Bytes::from(if body.is_null() {
@@ -321,7 +325,7 @@ async fn no_meta_quorum_answers_unavailable_tern() {
 /// takes office. Returns the acknowledged sequence. Each call's retries
 /// carry one `Nats-Msg-Id`, so a retry of a publish whose PubAck was lost
 /// is not stored twice.
-async fn publish_through_failover(
+pub(crate) async fn publish_through_failover(
     client: &async_nats::Client,
     subject: &str,
     payload: &str,

@@ -15,6 +15,7 @@
 // shared between the test and the thread draining stderr.
 #![allow(clippy::disallowed_types)]
 
+pub mod capture;
 pub mod cluster;
 pub mod js;
 pub mod tls;

@@ -33,6 +33,13 @@ pub struct Pki {
     /// A client certificate signed by [`Pki::other_ca`].
     pub other_client_cert: PathBuf,
     pub other_client_key: PathBuf,
+    /// A cluster node's certificate signed by [`Pki::ca`], for both ends of
+    /// a route (server and client use), naming `127.0.0.1` and `localhost`.
+    pub node_cert: PathBuf,
+    pub node_key: PathBuf,
+    /// The same, signed by [`Pki::other_ca`] (a node the cluster refuses).
+    pub other_node_cert: PathBuf,
+    pub other_node_key: PathBuf,
 }
 
 /// How the server's TLS is configured beyond its certificate and key.
@@ -74,13 +81,13 @@ fn leaf(
     authority: &Authority,
     name: &str,
     alt_names: &[&str],
-    usage: ExtendedKeyUsagePurpose,
+    usages: &[ExtendedKeyUsagePurpose],
 ) -> (String, String) {
     let alt_names: Vec<String> = alt_names.iter().map(|name| name.to_string()).collect();
     let mut params = CertificateParams::new(alt_names).expect("leaf parameters");
     params.distinguished_name.push(DnType::CommonName, name);
     params.key_usages = vec![KeyUsagePurpose::DigitalSignature];
-    params.extended_key_usages = vec![usage];
+    params.extended_key_usages = usages.to_vec();
     params.use_authority_key_identifier_extension = true;
     let key = KeyPair::generate().expect("leaf key");
     let certificate = params
@@ -105,19 +112,35 @@ impl Pki {
             &ca,
             "tern test server",
             &["127.0.0.1", "localhost"],
-            ExtendedKeyUsagePurpose::ServerAuth,
+            &[ExtendedKeyUsagePurpose::ServerAuth],
         );
         let (client_cert, client_key) = leaf(
             &ca,
             "tern test client",
             &["client.test"],
-            ExtendedKeyUsagePurpose::ClientAuth,
+            &[ExtendedKeyUsagePurpose::ClientAuth],
         );
         let (other_client_cert, other_client_key) = leaf(
             &other,
             "tern test other client",
             &["other-client.test"],
+            &[ExtendedKeyUsagePurpose::ClientAuth],
+        );
+        let node_usages = [
+            ExtendedKeyUsagePurpose::ServerAuth,
             ExtendedKeyUsagePurpose::ClientAuth,
+        ];
+        let (node_cert, node_key) = leaf(
+            &ca,
+            "tern test node",
+            &["127.0.0.1", "localhost"],
+            &node_usages,
+        );
+        let (other_node_cert, other_node_key) = leaf(
+            &other,
+            "tern test other node",
+            &["127.0.0.1", "localhost"],
+            &node_usages,
         );
         let path = dir.path();
         Pki {
@@ -129,6 +152,10 @@ impl Pki {
             other_ca: write(path, "other-ca.pem", &other.pem),
             other_client_cert: write(path, "other-client.pem", &other_client_cert),
             other_client_key: write(path, "other-client-key.pem", &other_client_key),
+            node_cert: write(path, "node.pem", &node_cert),
+            node_key: write(path, "node-key.pem", &node_key),
+            other_node_cert: write(path, "other-node.pem", &other_node_cert),
+            other_node_key: write(path, "other-node-key.pem", &other_node_key),
             _dir: dir,
         }
     }
@@ -184,6 +211,29 @@ impl Pki {
         lines.push("}".into());
         lines.push(String::new());
         lines.join("\n")
+    }
+
+    /// Mutual TLS between cluster nodes, for both flavors: the node
+    /// certificate signed by [`Pki::ca`] (`other_ca`: the one signed by
+    /// [`Pki::other_ca`], trusting that CA), `[cluster.tls]` for tern and
+    /// `cluster { tls { } }` for nats-server (whose listen address and
+    /// routes come from the command line).
+    pub fn cluster_options(&self, other_ca: bool) -> Options {
+        let (cert, key, ca) = if other_ca {
+            (&self.other_node_cert, &self.other_node_key, &self.other_ca)
+        } else {
+            (&self.node_cert, &self.node_key, &self.ca)
+        };
+        let (cert, key, ca) = (path_text(cert), path_text(key), path_text(ca));
+        Options {
+            tern_config: format!(
+                "[cluster.tls]\ncert_file = {cert:?}\nkey_file = {key:?}\nca_file = {ca:?}\n"
+            ),
+            nats_config: format!(
+                "cluster {{\n  tls {{\n    cert_file: {cert:?}\n    key_file: {key:?}\n    ca_file: {ca:?}\n  }}\n}}\n"
+            ),
+            ..Options::default()
+        }
     }
 
     /// async-nats options that trust [`Pki::ca`] and require TLS, without
