@@ -29,6 +29,16 @@ pub fn reply_violation(reply: &[u8]) -> String {
 
 /// `Permissions Violation for Subscription to "<subject>"`, with
 /// ` using queue "<queue>"` for a queue subscription (non-fatal).
+/// nats-server `processSubsOnConfigReload`: a subscription a reload no
+/// longer allows was removed (the connection stays).
+pub fn subscription_removed(subject: &[u8], queue: Option<&[u8]>, sid: &[u8]) -> String {
+    format!(
+        "{} (sid {})",
+        subscribe_violation(subject, queue),
+        go_quote(sid)
+    )
+}
+
 pub fn subscribe_violation(subject: &[u8], queue: Option<&[u8]>) -> String {
     match queue {
         None => format!(
