@@ -126,8 +126,8 @@ pub struct Shard {
     started_waiters: Waiters,
     /// This shard's routes to the other nodes (clustered only).
     pub routes: Option<Routes>,
-    /// Who may connect (one `Arc` per shard, so a reload can swap it;
-    /// connections keep what they authenticated with).
+    /// Who may connect (one `Arc` per shard, swapped by a reload, which
+    /// then re-checks the connections: `apply_reload`).
     authorization: RefCell<Arc<Authorization>>,
     /// TLS for new connections (a reload swaps it; `None`: plaintext).
     tls: RefCell<Option<crate::tls::TlsServer>>,

@@ -209,6 +209,54 @@ mod tests {
     }
 
     #[test]
+    fn nkey_users_are_judged_by_their_key_and_signature() {
+        use base64::Engine;
+        let key = nkeys::KeyPair::new_user();
+        let other = nkeys::KeyPair::new_user();
+        let with_keys = |keys: &[&nkeys::KeyPair], publish: &str| {
+            let users: Vec<String> = keys
+                .iter()
+                .map(|pair| {
+                    format!(
+                        "{{ nkey = \"{}\", permissions = {{ publish = \"{publish}\" }} }}",
+                        pair.public_key()
+                    )
+                })
+                .collect();
+            authorization(&format!(
+                "[authorization]\nusers = [ {} ]\n",
+                users.join(", ")
+            ))
+        };
+        let nonce = crate::auth::nkey::generate_nonce();
+        let signature = base64::engine::general_purpose::URL_SAFE_NO_PAD
+            .encode(key.sign(nonce.as_bytes()).expect("a signature"));
+        let options = ConnectOptions {
+            nkey: Some(key.public_key()),
+            sig: Some(signature),
+            ..ConnectOptions::default()
+        };
+        let previous = with_keys(&[&key, &other], "a.>");
+        let narrowed = with_keys(&[&key], "b.>");
+        let Recheck::Keep(Some(permissions)) =
+            recheck(&previous, &narrowed, &options, nonce.as_bytes())
+        else {
+            panic!("the key is still configured");
+        };
+        assert!(permissions.publish_allowed(b"b.1") && !permissions.publish_allowed(b"a.1"));
+        let removed = with_keys(&[&other], "a.>");
+        assert!(matches!(
+            recheck(&previous, &removed, &options, nonce.as_bytes()),
+            Recheck::Removed
+        ));
+        // Judged by the nonce its INFO carried: any other fails.
+        assert!(matches!(
+            recheck(&previous, &narrowed, &options, b"another nonce"),
+            Recheck::Refused(Refusal::Signature(..))
+        ));
+    }
+
+    #[test]
     fn an_unchanged_bcrypt_hash_is_not_verified_again() {
         // bcrypt of "secret" at cost 4.
         let hash = bcrypt::hash("secret", 4).expect("a hash");

@@ -94,6 +94,19 @@ mod tests {
     use super::*;
 
     #[test]
+    fn subscriptions_removed_by_a_reload_name_their_sid() {
+        // nats-server `processSubsOnConfigReload`.
+        assert_eq!(
+            subscription_removed(b"q.2", None, b"3"),
+            "Permissions Violation for Subscription to \"q.2\" (sid \"3\")"
+        );
+        assert_eq!(
+            subscription_removed(b"q.1", Some(b"workers"), b"2"),
+            "Permissions Violation for Subscription to \"q.1\" using queue \"workers\" (sid \"2\")"
+        );
+    }
+
+    #[test]
     fn quotes_like_go() {
         assert_eq!(go_quote(b"_GR_.x"), "\"_GR_.x\"");
         assert_eq!(go_quote(b"a\"b"), "\"a\\\"b\"");
