@@ -250,6 +250,8 @@ impl Shard {
         self.config_load_time.set(SystemTime::now());
         let previous = self.authorization.replace(settings.authorization.clone());
         if !settings.authorization_changed {
+            // Unchanged settings travel as the very `Arc` that runs.
+            assert!(Arc::ptr_eq(&previous, &settings.authorization));
             return;
         }
         let clients: Vec<Rc<Client>> = self.clients.borrow().values().cloned().collect();

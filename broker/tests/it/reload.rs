@@ -300,7 +300,7 @@ async fn tls_certificate_replaced(flavor: Flavor) {
         flavor.name()
     );
     let mut subscriber = after.subscribe("tls.reload").await.unwrap();
-    after.flush().await.unwrap();
+    crate::common::sync_interest(&after, &before).await;
     before
         .publish("tls.reload", "old connection".into())
         .await
