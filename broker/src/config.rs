@@ -37,7 +37,7 @@ pub const MAX_SPIN_AWAITING_REPLY: Duration = Duration::from_millis(1);
 /// nats-server refuses a max_payload above this.
 pub const MAX_PAYLOAD_LIMIT_BYTES: usize = 64 * 1024 * 1024;
 
-#[derive(ClapParser, Debug, Default)]
+#[derive(ClapParser, Debug, Default, Clone)]
 #[command(
     name = "tern-server",
     version,
@@ -398,6 +398,24 @@ pub struct Config {
     pub authorization: Arc<Authorization>,
     /// `None`: the client port is plaintext.
     pub tls: Option<crate::tls::TlsConfig>,
+    /// What this was resolved from, for a reload (`crate::reload`).
+    pub source: Arc<ConfigSource>,
+}
+
+/// The flags and the file's `[authorization]` table a [`Config`] was
+/// resolved from: a reload resolves the same flags over the file again,
+/// and compares the tables to know whether the authorization changed.
+/// Holds secrets: `Debug` prints none of it.
+#[derive(Default)]
+pub struct ConfigSource {
+    pub flags: Flags,
+    pub authorization: Option<toml::Value>,
+}
+
+impl std::fmt::Debug for ConfigSource {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter.write_str("ConfigSource(<redacted>)")
+    }
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -474,6 +492,10 @@ impl Config {
 
     /// Flags over an already parsed file, then defaults (no file I/O).
     pub fn resolve_with(flags: Flags, file: FileConfig) -> Result<Config, ConfigError> {
+        let source = Arc::new(ConfigSource {
+            flags: flags.clone(),
+            authorization: file.authorization.clone(),
+        });
         let host = flags
             .addr
             .or(file.host)
@@ -685,6 +707,7 @@ impl Config {
             debug: flags.debug || file.debug.unwrap_or(false),
             config_file: flags.config,
             jetstream,
+            source,
         };
         config.validate()?;
         Ok(config)

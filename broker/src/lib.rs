@@ -24,6 +24,7 @@
 //! - [`monitor`]: `/healthz`, `/varz`, `/connz`, `/subsz`, `/metrics`
 //!   ([`monitor::http`]) and the reports behind them ([`monitor::stats`]).
 //! - [`server`]: start-up and shard wiring.
+//! - [`reload`]: SIGHUP, the configuration read again while running.
 
 pub mod auth;
 pub mod cluster;
@@ -34,6 +35,7 @@ pub mod mesh;
 pub mod monitor;
 pub mod nats;
 pub mod random;
+pub mod reload;
 pub mod server;
 pub mod shard;
 pub mod timestamp;

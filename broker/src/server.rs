@@ -102,10 +102,10 @@ const STARTUP_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(300)
 /// How long shutdown waits for streams to checkpoint.
 const SHUTDOWN_CHECKPOINT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
 
-/// Runs the server until SIGINT/SIGTERM.
-pub fn run(mut config: Config) -> Result<(), ServerError> {
-    // glommio opens directories by absolute path only (a relative one fails
-    // with EBADF): resolve the data paths against the working directory once.
+/// glommio opens directories by absolute path only (a relative one fails
+/// with EBADF): the data paths resolved against the working directory, at
+/// start and on every reload.
+pub fn absolute_data_paths(config: &mut Config) {
     let absolute = |path: &std::path::Path| {
         if path.is_absolute() {
             path.to_path_buf()
@@ -119,6 +119,11 @@ pub fn run(mut config: Config) -> Result<(), ServerError> {
     if let Some(jetstream) = config.jetstream.as_mut() {
         jetstream.journal_dir = absolute(&jetstream.journal_dir);
     }
+}
+
+/// Runs the server until SIGINT/SIGTERM (SIGHUP reloads: `crate::reload`).
+pub fn run(mut config: Config) -> Result<(), ServerError> {
+    absolute_data_paths(&mut config);
     // Before any shard allocates: see `tern_shard::heap`.
     let heap = tern_shard::heap::keep_large_buffers_resident();
     if heap != tern_shard::heap::HeapPolicy::Applied {
@@ -159,15 +164,7 @@ pub fn run(mut config: Config) -> Result<(), ServerError> {
     // connecting during start-up is refused, not reset (nats-server).
     let (_reservation, client_port) = reserve_port(address)?;
     // Certificates are read now: a bad file stops the start, named.
-    let tls = match &config.tls {
-        None => None,
-        Some(tls) => Some(crate::tls::TlsServer {
-            config: crate::tls::server_config(tls)?,
-            timeout: tls.timeout,
-            handshake_first: tls.handshake_first,
-            verify: tls.verify,
-        }),
-    };
+    let tls = crate::tls::server(config.tls.as_ref())?;
     let route_tls = match config
         .cluster
         .as_ref()
@@ -245,7 +242,7 @@ pub fn run(mut config: Config) -> Result<(), ServerError> {
         route_tls,
         connections: AtomicUsize::new(0),
         storage_usage,
-        tls,
+        tls_at_start: tls,
     });
     let seed = random_u64();
     let route_listeners = Arc::new(route_listeners);
@@ -455,6 +452,7 @@ async fn shard_main(
             }
         }
     }
+    let reload = (index == 0).then(|| glommio::spawn_local(crate::reload::serve(shard.clone())));
     if index == 0 {
         log::info!(target: "tern::server", "Listening for client connections on {client_address}");
         log::info!(target: "tern::server", "Server is ready");
@@ -464,6 +462,9 @@ async fn shard_main(
         log::info!(target: "tern::server", "Initiating Shutdown...");
     }
     accept.await;
+    if let Some(task) = reload {
+        task.await;
+    }
     if let Some(task) = monitor_task {
         task.await;
     }

@@ -83,8 +83,9 @@ pub struct Shared {
     pub connections: AtomicUsize,
     /// Bytes stored by each shard's streams (`max_file_store`, `max_memory_store`).
     pub storage_usage: crate::jetstream::usage::StorageUsage,
-    /// TLS on the client port (`None`: plaintext); read-only.
-    pub tls: Option<crate::tls::TlsServer>,
+    /// TLS on the client port at start (`None`: plaintext); each shard
+    /// holds the current one (`Shard::tls`, swapped by a reload).
+    pub tls_at_start: Option<crate::tls::TlsServer>,
 }
 
 struct PendingReport {
@@ -127,9 +128,14 @@ pub struct Shard {
     started_waiters: Waiters,
     /// This shard's routes to the other nodes (clustered only).
     pub routes: Option<Routes>,
-    /// Who may connect (one `Arc` per shard, so a reload can swap it;
-    /// connections keep what they authenticated with).
+    /// Who may connect (one `Arc` per shard, swapped by a reload, which
+    /// then re-checks the connections: `apply_reload`).
     authorization: RefCell<Arc<Authorization>>,
+    /// TLS for new connections (a reload swaps it; `None`: plaintext).
+    tls: RefCell<Option<crate::tls::TlsServer>>,
+    /// When the configuration was last loaded (start or reload; `/varz`
+    /// `config_load_time`).
+    config_load_time: Cell<SystemTime>,
 }
 
 /// Where a queue group's message goes.
@@ -180,6 +186,8 @@ impl Shard {
         routes: Option<Routes>,
     ) -> Rc<Shard> {
         let config_authorization = shared.config.authorization.clone();
+        let tls = shared.tls_at_start.clone();
+        let started = shared.started;
         let spinner = Spinner::new(
             shared.config.spin_awaiting_reply,
             ring_progress.iter().map(|(_, ring)| ring.clone()).collect(),
@@ -209,6 +217,8 @@ impl Shard {
             started_waiters: Waiters::new(),
             routes,
             authorization: RefCell::new(config_authorization),
+            tls: RefCell::new(tls),
+            config_load_time: Cell::new(started),
         })
     }
 
@@ -224,6 +234,34 @@ impl Shard {
         self.authorization.borrow().clone()
     }
 
+    /// TLS for a new connection (`None`: plaintext).
+    pub fn tls(&self) -> Option<crate::tls::TlsServer> {
+        self.tls.borrow().clone()
+    }
+
+    /// When the configuration was last loaded.
+    pub fn config_load_time(&self) -> SystemTime {
+        self.config_load_time.get()
+    }
+
+    /// Swaps in what a reload built (on every shard, shard 0 included):
+    /// new connections use it at once; with new authorization settings,
+    /// each open connection is checked again (`conn::reauthorize`).
+    pub fn apply_reload(self: &Rc<Self>, settings: &crate::reload::Settings) {
+        *self.tls.borrow_mut() = settings.tls.clone();
+        self.config_load_time.set(SystemTime::now());
+        let previous = self.authorization.replace(settings.authorization.clone());
+        if !settings.authorization_changed {
+            // Unchanged settings travel as the very `Arc` that runs.
+            assert!(Arc::ptr_eq(&previous, &settings.authorization));
+            return;
+        }
+        let clients: Vec<Rc<Client>> = self.clients.borrow().values().cloned().collect();
+        for client in &clients {
+            conn::reauthorize(self, client, &previous, &settings.authorization);
+        }
+    }
+
     pub fn server_info(&self, client: &Client) -> ServerInfo {
         ServerInfo {
             server_id: self.shared.server_id.clone(),
@@ -236,8 +274,8 @@ impl Shard {
             port: self.shared.client_port,
             headers: true,
             auth_required: self.authorization.borrow().required(),
-            tls_required: self.shared.tls.is_some(),
-            tls_verify: self.shared.tls.as_ref().is_some_and(|tls| tls.verify),
+            tls_required: self.tls.borrow().is_some(),
+            tls_verify: self.tls.borrow().as_ref().is_some_and(|tls| tls.verify),
             max_payload: self.config.limits.max_payload_bytes,
             jetstream: self.config.jetstream.is_some(),
             client_id: client.id,
@@ -805,7 +843,7 @@ impl Shard {
         if publisher == Some(client.id) && !client.echo() {
             return false;
         }
-        if subscription.deny_filtered
+        if subscription.deny_filtered.get()
             && client.delivery_denied(delivery.subject, subscription.queue.as_deref())
         {
             return false;
@@ -953,7 +991,7 @@ impl Shard {
         }
     }
 
-    fn handle_peer_message(&self, peer: usize, message: ShardMessage) {
+    fn handle_peer_message(self: &Rc<Self>, peer: usize, message: ShardMessage) {
         match message {
             ShardMessage::Deliver(routed) => self.deliver_routed(&routed),
             ShardMessage::Interest(update) => {
@@ -1005,6 +1043,7 @@ impl Shard {
                     log::error!(target: "tern::jetstream", "shard {}: JetStream message without JetStream: {message:?}", self.index)
                 }
             },
+            ShardMessage::Reload(settings) => self.apply_reload(&settings),
             ShardMessage::Report { id, report } => {
                 let pending = self.pending_reports.borrow().get(&id).cloned();
                 if let Some(pending) = pending {

@@ -204,7 +204,22 @@ pub fn server_config(config: &TlsConfig) -> Result<Arc<ServerConfig>, TlsError> 
     Ok(Arc::new(server))
 }
 
-/// A connection's TLS settings as its shard holds them.
+/// The server side of `config` (its certificates read now), or `None`
+/// for a plaintext client port.
+pub fn server(config: Option<&TlsConfig>) -> Result<Option<TlsServer>, TlsError> {
+    let Some(config) = config else {
+        return Ok(None);
+    };
+    Ok(Some(TlsServer {
+        config: server_config(config)?,
+        timeout: config.timeout,
+        handshake_first: config.handshake_first,
+        verify: config.verify,
+    }))
+}
+
+/// A connection's TLS settings as its shard holds them (swapped by a
+/// reload; a connection keeps the one it started with).
 #[derive(Clone)]
 pub struct TlsServer {
     pub config: Arc<ServerConfig>,

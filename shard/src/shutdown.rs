@@ -1,6 +1,10 @@
 //! Clean shutdown: SIGINT/SIGTERM (or any shard asking) becomes a per-shard
 //! signal that tasks await. Shard 0 watches the process signals; every shard
 //! forwards the first trigger to all peers over a small control mesh.
+//!
+//! SIGHUP does not shut down: shard 0's watcher counts it as a reload
+//! request ([`Shutdown::reload_requests`], [`Shutdown::wait_reload_request`])
+//! and keeps watching. What a reload does is the application's business.
 
 use std::cell::Cell;
 use std::rc::Rc;
@@ -26,6 +30,9 @@ const SIGNAL_POLL_INTERVAL: Duration = Duration::from_millis(200);
 struct Inner {
     triggered: Cell<bool>,
     waiters: Waiters,
+    /// SIGHUPs collected so far (shard 0 only; always 0 elsewhere).
+    reload_requests: Cell<u64>,
+    reload_waiters: Waiters,
     peers: Mesh<Control>,
     /// Tells shard 0's blocking signal watcher to return.
     watcher_stop: Arc<AtomicBool>,
@@ -45,6 +52,8 @@ impl Shutdown {
             inner: Rc::new(Inner {
                 triggered: Cell::new(false),
                 waiters: Waiters::new(),
+                reload_requests: Cell::new(0),
+                reload_waiters: Waiters::new(),
                 peers,
                 watcher_stop: Arc::new(AtomicBool::new(false)),
             }),
@@ -60,20 +69,51 @@ impl Shutdown {
             .detach();
         }
         if watch_signals {
-            let shutdown_for_signal = shutdown.clone();
-            let stop = shutdown.inner.watcher_stop.clone();
-            glommio::spawn_local(async move {
-                let signal = glommio::executor()
-                    .spawn_blocking(move || wait_for_signal(&stop))
-                    .await;
-                if let Some(signal) = signal {
-                    log::info!("Trapped {signal:?} signal");
-                    shutdown_for_signal.trigger();
-                }
-            })
-            .detach();
+            glommio::spawn_local(shutdown.clone().watch_signals()).detach();
         }
         shutdown
+    }
+
+    /// Collects process signals on a blocking thread, one at a time: a
+    /// SIGHUP counts a reload request and the watch goes on (signals that
+    /// arrive between two waits stay pending: they are blocked), SIGINT or
+    /// SIGTERM shuts down.
+    async fn watch_signals(self) {
+        loop {
+            let stop = self.inner.watcher_stop.clone();
+            let signal = glommio::executor()
+                .spawn_blocking(move || wait_for_signal(&stop))
+                .await;
+            match signal {
+                None => return,
+                Some(Signal::Hangup) => {
+                    log::info!("Trapped {:?} signal", Signal::Hangup);
+                    let requests = self.inner.reload_requests.get() + 1;
+                    self.inner.reload_requests.set(requests);
+                    self.inner.reload_waiters.wake_all();
+                }
+                Some(signal) => {
+                    log::info!("Trapped {signal:?} signal");
+                    self.trigger();
+                    return;
+                }
+            }
+        }
+    }
+
+    /// How many SIGHUPs shard 0 collected (0 on other shards).
+    pub fn reload_requests(&self) -> u64 {
+        self.inner.reload_requests.get()
+    }
+
+    /// Completes once more than `seen` reload requests were collected, or
+    /// shutdown began; returns the count of requests.
+    pub async fn wait_reload_request(&self, seen: u64) -> u64 {
+        self.inner
+            .reload_waiters
+            .wait_until(|| self.inner.reload_requests.get() > seen || self.is_triggered())
+            .await;
+        self.inner.reload_requests.get()
     }
 
     pub fn is_triggered(&self) -> bool {
@@ -99,6 +139,7 @@ impl Shutdown {
         }
         self.inner.watcher_stop.store(true, Ordering::Relaxed);
         self.inner.waiters.wake_all();
+        self.inner.reload_waiters.wake_all();
         true
     }
 
@@ -111,11 +152,15 @@ impl Shutdown {
     }
 }
 
-/// A process signal that asks for shutdown.
+/// A process signal the watcher collects.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Signal {
+    /// SIGINT: shut down.
     Interrupt,
+    /// SIGTERM: shut down.
     Terminate,
+    /// SIGHUP: reload the configuration; no shutdown.
+    Hangup,
 }
 
 fn shutdown_signal_set() -> libc::sigset_t {
@@ -125,12 +170,13 @@ fn shutdown_signal_set() -> libc::sigset_t {
         libc::sigemptyset(&mut set);
         libc::sigaddset(&mut set, libc::SIGINT);
         libc::sigaddset(&mut set, libc::SIGTERM);
+        libc::sigaddset(&mut set, libc::SIGHUP);
         set
     }
 }
 
-/// Blocks SIGINT and SIGTERM in the calling thread (and threads it spawns
-/// later), so they stay pending until the watcher collects them.
+/// Blocks SIGINT, SIGTERM and SIGHUP in the calling thread (and threads it
+/// spawns later), so they stay pending until the watcher collects them.
 pub fn block_shutdown_signals() {
     let set = shutdown_signal_set();
     // SAFETY: valid set pointer; old mask not requested.
@@ -138,7 +184,7 @@ pub fn block_shutdown_signals() {
     assert_eq!(rc, 0, "pthread_sigmask failed");
 }
 
-/// Waits for SIGINT/SIGTERM, checking `stop` between short waits.
+/// Waits for SIGINT, SIGTERM or SIGHUP, checking `stop` between short waits.
 fn wait_for_signal(stop: &AtomicBool) -> Option<Signal> {
     let set = shutdown_signal_set();
     let timeout = libc::timespec {
@@ -151,6 +197,7 @@ fn wait_for_signal(stop: &AtomicBool) -> Option<Signal> {
         match signal {
             libc::SIGINT => return Some(Signal::Interrupt),
             libc::SIGTERM => return Some(Signal::Terminate),
+            libc::SIGHUP => return Some(Signal::Hangup),
             _ => continue,
         }
     }

@@ -12,13 +12,14 @@
 //!   publish and subscribe to, and one connection's caches.
 //!
 //! The `Authorization` is `Send + Sync` and never changes: every shard holds
-//! an `Arc` of it and a reload will swap that `Arc`; connections keep the
-//! permissions they authenticated with.
+//! an `Arc` of it and a reload (SIGHUP, `crate::reload`) swaps that `Arc`;
+//! [`recheck`] then decides what becomes of each connection.
 
 pub mod config;
 pub mod nkey;
 pub mod password;
 pub mod permissions;
+pub mod recheck;
 pub mod subjects;
 
 use std::sync::Arc;

@@ -169,6 +169,8 @@ pub enum ShardMessage {
         id: u64,
         gathered: Box<crate::jetstream::Gathered>,
     },
+    /// Shard 0 -> every shard, on SIGHUP: the settings to swap in.
+    Reload(std::sync::Arc<crate::reload::Settings>),
 }
 
 #[cfg(test)]

@@ -296,8 +296,8 @@ impl Monitor {
             host: config.host.clone(),
             port: shard.shared.client_port,
             auth_required: shard.authorization().required(),
-            tls_required: shard.shared.tls.is_some(),
-            tls_verify: shard.shared.tls.as_ref().is_some_and(|tls| tls.verify),
+            tls_required: shard.tls().is_some(),
+            tls_verify: shard.tls().as_ref().is_some_and(|tls| tls.verify),
             max_connections: config.limits.max_connections,
             ping_interval: config.limits.ping_interval.as_nanos() as u64,
             ping_max: config.limits.ping_max,
@@ -309,13 +309,13 @@ impl Monitor {
             max_pending: config.limits.max_pending_bytes,
             max_subscriptions: config.limits.max_subscriptions,
             tls_timeout: shard
-                .shared
-                .tls
+                .tls()
                 .as_ref()
                 .map_or(crate::tls::DEFAULT_TIMEOUT, |tls| tls.timeout)
                 .as_secs_f64(),
             write_deadline: config.limits.write_deadline.as_nanos() as u64,
             start: Civil::from_system_time(shard.shared.started).rfc3339(),
+            config_load_time: Civil::from_system_time(shard.config_load_time()).rfc3339(),
             now: Civil::from_system_time(now).rfc3339(),
             uptime: go_duration(uptime),
             mem: resident_bytes(),
@@ -697,6 +697,8 @@ struct Varz {
     tls_timeout: f64,
     write_deadline: u64,
     start: String,
+    /// When the configuration was last loaded (start, or the last reload).
+    config_load_time: String,
     now: String,
     uptime: String,
     mem: u64,

@@ -11,6 +11,7 @@
 use std::cell::{Cell, RefCell};
 use std::net::SocketAddr;
 use std::rc::{Rc, Weak};
+use std::sync::Arc;
 use std::task::{Poll, Waker};
 use std::time::{Duration, Instant, SystemTime};
 
@@ -20,8 +21,9 @@ use glommio::net::TcpStream;
 use rustc_hash::FxHashMap;
 use tern_shard::Waiters;
 
-use crate::auth::permissions::ConnectionPermissions;
-use crate::auth::{Authenticated, Identity, Outcome, PendingBcrypt, Refusal};
+use crate::auth::permissions::{ConnectionPermissions, Permissions};
+use crate::auth::recheck::{recheck, Recheck};
+use crate::auth::{Authenticated, Authorization, Identity, Outcome, PendingBcrypt, Refusal};
 use crate::monitor::stats;
 use crate::nats::proto::connect::{ConnectError, ConnectOptions};
 use crate::nats::proto::encode::{self, Delivery};
@@ -60,8 +62,9 @@ pub struct Subscription {
     pub max: Cell<u64>,
     pub closed: Cell<bool>,
     /// Deliveries are checked against the subscriber's deny rules (a
-    /// wildcard or queue subscription of a user with subscribe deny rules).
-    pub deny_filtered: bool,
+    /// wildcard or queue subscription of a user with subscribe deny rules;
+    /// decided again when a reload changes the rules).
+    pub deny_filtered: Cell<bool>,
 }
 
 /// Why a connection ended.
@@ -678,7 +681,11 @@ async fn start_tls(
 /// Serves one accepted connection until it closes.
 pub async fn serve(shard: Rc<Shard>, client: Rc<Client>, stream: TcpStream) {
     let _ = stream.set_nodelay(true);
-    let stream = match shard.shared.tls.clone() {
+    // The TLS settings when the connection came (a reload changes only
+    // those of later connections).
+    let tls = shard.tls();
+    let handshake_first = tls.as_ref().is_some_and(|tls| tls.handshake_first);
+    let stream = match tls {
         None => {
             // Plaintext: deliveries may be sent inline on the raw socket
             // (`write_now`); a TLS session's records only leave through
@@ -698,13 +705,7 @@ pub async fn serve(shard: Rc<Shard>, client: Rc<Client>, stream: TcpStream) {
         },
     };
     // Classic TLS wrote INFO in plaintext before the handshake.
-    if !stream.is_tls()
-        || shard
-            .shared
-            .tls
-            .as_ref()
-            .is_some_and(|tls| tls.handshake_first)
-    {
+    if !stream.is_tls() || handshake_first {
         client.queue_bytes(&info_line(&shard, &client));
     }
     let writer = glommio::spawn_local(write_loop(shard.clone(), client.clone(), stream.clone()));
@@ -1025,18 +1026,7 @@ fn finish_connect(shard: &Rc<Shard>, client: &Rc<Client>, verdict: Result<Authen
             return;
         }
     };
-    let mut flags = client.flags.get();
-    let permissions = authenticated
-        .permissions
-        .map(|rules| ConnectionPermissions::new(rules, Instant::now()));
-    flags.publish_checked = permissions
-        .as_ref()
-        .is_some_and(|permissions| permissions.rules().restricts_publish());
-    flags.grants_responses = permissions
-        .as_ref()
-        .is_some_and(ConnectionPermissions::tracks_responses);
-    client.flags.set(flags);
-    *client.permissions.borrow_mut() = permissions;
+    set_permissions(client, authenticated.permissions);
     if authenticated.identity != Identity::Anonymous {
         log::debug!(target: "tern::auth", "{} - cid:{} - authenticated as {}", client.address, client.id, authenticated.identity);
     }
@@ -1057,6 +1047,107 @@ fn finish_connect(shard: &Rc<Shard>, client: &Rc<Client>, verdict: Result<Authen
             CloseReason::NoRespondersRequiresHeaders,
         ),
         Err(ConnectError::Malformed(_)) => unreachable!("malformed CONNECT handled above"),
+    }
+}
+
+/// A connection's permissions (`None`: everything allowed), with the
+/// flags the hot paths read; verdict caches and response grants start
+/// empty.
+fn set_permissions(client: &Client, rules: Option<Arc<Permissions>>) {
+    let mut flags = client.flags.get();
+    let permissions = rules.map(|rules| ConnectionPermissions::new(rules, Instant::now()));
+    flags.publish_checked = permissions
+        .as_ref()
+        .is_some_and(|permissions| permissions.rules().restricts_publish());
+    flags.grants_responses = permissions
+        .as_ref()
+        .is_some_and(ConnectionPermissions::tracks_responses);
+    client.flags.set(flags);
+    *client.permissions.borrow_mut() = permissions;
+}
+
+/// After a reload changed the authorization settings: judges an
+/// authenticated connection again (`auth::recheck`, nats-server's
+/// `reloadAuthorization`) and acts on the verdict. Connections still
+/// waiting for CONNECT are judged when it comes, by the new settings.
+pub fn reauthorize(
+    shard: &Rc<Shard>,
+    client: &Rc<Client>,
+    previous: &Authorization,
+    current: &Authorization,
+) {
+    if !client.is_open() || !client.connect_received.get() || client.awaiting_connect.get() {
+        return;
+    }
+    let verdict = {
+        let options = client.options.borrow();
+        let nonce = client.nonce().unwrap_or_default().as_bytes();
+        recheck(previous, current, &options, nonce)
+    };
+    match verdict {
+        Recheck::Keep(rules) => keep_after_reload(shard, client, rules),
+        Recheck::Removed => {
+            // nats-server closes it as "Client Closed", without an -ERR.
+            log::info!(target: "tern::auth", "{} - cid:{} - {} - closed: the user is no longer configured", client.address, client.id, client.identity.borrow());
+            client.close(CloseReason::ClientClosed);
+        }
+        Recheck::Refused(refusal) => refuse(shard, client, &refusal),
+        Recheck::Verify(pending) => {
+            let shard = shard.clone();
+            let client = client.clone();
+            glommio::spawn_local(async move {
+                match pending.resolve().await {
+                    _ if !client.is_open() => {}
+                    Ok(authenticated) => keep_after_reload(&shard, &client, authenticated.permissions),
+                    Err(Refusal::VerifierBusy(error)) => {
+                        // Not a verdict on the client: it keeps what it had.
+                        log::warn!(target: "tern::auth", "{} - cid:{} - not re-checked after the reload: {error}", client.address, client.id);
+                    }
+                    Err(refusal) => refuse(&shard, &client, &refusal),
+                }
+            })
+            .detach();
+        }
+    }
+}
+
+/// A connection that still authenticates after a reload: its user's new
+/// permissions from now on, and every subscription they no longer allow
+/// removed with nats-server's `-ERR` (the connection stays).
+fn keep_after_reload(shard: &Shard, client: &Client, rules: Option<Arc<Permissions>>) {
+    set_permissions(client, rules);
+    let subscriptions: Vec<Rc<Subscription>> =
+        client.subscriptions.borrow().values().cloned().collect();
+    let permissions = client.permissions.borrow();
+    let Some(permissions) = permissions.as_ref() else {
+        for subscription in &subscriptions {
+            subscription.deny_filtered.set(false);
+        }
+        return;
+    };
+    let rules = permissions.rules();
+    for subscription in &subscriptions {
+        let (subject, queue) = (&subscription.subject[..], subscription.queue.as_deref());
+        if rules.subscribe_allowed(subject, queue) {
+            subscription
+                .deny_filtered
+                .set(rules.filters_delivery(subject, queue));
+            continue;
+        }
+        unsubscribe(shard, client, subscription);
+        log::info!(
+            target: "tern::auth",
+            "Removed sub {}{} (sid {}) for {} - not authorized",
+            errors::go_quote(subject),
+            queue.map(|queue| format!(" using queue {}", errors::go_quote(queue))).unwrap_or_default(),
+            errors::go_quote(&subscription.sid),
+            client.identity.borrow()
+        );
+        client.queue_err(&errors::subscription_removed(
+            subject,
+            queue,
+            &subscription.sid,
+        ));
     }
 }
 
@@ -1147,11 +1238,13 @@ fn handle_subscribe(
         delivered: Cell::new(0),
         max: Cell::new(0),
         closed: Cell::new(false),
-        deny_filtered: client
-            .permissions
-            .borrow()
-            .as_ref()
-            .is_some_and(|permissions| permissions.rules().filters_delivery(subject, queue)),
+        deny_filtered: Cell::new(
+            client
+                .permissions
+                .borrow()
+                .as_ref()
+                .is_some_and(|permissions| permissions.rules().filters_delivery(subject, queue)),
+        ),
     });
     let added = shard.router.borrow_mut().add_local(&subscription);
     shard.export_interest();

@@ -592,7 +592,7 @@ mod tests {
             delivered: Cell::new(0),
             max: Cell::new(0),
             closed: Cell::new(false),
-            deny_filtered: false,
+            deny_filtered: Cell::new(false),
         })
     }
 

@@ -36,5 +36,6 @@ mod memlock;
 mod monitoring;
 mod protocol_raw;
 mod python_clients;
+mod reload;
 mod shards;
 mod tls;

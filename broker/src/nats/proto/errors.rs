@@ -29,6 +29,16 @@ pub fn reply_violation(reply: &[u8]) -> String {
 
 /// `Permissions Violation for Subscription to "<subject>"`, with
 /// ` using queue "<queue>"` for a queue subscription (non-fatal).
+/// nats-server `processSubsOnConfigReload`: a subscription a reload no
+/// longer allows was removed (the connection stays).
+pub fn subscription_removed(subject: &[u8], queue: Option<&[u8]>, sid: &[u8]) -> String {
+    format!(
+        "{} (sid {})",
+        subscribe_violation(subject, queue),
+        go_quote(sid)
+    )
+}
+
 pub fn subscribe_violation(subject: &[u8], queue: Option<&[u8]>) -> String {
     match queue {
         None => format!(
@@ -82,6 +92,19 @@ pub fn go_quote(bytes: &[u8]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn subscriptions_removed_by_a_reload_name_their_sid() {
+        // nats-server `processSubsOnConfigReload`.
+        assert_eq!(
+            subscription_removed(b"q.2", None, b"3"),
+            "Permissions Violation for Subscription to \"q.2\" (sid \"3\")"
+        );
+        assert_eq!(
+            subscription_removed(b"q.1", Some(b"workers"), b"2"),
+            "Permissions Violation for Subscription to \"q.1\" using queue \"workers\" (sid \"2\")"
+        );
+    }
 
     #[test]
     fn quotes_like_go() {

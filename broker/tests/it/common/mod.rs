@@ -547,6 +547,67 @@ impl Server {
         self.child.id()
     }
 
+    /// Writes `options`' configuration over the file the server started
+    /// with (its flags stay as they were) and sends it SIGHUP: the server
+    /// reads the file again. Nothing waits for the reload to finish.
+    pub fn reload_with(&mut self, options: Options) {
+        let name = match self.flavor {
+            Flavor::Tern => "tern.toml",
+            Flavor::Nats => "nats.conf",
+        };
+        let dir = self.dir.as_ref().expect("a server owns its directory");
+        std::fs::write(dir.path().join(name), options.config_text(self.flavor))
+            .unwrap_or_else(|error| panic!("rewrite {name}: {error}"));
+        self.options = options;
+        self.signal_hangup();
+    }
+
+    /// Writes `text` as the whole config file (a broken one, say) and
+    /// sends SIGHUP.
+    pub fn reload_with_text(&mut self, text: &str) {
+        let name = match self.flavor {
+            Flavor::Tern => "tern.toml",
+            Flavor::Nats => "nats.conf",
+        };
+        let dir = self.dir.as_ref().expect("a server owns its directory");
+        std::fs::write(dir.path().join(name), text)
+            .unwrap_or_else(|error| panic!("rewrite {name}: {error}"));
+        self.signal_hangup();
+    }
+
+    /// SIGHUP to this server's process (by its PID).
+    pub fn signal_hangup(&self) {
+        let pid = libc::pid_t::try_from(self.pid()).expect("a PID fits pid_t");
+        // SAFETY: kill(2) with a PID this test started and still owns.
+        let rc = unsafe { libc::kill(pid, libc::SIGHUP) };
+        assert_eq!(
+            rc,
+            0,
+            "SIGHUP to {pid}: {}",
+            std::io::Error::last_os_error()
+        );
+    }
+
+    /// Waits (bounded) until a line of the server's log contains `needle`.
+    pub async fn wait_log(&self, needle: &str, timeout: Duration) {
+        let deadline = Instant::now() + timeout;
+        while !self
+            .log
+            .lock()
+            .unwrap()
+            .iter()
+            .any(|line| line.contains(needle))
+        {
+            assert!(
+                Instant::now() < deadline,
+                "{}: no log line with {needle:?} within {timeout:?}; log:\n{}",
+                self.flavor.name(),
+                self.log_tail()
+            );
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+
     /// The last lines the server wrote to stderr.
     pub fn log_tail(&self) -> String {
         self.log
