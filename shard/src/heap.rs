@@ -23,7 +23,7 @@
 //! nats-server's was 58 MiB).
 //!
 //! Tested end to end by `durable_publishes_and_reads_reuse_resident_buffers`
-//! (broker/tests/jetstream_publish.rs), which counts the server's page
+//! (broker/it/tests/it/jetstream_publish.rs), which counts the server's page
 //! faults: the allocator's state is process-wide, so a unit test here could
 //! not tell the policy's effect from what earlier tests left behind.
 

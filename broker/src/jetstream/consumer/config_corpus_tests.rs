@@ -1,5 +1,5 @@
 //! Golden corpus: CONSUMER.CREATE / DURABLE.CREATE requests and nats-server
-//! 2.15.1's answers, recorded by `broker/tests/py/record_consumer_corpus.py`
+//! 2.15.1's answers, recorded by `broker/it/tests/py/record_consumer_corpus.py`
 //! (do not edit by hand; re-run the script). Streams: `S` (limits, `s.>`),
 //! `W` (workqueue, `w.>`), `L` (limits, `l.>`, consumer_limits
 //! max_ack_pending 50, inactive_threshold 10 s). `setup` consumers were

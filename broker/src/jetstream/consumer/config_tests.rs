@@ -1,5 +1,5 @@
 //! Tests of `consumer_config`. Golden texts come from nats-server 2.15.1,
-//! recorded by `broker/tests/py/record_consumer_corpus.py`; the bulk of the
+//! recorded by `broker/it/tests/py/record_consumer_corpus.py`; the bulk of the
 //! create cases are in the corpus.
 
 use super::*;

@@ -1,6 +1,6 @@
 //! Golden corpus: `$JS.API.CONSUMER.MSG.NEXT.S.<consumer>` bodies and the
 //! status messages nats-server 2.15.1 sent to the reply subject within
-//! 500 ms, recorded by `broker/tests/py/record_consumer_corpus.py` (do not
+//! 500 ms, recorded by `broker/it/tests/py/record_consumer_corpus.py` (do not
 //! edit by hand). The stream was empty. Consumer `P`: explicit ack,
 //! max_batch 10, max_expires 2 s, max_bytes 1000. Consumer `O`: priority
 //! policy overflow with group `g`. An empty list: the request was queued and

@@ -1,5 +1,5 @@
 //! Tests of `consumer_requests`. The pull corpus was recorded from
-//! nats-server 2.15.1 by `broker/tests/py/record_consumer_corpus.py`.
+//! nats-server 2.15.1 by `broker/it/tests/py/record_consumer_corpus.py`.
 
 use super::*;
 use crate::jetstream::consumer::config::AckPolicy;

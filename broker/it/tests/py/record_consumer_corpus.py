@@ -13,7 +13,7 @@ writes two Rust files:
   the server answers within a short window.
 
 Usage (from the repository root):
-    python3 broker/tests/py/record_consumer_corpus.py
+    python3 broker/it/tests/py/record_consumer_corpus.py
 Streams: S (limits, `s.>`), W (workqueue, `w.>`), L (limits, `l.>`, with
 consumer_limits max_ack_pending 50 / inactive_threshold 10 s). Every case
 starts with no consumers (all are deleted after each case).
@@ -593,7 +593,7 @@ def record_config_corpus(client):
 def write_config_corpus(rows):
     with open(CONFIG_OUT, "w") as out:
         out.write("""//! Golden corpus: CONSUMER.CREATE / DURABLE.CREATE requests and nats-server
-//! 2.15.1's answers, recorded by `broker/tests/py/record_consumer_corpus.py`
+//! 2.15.1's answers, recorded by `broker/it/tests/py/record_consumer_corpus.py`
 //! (do not edit by hand; re-run the script). Streams: `S` (limits, `s.>`),
 //! `W` (workqueue, `w.>`), `L` (limits, `l.>`, consumer_limits
 //! max_ack_pending 50, inactive_threshold 10 s). `setup` consumers were
@@ -681,7 +681,7 @@ def write_pull_corpus(rows):
     with open(PULL_OUT, "w") as out:
         out.write("""//! Golden corpus: `$JS.API.CONSUMER.MSG.NEXT.S.<consumer>` bodies and the
 //! status messages nats-server 2.15.1 sent to the reply subject within
-//! 500 ms, recorded by `broker/tests/py/record_consumer_corpus.py` (do not
+//! 500 ms, recorded by `broker/it/tests/py/record_consumer_corpus.py` (do not
 //! edit by hand). The stream was empty. Consumer `P`: explicit ack,
 //! max_batch 10, max_expires 2 s, max_bytes 1000. Consumer `O`: priority
 //! policy overflow with group `g`. An empty list: the request was queued and

@@ -213,7 +213,7 @@ async fn clients_are_refused_until_the_server_can_serve() {
     let log_path = directory.path().join("stderr.log");
     let release = directory.path().join("release");
     let _server = Child(
-        std::process::Command::new(env!("CARGO_BIN_EXE_tern-server"))
+        std::process::Command::new(crate::common::tern_server())
             .args(["-a", "127.0.0.1", "-p", &port.to_string(), "--cores", "0-1"])
             .args(["--unpinned", "--jetstream", "--store_dir"])
             .arg(directory.path().join("data"))

@@ -17,7 +17,7 @@ fn tern_without_ipc_lock(soft_bytes: u64, hard_bytes: u64, args: &[&str]) -> Com
     let mut command = Command::new("setpriv");
     command
         .args(["--inh-caps=-ipc_lock", "--bounding-set=-ipc_lock", "--"])
-        .arg(env!("CARGO_BIN_EXE_tern-server"))
+        .arg(crate::common::tern_server())
         .args(["-a", "127.0.0.1", "-p", "-1", "-m", "0"])
         .args(args)
         .stdout(Stdio::null())

@@ -33,6 +33,73 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 /// Default bound for anything a test waits for.
 pub const TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The tern-server under test: the workspace's build next to this test
+/// executable (`target/<profile>/tern-server`, which `cargo test
+/// --workspace` builds with every target), or `TERN_SERVER`. A binary
+/// older than a source file of the crates it is built from is refused, so
+/// `cargo test -p tern-it` never tests yesterday's server by accident.
+pub fn tern_server() -> &'static std::path::Path {
+    static PATH: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    PATH.get_or_init(|| {
+        let path = std::env::var_os("TERN_SERVER")
+            .map(PathBuf::from)
+            .or_else(|| {
+                let exe = std::env::current_exe().ok()?;
+                exe.ancestors()
+                    .skip(1)
+                    .take(2)
+                    .map(|dir| dir.join("tern-server"))
+                    .find(|candidate| candidate.is_file())
+            })
+            .unwrap_or_else(|| {
+                panic!("no tern-server next to the test executable: `cargo build -p tern-broker` first (or run `cargo test --workspace`), or set TERN_SERVER")
+            });
+        if std::env::var_os("TERN_SERVER").is_none() {
+            let built = modified(&path);
+            let workspace = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("../..")
+                .canonicalize()
+                .expect("the workspace directory");
+            for crate_dir in ["broker/src", "shard/src", "storage/src", "raft/src"] {
+                if let Some((newest, file)) = newest_file(&workspace.join(crate_dir)) {
+                    assert!(
+                        newest <= built,
+                        "{} is older than {}: `cargo build -p tern-broker` first (or run `cargo test --workspace`)",
+                        path.display(),
+                        file.display()
+                    );
+                }
+            }
+        }
+        path
+    })
+}
+
+fn modified(path: &std::path::Path) -> std::time::SystemTime {
+    std::fs::metadata(path)
+        .and_then(|metadata| metadata.modified())
+        .unwrap_or_else(|error| panic!("{}: {error}", path.display()))
+}
+
+/// The most recently modified file under `dir` (recursively).
+fn newest_file(dir: &std::path::Path) -> Option<(std::time::SystemTime, PathBuf)> {
+    let mut newest: Option<(std::time::SystemTime, PathBuf)> = None;
+    for entry in std::fs::read_dir(dir).ok()?.flatten() {
+        let path = entry.path();
+        let found = if path.is_dir() {
+            newest_file(&path)
+        } else {
+            Some((modified(&path), path))
+        };
+        if let Some(found) = found {
+            if newest.as_ref().is_none_or(|(time, _)| found.0 > *time) {
+                newest = Some(found);
+            }
+        }
+    }
+    newest
+}
 /// How long the harness waits for a server to report its ports.
 pub const START_TIMEOUT: Duration = Duration::from_secs(60);
 /// How long a test waits to prove that something does NOT happen.
@@ -392,7 +459,7 @@ impl Server {
                 };
                 let config = dir.path().join("tern.toml");
                 std::fs::write(&config, options.config_text(flavor)).expect("write tern.toml");
-                let mut command = Command::new(env!("CARGO_BIN_EXE_tern-server"));
+                let mut command = Command::new(tern_server());
                 command
                     .args([
                         "-a",

@@ -70,7 +70,7 @@ async fn sigint_flushes_and_exits() {
 
 #[test]
 fn help_explains_every_flag() {
-    let output = std::process::Command::new(env!("CARGO_BIN_EXE_tern-server"))
+    let output = std::process::Command::new(crate::common::tern_server())
         .arg("--help")
         .output()
         .unwrap();
@@ -110,7 +110,7 @@ fn help_explains_every_flag() {
 
 #[test]
 fn bad_flags_fail_with_a_message() {
-    let output = std::process::Command::new(env!("CARGO_BIN_EXE_tern-server"))
+    let output = std::process::Command::new(crate::common::tern_server())
         .args(["--cores", "0-99999"])
         .output()
         .unwrap();

@@ -1,7 +1,7 @@
 //! tern-broker's integration tests: one binary (one build of the helpers in
 //! `common/`), one module per area. Each test spawns real servers (tern and,
 //! for the differential half, nats-server 2.15.1) and drives them with real
-//! clients. Run one module with `cargo test -p tern-broker --test it <module>::`.
+//! clients. Run one module with `cargo test -p tern-it <module>::`.
 
 #[macro_use]
 mod common;
