@@ -257,7 +257,13 @@ pub fn tern_program() -> PathBuf {
 /// `tern args…` with the NATS_* environment cleared, waited for at most
 /// [`TIMEOUT`].
 pub fn tern(args: &[&str]) -> Run {
-    let mut child = tern_command(args)
+    run_command(tern_command(args), args)
+}
+
+/// Runs a `tern` command (from [`tern_command`]), waited for at most
+/// [`TIMEOUT`].
+pub fn run_command(mut command: Command, args: &[&str]) -> Run {
+    let mut child = command
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
