@@ -51,7 +51,10 @@ pub struct Cluster {
 
 impl Cluster {
     pub fn start(flavor: Flavor) -> Cluster {
-        let name = format!("cli-{flavor:?}-{}", std::process::id());
+        // A cluster name no other cluster of this run uses.
+        static CLUSTERS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let serial = CLUSTERS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let name = format!("cli-{flavor:?}-{}-{serial}", std::process::id());
         let ports: Vec<u16> = (0..NODES).map(|_| free_port()).collect();
         let routes = ports
             .iter()
@@ -83,6 +86,12 @@ impl Cluster {
         &self.nodes[number - 1]
     }
 
+    /// SIGKILLs node `number` (by its PID).
+    pub fn kill(&mut self, number: usize) {
+        self.nodes[number - 1].kill();
+    }
+
+    /// Every node's monitoring URL, comma separated, node 1 first.
     pub fn monitors(&self) -> String {
         self.nodes
             .iter()
@@ -284,7 +293,7 @@ fn replicated_stream(flavor: Flavor) {
     let victim = (1..=NODES)
         .find(|&node| node != meta && node != number(&leader))
         .expect("three nodes, two leaders at most");
-    cluster.nodes[victim - 1].kill();
+    cluster.kill(victim);
     let victim_name = format!("n{victim}");
     let node = cluster.node(meta);
     let down = check_until(node, &monitors, |verdict| {
