@@ -229,8 +229,10 @@ pub struct JetStreamCheck {
 
 #[derive(Debug, Args)]
 pub struct ClusterCheck {
-    /// The server's monitoring URL, e.g. http://127.0.0.1:8222
-    #[arg(long, value_name = "URL")]
+    /// The nodes' monitoring URLs, comma separated, e.g.
+    /// http://10.0.0.1:8222,http://10.0.0.2:8222 (each group's replicas
+    /// are judged from its leader's view, so give them all)
+    #[arg(long, value_name = "URL[,URL…]")]
     pub monitor: String,
     /// Nodes the cluster must have
     #[arg(long, value_name = "NODES")]
@@ -335,9 +337,27 @@ async fn run(connection: &ConnectionArgs, check: Check) -> Result<Outcome, CliEr
             }
         }
         Check::Cluster(args) => {
-            let jsz = monitor::get_json(&args.monitor, "/jsz?accounts=true&streams=true", timeout)
-                .await?;
-            Ok(cluster_outcome(&jsz, args.expect))
+            let mut views = Vec::new();
+            let mut unreachable = Vec::new();
+            let mut first_error = None;
+            for url in args.monitor.split(',').map(str::trim) {
+                match node_view(url, timeout).await {
+                    Ok(view) => views.push(view),
+                    Err(error) => {
+                        unreachable.push(format!("monitor {url} unreachable"));
+                        first_error.get_or_insert(error);
+                    }
+                }
+            }
+            if views.is_empty() {
+                return Err(first_error.expect("at least one URL"));
+            }
+            let mut outcome = cluster_outcome(&leader_views(&views), args.expect);
+            if !unreachable.is_empty() {
+                outcome.status = Status::Critical;
+                outcome.message = format!("{}; {}", outcome.message, unreachable.join("; "));
+            }
+            Ok(outcome)
         }
         Check::Auth(args) => {
             let varz = monitor::get_json(&args.monitor, "/varz", timeout).await?;
@@ -410,8 +430,70 @@ pub fn connection_outcome(
     }
 }
 
-/// Replicas not current or offline in a cluster block, named.
+/// One node's `/varz` name and its `/jsz?accounts=true&streams=true`.
+async fn node_view(url: &str, timeout: Duration) -> Result<(String, Value), CliError> {
+    let varz = monitor::get_json(url, "/varz", timeout).await?;
+    let jsz = monitor::get_json(url, "/jsz?accounts=true&streams=true", timeout).await?;
+    let name = varz["server_name"].as_str().unwrap_or_default().to_string();
+    Ok((name, jsz))
+}
+
+/// One `/jsz` made of the nodes' views (name, `/jsz`): the meta group and
+/// each stream as its leader reports it. Only a Raft leader knows whether
+/// its followers are current (a follower's `/jsz` shows its peers as not
+/// current, on nats-server as on tern), so a group whose leader is not
+/// among the views keeps the first view's block, marked
+/// `judged_elsewhere`: its replicas are counted, not judged.
+pub fn leader_views(views: &[(String, Value)]) -> Value {
+    let (_, first) = &views[0];
+    if first["disabled"].as_bool() == Some(true) {
+        return first.clone();
+    }
+    let from_leader = |group: &Value, leader_of: &dyn Fn(&Value) -> Option<Value>| {
+        let leader = group["leader"].as_str().unwrap_or_default();
+        let led = views
+            .iter()
+            .find(|(name, _)| !leader.is_empty() && name == leader)
+            .and_then(|(_, jsz)| leader_of(jsz));
+        led.unwrap_or_else(|| {
+            let mut group = group.clone();
+            if group["replicas"].as_array().is_some_and(|r| !r.is_empty()) {
+                group["judged_elsewhere"] = json!(true);
+            }
+            group
+        })
+    };
+    let mut merged = json!({});
+    if first["meta_cluster"].is_object() {
+        merged["meta_cluster"] = from_leader(&first["meta_cluster"], &|jsz| {
+            Some(jsz["meta_cluster"].clone()).filter(Value::is_object)
+        });
+    }
+    let mut details = Vec::new();
+    for detail in stream_details(first) {
+        let name = &detail["name"];
+        let cluster = from_leader(&detail["cluster"], &|jsz| {
+            stream_details(jsz)
+                .into_iter()
+                .find(|other| &other["name"] == name)
+                .map(|other| other["cluster"].clone())
+        });
+        let mut detail = detail.clone();
+        if !detail["cluster"].is_null() {
+            detail["cluster"] = cluster;
+        }
+        details.push(detail);
+    }
+    merged["stream_detail"] = Value::Array(details);
+    merged
+}
+
+/// Replicas not current or offline in a cluster block, named; none when
+/// the block is not its leader's view (see [`leader_views`]).
 fn unhealthy_replicas(cluster: &Value) -> Vec<String> {
+    if cluster["judged_elsewhere"].as_bool() == Some(true) {
+        return Vec::new();
+    }
     cluster["replicas"]
         .as_array()
         .map(|replicas| {
@@ -799,6 +881,21 @@ mod tests {
         assert!(outcome
             .message
             .contains("single server (no cluster), 1 streams"));
+        // A follower's view of its peers is not judged; the leader's is.
+        let mut follower = healthy.clone();
+        follower["meta_cluster"]["replicas"][0] = json!({"name": "n1", "current": false});
+        follower["stream_detail"][0]["cluster"]["replicas"][0] =
+            json!({"name": "n1", "current": false});
+        let merged = leader_views(&[("n2".into(), follower.clone())]);
+        assert_eq!(cluster_outcome(&merged, Some(3)).status, Status::Ok);
+        let merged = leader_views(&[("n2".into(), follower), ("n1".into(), down.clone())]);
+        let outcome = cluster_outcome(&merged, Some(3));
+        assert!(
+            outcome.message.contains("node n3 offline")
+                && outcome.message.contains("stream S replica n3 not current"),
+            "{}",
+            outcome.message
+        );
         let failed = json!({"stream_detail": [{"name": "S", "failure": "offline: damaged"}]});
         assert_eq!(cluster_outcome(&failed, None).status, Status::Critical);
         assert_eq!(

@@ -218,6 +218,7 @@ fn validate(command: &Command) -> Result<(), CliError> {
         Command::Pub(args) => message::headers(&args.headers).map(drop),
         Command::Req(args) => message::headers(&args.headers).map(drop),
         Command::Kv(kv::KvCommand::Add(args)) => kv::bucket_config(args).map(drop),
+        Command::Object(object::ObjectCommand::Add(args)) => object::bucket_config(args).map(drop),
         _ => Ok(()),
     }
 }

@@ -118,7 +118,8 @@ async fn open(
         .map_err(CliError::client(format!("object bucket {bucket}")))
 }
 
-async fn add(context: &jetstream::Context, args: AddArgs) -> Result<(), CliError> {
+/// The bucket config `object add` asks for (checked before connecting).
+pub fn bucket_config(args: &AddArgs) -> Result<object_store::Config, CliError> {
     let mut config = object_store::Config {
         bucket: args.bucket.clone(),
         description: args.description.clone(),
@@ -137,8 +138,12 @@ async fn add(context: &jetstream::Context, args: AddArgs) -> Result<(), CliError
             Storage::Memory => jetstream::stream::StorageType::Memory,
         };
     }
+    Ok(config)
+}
+
+async fn add(context: &jetstream::Context, args: AddArgs) -> Result<(), CliError> {
     context
-        .create_object_store(config)
+        .create_object_store(bucket_config(&args)?)
         .await
         .map_err(CliError::client(format!("object add {}", args.bucket)))?;
     line(format_args!("Bucket {} created", args.bucket));

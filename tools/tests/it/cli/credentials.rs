@@ -1,12 +1,14 @@
 //! The connection flags that carry credentials, against servers that ask
 //! for them: `--user`/`--password`, `--nkey <seed file>` and `--token` on
 //! tern and nats-server with the same users; `--tlsca`, `--tlscert` and
-//! `--tlskey` on nats-server with TLS (tern's client port has no TLS yet).
+//! `--tlskey` on both with TLS and client certificates required (tern's
+//! `[tls]` table, nats-server's `tls {}` block, the same settings); the
+//! `NATS_*` environment in place of the flags.
 
 use std::path::Path;
 use std::process::Command;
 
-use super::{tern, Flavor, Server};
+use super::{on_both, run_command, tern, tern_command, Flavor, Run, Server};
 
 /// An NKey user pair from `tern nkey gen user`: (public key, seed file).
 fn nkey_user(directory: &Path) -> (String, std::path::PathBuf) {
@@ -175,7 +177,7 @@ fn certificates(directory: &Path) {
 }
 
 #[test]
-fn tls_flags_against_nats_server_with_client_certificates() {
+fn tls_flags_with_client_certificates_on_both_servers() {
     let directory = tempfile::tempdir().expect("temp dir");
     let path = |name: &str| {
         directory
@@ -186,29 +188,138 @@ fn tls_flags_against_nats_server_with_client_certificates() {
             .to_string()
     };
     certificates(directory.path());
-    let config = format!(
-        "tls {{\n  cert_file: \"{}\"\n  key_file: \"{}\"\n  ca_file: \"{}\"\n  verify: true\n}}\n",
-        path("server.pem"),
-        path("server.key"),
-        path("ca.pem")
-    );
-    let server = Server::start_with(Flavor::Nats, &config);
-    let url = server.url().replace("nats://", "tls://");
-    let (ca, cert, key) = (path("ca.pem"), path("client.pem"), path("client.key"));
-    let (code, line) = check(
-        &url,
-        &["--tlsca", &ca, "--tlscert", &cert, "--tlskey", &key],
-    );
-    assert_eq!(code, Some(0), "{line}");
-    assert!(line.starts_with("OK: "), "{line}");
-    // Without the client certificate the server refuses the handshake;
-    // without the CA the server's certificate is not trusted.
-    for flags in [
-        vec!["--tlsca", ca.as_str()],
-        vec!["--tlscert", &cert, "--tlskey", &key],
-    ] {
-        let (code, line) = check(&url, &flags);
-        assert_ne!(code, Some(0), "{flags:?}: {line}");
-        assert_eq!(line.lines().count(), 1, "{flags:?}: {line}");
-    }
+    let (server_cert, server_key, ca) = (path("server.pem"), path("server.key"), path("ca.pem"));
+    let (cert, key) = (path("client.pem"), path("client.key"));
+    std::thread::scope(|scope| {
+        for flavor in [Flavor::Tern, Flavor::Nats] {
+            let (server_cert, server_key, ca, cert, key) =
+                (&server_cert, &server_key, &ca, &cert, &key);
+            scope.spawn(move || {
+                let config = match flavor {
+                    Flavor::Tern => format!(
+                        "[tls]\ncert_file = {server_cert:?}\nkey_file = {server_key:?}\nca_file = {ca:?}\nverify = true\n"
+                    ),
+                    Flavor::Nats => format!(
+                        "tls {{\n  cert_file: {server_cert:?}\n  key_file: {server_key:?}\n  ca_file: {ca:?}\n  verify: true\n}}\n"
+                    ),
+                };
+                let server = Server::start_with(flavor, &config);
+                let url = server.url().replace("nats://", "tls://");
+                let (code, line) =
+                    check(&url, &["--tlsca", ca, "--tlscert", cert, "--tlskey", key]);
+                assert_eq!(code, Some(0), "{flavor:?}: {line}");
+                assert!(line.starts_with("OK: "), "{flavor:?}: {line}");
+                // A JetStream command over the same connection options.
+                let listed = tern(&[
+                    "-s", &url, "--tlsca", ca, "--tlscert", cert, "--tlskey", key, "stream", "ls", "-n",
+                ]);
+                listed.ok();
+                // The same through the environment (NATS_CA, NATS_CERT, NATS_KEY).
+                let run = tern_env(
+                    &[("NATS_URL", url.as_str()), ("NATS_CA", ca), ("NATS_CERT", cert), ("NATS_KEY", key)],
+                    &["server", "check", "connection"],
+                );
+                assert_eq!(run.code, Some(0), "{flavor:?}: {run:?}");
+                // Without the client certificate the server refuses the
+                // handshake; without the CA the server's certificate is
+                // not trusted; without TLS the server wants it.
+                for flags in [
+                    vec!["--tlsca", ca.as_str()],
+                    vec!["--tlscert", cert, "--tlskey", key],
+                ] {
+                    let (code, line) = check(&url, &flags);
+                    assert_ne!(code, Some(0), "{flavor:?} {flags:?}: {line}");
+                    assert_eq!(line.lines().count(), 1, "{flavor:?} {flags:?}: {line}");
+                }
+                let (code, line) = check(&server.url(), &[]);
+                assert_ne!(code, Some(0), "{flavor:?} plain: {line}");
+                assert_eq!(line.lines().count(), 1, "{flavor:?} plain: {line}");
+            });
+        }
+    });
+}
+
+/// `tern args…` with `environment` set (the rest of NATS_* cleared).
+fn tern_env(environment: &[(&str, &str)], args: &[&str]) -> Run {
+    let mut command = tern_command(args);
+    command.envs(environment.iter().copied());
+    run_command(command, args)
+}
+
+#[test]
+fn nats_url_and_nats_user_from_the_environment() {
+    let (tern_seen, nats_seen) = on_both(|server| {
+        let flavor = server.flavor;
+        let url = server.url();
+        // A free port, never the default 4222: only NATS_URL can lead there.
+        assert!(!url.ends_with(":4222"), "{url}");
+        server
+            .tern(&["stream", "add", "ENV", "--subjects", "env.>", "--defaults"])
+            .ok();
+        let listed = tern_env(&[("NATS_URL", url.as_str())], &["stream", "ls", "-n"]);
+        assert_eq!(listed.ok().trim(), "ENV", "{flavor:?}: {listed:?}");
+        let checked = tern_env(
+            &[("NATS_URL", url.as_str())],
+            &["server", "check", "connection"],
+        );
+        assert!(
+            checked.ok().starts_with(&format!("OK: connected to {url}")),
+            "{flavor:?}: {checked:?}"
+        );
+        // -s wins over NATS_URL, as in the nats CLI.
+        let flag = tern_env(
+            &[("NATS_URL", "nats://127.0.0.1:1")],
+            &["-s", &url, "stream", "ls", "-n"],
+        );
+        assert_eq!(flag.ok().trim(), "ENV", "{flavor:?}: {flag:?}");
+        let wrong = tern_env(&[("NATS_URL", "nats://127.0.0.1:1")], &["stream", "ls"]);
+        assert!(
+            wrong
+                .one_line_error(1)
+                .starts_with("tern: cannot connect to nats://127.0.0.1:1: "),
+            "{flavor:?}: {wrong:?}"
+        );
+        listed.stdout
+    });
+    assert_eq!(tern_seen, nats_seen);
+
+    // NATS_USER and NATS_PASSWORD in place of --user and --password.
+    std::thread::scope(|scope| {
+        for flavor in [Flavor::Tern, Flavor::Nats] {
+            scope.spawn(move || {
+                let users = match flavor {
+                    Flavor::Tern => {
+                        "[authorization]\nusers = [ { user = \"alice\", password = \"s3cret\" } ]\n"
+                    }
+                    Flavor::Nats => {
+                        "authorization {\n  users = [ {user: alice, password: s3cret} ]\n}\n"
+                    }
+                };
+                let server = Server::start_with(flavor, users);
+                let url = server.url();
+                let good = tern_env(
+                    &[
+                        ("NATS_URL", url.as_str()),
+                        ("NATS_USER", "alice"),
+                        ("NATS_PASSWORD", "s3cret"),
+                    ],
+                    &["server", "check", "connection"],
+                );
+                assert_eq!(good.code, Some(0), "{flavor:?}: {good:?}");
+                let bad = tern_env(
+                    &[
+                        ("NATS_URL", url.as_str()),
+                        ("NATS_USER", "alice"),
+                        ("NATS_PASSWORD", "wrong"),
+                    ],
+                    &["stream", "ls"],
+                );
+                let error = bad.one_line_error(1);
+                assert!(
+                    error.to_lowercase().contains("authorization"),
+                    "{flavor:?}: {bad:?}"
+                );
+            });
+        }
+    });
 }

@@ -13,6 +13,7 @@
 
 mod buckets;
 mod checks;
+mod cluster;
 mod consumers;
 mod credentials;
 mod exports;
@@ -79,6 +80,12 @@ impl Server {
     /// Started with `extra` appended to its config file (TOML for tern,
     /// nats-server's format for nats-server).
     pub fn start_with(flavor: Flavor, extra: &str) -> Server {
+        Server::start_node(flavor, extra, &[])
+    }
+
+    /// [`Server::start_with`], with `args` appended to its command line
+    /// (a cluster node's `-n`, `--cluster`, `--routes`, …).
+    pub fn start_node(flavor: Flavor, extra: &str, args: &[String]) -> Server {
         let dir = tempfile::tempdir().expect("temp dir");
         let data = dir.path().join("data");
         let mut command = match flavor {
@@ -114,6 +121,7 @@ impl Server {
             }
         };
         let mut child = command
+            .args(args)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
@@ -154,6 +162,12 @@ impl Server {
         }
     }
 
+    /// SIGKILLs the server (by its PID) and reaps it.
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
     pub fn url(&self) -> String {
         format!("nats://127.0.0.1:{}", self.port)
     }
@@ -188,6 +202,18 @@ pub fn on_both<T: Send>(body: impl Fn(&Server) -> T + Sync) -> (T, T) {
             .join()
             .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
         (tern, nats)
+    })
+}
+
+/// Runs `body` for tern and for nats-server at once (each in its own
+/// thread), for tests that start their own servers.
+pub fn on_both_flavors(body: impl Fn(Flavor) + Sync) {
+    std::thread::scope(|scope| {
+        let body = &body;
+        let nats = scope.spawn(move || body(Flavor::Nats));
+        body(Flavor::Tern);
+        nats.join()
+            .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
     })
 }
 
@@ -231,7 +257,13 @@ pub fn tern_program() -> PathBuf {
 /// `tern args…` with the NATS_* environment cleared, waited for at most
 /// [`TIMEOUT`].
 pub fn tern(args: &[&str]) -> Run {
-    let mut child = tern_command(args)
+    run_command(tern_command(args), args)
+}
+
+/// Runs a `tern` command (from [`tern_command`]), waited for at most
+/// [`TIMEOUT`].
+pub fn run_command(mut command: Command, args: &[&str]) -> Run {
+    let mut child = command
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

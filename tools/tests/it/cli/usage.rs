@@ -38,6 +38,52 @@ fn bad_input_is_one_line_and_a_non_zero_exit() {
     assert!(wait
         .one_line_error(1)
         .starts_with("tern: --wait: invalid duration"));
+    // Checked before connecting, as `kv add`'s (no server on port 1).
+    let object_size = tern(&[
+        "-s",
+        "nats://127.0.0.1:1",
+        "object",
+        "add",
+        "B",
+        "--max-bytes",
+        "1QB",
+    ]);
+    assert!(
+        object_size
+            .one_line_error(1)
+            .starts_with("tern: --max-bytes: invalid size \"1QB\""),
+        "{object_size:?}"
+    );
+    let object_ttl = tern(&[
+        "-s",
+        "nats://127.0.0.1:1",
+        "object",
+        "add",
+        "B",
+        "--ttl",
+        "1fortnight",
+    ]);
+    assert!(
+        object_ttl
+            .one_line_error(1)
+            .starts_with("tern: --ttl: invalid duration \"1fortnight\""),
+        "{object_ttl:?}"
+    );
+    let kv_ttl = tern(&[
+        "-s",
+        "nats://127.0.0.1:1",
+        "kv",
+        "add",
+        "B",
+        "--ttl",
+        "soon",
+    ]);
+    assert!(
+        kv_ttl
+            .one_line_error(1)
+            .starts_with("tern: --ttl: invalid duration \"soon\""),
+        "{kv_ttl:?}"
+    );
     let header = tern(&["pub", "x", "y", "-H", "novalue"]);
     assert!(header.one_line_error(1).contains("expected K:V"));
     let timeout = tern(&["--timeout", "5 minutes", "stream", "ls"]);

@@ -1,0 +1,323 @@
+//! The CLI against a 3-node cluster of each server (JetStream on): the
+//! users' `stream add ORDERS … --replicas 3` line, 100 acknowledged
+//! publishes, `stream info --json` with a leader and two replicas, `server
+//! check cluster` OK with every node present and every replica current,
+//! `server ls` and `server report jetstream` over the three nodes, then a
+//! follower SIGKILLed and `server check cluster` naming it.
+//!
+//! The cluster is started as the broker's tests start theirs
+//! (`broker/tests/it/common/cluster.rs`, `Cluster::meshed`): route ports
+//! picked up front, every node listing every node in `--routes`. Every
+//! wait is a bounded poll.
+
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use super::{on_both_flavors, Flavor, Run, Server};
+
+/// Bound on the cluster electing its leaders and its replicas catching up.
+const CONVERGE: Duration = Duration::from_secs(20);
+/// Poll interval of the bounded waits below.
+const POLL: Duration = Duration::from_millis(50);
+const NODES: usize = 3;
+
+/// A port nothing listens on now, below the kernel's ephemeral range
+/// (32768 and up), so no server started with `-p -1` meanwhile takes the
+/// route port every node is told before the node binds it. Each call
+/// takes the next port of 10000..32000 from a start spread by the
+/// process id, checked free by binding it.
+fn free_port() -> u16 {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    const FIRST: u32 = 10_000;
+    const COUNT: u32 = 22_000;
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    let start = (std::process::id() * 7919) % COUNT;
+    for _ in 0..COUNT {
+        let offset = NEXT.fetch_add(1, Ordering::Relaxed);
+        let port = (FIRST + (start + offset) % COUNT) as u16;
+        if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return port;
+        }
+    }
+    panic!("no free port in {FIRST}..{}", FIRST + COUNT);
+}
+
+/// Three nodes `n1`..`n3` of one cluster, each routing to all three.
+/// Dropping it kills every node (by PID).
+pub struct Cluster {
+    nodes: Vec<Server>,
+}
+
+impl Cluster {
+    pub fn start(flavor: Flavor) -> Cluster {
+        // A cluster name no other cluster of this run uses.
+        static CLUSTERS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let serial = CLUSTERS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let name = format!("cli-{flavor:?}-{}-{serial}", std::process::id());
+        let ports: Vec<u16> = (0..NODES).map(|_| free_port()).collect();
+        let routes = ports
+            .iter()
+            .map(|port| format!("nats://127.0.0.1:{port}"))
+            .collect::<Vec<_>>()
+            .join(",");
+        let nodes = ports
+            .iter()
+            .enumerate()
+            .map(|(index, port)| {
+                let args = [
+                    "-n".to_string(),
+                    format!("n{}", index + 1),
+                    "--cluster".to_string(),
+                    format!("nats://127.0.0.1:{port}"),
+                    "--cluster_name".to_string(),
+                    name.clone(),
+                    "--routes".to_string(),
+                    routes.clone(),
+                ];
+                Server::start_node(flavor, "", &args)
+            })
+            .collect();
+        Cluster { nodes }
+    }
+
+    /// Node `number` (from 1).
+    pub fn node(&self, number: usize) -> &Server {
+        &self.nodes[number - 1]
+    }
+
+    /// SIGKILLs node `number` (by its PID).
+    pub fn kill(&mut self, number: usize) {
+        self.nodes[number - 1].kill();
+    }
+
+    /// Every node's monitoring URL, comma separated, node 1 first.
+    pub fn monitors(&self) -> String {
+        self.nodes
+            .iter()
+            .map(Server::monitor_url)
+            .collect::<Vec<_>>()
+            .join(",")
+    }
+}
+
+/// Runs `args` through node 1 until it answers something else than
+/// "JetStream not available yet" (503, no responders, a timeout while the
+/// meta group elects), bounded by [`CONVERGE`].
+fn when_ready(cluster: &Cluster, args: &[&str]) -> Run {
+    let deadline = Instant::now() + CONVERGE;
+    loop {
+        let run = cluster.node(1).tern(&[&["--timeout", "2s"], args].concat());
+        let waiting = run.code != Some(0)
+            && ["code 503", "no responders", "no answer within", "timed out"]
+                .iter()
+                .any(|sign| run.stderr.to_lowercase().contains(sign));
+        if !waiting {
+            return run;
+        }
+        assert!(Instant::now() < deadline, "never ready: {args:?}: {run:?}");
+        std::thread::sleep(POLL);
+    }
+}
+
+/// `server check cluster --json` through `monitor`, polled (bounded by
+/// [`CONVERGE`]) until `done` holds; the last verdict.
+fn check_until(server: &Server, monitor: &str, done: impl Fn(&Value) -> bool) -> Value {
+    let deadline = Instant::now() + CONVERGE;
+    loop {
+        let run = server.tern(&[
+            "server",
+            "check",
+            "cluster",
+            "--monitor",
+            monitor,
+            "--expect",
+            "3",
+            "--json",
+        ]);
+        let verdict: Value = serde_json::from_str(&run.stdout)
+            .unwrap_or_else(|error| panic!("not JSON ({error}): {run:?}"));
+        assert_eq!(
+            run.code.map(Value::from),
+            Some(verdict["exit_code"].clone())
+        );
+        if done(&verdict) {
+            return verdict;
+        }
+        assert!(Instant::now() < deadline, "last verdict: {verdict}");
+        std::thread::sleep(POLL);
+    }
+}
+
+/// The node number in a name `nN`.
+fn number(name: &str) -> usize {
+    name.trim_start_matches('n')
+        .parse()
+        .expect("a node name nN")
+}
+
+/// The node named after `meta leader ` in a cluster verdict's message.
+fn meta_leader(verdict: &Value) -> usize {
+    let message = verdict["message"].as_str().unwrap_or("");
+    let rest = &message[message.find("meta leader ").expect("a meta leader") + 12..];
+    number(rest.split(',').next().unwrap_or(""))
+}
+
+fn replicated_stream(flavor: Flavor) {
+    let started = Instant::now();
+    let mut cluster = Cluster::start(flavor);
+    let created = when_ready(
+        &cluster,
+        &[
+            "stream",
+            "add",
+            "ORDERS",
+            "--subjects",
+            "orders.>",
+            "--max-age",
+            "30d",
+            "--max-bytes",
+            "500GB",
+            "--storage",
+            "file",
+            "--replicas",
+            "3",
+            "--defaults",
+            "--json",
+        ],
+    )
+    .json();
+    assert_eq!(
+        created["config"]["num_replicas"], 3,
+        "{flavor:?}: {created}"
+    );
+    assert_eq!(created["config"]["max_bytes"], 500u64 << 30);
+
+    let node1 = cluster.node(1);
+    let published = node1.tern(&["pub", "orders.new", "order {{Count}}", "--count", "100"]);
+    published.ok();
+    assert!(
+        published
+            .stderr
+            .contains("each acknowledged; last stored in Stream: ORDERS Sequence: 100"),
+        "{flavor:?}: {published:?}"
+    );
+
+    // The leader's view: the two others, current once they have it all.
+    let deadline = Instant::now() + CONVERGE;
+    let info = loop {
+        let info = when_ready(&cluster, &["stream", "info", "ORDERS", "--json"]).json();
+        let replicas = info["cluster"]["replicas"].as_array().cloned();
+        let current = replicas.as_ref().is_some_and(|replicas| {
+            replicas.len() == 2 && replicas.iter().all(|replica| replica["current"] == true)
+        });
+        if info["cluster"]["leader"].is_string() && current {
+            break info;
+        }
+        assert!(Instant::now() < deadline, "{flavor:?}: {info}");
+        std::thread::sleep(POLL);
+    };
+    assert_eq!(info["state"]["messages"], 100, "{flavor:?}: {info}");
+    let leader = info["cluster"]["leader"].as_str().unwrap().to_string();
+    let mut names: Vec<&str> = info["cluster"]["replicas"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|replica| replica["name"].as_str().unwrap_or(""))
+        .chain([leader.as_str()])
+        .collect();
+    names.sort_unstable();
+    assert_eq!(names, ["n1", "n2", "n3"], "{flavor:?}: {info}");
+
+    // Every node's view: each group is judged from its leader's.
+    let monitors = cluster.monitors();
+    let healthy = check_until(node1, &monitors, |verdict| verdict["exit_code"] == 0);
+    let meta = meta_leader(&healthy);
+    let message = healthy["message"].as_str().unwrap();
+    assert!(
+        message.contains(": 3 of 3 nodes present, meta leader n")
+            && message.contains("1 replicated"),
+        "{flavor:?}: {healthy}"
+    );
+
+    let ls = node1.tern(&["server", "ls", "--monitor", &monitors]);
+    let rows: Vec<&str> = ls.ok().lines().skip(1).collect();
+    assert_eq!(rows.len(), NODES, "{flavor:?}: {ls:?}");
+    for name in ["n1", "n2", "n3"] {
+        assert!(
+            rows.iter()
+                .any(|row| row.split_whitespace().next() == Some(name)),
+            "{flavor:?}: no row for {name}: {ls:?}"
+        );
+    }
+
+    let leader_monitor = cluster.node(number(&leader)).monitor_url();
+    let report = node1
+        .tern(&[
+            "server",
+            "report",
+            "jetstream",
+            "--monitor",
+            &leader_monitor,
+            "--json",
+        ])
+        .json();
+    let orders = report
+        .as_array()
+        .and_then(|streams| streams.iter().find(|stream| stream["name"] == "ORDERS"))
+        .unwrap_or_else(|| panic!("{flavor:?}: no ORDERS: {report}"));
+    assert_eq!(
+        (
+            orders["replicas"].clone(),
+            orders["leader"].as_str(),
+            orders["messages"].clone()
+        ),
+        (Value::from(3), Some(leader.as_str()), Value::from(100)),
+        "{flavor:?}: {orders}"
+    );
+    let mut followers: Vec<&str> = orders["followers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|replica| replica["name"].as_str().unwrap_or(""))
+        .collect();
+    followers.sort_unstable();
+    let mut expected: Vec<&str> = ["n1", "n2", "n3"]
+        .into_iter()
+        .filter(|name| *name != leader)
+        .collect();
+    expected.sort_unstable();
+    assert_eq!(followers, expected, "{flavor:?}: {orders}");
+
+    // A node leading neither the stream nor the meta group goes away.
+    let victim = (1..=NODES)
+        .find(|&node| node != meta && node != number(&leader))
+        .expect("three nodes, two leaders at most");
+    cluster.kill(victim);
+    let victim_name = format!("n{victim}");
+    let node = cluster.node(meta);
+    let down = check_until(node, &monitors, |verdict| {
+        verdict["exit_code"] != 0
+            && verdict["message"]
+                .as_str()
+                .is_some_and(|message| message.contains(&format!("node {victim_name} ")))
+    });
+    assert!(
+        matches!(down["status"].as_str(), Some("WARNING" | "CRITICAL")),
+        "{flavor:?}: {down}"
+    );
+    let victim_monitor = cluster.node(victim).monitor_url();
+    assert!(
+        down["message"]
+            .as_str()
+            .unwrap()
+            .contains(&format!("monitor {victim_monitor} unreachable")),
+        "{flavor:?}: {down}"
+    );
+    eprintln!("{flavor:?}: 3-node cluster test in {:?}", started.elapsed());
+}
+
+#[test]
+fn stream_on_a_three_node_cluster_and_a_node_lost() {
+    on_both_flavors(replicated_stream);
+}
