@@ -938,6 +938,33 @@ mod tests {
         assert_eq!(config.cores, CpuList::online());
     }
 
+    /// The README's secure config (section "Authentication and
+    /// permissions") resolves whole: TLS on both ports, a cluster, users.
+    #[test]
+    fn the_readme_secure_config_resolves() {
+        let readme = include_str!("../../README.md");
+        let section = &readme[readme
+            .find("### Authentication and permissions")
+            .expect("the README's auth section")..];
+        let start = section.find("```toml\n").expect("a toml block") + "```toml\n".len();
+        let end = start + section[start..].find("```").expect("the block's end");
+        let file = parse_file(&section[start..end]).unwrap_or_else(|error| panic!("{error}"));
+        let flags = Flags {
+            config: Some("tern.toml".into()),
+            ..Flags::default()
+        };
+        let config = Config::resolve_with(flags, file).unwrap_or_else(|error| panic!("{error}"));
+        assert_eq!(config.server_name.as_deref(), Some("n1"));
+        assert!(config.jetstream.is_some());
+        let tls = config.tls.expect("[tls]");
+        assert!(!tls.verify);
+        let cluster = config.cluster.expect("[cluster]");
+        assert_eq!(cluster.routes.len(), 3);
+        let routes = cluster.tls.expect("[cluster.tls]");
+        assert_eq!(routes.ca_file, PathBuf::from("/etc/tern/cluster-ca.pem"));
+        assert!(config.authorization.required());
+    }
+
     #[test]
     fn nats_server_flag_names() {
         let config = config(&[
