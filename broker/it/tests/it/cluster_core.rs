@@ -782,7 +782,7 @@ differential!(cluster_nats_py);
 
 /// After a refused joiner: the cluster still routes among its own nodes
 /// only, the joiner has no route, and pub/sub works across the cluster.
-async fn assert_cluster_unaffected(cluster: &Cluster, joiner: &Server, test: &str) {
+pub(crate) async fn assert_cluster_unaffected(cluster: &Cluster, joiner: &Server, test: &str) {
     let joiner_id = server_id(joiner);
     let joiner_routez = routez(joiner);
     assert!(
