@@ -176,15 +176,24 @@ fn certificates(path: &Path) -> Result<Vec<CertificateDer<'static>>, TlsError> {
     Ok(certificates)
 }
 
+/// A certificate chain and its private key, from their PEM files.
+fn identity(
+    cert_file: &Path,
+    key_file: &Path,
+) -> Result<(Vec<CertificateDer<'static>>, PrivateKeyDer<'static>), TlsError> {
+    let chain = certificates(cert_file)?;
+    let key_bytes = read_pem(key_file)?;
+    let key = PrivateKeyDer::from_pem_slice(&key_bytes).map_err(|error| TlsError::Pem {
+        path: key_file.to_path_buf(),
+        message: format!("no private key: {error}"),
+    })?;
+    Ok((chain, key))
+}
+
 /// The rustls server configuration of `config`: its certificate chain and
 /// key, and, with `verify`, client certificates checked against `ca_file`.
 pub fn server_config(config: &TlsConfig) -> Result<Arc<ServerConfig>, TlsError> {
-    let chain = certificates(&config.cert_file)?;
-    let key_bytes = read_pem(&config.key_file)?;
-    let key = PrivateKeyDer::from_pem_slice(&key_bytes).map_err(|error| TlsError::Pem {
-        path: config.key_file.clone(),
-        message: format!("no private key: {error}"),
-    })?;
+    let (chain, key) = identity(&config.cert_file, &config.key_file)?;
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let builder = ServerConfig::builder_with_provider(provider.clone())
         .with_safe_default_protocol_versions()?;
@@ -382,12 +391,7 @@ pub struct RouteTls {
 
 /// Loads `[cluster.tls]`'s certificates into both rustls configurations.
 pub fn route_tls(config: &RouteTlsConfig) -> Result<RouteTls, TlsError> {
-    let chain = certificates(&config.cert_file)?;
-    let key_bytes = read_pem(&config.key_file)?;
-    let key = PrivateKeyDer::from_pem_slice(&key_bytes).map_err(|error| TlsError::Pem {
-        path: config.key_file.clone(),
-        message: format!("no private key: {error}"),
-    })?;
+    let (chain, key) = identity(&config.cert_file, &config.key_file)?;
     let mut roots = RootCertStore::empty();
     for certificate in certificates(&config.ca_file)? {
         roots.add(certificate)?;
