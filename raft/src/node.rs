@@ -611,17 +611,37 @@ impl Node {
     /// check-quorum window: a voter that died moments ago must not be
     /// chosen, or the handover is lost and leadership stays put.
     pub fn transfer_candidate(&self) -> Option<NodeId> {
-        let recent_ticks = 3 * u64::from(self.config.heartbeat_ticks);
         self.peer_status()
             .into_iter()
-            .filter(|peer| {
-                peer.recently_active
-                    && peer
-                        .silent_ticks
-                        .is_some_and(|silent| silent <= recent_ticks)
-            })
+            .filter(|peer| self.is_heard_recently(peer))
             .max_by_key(|peer| peer.match_index)
             .map(|peer| peer.id)
+    }
+
+    /// Whom a stepdown that prefers `preferred` hands leadership to: it,
+    /// when it is a voter heard within three heartbeats, else (as
+    /// nats-server's `StepDown(preferred)`, which then takes the first
+    /// healthy peer) [`Node::transfer_candidate`].
+    pub fn transfer_candidate_preferring(&self, preferred: NodeId) -> Option<NodeId> {
+        let healthy = self
+            .peer_status()
+            .iter()
+            .any(|peer| peer.id == preferred && self.is_heard_recently(peer));
+        if healthy {
+            Some(preferred)
+        } else {
+            self.transfer_candidate()
+        }
+    }
+
+    /// A peer that answered within three heartbeats (nats-server's
+    /// `hbInterval*3` health test for a stepdown's target).
+    fn is_heard_recently(&self, peer: &PeerStatus) -> bool {
+        let recent_ticks = 3 * u64::from(self.config.heartbeat_ticks);
+        peer.recently_active
+            && peer
+                .silent_ticks
+                .is_some_and(|silent| silent <= recent_ticks)
     }
 
     pub fn membership(&self) -> &Membership {
@@ -2248,6 +2268,29 @@ mod tests {
             leader.transfer_candidate(),
             Some(3),
             "node 2 was silent for more than three heartbeats"
+        );
+    }
+
+    #[test]
+    fn a_stepdown_prefers_a_named_voter_only_while_it_is_heard() {
+        let mut leader = leader(Vec::new());
+        assert_eq!(leader.transfer_candidate_preferring(3), None);
+        acknowledge(&mut leader, 2, 1);
+        acknowledge(&mut leader, 3, 0);
+        // Behind node 2, still preferred.
+        assert_eq!(leader.transfer_candidate_preferring(3), Some(3));
+        assert_eq!(leader.transfer_candidate_preferring(2), Some(2));
+        // Not a voter: the usual candidate.
+        assert_eq!(leader.transfer_candidate_preferring(9), Some(2));
+        let heartbeat_ticks = leader.config.heartbeat_ticks;
+        for _ in 0..3 * heartbeat_ticks + 1 {
+            leader.tick();
+            acknowledge(&mut leader, 2, 1);
+        }
+        assert_eq!(
+            leader.transfer_candidate_preferring(3),
+            Some(2),
+            "node 3 was silent for more than three heartbeats"
         );
     }
 
