@@ -36,6 +36,7 @@ use super::api::error::ApiError;
 use super::meta::cluster::{self as meta, MetaCheckpoint, MetaEntry, Placement, META_GROUP};
 use super::meta::{MetaChange, MetaOperation};
 use super::replication::{GroupView, MetaStatus, RaftReport, StreamGroupReport};
+use super::stepdown::{choose_target, StepdownGroup, StepdownRequest, StepdownTarget};
 use super::stream::groups::{GroupHost, Persistence};
 use super::{owner_of, persist, ApiRequest, JetStream, OwnerCommand, META_SHARD};
 use crate::cluster::multiraft::SnapshotStep;
@@ -1204,14 +1205,19 @@ impl JetStream {
     }
 
     /// META.LEADER.STEPDOWN on shard 0: the meta leader hands leadership
-    /// to the voter with the most of the log (asked there from other
-    /// nodes).
+    /// to the voter the body's `placement` prefers, or else to the one
+    /// with the most of the log (asked there from other nodes).
     pub(super) fn meta_stepdown(&self, request: ApiRequest) {
         let kind = "meta_leader_stepdown_response";
         if !self.served_by_meta_leader(&request, kind) {
             return;
         }
-        let target = self.groups().node(META_GROUP, Node::transfer_candidate);
+        let target = match self.meta_stepdown_target(&request.payload) {
+            Ok(target) => target,
+            Err(error) => {
+                return self.answer_error(request.origin, request.reply, kind, &error);
+            }
+        };
         let Some(target) = target else {
             return self.answer_unavailable(&request, kind);
         };
@@ -1224,6 +1230,29 @@ impl JetStream {
                 super::responses::success_response(kind),
             );
         }
+    }
+
+    /// The voter a meta stepdown hands leadership to (see
+    /// [`super::stepdown`]); `None` when none can take it.
+    fn meta_stepdown_target(&self, payload: &[u8]) -> Result<Option<NodeId>, ApiError> {
+        let meta = self.meta.get().expect("clustered");
+        let cluster = self.cluster_name().expect("clustered");
+        let request = StepdownRequest::parse(payload)?;
+        let voters = self
+            .groups()
+            .node(META_GROUP, |node| node.membership().voters.clone());
+        let group = StepdownGroup {
+            this_node: meta.node_id,
+            voters: &voters,
+            cluster: &cluster,
+        };
+        let target = choose_target(request.placement.as_ref(), &group, |node| {
+            self.peer_name(node)
+        })?;
+        Ok(self.groups().node(META_GROUP, |node| match target {
+            StepdownTarget::Any => node.transfer_candidate(),
+            StepdownTarget::Preferred(voter) => node.transfer_candidate_preferring(voter),
+        }))
     }
 
     /// A request another node handed to this shard.

@@ -52,6 +52,7 @@ pub mod listing;
 pub mod meta;
 pub mod persist;
 pub mod replication;
+pub mod stepdown;
 pub mod store_check;
 pub mod stream;
 pub mod usage;

@@ -122,6 +122,12 @@ impl ApiError {
         ApiError::new(500, 10009, "JetStream cluster can not handle request")
     }
 
+    /// 400 10005 `{detail}`: no peer to move to (nats-server's
+    /// JSClusterNoPeersErrF; a stepdown's preferred server).
+    pub fn cluster_no_peers(detail: impl Into<String>) -> ApiError {
+        ApiError::new(400, 10005, detail)
+    }
+
     /// 503 10008 `JetStream system temporarily unavailable`.
     pub fn cluster_unavailable() -> ApiError {
         ApiError::new(503, 10008, "JetStream system temporarily unavailable")

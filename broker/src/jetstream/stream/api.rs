@@ -12,6 +12,7 @@ use super::super::entry::Operation;
 use super::super::now_unix_ns;
 use super::super::persist;
 use super::super::replication::GroupView;
+use super::super::stepdown;
 use super::config::{subject_matches, StreamConfig};
 use super::failure::StreamFailure;
 use super::leader::{Owed, OwedReply};
@@ -258,7 +259,7 @@ impl StreamTask {
             }
             StreamApi::Peers { peers } => self.place_on(peers),
             StreamApi::LeaderStepdown => {
-                self.step_down(origin, reply, "stream_leader_stepdown_response");
+                self.step_down(origin, reply, &payload, "stream_leader_stepdown_response");
             }
             StreamApi::ConsumerLeaderStepdown { consumer } => {
                 let kind = "consumer_leader_stepdown_response";
@@ -267,7 +268,7 @@ impl StreamTask {
                 } else if self.is_logged(&consumer) {
                     // A durable in the stream's log: its leader is the
                     // stream's, which steps down.
-                    self.step_down(origin, reply, kind);
+                    self.step_down(origin, reply, &payload, kind);
                 } else if let Some(reply) = reply {
                     // Kept in the leader's memory only (an ephemeral, or a
                     // memory stream's): no replica to hand it to, as
@@ -289,16 +290,22 @@ impl StreamTask {
     }
 
     /// A leader stepdown (`kind` names the response): one replica has
-    /// nothing to hand over (nats-server answers success too); more hand
-    /// leadership to the voter that has the most of the log.
-    fn step_down(&mut self, origin: usize, reply: Option<Bytes>, kind: &str) {
+    /// nothing to hand over (nats-server answers success too, without
+    /// reading the body); more hand leadership to the voter the body's
+    /// `placement` prefers, or else to the one that has the most of the
+    /// log (see [`stepdown`]).
+    fn step_down(&mut self, origin: usize, reply: Option<Bytes>, payload: &[u8], kind: &str) {
         if self.handle.is_replicated() {
-            let target = self
-                .groups
-                .node(self.group, tern_raft::Node::transfer_candidate);
-            let Some(target) = target else {
-                self.answer_error(origin, reply, kind, &ApiError::cluster_unavailable());
-                return;
+            let target = match self.step_down_target(payload) {
+                Ok(Some(target)) => target,
+                Ok(None) => {
+                    self.answer_error(origin, reply, kind, &ApiError::cluster_unavailable());
+                    return;
+                }
+                Err(error) => {
+                    self.answer_error(origin, reply, kind, &error);
+                    return;
+                }
             };
             self.groups
                 .with_node(self.group, |node| node.transfer_leadership(target));
@@ -307,6 +314,35 @@ impl StreamTask {
             self.js
                 .respond(origin, reply, responses::success_response(kind));
         }
+    }
+
+    /// The voter a stepdown of this replicated stream hands leadership
+    /// to; `None` when this replica does not lead or no voter can take it.
+    fn step_down_target(&self, payload: &[u8]) -> Result<Option<u64>, ApiError> {
+        let (leading, voters) = self.groups.node(self.group, |node| {
+            (
+                node.role() == tern_raft::Role::Leader,
+                node.membership().voters.clone(),
+            )
+        });
+        let (Some(this_node), Some(cluster), true) =
+            (self.js.node_id(), self.js.cluster_name(), leading)
+        else {
+            return Ok(None);
+        };
+        let request = stepdown::StepdownRequest::parse(payload)?;
+        let group = stepdown::StepdownGroup {
+            this_node,
+            voters: &voters,
+            cluster: &cluster,
+        };
+        let target = stepdown::choose_target(request.placement.as_ref(), &group, |node| {
+            self.js.peer_name(node)
+        })?;
+        Ok(self.groups.node(self.group, |node| match target {
+            stepdown::StepdownTarget::Any => node.transfer_candidate(),
+            stepdown::StepdownTarget::Preferred(voter) => node.transfer_candidate_preferring(voter),
+        }))
     }
 
     pub(super) fn answer_error(
