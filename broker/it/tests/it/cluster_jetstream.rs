@@ -1576,3 +1576,175 @@ async fn r3_memory_stream_durable_survives_a_stepdown_tern() {
 async fn r3_memory_stream_durable_survives_a_stepdown_nats() {
     r3_memory_stream_durable_survives_a_stepdown(Flavor::Nats).await;
 }
+
+/// Waits until `info_subject`'s `cluster.leader` is `expected`; panics
+/// with the last info after [`CONVERGE_TIMEOUT`].
+async fn wait_leader_named(client: &async_nats::Client, info_subject: &str, expected: &str) {
+    let deadline = Instant::now() + CONVERGE_TIMEOUT;
+    loop {
+        let info = api_when_ready(client, info_subject, Value::Null).await;
+        if info["cluster"]["leader"] == expected {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{info_subject}: the leader never became {expected}: {info}"
+        );
+        // Poll interval of a bounded wait.
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// A stepdown body naming `server` as the preferred next leader.
+fn preferred(server: &str) -> Value {
+    json!({"placement": {"preferred": server}})
+}
+
+/// nats-server's 400 10005 answer of type `kind`.
+fn no_peers(kind: &str, description: String) -> Value {
+    json!({
+        "type": format!("io.nats.jetstream.api.v1.{kind}"),
+        "error": {"code": 400, "err_code": 10005, "description": description},
+    })
+}
+
+/// `placement.preferred` in STREAM.LEADER.STEPDOWN and
+/// CONSUMER.LEADER.STEPDOWN moves leadership to the named follower; the
+/// leader itself or a name outside the group is nats-server's 400 10005,
+/// an unknown field its 400 10025. Tern only: META.LEADER.STEPDOWN (which
+/// nats-server takes from its system account only) checks the name alike.
+async fn stepdown_to_a_preferred_server(flavor: Flavor) {
+    let cluster = Cluster::meshed(flavor, 3, Options::jetstream()).await;
+    let client = cluster.connect(1).await;
+    let mut config = stream_config("PREF");
+    config["num_replicas"] = json!(3);
+    let created = api_when_ready(&client, "$JS.API.STREAM.CREATE.PREF", config).await;
+    assert!(created.get("error").is_none(), "{created}");
+    let stream_kind = "stream_leader_stepdown_response";
+    let stream_stepdown = "$JS.API.STREAM.LEADER.STEPDOWN.PREF";
+
+    // To a named follower: success, and it leads.
+    let info = wait_replicas_current(&client, "PREF").await;
+    let follower = info["cluster"]["replicas"][0]["name"]
+        .as_str()
+        .expect("a replica's name")
+        .to_string();
+    let answer = api_when_ready(&client, stream_stepdown, preferred(&follower)).await;
+    assert_eq!(
+        answer,
+        json!({"type": format!("io.nats.jetstream.api.v1.{stream_kind}"), "success": true})
+    );
+    wait_leader_named(&client, "$JS.API.STREAM.INFO.PREF", &follower).await;
+
+    // To the leader itself, to a server outside the group, with an
+    // unknown field: refused, leadership stays.
+    let answer = api_when_ready(&client, stream_stepdown, preferred(&follower)).await;
+    assert_eq!(
+        answer,
+        no_peers(
+            stream_kind,
+            format!("preferred server \"{follower}\" is already leader")
+        )
+    );
+    let answer = api_when_ready(&client, stream_stepdown, preferred("nowhere")).await;
+    assert_eq!(
+        answer,
+        no_peers(
+            stream_kind,
+            "preferred server \"nowhere\" not known".to_string()
+        )
+    );
+    let mut unknown_field = preferred("nowhere");
+    unknown_field["placement"]["zone"] = json!("z");
+    let answer = api_when_ready(&client, stream_stepdown, unknown_field).await;
+    assert_eq!(
+        answer,
+        json!({
+            "type": format!("io.nats.jetstream.api.v1.{stream_kind}"),
+            "error": {"code": 400, "err_code": 10025, "description": "invalid JSON: json: unknown field \"zone\""},
+        })
+    );
+    assert_eq!(
+        stream_leader(&client, "PREF").await.to_string(),
+        follower[1..]
+    );
+
+    // A durable's leader (nats-server: its own group; tern: the stream's).
+    let consumer = api_when_ready(
+        &client,
+        "$JS.API.CONSUMER.CREATE.PREF.D",
+        json!({"stream_name": "PREF", "config": {"durable_name": "D", "ack_policy": "explicit"}}),
+    )
+    .await;
+    assert!(consumer.get("error").is_none(), "{consumer}");
+    let consumer_kind = "consumer_leader_stepdown_response";
+    let consumer_stepdown = "$JS.API.CONSUMER.LEADER.STEPDOWN.PREF.D";
+    let consumer_leader = durable_leader(&client).await;
+    let answer = api_when_ready(&client, consumer_stepdown, preferred(&consumer_leader)).await;
+    assert_eq!(
+        answer,
+        no_peers(
+            consumer_kind,
+            format!("preferred server \"{consumer_leader}\" is already leader")
+        )
+    );
+    let answer = api_when_ready(&client, consumer_stepdown, preferred("nowhere")).await;
+    assert_eq!(
+        answer,
+        no_peers(
+            consumer_kind,
+            "preferred server \"nowhere\" not known".to_string()
+        )
+    );
+    let other = ["n1", "n2", "n3"]
+        .into_iter()
+        .find(|name| *name != consumer_leader)
+        .expect("another server");
+    wait_replicas_current(&client, "PREF").await;
+    let answer = api_when_ready(&client, consumer_stepdown, preferred(other)).await;
+    assert_eq!(
+        answer,
+        json!({"type": format!("io.nats.jetstream.api.v1.{consumer_kind}"), "success": true})
+    );
+    wait_leader_named(&client, "$JS.API.CONSUMER.INFO.PREF.D", other).await;
+
+    if flavor == Flavor::Tern {
+        let answer = api_when_ready(
+            &client,
+            "$JS.API.META.LEADER.STEPDOWN",
+            preferred("nowhere"),
+        )
+        .await;
+        assert_eq!(
+            answer,
+            no_peers(
+                "meta_leader_stepdown_response",
+                "preferred server \"nowhere\" not known".to_string()
+            )
+        );
+    }
+}
+
+/// The durable `PREF.D`'s leader, once CONSUMER.INFO names one.
+async fn durable_leader(client: &async_nats::Client) -> String {
+    let deadline = Instant::now() + CONVERGE_TIMEOUT;
+    loop {
+        let info = api_when_ready(client, "$JS.API.CONSUMER.INFO.PREF.D", Value::Null).await;
+        if let Some(leader) = info["cluster"]["leader"].as_str() {
+            return leader.to_string();
+        }
+        assert!(Instant::now() < deadline, "no consumer leader: {info}");
+        // Poll interval of a bounded wait.
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test]
+async fn stepdown_to_a_preferred_server_tern() {
+    stepdown_to_a_preferred_server(Flavor::Tern).await;
+}
+
+#[tokio::test]
+async fn stepdown_to_a_preferred_server_nats() {
+    stepdown_to_a_preferred_server(Flavor::Nats).await;
+}
