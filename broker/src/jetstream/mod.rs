@@ -670,10 +670,12 @@ impl JetStream {
             let error = match started {
                 Ok(_) => continue,
                 // A replica of a replicated stream: its peers have it.
+                // (Clustered, not "runs the meta group": only shard 0
+                // does, and streams live on every shard.)
                 Err(failure)
                     if failure.is_local_damage()
                         && rebuild.peers.len() > 1
-                        && js.meta.get().is_some() =>
+                        && js.is_clustered() =>
                 {
                     match js.rebuild_from_peers(rebuild, &failure.to_string()).await {
                         Ok(_) => continue,

@@ -1198,6 +1198,104 @@ async fn r3_leader_with_a_flipped_bit_rebuilds_from_its_peers_tern() {
     assert_eq!(info["state"]["messages"], MESSAGES + 1, "{info}");
 }
 
+/// Damage found at start in a replica's block store rebuilds that replica
+/// from its peers whichever shard owns the stream (the fault harness found
+/// streams on shard 1 left offline: only shard 0 runs the meta group, and
+/// start-up asked for it). Eight streams cover both shards; a byte of each
+/// one's first record is flipped on one node while it is down; on restart
+/// every one rebuilds and that node's own copy holds every message.
+#[tokio::test]
+async fn r3_damaged_block_stores_on_every_shard_rebuild_at_start_tern() {
+    const STREAMS: usize = 8;
+    const MESSAGES: usize = 20;
+    let mut cluster = Cluster::meshed(Flavor::Tern, 3, Options::jetstream()).await;
+    let client = cluster.connect(1).await;
+    let names: Vec<String> = (0..STREAMS)
+        .map(|index| format!("SHARDED{index}"))
+        .collect();
+    for name in &names {
+        let mut config = stream_config(name);
+        config["num_replicas"] = json!(3);
+        let created =
+            api_when_ready(&client, &format!("$JS.API.STREAM.CREATE.{name}"), config).await;
+        assert!(created.get("error").is_none(), "{created}");
+        for index in 1..=MESSAGES {
+            let subject = format!("{}.x", name.to_lowercase());
+            let ack = publish_acked(&client, &subject, &format!("{name}-{index}")).await;
+            assert_eq!(ack["seq"], index, "{ack}");
+        }
+    }
+    for name in &names {
+        wait_replicas_current(&client, name).await;
+    }
+    const DAMAGED: usize = 3;
+    // Stopped cleanly, so every message is in the block store (a kill can
+    // leave the newest only in the journal).
+    cluster.stop(DAMAGED);
+    let streams = cluster.node(DAMAGED).store_dir().join("jetstream/streams");
+    for name in &names {
+        let segment = streams.join(format!("{name}/messages/00000000000000000001.blk"));
+        let mut bytes = std::fs::read(&segment).expect("the first segment");
+        // Inside the first record (its payload), past the segment header.
+        let offset = bytes
+            .windows(name.len() + 2)
+            .position(|window| window == format!("{name}-1").as_bytes())
+            .unwrap_or_else(|| panic!("{name}-1 not found in {}", segment.display()));
+        bytes[offset] ^= 0x01;
+        std::fs::write(&segment, &bytes).expect("flipped");
+    }
+    cluster.restart(DAMAGED);
+    let deadline = Instant::now() + CONVERGE_TIMEOUT;
+    loop {
+        let log = cluster.node(DAMAGED).log_tail();
+        let rebuilding = names
+            .iter()
+            .filter(|name| {
+                log.lines().any(|line| {
+                    line.contains(&format!("stream {name}: "))
+                        && line.contains("this replica rebuilds from its peers")
+                })
+            })
+            .count();
+        if rebuilding == STREAMS {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{rebuilding} of {STREAMS} streams rebuilt on n{DAMAGED}:\n{log}"
+        );
+        // Poll interval of a bounded wait.
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // That node's own copies, as its `/jsz` reports them: every message.
+    let deadline = Instant::now() + CONVERGE_TIMEOUT;
+    loop {
+        let jsz = cluster.node(DAMAGED).http_json("/jsz?streams=true");
+        let complete = jsz["stream_detail"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|stream| names.iter().any(|name| stream["name"] == name.as_str()))
+            .filter(|stream| stream["messages"] == MESSAGES && stream["last_seq"] == MESSAGES)
+            .count();
+        if complete == STREAMS {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "n{DAMAGED}'s copies never complete: {jsz}\n{}",
+            cluster.node(DAMAGED).log_tail()
+        );
+        // Poll interval of a bounded wait.
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(
+        !cluster.node(DAMAGED).log_tail().contains("stays offline"),
+        "{}",
+        cluster.node(DAMAGED).log_tail()
+    );
+}
+
 /// The API's `data` (standard base64), decoded.
 fn base64_decode(text: &str) -> Vec<u8> {
     use base64::Engine;
