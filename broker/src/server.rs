@@ -122,6 +122,34 @@ pub fn absolute_data_paths(config: &mut Config) {
 }
 
 /// Runs the server until SIGINT/SIGTERM (SIGHUP reloads: `crate::reload`).
+/// Rebuilds a damaged or missing `layout` from the journals when they name
+/// it unambiguously (logged as a warning naming what was wrong); refuses
+/// with `damage` and the reason otherwise.
+fn rebuild_layout(
+    store_dir: &std::path::Path,
+    jetstream: &crate::config::JetStreamConfig,
+    damage: &crate::jetstream::layout::LayoutError,
+) -> Result<(), ServerError> {
+    use crate::jetstream::store_check;
+    let options = store_check::CheckOptions {
+        store_dir: store_dir.to_path_buf(),
+        journal_dir: jetstream.journal_dir.clone(),
+        journal_segment_bytes: jetstream.journal_segment_bytes,
+        journal_segments: jetstream.journal_segments,
+        sync: jetstream.sync,
+    };
+    let report = store_check::repair(&options, &store_check::RepairTarget::Layout, true)
+        .map_err(|error| ServerError::JetStream(format!("{damage}; rebuilding it: {error}")))?;
+    if !report.applied {
+        return Err(ServerError::JetStream(format!(
+            "{damage}; it cannot be rebuilt here: {}",
+            report.refused.as_deref().unwrap_or("refused")
+        )));
+    }
+    log::warn!(target: "tern::jetstream", "{damage}; rebuilt from the journals (as `tern storage repair --layout` does; nothing discarded)");
+    Ok(())
+}
+
 pub fn run(mut config: Config) -> Result<(), ServerError> {
     absolute_data_paths(&mut config);
     // Before any shard allocates: see `tern_shard::heap`.
@@ -138,15 +166,32 @@ pub fn run(mut config: Config) -> Result<(), ServerError> {
         source,
     })?;
     log::debug!(target: "tern::server", "memlock: {outcome:?}");
+    let clustered = config.cluster.is_some();
     if let Some(jetstream) = config.jetstream.as_mut() {
-        let layout = crate::jetstream::layout::open(
-            &config.store_dir,
-            &jetstream.journal_dir,
-            jetstream.journal_segments,
-            config.cores.len(),
-            random_u64,
-        )
-        .map_err(|error| ServerError::JetStream(error.to_string()))?;
+        let open = || {
+            crate::jetstream::layout::open(
+                &config.store_dir,
+                &jetstream.journal_dir,
+                jetstream.journal_segments,
+                config.cores.len(),
+                random_u64,
+            )
+        };
+        let layout = match open() {
+            Ok(layout) => layout,
+            // A cluster node does not stay down for a damaged layout its
+            // own journals name unambiguously (the rebuild `tern storage
+            // repair --layout` makes, which discards nothing): the fault
+            // harness truncated one. Anything less certain still refuses.
+            Err(
+                error @ (crate::jetstream::layout::LayoutError::Damaged { .. }
+                | crate::jetstream::layout::LayoutError::Missing { .. }),
+            ) if clustered => {
+                rebuild_layout(&config.store_dir, jetstream, &error)?;
+                open().map_err(|error| ServerError::JetStream(error.to_string()))?
+            }
+            Err(error) => return Err(ServerError::JetStream(error.to_string())),
+        };
         jetstream.journal_ids = layout.journal_ids;
     }
     let mut random = [0u8; 32];

@@ -88,6 +88,8 @@ pub struct NodeCopy {
 pub struct FaultWindow {
     pub fault: String,
     pub single_node: bool,
+    /// Every replica was current when the fault began.
+    pub started_healthy: bool,
     pub start: Duration,
     pub heal: Duration,
 }
@@ -127,6 +129,7 @@ pub struct Moved {
 pub struct Availability {
     pub fault: String,
     pub single_node: bool,
+    pub started_healthy: bool,
     /// The longest time without an acknowledged publish from the fault's
     /// start to the first acknowledgement after its heal; `None`: no
     /// publish was acknowledged after the heal.
@@ -155,11 +158,13 @@ impl Report {
             .all(|availability| availability.heal_to_first_ack_ms.is_some())
     }
 
-    /// The longest unavailability over the single-node faults.
+    /// The longest unavailability over the single-node faults that began
+    /// on a healthy cluster (one that began while another node was still
+    /// catching up is a double fault).
     pub fn worst_single_node_unavailable_ms(&self) -> Option<u64> {
         self.availability
             .iter()
-            .filter(|availability| availability.single_node)
+            .filter(|availability| availability.single_node && availability.started_healthy)
             .filter_map(|availability| availability.longest_unavailable_ms)
             .max()
     }
@@ -330,6 +335,7 @@ pub fn check(history: &History) -> Report {
         report.availability.push(Availability {
             fault: window.fault.clone(),
             single_node: window.single_node,
+            started_healthy: window.started_healthy,
             longest_unavailable_ms: longest_unavailable.map(|gap| gap.as_millis() as u64),
             heal_to_first_ack_ms: first_after_heal
                 .map(|first| (first - window.heal).as_millis() as u64),
@@ -529,6 +535,7 @@ mod tests {
         history.faults.push(FaultWindow {
             fault: "kill n1".into(),
             single_node: true,
+            started_healthy: true,
             start: ms(22),
             heal: ms(50),
         });
@@ -536,6 +543,7 @@ mod tests {
         history.faults.push(FaultWindow {
             fault: "split".into(),
             single_node: false,
+            started_healthy: true,
             start: ms(96),
             heal: ms(200),
         });

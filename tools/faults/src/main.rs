@@ -6,6 +6,7 @@
 //!   writes accepted after every heal), 1 when not.
 //! - `tern-faults delay …`: the NFQUEUE delay shim the harness starts in a
 //!   node's namespace.
+//! - `tern-faults table REPORT.json…`: runs side by side (RELIABILITY.md).
 //!
 //! Needs root (network namespaces, nft, iptables).
 
@@ -17,6 +18,7 @@ mod net;
 mod random;
 mod run;
 mod servers;
+mod table;
 mod workload;
 
 use clap::Parser;
@@ -31,6 +33,8 @@ enum Command {
     Run(run::RunArgs),
     /// The delay shim (started by `run` inside a node's namespace).
     Delay(delay::DelayArgs),
+    /// Markdown tables of runs side by side, from their report.json files.
+    Table(table::TableArgs),
 }
 
 fn main() -> std::process::ExitCode {
@@ -39,6 +43,16 @@ fn main() -> std::process::ExitCode {
             Ok(()) => std::process::ExitCode::SUCCESS,
             Err(error) => {
                 eprintln!("tern-faults delay: {error}");
+                std::process::ExitCode::from(2)
+            }
+        },
+        Command::Table(args) => match table::render(&args) {
+            Ok(text) => {
+                print!("{text}");
+                std::process::ExitCode::SUCCESS
+            }
+            Err(error) => {
+                eprintln!("tern-faults table: {error}");
                 std::process::ExitCode::from(2)
             }
         },

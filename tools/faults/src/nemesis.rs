@@ -48,6 +48,10 @@ pub enum Fault {
     /// The node's whole store deleted while it is down: it comes back
     /// empty, under the same name, and must catch up from its peers.
     Wipe { node: usize },
+    /// `STREAM.PEER.REMOVE` of one replica (the `pick`-th of the current
+    /// replicas): the stream moves that copy to a node without one. Only
+    /// planned when the stream has fewer replicas than there are nodes.
+    PeerRemove { pick: usize },
 }
 
 /// Which of a node's files a [`Fault::Damage`] hits (the mapping from
@@ -105,6 +109,7 @@ impl fmt::Display for Fault {
             Fault::PauseThenKill { node } => write!(formatter, "pause then kill n{node}"),
             Fault::IsolateThenKill { node } => write!(formatter, "isolate then kill n{node}"),
             Fault::Wipe { node } => write!(formatter, "wipe n{node}"),
+            Fault::PeerRemove { pick } => write!(formatter, "peer remove (replica {pick})"),
         }
     }
 }
@@ -125,6 +130,7 @@ impl Fault {
             | Fault::PauseThenKill { node }
             | Fault::IsolateThenKill { node }
             | Fault::Wipe { node } => vec![*node],
+            Fault::PeerRemove { pick } => vec![*pick + 1],
         }
     }
 
@@ -182,9 +188,17 @@ const QUIET_MS: (u64, u64) = (2_000, 4_000);
 const SHORT_HOLD_MS: (u64, u64) = (2_500, 4_000);
 const SHORT_QUIET_MS: (u64, u64) = (2_000, 3_000);
 
-/// The plan for `nodes` nodes: `Short` is fixed in length; the others
-/// draw steps until their holds and quiet times add up to `duration`.
-pub fn plan(name: ScheduleName, seed: u64, nodes: usize, duration: Duration) -> Vec<Step> {
+/// The plan for `nodes` nodes and a stream of `replicas`: `Short` is fixed
+/// in length; the others draw steps until their holds and quiet times add
+/// up to `duration`. Membership changes (peer removals) only come when
+/// some node holds no replica.
+pub fn plan(
+    name: ScheduleName,
+    seed: u64,
+    nodes: usize,
+    replicas: usize,
+    duration: Duration,
+) -> Vec<Step> {
     assert!(
         nodes >= 3,
         "a fault schedule needs at least 3 nodes, got {nodes}"
@@ -210,9 +224,14 @@ pub fn plan(name: ScheduleName, seed: u64, nodes: usize, duration: Duration) -> 
             })
             .collect();
     }
+    let mixed: Vec<Kind> = Kind::ALL
+        .iter()
+        .copied()
+        .filter(|kind| *kind != Kind::PeerRemove || replicas < nodes)
+        .collect();
     let kinds: &[Kind] = match name {
         ScheduleName::Short => unreachable!("handled above"),
-        ScheduleName::Mixed => Kind::ALL,
+        ScheduleName::Mixed => &mixed,
         ScheduleName::Process => &[Kind::Kill, Kind::Pause, Kind::PauseThenKill],
         ScheduleName::Network => &[
             Kind::Isolate,
@@ -256,6 +275,7 @@ enum Kind {
     PauseThenKill,
     IsolateThenKill,
     Wipe,
+    PeerRemove,
 }
 
 impl Kind {
@@ -271,6 +291,7 @@ impl Kind {
         Kind::PauseThenKill,
         Kind::IsolateThenKill,
         Kind::Wipe,
+        Kind::PeerRemove,
     ];
 
     fn draw(self, random: &mut Random, nodes: usize) -> Fault {
@@ -339,6 +360,7 @@ impl Kind {
             Kind::PauseThenKill => Fault::PauseThenKill { node },
             Kind::IsolateThenKill => Fault::IsolateThenKill { node },
             Kind::Wipe => Fault::Wipe { node },
+            Kind::PeerRemove => Fault::PeerRemove { pick: node - 1 },
         }
     }
 }
@@ -350,16 +372,23 @@ mod tests {
     #[test]
     fn a_seed_gives_the_same_plan_and_another_seed_another() {
         let duration = Duration::from_secs(600);
-        let first = plan(ScheduleName::Mixed, 9, 5, duration);
-        assert_eq!(first, plan(ScheduleName::Mixed, 9, 5, duration));
-        assert_ne!(first, plan(ScheduleName::Mixed, 10, 5, duration));
+        let first = plan(ScheduleName::Mixed, 9, 5, 3, duration);
+        assert_eq!(first, plan(ScheduleName::Mixed, 9, 5, 3, duration));
+        assert!(first
+            .iter()
+            .any(|step| matches!(step.fault, Fault::PeerRemove { .. })));
+        assert_ne!(first, plan(ScheduleName::Mixed, 10, 5, 3, duration));
+        let full = plan(ScheduleName::Mixed, 9, 5, 5, duration);
+        assert!(!full
+            .iter()
+            .any(|step| matches!(step.fault, Fault::PeerRemove { .. })));
         let total: Duration = first.iter().map(|step| step.hold + step.quiet).sum();
         assert!(total >= duration, "{total:?}");
     }
 
     #[test]
     fn the_short_plan_has_each_kind_ci_needs() {
-        let steps = plan(ScheduleName::Short, 1, 3, Duration::ZERO);
+        let steps = plan(ScheduleName::Short, 1, 3, 3, Duration::ZERO);
         let named: Vec<String> = steps.iter().map(|step| step.fault.to_string()).collect();
         for wanted in [
             "kill",
@@ -382,7 +411,7 @@ mod tests {
     #[test]
     fn faults_name_real_nodes_and_splits_stay_minorities() {
         for nodes in [3, 5] {
-            for step in plan(ScheduleName::Mixed, 3, nodes, Duration::from_secs(3600)) {
+            for step in plan(ScheduleName::Mixed, 3, nodes, 3, Duration::from_secs(3600)) {
                 match &step.fault {
                     Fault::Split { minority } => {
                         assert!(!minority.is_empty() && minority.len() * 2 < nodes);

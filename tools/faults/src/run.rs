@@ -114,7 +114,8 @@ pub struct Outcome {
     pub schedule: ScheduleName,
     pub seed: u64,
     pub steps: Vec<StepRecord>,
-    /// Servers that exited without the nemesis killing them.
+    /// Servers that exited without the nemesis killing them, or refused
+    /// to start again after a fault (each a failure of the run).
     pub crashes: Vec<String>,
     pub report: Report,
     /// From the last heal to every value delivered and every copy current.
@@ -129,12 +130,19 @@ pub struct StepRecord {
     pub start_ms: u64,
     pub heal_ms: u64,
     pub damage: Option<Damage>,
+    /// What a membership change did.
+    pub note: Option<String>,
+    /// From the heal until every replica was current again (`None`: not
+    /// within the recovery timeout; the next fault then started degraded).
+    pub recovered_ms: Option<u64>,
 }
 
 /// How long the cluster gets to form and accept the stream.
 const FORM_TIMEOUT: Duration = Duration::from_secs(60);
 /// From the last heal: every delivery made and every copy current.
 const DRAIN_TIMEOUT: Duration = Duration::from_secs(120);
+/// How long the next fault waits for every replica to be current.
+const RECOVERY_TIMEOUT: Duration = Duration::from_secs(60);
 /// The workload runs this long before the first fault and after the last.
 const WARM_UP: Duration = Duration::from_secs(3);
 const COOL_DOWN: Duration = Duration::from_secs(5);
@@ -153,11 +161,44 @@ impl Cluster {
         &mut self.nodes[number - 1]
     }
 
+    /// Starts `number`; a server that refuses to start (exits) is a
+    /// failure of the run, recorded with its last log line, and the node
+    /// is then replaced as an operator would: its store moved aside and a
+    /// fresh one started under the same name, so the run goes on.
     async fn start(&mut self, number: usize) -> Result<(), RunError> {
         let node = &mut self.nodes[number - 1];
-        node.start(&self.server, &self.network, CLUSTER_NAME)
-            .await?;
-        Ok(())
+        match node.start(&self.server, &self.network, CLUSTER_NAME).await {
+            Ok(()) => Ok(()),
+            Err(ServerError::Exited { status, .. }) => {
+                let log = std::fs::read_to_string(node.log_path()).unwrap_or_default();
+                let reason = log
+                    .lines()
+                    .rev()
+                    .find(|line| {
+                        line.contains("[ERR]") || line.contains("[FTL]") || line.contains("rror")
+                    })
+                    .or_else(|| log.lines().last())
+                    .unwrap_or("no log")
+                    .to_string();
+                let store = node.store_dir();
+                let aside = store.with_file_name(format!("data-refused-{}", self.crashes.len()));
+                std::fs::rename(&store, &aside).map_err(|source| RunError::Io {
+                    path: store.display().to_string(),
+                    source,
+                })?;
+                let line = format!(
+                    "n{number} refused to start ({status}): {reason}; its store moved to {} and the node replaced",
+                    aside.display()
+                );
+                self.log(&line);
+                self.crashes.push(line);
+                let node = &mut self.nodes[number - 1];
+                node.start(&self.server, &self.network, CLUSTER_NAME)
+                    .await?;
+                Ok(())
+            }
+            Err(error) => Err(error.into()),
+        }
     }
 
     fn log(&self, line: &str) {
@@ -188,6 +229,49 @@ struct Active {
     loss: Option<usize>,
     delay: Option<(usize, std::process::Child)>,
     damage: Option<Damage>,
+    note: Option<String>,
+}
+
+/// Removes the `pick`-th current replica (by name order) from the stream;
+/// what happened, for the report.
+async fn peer_remove(cluster: &Cluster, pick: usize) -> String {
+    let client = match workload::connect(&cluster.nodes[0].url()).await {
+        Ok(client) => client,
+        Err(error) => return format!("no client: {error}"),
+    };
+    let info = match stream_info(&client).await {
+        Ok(info) => info,
+        Err(error) => return format!("stream info: {error}"),
+    };
+    let mut replicas: Vec<String> = std::iter::once(&info["cluster"]["leader"])
+        .chain(
+            info["cluster"]["replicas"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(|replica| &replica["name"]),
+        )
+        .filter_map(|name| name.as_str().map(str::to_string))
+        .collect();
+    replicas.sort();
+    if replicas.is_empty() {
+        return "no replicas known".into();
+    }
+    let peer = replicas[pick % replicas.len()].clone();
+    let body = serde_json::json!({ "peer": peer }).to_string();
+    match api(
+        &client,
+        &format!("$JS.API.STREAM.PEER.REMOVE.{STREAM}"),
+        &body,
+    )
+    .await
+    {
+        Ok(answer) => match api_error(&answer) {
+            None => format!("removed {peer} from {replicas:?}"),
+            Some(error) => format!("removing {peer}: {error}"),
+        },
+        Err(error) => format!("removing {peer}: {error}"),
+    }
 }
 
 async fn apply(cluster: &mut Cluster, step: &Step) -> Result<Active, RunError> {
@@ -261,6 +345,11 @@ async fn apply(cluster: &mut Cluster, step: &Step) -> Result<Active, RunError> {
             tokio::time::sleep(step.hold / 3).await;
             cluster.start(*node).await?;
         }
+        Fault::PeerRemove { pick } => {
+            let done = peer_remove(cluster, *pick).await;
+            cluster.log(&format!("  {done}"));
+            active.note = Some(done);
+        }
         Fault::Wipe { node } => {
             cluster.node(*node).kill();
             let store = cluster.node(*node).store_dir();
@@ -274,7 +363,10 @@ async fn apply(cluster: &mut Cluster, step: &Step) -> Result<Active, RunError> {
     Ok(active)
 }
 
-async fn heal(cluster: &mut Cluster, active: Active) -> Result<Option<Damage>, RunError> {
+async fn heal(
+    cluster: &mut Cluster,
+    active: Active,
+) -> Result<(Option<Damage>, Option<String>), RunError> {
     if let Some(node) = active.resume {
         cluster.node(node).resume();
     }
@@ -290,7 +382,7 @@ async fn heal(cluster: &mut Cluster, active: Active) -> Result<Option<Damage>, R
     if let Some(node) = active.restart {
         cluster.start(node).await?;
     }
-    Ok(active.damage)
+    Ok((active.damage, active.note))
 }
 
 /// A JetStream API request and its JSON answer.
@@ -525,7 +617,7 @@ pub async fn run(args: RunArgs) -> Result<Outcome, RunError> {
             sync_always: args.sync_always,
         },
     };
-    let steps = nemesis::plan(args.schedule, seed, args.nodes, args.duration);
+    let steps = nemesis::plan(args.schedule, seed, args.nodes, replicas, args.duration);
     let run_dir = match &args.dir {
         Some(dir) => dir.clone(),
         None => std::env::temp_dir().join(format!("tern-faults-{}-{seed}", std::process::id())),
@@ -605,11 +697,15 @@ pub async fn run(args: RunArgs) -> Result<Outcome, RunError> {
         let active = apply(&mut cluster, step).await?;
         tokio::time::sleep(step.hold.saturating_sub(started.elapsed() - start)).await;
         let heal_at = started.elapsed();
-        let damage = heal(&mut cluster, active).await?;
+        let (damage, note) = heal(&mut cluster, active).await?;
         cluster.log("  healed");
+        let healthy_before = records
+            .last()
+            .is_none_or(|record: &StepRecord| record.recovered_ms.is_some());
         windows.push(FaultWindow {
             fault: step.fault.to_string(),
             single_node: step.fault.is_single_node(),
+            started_healthy: healthy_before,
             start,
             heal: heal_at,
         });
@@ -618,8 +714,23 @@ pub async fn run(args: RunArgs) -> Result<Outcome, RunError> {
             start_ms: start.as_millis() as u64,
             heal_ms: heal_at.as_millis() as u64,
             damage,
+            note,
+            recovered_ms: None,
         });
         tokio::time::sleep(step.quiet).await;
+        // The next fault starts from a healthy cluster (every replica
+        // current), so each one's availability is its own; how long that
+        // took after the heal is the step's recovery time.
+        let recovered = until("every replica current", RECOVERY_TIMEOUT, || async {
+            let info = stream_info(&admin).await?;
+            converged(&info, replicas, 0)
+        })
+        .await;
+        let record = records.last_mut().expect("pushed above");
+        match recovered {
+            Ok(()) => record.recovered_ms = Some((started.elapsed() - heal_at).as_millis() as u64),
+            Err(error) => cluster.log(&format!("  not recovered: {error}")),
+        }
     }
     cluster.reap_crashes().await?;
     let last_heal = started.elapsed();

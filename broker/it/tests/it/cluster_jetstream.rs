@@ -1296,6 +1296,51 @@ async fn r3_damaged_block_stores_on_every_shard_rebuild_at_start_tern() {
     );
 }
 
+/// A cluster node whose `layout` was damaged while it was down rebuilds it
+/// from its journals, which name it unambiguously, instead of refusing to
+/// start (the fault harness truncated one): it rejoins with its streams and
+/// their messages. (A single server still refuses: `jetstream_damage`.)
+#[tokio::test]
+async fn cluster_node_rebuilds_a_damaged_layout_from_its_journals_tern() {
+    const MESSAGES: usize = 10;
+    let mut cluster = Cluster::meshed(Flavor::Tern, 3, Options::jetstream()).await;
+    let client = cluster.connect(1).await;
+    let mut config = stream_config("LAYOUT");
+    config["num_replicas"] = json!(3);
+    let created = api_when_ready(&client, "$JS.API.STREAM.CREATE.LAYOUT", config).await;
+    assert!(created.get("error").is_none(), "{created}");
+    for index in 1..=MESSAGES {
+        let ack = publish_acked(&client, "layout.x", &format!("m{index}")).await;
+        assert_eq!(ack["seq"], index, "{ack}");
+    }
+    wait_replicas_current(&client, "LAYOUT").await;
+    const DAMAGED: usize = 2;
+    cluster.kill(DAMAGED);
+    let layout = cluster.node(DAMAGED).store_dir().join("jetstream/layout");
+    let bytes = std::fs::read(&layout).expect("layout");
+    std::fs::write(&layout, &bytes[..bytes.len() / 2]).expect("truncated");
+    cluster.restart(DAMAGED);
+    wait_log(
+        cluster.node(DAMAGED),
+        &format!("n{DAMAGED}"),
+        "rebuilt from the journals",
+        CONVERGE_TIMEOUT,
+    )
+    .await;
+    cluster.wait_formed().await;
+    assert_eq!(std::fs::read(&layout).expect("rewritten"), bytes, "the same layout");
+    // Its copy is back: it leads with every message.
+    let deadline = Instant::now() + CONVERGE_TIMEOUT;
+    while stream_leader(&client, "LAYOUT").await != DAMAGED {
+        assert!(Instant::now() < deadline, "n{DAMAGED} never led");
+        let body = json!({"placement": {"preferred": format!("n{DAMAGED}")}});
+        api_when_ready(&client, "$JS.API.STREAM.LEADER.STEPDOWN.LAYOUT", body).await;
+        wait_replicas_current(&client, "LAYOUT").await;
+    }
+    let info = api_when_ready(&client, "$JS.API.STREAM.INFO.LAYOUT", Value::Null).await;
+    assert_eq!(info["state"]["messages"], MESSAGES, "{info}");
+}
+
 /// The API's `data` (standard base64), decoded.
 fn base64_decode(text: &str) -> Vec<u8> {
     use base64::Engine;
