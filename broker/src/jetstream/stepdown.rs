@@ -89,12 +89,12 @@ pub fn choose_target(
         return match preferred {
             Some(voter) if voter == group.this_node => Err(ApiError::cluster_no_peers(format!(
                 "preferred server {} is already leader",
-                go_quoted(&placement.preferred)
+                json::go_quote(&placement.preferred)
             ))),
             Some(voter) => Ok(StepdownTarget::Preferred(voter)),
             None => Err(ApiError::cluster_no_peers(format!(
                 "preferred server {} not known",
-                go_quoted(&placement.preferred)
+                json::go_quote(&placement.preferred)
             ))),
         };
     }
@@ -109,32 +109,6 @@ pub fn choose_target(
     } else {
         Err(ApiError::cluster_no_peers("no replacement peer connected"))
     }
-}
-
-/// `text` as Go's `%q` writes it (the error texts quote names with it):
-/// `"` and `\` escaped, control characters as Go's escapes.
-fn go_quoted(text: &str) -> String {
-    let mut out = String::with_capacity(text.len() + 2);
-    out.push('"');
-    for character in text.chars() {
-        match character {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            '\u{07}' => out.push_str("\\a"),
-            '\u{08}' => out.push_str("\\b"),
-            '\u{0B}' => out.push_str("\\v"),
-            '\u{0C}' => out.push_str("\\f"),
-            control if control.is_ascii_control() => {
-                out.push_str(&format!("\\x{:02x}", control as u32));
-            }
-            other => out.push(other),
-        }
-    }
-    out.push('"');
-    out
 }
 
 #[cfg(test)]

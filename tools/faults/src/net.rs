@@ -263,40 +263,10 @@ impl Network {
     }
 
     fn nft(&self, namespace: &str, script: &str) -> Result<(), NetError> {
-        let rendered = format!("ip netns exec {namespace} nft -f -");
-        let mut child = Command::new("ip")
-            .args(["netns", "exec", namespace, "nft", "-f", "-"])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .map_err(|source| NetError::Spawn {
-                command: rendered.clone(),
-                source,
-            })?;
-        child
-            .stdin
-            .take()
-            .expect("piped stdin")
-            .write_all(script.as_bytes())
-            .map_err(|source| NetError::Spawn {
-                command: rendered.clone(),
-                source,
-            })?;
-        let output = child.wait_with_output().map_err(|source| NetError::Spawn {
-            command: rendered.clone(),
-            source,
-        })?;
-        if !output.status.success() {
-            return Err(NetError::Command {
-                command: rendered,
-                detail: format!(
-                    "{}\n{script}",
-                    String::from_utf8_lossy(&output.stderr).trim()
-                ),
-            });
-        }
-        Ok(())
+        run_with_input(
+            Command::new("ip").args(["netns", "exec", namespace, "nft", "-f", "-"]),
+            Some(script),
+        )
     }
 
     /// Deletes every namespace of this network (their links go with them).
@@ -321,19 +291,70 @@ impl Drop for Network {
 }
 
 fn run(command: &mut Command) -> Result<(), NetError> {
+    run_with_input(command, None)
+}
+
+/// Runs `command` to its end, `input` on its stdin; its stderr is the
+/// error's detail (with the input, an nft script, appended).
+fn run_with_input(command: &mut Command, input: Option<&str>) -> Result<(), NetError> {
     let rendered = format!("{command:?}");
-    let output = command
-        .stdin(Stdio::null())
-        .output()
-        .map_err(|source| NetError::Spawn {
-            command: rendered.clone(),
-            source,
-        })?;
+    let spawn_failed = |source| NetError::Spawn {
+        command: rendered.clone(),
+        source,
+    };
+    let mut child = command
+        .stdin(if input.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(spawn_failed)?;
+    if let Some(input) = input {
+        child
+            .stdin
+            .take()
+            .expect("piped stdin")
+            .write_all(input.as_bytes())
+            .map_err(spawn_failed)?;
+    }
+    let output = child.wait_with_output().map_err(spawn_failed)?;
     if !output.status.success() {
+        let mut detail = String::from_utf8_lossy(&output.stderr).trim().to_string();
+        if let Some(input) = input {
+            detail.push('\n');
+            detail.push_str(input);
+        }
         return Err(NetError::Command {
             command: rendered,
-            detail: String::from_utf8_lossy(&output.stderr).trim().to_string(),
+            detail,
         });
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn commands_get_their_input_and_failures_their_stderr() {
+        run_with_input(
+            Command::new("sh").args(["-c", "read line; test \"$line\" = table"]),
+            Some("table\n"),
+        )
+        .expect("the input arrives");
+        let error = run_with_input(
+            Command::new("sh").args(["-c", "echo refused >&2; exit 3"]),
+            Some("chain\n"),
+        )
+        .expect_err("exit 3 fails");
+        let NetError::Command { detail, .. } = error else {
+            panic!("{error:?}")
+        };
+        assert_eq!(detail, "refused\nchain\n");
+        run(&mut Command::new("true")).expect("true succeeds");
+    }
 }

@@ -1328,7 +1328,11 @@ async fn cluster_node_rebuilds_a_damaged_layout_from_its_journals_tern() {
     )
     .await;
     cluster.wait_formed().await;
-    assert_eq!(std::fs::read(&layout).expect("rewritten"), bytes, "the same layout");
+    assert_eq!(
+        std::fs::read(&layout).expect("rewritten"),
+        bytes,
+        "the same layout"
+    );
     // Its copy is back: it leads with every message.
     let deadline = Instant::now() + CONVERGE_TIMEOUT;
     while stream_leader(&client, "LAYOUT").await != DAMAGED {
