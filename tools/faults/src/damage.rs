@@ -7,7 +7,7 @@
 //! | target | tern-server | nats-server |
 //! |---|---|---|
 //! | journal | `jetstream/journal/shard-*/journal-*.seg` | Raft WALs: `$SYS/_js_/*/msgs/*.blk` |
-//! | block store | `jetstream/streams/*/messages/*.blk` | `streams/*/msgs/*.blk` |
+//! | block store | `jetstream/streams/*/messages*/*.blk` | `streams/*/msgs/*.blk` |
 //! | snapshot | `streams/*/consumers`, `messages/deletes.log` | `*/snapshots/*` |
 //! | meta | `layout`, `meta/state`, `streams/*/config`, `streams/*/raft` | every other file |
 
@@ -46,7 +46,8 @@ pub fn classify(tern: bool, relative: &str) -> DamageTarget {
     if tern {
         if relative.contains("/journal/shard-") && relative.ends_with(".seg") {
             DamageTarget::Journal
-        } else if relative.contains("/messages/") && relative.ends_with(".blk") {
+        } else if relative.contains("/messages") && relative.ends_with(".blk") {
+            // `messages/`, or `messages.<generation>/` after a snapshot.
             DamageTarget::BlockStore
         } else if relative.ends_with("/consumers") || relative.ends_with("/deletes.log") {
             DamageTarget::Snapshot
@@ -195,6 +196,10 @@ mod tests {
             ),
             (
                 "/jetstream/streams/S/messages/00000000000000000001.blk",
+                DamageTarget::BlockStore,
+            ),
+            (
+                "/jetstream/streams/S/messages.3/00000000000000000007.blk",
                 DamageTarget::BlockStore,
             ),
             ("/jetstream/streams/S/consumers", DamageTarget::Snapshot),

@@ -137,7 +137,10 @@ fn print_summary(outcome: &run::Outcome) {
     };
     println!("divergence: {}", list(&report.divergence));
     println!("unreadable: {}", list(&report.unreadable));
-    println!("crashes: {}", list(&outcome.crashes));
+    println!(
+        "node failures (crashed, refused to start, unhealthy at the end): {}",
+        list(&outcome.crashes)
+    );
     println!(
         "worst single-node unavailability: {} ms (goal 2000); drain after the last heal: {} ms",
         report

@@ -114,8 +114,9 @@ pub struct Outcome {
     pub schedule: ScheduleName,
     pub seed: u64,
     pub steps: Vec<StepRecord>,
-    /// Servers that exited without the nemesis killing them, or refused
-    /// to start again after a fault (each a failure of the run).
+    /// Servers that exited without the nemesis killing them, refused to
+    /// start again after a fault, or were not healthy (`/healthz`) at the
+    /// end (each a failure of the run).
     pub crashes: Vec<String>,
     pub report: Report,
     /// From the last heal to every value delivered and every copy current.
@@ -141,6 +142,8 @@ pub struct StepRecord {
 const FORM_TIMEOUT: Duration = Duration::from_secs(60);
 /// From the last heal: every delivery made and every copy current.
 const DRAIN_TIMEOUT: Duration = Duration::from_secs(120);
+/// How long each node gets to answer `/healthz` 200 at the end.
+const HEALTH_TIMEOUT: Duration = Duration::from_secs(30);
 /// How long the next fault waits for every replica to be current.
 const RECOVERY_TIMEOUT: Duration = Duration::from_secs(60);
 /// The workload runs this long before the first fault and after the last.
@@ -506,6 +509,34 @@ fn converged(info: &serde_json::Value, replicas: usize, last_sequence: u64) -> R
     Ok(())
 }
 
+/// `GET /healthz` on `node`'s monitoring port: `Ok` on 200, else the
+/// status line and body.
+async fn healthz(node: &Node) -> Result<(), String> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let address = format!("{}:{}", node.ip, crate::servers::MONITOR_PORT);
+    let exchange = async {
+        let mut stream = tokio::net::TcpStream::connect(&address).await?;
+        stream
+            .write_all(b"GET /healthz HTTP/1.0\r\nHost: tern\r\n\r\n")
+            .await?;
+        let mut response = Vec::new();
+        stream.read_to_end(&mut response).await?;
+        Ok::<_, std::io::Error>(response)
+    };
+    let response = tokio::time::timeout(Duration::from_secs(3), exchange)
+        .await
+        .map_err(|_| "no answer within 3 s".to_string())?
+        .map_err(|error| error.to_string())?;
+    let text = String::from_utf8_lossy(&response);
+    let status_line = text.lines().next().unwrap_or_default();
+    if status_line.split_whitespace().nth(1) == Some("200") {
+        Ok(())
+    } else {
+        let body = text.split("\r\n\r\n").nth(1).unwrap_or_default().trim();
+        Err(format!("{status_line}: {body}"))
+    }
+}
+
 /// `node`'s copy: it is made the stream's leader, then its store is read
 /// in batches of direct gets from a client connected to it.
 async fn read_copy(node: &Node, expected_last: u64) -> Result<Vec<(u64, String)>, String> {
@@ -791,6 +822,16 @@ pub async fn run(args: RunArgs) -> Result<Outcome, RunError> {
     .await;
     if let Err(error) = &converged_at {
         cluster.log(&format!("{error}"));
+    }
+    // Every node healthy again (its JetStream up, its groups current).
+    for node in &cluster.nodes {
+        let name = node.name.clone();
+        let healthy = until(&format!("{name} healthy"), HEALTH_TIMEOUT, || healthz(node)).await;
+        if let Err(error) = healthy {
+            let line = format!("{name} not healthy after the heal: {error}");
+            cluster.log(&line);
+            cluster.crashes.push(line);
+        }
     }
     let drain_ms = (started.elapsed() - last_heal).as_millis() as u64;
     cluster.log("reading each node's copy");

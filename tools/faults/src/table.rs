@@ -58,7 +58,7 @@ pub fn render(args: &TableArgs) -> Result<String, TableError> {
         runs.push(Run { label, report });
     }
     let mut out = String::new();
-    out.push_str("| run | schedule, seed | faults | minutes | acked | lost | unexpected | duplicated | diverged / unreadable | crashes | verdict |\n");
+    out.push_str("| run | schedule, seed | faults | minutes | acked | lost | unexpected | duplicated | diverged / unreadable | node failures | verdict |\n");
     out.push_str("|---|---|---|---|---|---|---|---|---|---|---|\n");
     for run in &runs {
         let outcome = &run.report;
