@@ -62,7 +62,23 @@ fn main() -> std::process::ExitCode {
                 .enable_all()
                 .build()
                 .expect("tokio runtime");
-            match runtime.block_on(run::run(args)) {
+            // SIGINT or SIGTERM drops the run: its nodes are killed and its
+            // namespaces deleted on the way out (their `Drop`s).
+            let interrupted = runtime.block_on(async {
+                let mut terminate =
+                    tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+                        .expect("SIGTERM handler");
+                tokio::select! {
+                    outcome = run::run(args) => Some(outcome),
+                    _ = tokio::signal::ctrl_c() => None,
+                    _ = terminate.recv() => None,
+                }
+            });
+            let Some(result) = interrupted else {
+                eprintln!("tern-faults: interrupted; nodes stopped, namespaces removed");
+                return std::process::ExitCode::from(130);
+            };
+            match result {
                 Ok(outcome) => {
                     print_summary(&outcome);
                     if outcome.passed {

@@ -146,6 +146,8 @@ const DRAIN_TIMEOUT: Duration = Duration::from_secs(120);
 const HEALTH_TIMEOUT: Duration = Duration::from_secs(30);
 /// How long the next fault waits for every replica to be current.
 const RECOVERY_TIMEOUT: Duration = Duration::from_secs(60);
+/// The same wait while the previous step had not recovered either.
+const DEGRADED_RECOVERY_TIMEOUT: Duration = Duration::from_secs(5);
 /// The workload runs this long before the first fault and after the last.
 const WARM_UP: Duration = Duration::from_secs(3);
 const COOL_DOWN: Duration = Duration::from_secs(5);
@@ -752,7 +754,19 @@ pub async fn run(args: RunArgs) -> Result<Outcome, RunError> {
         // The next fault starts from a healthy cluster (every replica
         // current), so each one's availability is its own; how long that
         // took after the heal is the step's recovery time.
-        let recovered = until("every replica current", RECOVERY_TIMEOUT, || async {
+        // After a step that did not recover, a short wait only: a replica
+        // that stays broken would otherwise stretch every later step.
+        let degraded = records
+            .iter()
+            .rev()
+            .nth(1)
+            .is_some_and(|record: &StepRecord| record.recovered_ms.is_none());
+        let timeout = if degraded {
+            DEGRADED_RECOVERY_TIMEOUT
+        } else {
+            RECOVERY_TIMEOUT
+        };
+        let recovered = until("every replica current", timeout, || async {
             let info = stream_info(&admin).await?;
             converged(&info, replicas, 0)
         })
