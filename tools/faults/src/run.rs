@@ -146,6 +146,9 @@ const DRAIN_TIMEOUT: Duration = Duration::from_secs(120);
 const HEALTH_TIMEOUT: Duration = Duration::from_secs(30);
 /// How long the next fault waits for every replica to be current.
 const RECOVERY_TIMEOUT: Duration = Duration::from_secs(60);
+/// How far behind the leader (entries) a follower may be while the
+/// publishers run and still count as recovered: about a second of them.
+const RUNNING_LAG_MAX: u64 = 1_000;
 /// The same wait while the previous step had not recovered either.
 const DEGRADED_RECOVERY_TIMEOUT: Duration = Duration::from_secs(5);
 /// The workload runs this long before the first fault and after the last.
@@ -486,9 +489,16 @@ async fn stream_info(client: &async_nats::Client) -> Result<serde_json::Value, S
     }
 }
 
-/// Every replica current with no lag, and the leader at `last_sequence`
-/// or beyond.
-fn converged(info: &serde_json::Value, replicas: usize, last_sequence: u64) -> Result<(), String> {
+/// Every replica within `lag_max` entries of the leader (with publishers
+/// still running a healthy follower is always a few entries behind, which
+/// tern reports as not current: then `lag_max` > 0; 0 is the strict check
+/// once they stopped), and the leader at `last_sequence` or beyond.
+fn converged(
+    info: &serde_json::Value,
+    replicas: usize,
+    last_sequence: u64,
+    lag_max: u64,
+) -> Result<(), String> {
     let cluster = &info["cluster"];
     if cluster["leader"].as_str().is_none_or(str::is_empty) {
         return Err("no leader".into());
@@ -500,7 +510,10 @@ fn converged(info: &serde_json::Value, replicas: usize, last_sequence: u64) -> R
     for replica in cluster["replicas"].as_array().into_iter().flatten() {
         let current = replica["current"].as_bool() == Some(true);
         let lag = replica["lag"].as_u64().unwrap_or(0);
-        if !current || lag > 0 {
+        let close = lag <= lag_max && replica["offline"].as_bool() != Some(true);
+        let caught_up = current && lag == 0;
+        let catching_up = lag_max > 0 && close && lag > 0;
+        if !caught_up && !catching_up {
             return Err(format!("replica not current: {replica}"));
         }
     }
@@ -768,7 +781,7 @@ pub async fn run(args: RunArgs) -> Result<Outcome, RunError> {
         };
         let recovered = until("every replica current", timeout, || async {
             let info = stream_info(&admin).await?;
-            converged(&info, replicas, 0)
+            converged(&info, replicas, 0, RUNNING_LAG_MAX)
         })
         .await;
         let record = records.last_mut().expect("pushed above");
@@ -831,7 +844,7 @@ pub async fn run(args: RunArgs) -> Result<Outcome, RunError> {
     }
     let converged_at = until("every replica current", DRAIN_TIMEOUT, || async {
         let info = stream_info(&admin).await?;
-        converged(&info, replicas, last_acked)
+        converged(&info, replicas, last_acked, 0)
     })
     .await;
     if let Err(error) = &converged_at {
