@@ -570,8 +570,9 @@ async fn read_copy(node: &Node, expected_last: u64) -> Result<Vec<(u64, String)>
             break;
         }
         if Instant::now() > deadline {
+            let cluster = info.map(|info| info["cluster"].to_string());
             return Err(format!(
-                "not made leader within 30 s (leader {leader:?}, info {info:?})"
+                "not made leader within 30 s (leader {leader:?}, cluster {cluster:?})"
             ));
         }
         let body = serde_json::json!({ "placement": { "preferred": name } }).to_string();
