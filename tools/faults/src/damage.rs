@@ -100,6 +100,11 @@ pub fn damage(
             .display()
             .to_string()
     };
+    // tern's copies kept aside after a rebuild are not live data.
+    let all: Vec<PathBuf> = all
+        .into_iter()
+        .filter(|path| !relative(path).starts_with("jetstream/damaged/"))
+        .collect();
     let wanted: Vec<&PathBuf> = all
         .iter()
         .filter(|path| classify(tern, &format!("/{}", relative(path))) == target)
