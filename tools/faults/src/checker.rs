@@ -218,8 +218,15 @@ pub fn check(history: &History) -> Report {
             },
         }
     }
-    let empty = Vec::new();
-    let stored_messages = reference.map_or(&empty, |(_, messages)| messages);
+    let Some((_, stored_messages)) = reference else {
+        // Nothing readable: what is lost cannot be told (every copy is
+        // already reported unreadable, which fails the run).
+        report
+            .unreadable
+            .push("no copy readable: losses unknown".into());
+        report.availability = availability(history, &acked);
+        return report;
+    };
 
     // The stream itself.
     let mut stored: HashMap<Value, u64> = HashMap::new();
@@ -305,8 +312,8 @@ pub fn check(history: &History) -> Report {
     report.never_delivered = never_delivered;
     // Delivered values must be in the stream too.
     for value in deliveries.keys() {
+        // (Acknowledged values missing are already in `lost`.)
         if !stored.contains_key(value)
-            && !report.lost.contains(value)
             && !matches!(
                 attempted.get(value).map(|attempt| &attempt.outcome),
                 Some(Outcome::Acked { .. })
@@ -319,29 +326,38 @@ pub fn check(history: &History) -> Report {
         }
     }
 
-    // Availability per fault.
-    let acks: BTreeSet<Duration> = acked.iter().map(|attempt| attempt.end).collect();
-    for window in &history.faults {
-        let first_after_heal = acks.range(window.heal..).next().copied();
-        let longest_unavailable = first_after_heal.map(|first_after_heal| {
-            let mut last = window.start;
-            let mut longest = Duration::ZERO;
-            for &ack in acks.range(window.start..=first_after_heal) {
-                longest = longest.max(ack - last);
-                last = ack;
-            }
-            longest
-        });
-        report.availability.push(Availability {
-            fault: window.fault.clone(),
-            single_node: window.single_node,
-            started_healthy: window.started_healthy,
-            longest_unavailable_ms: longest_unavailable.map(|gap| gap.as_millis() as u64),
-            heal_to_first_ack_ms: first_after_heal
-                .map(|first| (first - window.heal).as_millis() as u64),
-        });
-    }
+    report.availability = availability(history, &acked);
     report
+}
+
+/// Per fault: the longest time without an acknowledgement from its start
+/// to the first acknowledgement after its heal, and that first one's delay.
+fn availability(history: &History, acked: &[&Attempt]) -> Vec<Availability> {
+    let acks: BTreeSet<Duration> = acked.iter().map(|attempt| attempt.end).collect();
+    history
+        .faults
+        .iter()
+        .map(|window| {
+            let first_after_heal = acks.range(window.heal..).next().copied();
+            let longest_unavailable = first_after_heal.map(|first_after_heal| {
+                let mut last = window.start;
+                let mut longest = Duration::ZERO;
+                for &ack in acks.range(window.start..=first_after_heal) {
+                    longest = longest.max(ack - last);
+                    last = ack;
+                }
+                longest
+            });
+            Availability {
+                fault: window.fault.clone(),
+                single_node: window.single_node,
+                started_healthy: window.started_healthy,
+                longest_unavailable_ms: longest_unavailable.map(|gap| gap.as_millis() as u64),
+                heal_to_first_ack_ms: first_after_heal
+                    .map(|first| (first - window.heal).as_millis() as u64),
+            }
+        })
+        .collect()
 }
 
 /// How `other` differs from `reference`, if it does.
@@ -524,6 +540,18 @@ mod tests {
         let report = check(&history);
         assert_eq!(report.lost, vec![value(2, 0)]);
         assert_eq!(report.failed, 1);
+    }
+
+    #[test]
+    fn no_readable_copy_fails_without_guessing_losses() {
+        let mut history = healthy();
+        for copy in &mut history.copies {
+            copy.messages = Err("JetStream unavailable".into());
+        }
+        let report = check(&history);
+        assert!(report.lost.is_empty());
+        assert_eq!(report.unreadable.len(), 4, "{:?}", report.unreadable);
+        assert!(!report.safe());
     }
 
     #[test]
