@@ -313,12 +313,17 @@ fn run_with_input(command: &mut Command, input: Option<&str>) -> Result<(), NetE
         .spawn()
         .map_err(spawn_failed)?;
     if let Some(input) = input {
-        child
+        let written = child
             .stdin
             .take()
             .expect("piped stdin")
-            .write_all(input.as_bytes())
-            .map_err(spawn_failed)?;
+            .write_all(input.as_bytes());
+        match written {
+            // A command that exits before reading all of it: its exit
+            // status says what happened.
+            Err(error) if error.kind() == std::io::ErrorKind::BrokenPipe => {}
+            written => written.map_err(spawn_failed)?,
+        }
     }
     let output = child.wait_with_output().map_err(spawn_failed)?;
     if !output.status.success() {
