@@ -1,7 +1,7 @@
 //! Runs the deterministic Raft simulator over a range of seeds.
 //!
 //! ```text
-//! cargo run --release -p tern-raft --example simulate -- --seeds N [--seed-start S] [--canary [vote|commit|chunk]]
+//! cargo run --release -p tern-raft --example simulate -- --seeds N [--seed-start S] [--canary [vote|commit|chunk|lost]]
 //! ```
 //!
 //! Prints each violation (seed, invariant and a readable trace; the full
@@ -57,6 +57,10 @@ fn parse(arguments: &[String]) -> Result<Options, String> {
                     options.canary = Some(Canary::SnapshotChunkGap);
                     position += 2;
                 }
+                Some("lost") => {
+                    options.canary = Some(Canary::ForgetLostEntries);
+                    position += 2;
+                }
                 Some("vote") => {
                     options.canary = Some(Canary::VoteWithoutLogCheck);
                     position += 2;
@@ -78,7 +82,7 @@ fn main() -> ExitCode {
         Ok(options) => options,
         Err(message) => {
             eprintln!("{message}");
-            eprintln!("usage: simulate --seeds N [--seed-start S] [--canary [vote|commit|chunk]]");
+            eprintln!("usage: simulate --seeds N [--seed-start S] [--canary [vote|commit|chunk|lost]]");
             return ExitCode::from(2);
         }
     };

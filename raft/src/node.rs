@@ -59,6 +59,9 @@ pub enum Canary {
     /// Write a snapshot chunk at its offset even past a lost one (the gap
     /// stays zeros), as a careless sparse-file writer would.
     SnapshotChunkGap,
+    /// Ignore [`Restore::entries_lost_through_term`]: vote at once after
+    /// losing the log.
+    ForgetLostEntries,
 }
 
 impl Config {
@@ -92,6 +95,16 @@ pub struct Restore {
     /// it (a damaged disk lost some), the node neither votes nor campaigns
     /// until it has them again.
     pub acknowledged_index: Index,
+    /// Nonzero: entries after the snapshot were lost and how far this node
+    /// had acknowledged is unknown (a journal lost), but its hard state
+    /// survived (kept twice) and no term it acknowledged in is above this
+    /// one. The node starts in the next term (without a vote, so the
+    /// leader of this one steps down) and neither votes nor campaigns
+    /// until its durable log holds an entry of a later term: that entry's
+    /// leader was elected without it and holds everything committed
+    /// before (Leader Completeness), so from then on its log is as safe to
+    /// vote with as any follower's. docs/raft.md §Damage.
+    pub entries_lost_through_term: Term,
     /// Seeds the election-timeout randomness (no randomness inside).
     pub seed: u64,
 }
@@ -418,6 +431,9 @@ pub struct Node {
     leaving: BTreeMap<NodeId, (Index, u32)>,
     /// Damaged: must catch up to this index before voting or campaigning.
     damaged_until: Index,
+    /// Damaged: must hold a durable entry of a later term than this before
+    /// voting or campaigning ([`Restore::entries_lost_through_term`]).
+    damaged_through_term: Term,
     next_ready: u64,
     outstanding: VecDeque<ReadyInfo>,
     /// Ticks since the node started (monitoring: how long ago a peer was
@@ -502,6 +518,11 @@ impl Node {
             transfer: None,
             leaving: BTreeMap::new(),
             damaged_until,
+            damaged_through_term: if config.canary == Some(Canary::ForgetLostEntries) {
+                0
+            } else {
+                restore.entries_lost_through_term
+            },
             next_ready: 1,
             outstanding: VecDeque::new(),
             ticks: 0,
@@ -511,6 +532,19 @@ impl Node {
         };
         node.recompute_membership();
         node.reset_election_timeout();
+        if node.damaged_through_term > 0 && node.hard.term <= node.damaged_through_term {
+            // Ends the term it lost entries in: a leader of that term (which
+            // may have counted acknowledgements this node no longer has)
+            // steps down on hearing the next one, and the election that
+            // follows, held without this node, makes the entry of a later
+            // term that ends the damage. Raising one's term without voting
+            // is always safe.
+            node.hard = HardState {
+                term: node.damaged_through_term + 1,
+                vote: None,
+            };
+            node.hard_dirty = true;
+        }
         node
     }
 
@@ -653,7 +687,25 @@ impl Node {
     }
 
     pub fn is_damaged(&self) -> bool {
-        self.damaged_until > 0
+        self.damaged_until > 0 || self.damaged_through_term > 0
+    }
+
+    /// Ends the damage marks the durable log now satisfies.
+    fn clear_damage(&mut self) {
+        if self.damaged_until > 0
+            && self.log.last_index() >= self.damaged_until
+            && self.log.persisted >= self.damaged_until
+        {
+            self.damaged_until = 0;
+        }
+        if self.damaged_through_term > 0
+            && self
+                .log
+                .term_at(self.log.persisted)
+                .is_some_and(|term| term > self.damaged_through_term)
+        {
+            self.damaged_through_term = 0;
+        }
     }
 
     // ----- time -----------------------------------------------------------------
@@ -811,7 +863,7 @@ impl Node {
         // configuration is uncommitted: it may be the one needed to commit it
         // (its own vote does not count, see `tally`). Raft dissertation §4.1.
         let removed = !self.membership.contains(id) && self.membership_index <= self.log.committed;
-        if removed || self.damaged_until > 0 {
+        if removed || self.is_damaged() {
             // It may not campaign, but its timeout passed without a word
             // from the leader: the lease is over, so a candidate's vote
             // request is heard (else a node added while it did not know,
@@ -1242,7 +1294,7 @@ impl Node {
         } else {
             self.hard.vote.is_none_or(|voted| voted == from)
         };
-        let granted = can_vote && up_to_date && self.damaged_until == 0;
+        let granted = can_vote && up_to_date && !self.is_damaged();
         if granted && !pre_vote {
             self.hard.vote = Some(from);
             self.hard_dirty = true;
@@ -1325,12 +1377,7 @@ impl Node {
                 if new_commit > self.log.committed {
                     self.log.committed = new_commit;
                 }
-                if self.damaged_until > 0
-                    && self.log.last_index() >= self.damaged_until
-                    && self.log.persisted >= self.damaged_until
-                {
-                    self.damaged_until = 0;
-                }
+                self.clear_damage();
                 let term = self.hard.term;
                 self.send_after_persist(
                     from,
@@ -2043,9 +2090,7 @@ impl Node {
                 self.log.persisted_to(index, term);
             }
         }
-        if self.damaged_until > 0 && self.log.persisted >= self.damaged_until {
-            self.damaged_until = 0;
-        }
+        self.clear_damage();
         self.maybe_commit();
     }
 
@@ -2385,6 +2430,89 @@ mod tests {
             assert!(persist(&mut quiet).is_empty());
         }
         assert_eq!(quiet.role(), Role::Follower);
+    }
+
+    /// A node that lost its entries but kept its hard state (term 5, a
+    /// journal lost) starts in term 6 without a vote, so term 5's leader
+    /// steps down on hearing it; it grants no vote, even to an up-to-date
+    /// candidate, until it holds a durable entry of a term after 5.
+    #[test]
+    fn a_node_that_lost_its_entries_votes_only_after_an_entry_of_a_later_term() {
+        let vote = |term: Term, last_index: Index, last_term: Term| Message::Vote {
+            term,
+            last_index,
+            last_term,
+            pre_vote: false,
+            transfer: false,
+        };
+        let granted = |sent: &[Envelope]| {
+            sent.iter().any(|envelope| {
+                matches!(envelope.message, Message::VoteResponse { granted: true, .. })
+            })
+        };
+        // No pre-votes nor leases: each vote request is judged alone.
+        let mut damaged = node(
+            3,
+            |config| {
+                config.pre_vote = false;
+                config.check_quorum = false;
+            },
+            Restore {
+                hard_state: HardState {
+                    term: 5,
+                    vote: Some(1),
+                },
+                entries_lost_through_term: 5,
+                ..restore(5, Vec::new())
+            },
+        );
+        assert!(damaged.is_damaged());
+        assert_eq!(damaged.hard_state(), HardState { term: 6, vote: None });
+        let ready = damaged.ready();
+        assert_eq!(ready.hard_state, Some(HardState { term: 6, vote: None }));
+        damaged.advance(ready.number);
+        // Term 5's leader hears of term 6.
+        deliver(
+            &mut damaged,
+            1,
+            Message::Append {
+                term: 5,
+                prev_index: 0,
+                prev_term: 0,
+                commit: 0,
+                read_context: 0,
+                entries: Vec::new(),
+            },
+        );
+        let sent = persist(&mut damaged);
+        assert!(sent.iter().any(|envelope| matches!(
+            envelope.message,
+            Message::AppendResponse { term: 6, success: false, .. }
+        )));
+        // Asked for a vote with a log far ahead of its own: refused.
+        deliver(&mut damaged, 2, vote(7, 100, 5));
+        assert!(!granted(&persist(&mut damaged)));
+        // Term 8's leader (elected without it) appends its first entry.
+        deliver(
+            &mut damaged,
+            1,
+            Message::Append {
+                term: 8,
+                prev_index: 0,
+                prev_term: 0,
+                commit: 0,
+                read_context: 0,
+                entries: vec![Entry {
+                    term: 8,
+                    index: 1,
+                    kind: EntryKind::Noop,
+                }],
+            },
+        );
+        persist(&mut damaged);
+        assert!(!damaged.is_damaged());
+        deliver(&mut damaged, 2, vote(9, 1, 8));
+        assert!(granted(&persist(&mut damaged)));
     }
 
     /// Found by the cluster simulator: a node outside its configuration

@@ -433,6 +433,7 @@ mod tests {
                 entries: Vec::new(),
                 membership: Membership::new(voters.to_vec()),
                 acknowledged_index: 0,
+                entries_lost_through_term: 0,
                 seed: group * 31 + id,
             },
         )

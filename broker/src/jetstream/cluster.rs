@@ -103,7 +103,9 @@ pub struct Meta {
     files: DmaFiles,
     /// The hard state and entries the journal held past the checkpoint,
     /// until the group starts.
-    recovered: RefCell<Option<(Option<HardState>, Vec<Entry>)>>,
+    /// The journal's hard state and entries past the checkpoint, and
+    /// whether the journal was lost (`Recovered::entries_lost`).
+    recovered: RefCell<Option<(Option<HardState>, Vec<Entry>, bool)>>,
     /// The hard state last written in a checkpoint.
     hard_state: Cell<HardState>,
     /// Why the group stopped or could not start, once it did.
@@ -158,8 +160,13 @@ impl Meta {
         self.state.borrow().applied_index
     }
 
-    pub fn set_recovered(&self, hard_state: Option<HardState>, entries: Vec<Entry>) {
-        *self.recovered.borrow_mut() = Some((hard_state, entries));
+    pub fn set_recovered(
+        &self,
+        hard_state: Option<HardState>,
+        entries: Vec<Entry>,
+        entries_lost: bool,
+    ) {
+        *self.recovered.borrow_mut() = Some((hard_state, entries, entries_lost));
     }
 
     pub fn is_running(&self) -> bool {
@@ -312,7 +319,8 @@ impl JetStream {
             log::info!(target: "tern::jetstream", "meta group formed with {} voters: {:x?}", voters.len(), voters);
         }
         let state = meta.state.borrow().clone();
-        let (journal_hard_state, entries) = meta.recovered.borrow_mut().take().unwrap_or_default();
+        let (journal_hard_state, entries, entries_lost) =
+            meta.recovered.borrow_mut().take().unwrap_or_default();
         let mut hard_state = meta.hard_state.get();
         if let Some(journaled) = journal_hard_state {
             if journaled.term >= hard_state.term {
@@ -346,6 +354,11 @@ impl JetStream {
                 entries,
                 membership,
                 acknowledged_index,
+                entries_lost_through_term: if entries_lost {
+                    hard_state.term.max(state.applied_term)
+                } else {
+                    0
+                },
                 seed: meta.node_id ^ crate::server::random_u64(),
             },
         );

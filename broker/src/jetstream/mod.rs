@@ -56,6 +56,7 @@ pub mod stepdown;
 pub mod store_check;
 pub mod stream;
 pub mod usage;
+pub mod votes;
 
 use std::cell::{Cell, OnceCell, RefCell};
 use std::collections::BTreeMap;
@@ -228,6 +229,17 @@ struct PendingGather {
     arrived: Waiters,
 }
 
+/// A stream this shard owns, as start-up found it on disk.
+struct Found {
+    name: String,
+    config: StreamConfig,
+    created_unix_ns: u64,
+    group: u64,
+    files: DmaFiles,
+    raft: persist::RaftState,
+    peers: Vec<u64>,
+}
+
 pub struct JetStream {
     index: usize,
     shard_count: usize,
@@ -351,15 +363,6 @@ impl JetStream {
             }
         }
         // 1. Stream configs (and, for owned streams, Raft state).
-        struct Found {
-            name: String,
-            config: StreamConfig,
-            created_unix_ns: u64,
-            group: u64,
-            files: DmaFiles,
-            raft: persist::RaftState,
-            peers: Vec<u64>,
-        }
         let mut owned = Vec::new();
         let streams_directory = root.join("streams");
         std::fs::create_dir_all(&streams_directory)
@@ -484,6 +487,7 @@ impl JetStream {
                             peers: found.peers.clone(),
                             acknowledged_index: 0,
                             joining: false,
+                            entries_lost: false,
                         },
                     ),
                 )
@@ -505,6 +509,7 @@ impl JetStream {
                             peers: Vec::new(),
                             acknowledged_index: 0,
                             joining: false,
+                            entries_lost: false,
                         },
                     ),
                 );
@@ -557,17 +562,12 @@ impl JetStream {
                 }
             })
             .await?;
-        let journal_damage = match (opened, decode_failure) {
+        let mut journal_damage = match (opened, decode_failure) {
             (Ok(journal), None) => {
                 for group in orphans {
                     journal.checkpoint(group, u64::MAX);
                 }
-                glommio::spawn_local({
-                    let journal = journal.clone();
-                    async move { journal.run().await }
-                })
-                .detach();
-                let _ = js.journal.set(journal);
+                js.run_journal(journal);
                 None
             }
             (Ok(_), Some(error)) => Some(format!(
@@ -576,7 +576,62 @@ impl JetStream {
             )),
             (Err(damage), _) => Some(damage),
         };
-        let groups = StreamGroups::new(js.journal.get().cloned());
+        // In a cluster, the second copy of every group's hard state.
+        let mut votes_copy = None;
+        if shard.routes.is_some() {
+            let votes_directory = votes::directory(&root, index);
+            let files = DmaFiles::open(&votes_directory)
+                .await
+                .map_err(|error| format!("{}: {error}", votes_directory.display()))?;
+            let stored = match votes::read(&files).await {
+                Ok(stored) => stored,
+                Err(error) => {
+                    log::error!(target: "tern::jetstream", "shard {index}: {}: {error}; rewritten from the journal", votes_directory.join(votes::VOTES_FILE).display());
+                    None
+                }
+            };
+            // A damaged journal, in a cluster, with the hard states intact
+            // here: a fresh journal, and every group rejoins from its
+            // checkpoint and catches up from its peers.
+            if let (Some(damage), Some(_)) = (&journal_damage, &stored) {
+                match js
+                    .replace_damaged_journal(&directory, shard, damage, &owned)
+                    .await
+                {
+                    Ok(journal) => {
+                        js.run_journal(journal);
+                        for (_, recovered) in wanted.values_mut() {
+                            recovered.hard_state = None;
+                            recovered.entries.clear();
+                            recovered.entries_lost = true;
+                        }
+                        journal_damage = None;
+                    }
+                    Err(refused) => {
+                        log::error!(target: "tern::jetstream", "shard {index}: the damaged journal cannot be replaced: {refused}");
+                    }
+                }
+            }
+            let mut latest = votes::Votes::new();
+            for (&group, (_, recovered)) in wanted.iter_mut() {
+                let stored = stored.as_ref().and_then(|stored| stored.get(&group).copied());
+                recovered.hard_state = votes::newer(recovered.hard_state, stored);
+                let checkpointed = recovered.raft.as_ref().map(|raft| tern_raft::HardState {
+                    term: raft.term,
+                    vote: (raft.vote != 0).then_some(raft.vote),
+                });
+                if let Some(state) = votes::newer(recovered.hard_state, checkpointed) {
+                    latest.insert(group, state);
+                }
+            }
+            if journal_damage.is_none() {
+                votes::write(&files, &latest)
+                    .await
+                    .map_err(|error| format!("{}: {error}", votes_directory.display()))?;
+                votes_copy = Some((files, latest));
+            }
+        }
+        let groups = StreamGroups::new(js.journal.get().cloned(), votes_copy);
         if shard.routes.is_some() {
             let shard = Rc::downgrade(shard);
             groups.set_transport(Box::new(move |batch| {
@@ -604,7 +659,11 @@ impl JetStream {
                         root.join("meta").join(persist::META_STATE_FILE).display()
                     ));
                 }
-                meta.set_recovered(recovered.hard_state, recovered.entries);
+                meta.set_recovered(
+                    recovered.hard_state,
+                    recovered.entries,
+                    recovered.entries_lost,
+                );
             }
             if journal_damage.is_none() {
                 glommio::spawn_local(js.clone().run_meta()).detach();
@@ -730,6 +789,68 @@ impl JetStream {
     /// Why this shard's journal cannot be used, if it is damaged.
     pub fn journal_damage(&self) -> Option<String> {
         self.journal_damage.borrow().clone()
+    }
+
+    /// The shard's journal, opened: its task runs and file streams use it.
+    fn run_journal(&self, journal: Rc<Journal<DmaDevice>>) {
+        glommio::spawn_local({
+            let journal = journal.clone();
+            async move { journal.run().await }
+        })
+        .detach();
+        let _ = self.journal.set(journal);
+    }
+
+    /// A damaged journal in a cluster, every group's hard state kept in
+    /// the votes file: the journal is moved aside (kept for the operator,
+    /// under `<journal_dir>/damaged/`) and a fresh one takes its place;
+    /// each group then rejoins from its checkpoint and catches up from its
+    /// peers. Refused when the journal may hold the only copy of
+    /// something: a file stream of one replica on this shard.
+    async fn replace_damaged_journal(
+        &self,
+        directory: &Path,
+        shard: &Rc<Shard>,
+        damage: &str,
+        owned: &[Found],
+    ) -> Result<Rc<Journal<DmaDevice>>, String> {
+        if let Some(single) = owned
+            .iter()
+            .find(|found| found.config.storage == StorageType::File && found.peers.len() <= 1)
+        {
+            return Err(format!(
+                "stream {} has one replica: the journal may hold its only copy",
+                single.name
+            ));
+        }
+        let configs = self.damaged_configs.borrow();
+        if let Some(name) = self.damaged.borrow().keys().find(|name| {
+            configs.get(*name).is_none_or(|config| {
+                config.storage == StorageType::File && config.num_replicas <= 1
+            })
+        }) {
+            return Err(format!(
+                "stream {name} is offline and may have one replica: the journal may hold its only copy"
+            ));
+        }
+        drop(configs);
+        let parent = directory.parent().expect("a shard's journal is in the journal directory");
+        let damaged = parent.join("damaged");
+        let name = directory
+            .file_name()
+            .expect("a shard's journal directory has a name")
+            .to_string_lossy()
+            .into_owned();
+        let kept = damaged.join(format!("{name}.{}", now_unix_ns()));
+        std::fs::create_dir_all(&damaged)
+            .and_then(|()| std::fs::rename(directory, &kept))
+            .and_then(|()| std::fs::File::open(parent)?.sync_all())
+            .and_then(|()| std::fs::File::open(&damaged)?.sync_all())
+            .map_err(|error| format!("moving {} aside: {error}", directory.display()))?;
+        log::warn!(target: "tern::jetstream", "shard {}: {damage}; the journal was moved to {} and a new one takes its place: every Raft group of this shard rejoins from its checkpoint and catches up from its peers (its votes are kept in the votes file)", self.index, kept.display());
+        self.open_journal(directory, 0, shard, |_| {})
+            .await?
+            .map_err(|error| format!("a new journal at {}: {error}", directory.display()))
     }
 
     /// Opens this shard's journal, replaying its records into `on_record`.
@@ -1686,6 +1807,7 @@ impl JetStream {
             peers: peers.clone(),
             acknowledged_index: 0,
             joining,
+            entries_lost: false,
         };
         if config.storage == StorageType::Memory {
             // Nothing persisted: gone after a restart, as in nats-server.
@@ -1724,6 +1846,7 @@ impl JetStream {
                 peers,
                 acknowledged_index: 0,
                 joining,
+                entries_lost: false,
             },
         )
         .await
@@ -1827,6 +1950,7 @@ impl JetStream {
                 peers: rebuild.peers,
                 acknowledged_index,
                 joining: true,
+                entries_lost: false,
             },
         )
         .await

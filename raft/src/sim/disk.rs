@@ -16,7 +16,7 @@ use bytes::Bytes;
 use crate::message::Envelope;
 use crate::node::Restore;
 use crate::sim::random::Random;
-use crate::types::{Entry, HardState, Index, Membership, Snapshot};
+use crate::types::{Entry, HardState, Index, Membership, Snapshot, Term};
 
 /// A snapshot as the host keeps it: Raft's identity and the state
 /// machine's bytes.
@@ -59,6 +59,12 @@ pub struct Disk {
     /// vote (two such in a group of three and no leader can ever be elected;
     /// the simulator finds that within a few dozen seeds).
     damage_mark: Index,
+    /// Every entry after the snapshot was lost (a journal gone) while the
+    /// hard state survived in its second copy: how far the node had
+    /// acknowledged is unknown, and it was in no term above this one
+    /// (`Restore::entries_lost_through_term`). Cleared once a durable entry
+    /// of a later term arrives.
+    lost_through_term: Term,
     pending: VecDeque<Write>,
 }
 
@@ -85,7 +91,7 @@ impl Disk {
     }
 
     pub fn is_damaged(&self) -> bool {
-        self.damage_mark > 0
+        self.damage_mark > 0 || self.lost_through_term > 0
     }
 
     pub fn pending(&self) -> usize {
@@ -156,6 +162,13 @@ impl Disk {
         if self.damage_mark > 0 && self.durable_last() >= self.damage_mark {
             self.damage_mark = 0;
         }
+        let durable_last_term = self.entries.last().map_or(
+            self.snapshot.as_ref().map_or(0, |snapshot| snapshot.meta.term),
+            |entry| entry.term,
+        );
+        if durable_last_term > self.lost_through_term {
+            self.lost_through_term = 0;
+        }
         Ok(())
     }
 
@@ -216,6 +229,19 @@ impl Disk {
         Some(index)
     }
 
+    /// Loses every durable entry after the snapshot, keeping the hard
+    /// state (a journal deleted, its votes kept in their second copy).
+    /// Returns how many entries went.
+    pub fn lose_entries(&mut self) -> Option<usize> {
+        if self.entries.is_empty() {
+            return None;
+        }
+        let lost = self.entries.len();
+        self.entries.clear();
+        self.lost_through_term = self.lost_through_term.max(self.hard_state.term);
+        Some(lost)
+    }
+
     /// What the node restarts from.
     pub fn restore(&self, membership: &Membership, seed: u64) -> Restore {
         Restore {
@@ -224,6 +250,7 @@ impl Disk {
             entries: self.entries.clone(),
             membership: membership.clone(),
             acknowledged_index: self.damage_mark.max(self.durable_last()),
+            entries_lost_through_term: self.lost_through_term,
             seed,
         }
     }

@@ -825,10 +825,13 @@ impl Simulation {
             && !others_damaged
             && self.random.chance(self.scenario.corruption_on_restart);
         let disk = &mut self.disks[slot(id)];
-        let corrupt_from = if corrupt {
-            disk.corrupt(&mut self.random)
-        } else {
-            None
+        // Half the corruptions cut the log at a damaged entry (how far the
+        // node acknowledged is known); half lose every entry after the
+        // snapshot, the hard state surviving (a journal lost).
+        let (corrupt_from, lost_entries) = match corrupt {
+            true if self.random.chance(0.5) => (None, disk.lose_entries()),
+            true => (disk.corrupt(&mut self.random), None),
+            false => (None, None),
         };
         let seed = self.random.next_u64();
         let restore = disk.restore(&self.initial_membership, seed);
@@ -847,12 +850,13 @@ impl Simulation {
         self.nodes[slot(id)] = Some(node);
         self.machines[slot(id)] = machine;
         self.restart_at[slot(id)] = None;
-        self.stats.corruptions += u64::from(corrupt_from.is_some());
+        self.stats.corruptions += u64::from(corrupt_from.is_some() || lost_entries.is_some());
         self.record(TraceEvent::Restart {
             node: id,
             durable_last,
             acknowledged,
             corrupt_from,
+            lost_entries,
         });
         self.after(id)
     }

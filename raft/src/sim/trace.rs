@@ -298,6 +298,8 @@ pub enum TraceEvent {
         durable_last: Index,
         acknowledged: Index,
         corrupt_from: Option<Index>,
+        /// Entries lost after the snapshot, the hard state kept.
+        lost_entries: Option<usize>,
     },
     Network(String),
     Propose {
@@ -379,6 +381,7 @@ impl fmt::Display for TraceEvent {
                 durable_last,
                 acknowledged,
                 corrupt_from,
+                lost_entries,
             } => {
                 write!(
                     formatter,
@@ -386,6 +389,9 @@ impl fmt::Display for TraceEvent {
                 )?;
                 if let Some(index) = corrupt_from {
                     write!(formatter, ", entry {index} corrupt (log cut before it)")?;
+                }
+                if let Some(lost) = lost_entries {
+                    write!(formatter, ", {lost} entries after the snapshot lost (hard state kept)")?;
                 }
                 Ok(())
             }

@@ -74,6 +74,20 @@ fn canary_snapshot_chunk_gap_is_caught() {
 }
 
 #[test]
+fn canary_forget_lost_entries_is_caught() {
+    let config = SimConfig {
+        canary: Some(Canary::ForgetLostEntries),
+        ..test_config()
+    };
+    let violation = first_violation(&config, CANARY_SEED_BOUND)
+        .expect("voting at once after losing the log went unnoticed");
+    println!(
+        "caught at seed {}: {}: {}",
+        violation.seed, violation.invariant, violation.detail
+    );
+}
+
+#[test]
 fn a_seed_reproduces_its_run() {
     let config = test_config();
     for seed in [3, 17] {

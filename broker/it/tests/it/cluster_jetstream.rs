@@ -1296,6 +1296,162 @@ async fn r3_damaged_block_stores_on_every_shard_rebuild_at_start_tern() {
     );
 }
 
+/// A cluster node whose journal was lost while it was down (every segment
+/// of both shards deleted after a SIGKILL under load, so its newest
+/// entries existed only there) rejoins from its peers instead of staying
+/// offline: its votes survive in the votes file, a new journal replaces
+/// the old one (kept aside), every group, the meta group included,
+/// restarts from its checkpoint and catches up. Its own copy of each
+/// stream then holds every acknowledged message and the ones published
+/// after, and the meta group answers through it. Without the votes file
+/// as well, the node fails closed as before (nothing deleted).
+#[tokio::test]
+async fn r3_node_with_a_lost_journal_rejoins_from_its_peers_tern() {
+    const STREAMS: usize = 4;
+    const MESSAGES: usize = 20;
+    let mut cluster = Cluster::meshed(Flavor::Tern, 3, Options::jetstream()).await;
+    let client = cluster.connect(1).await;
+    let names: Vec<String> = (0..STREAMS).map(|index| format!("LOST{index}")).collect();
+    for name in &names {
+        let mut config = stream_config(name);
+        config["num_replicas"] = json!(3);
+        let created =
+            api_when_ready(&client, &format!("$JS.API.STREAM.CREATE.{name}"), config).await;
+        assert!(created.get("error").is_none(), "{created}");
+        for index in 1..=MESSAGES {
+            let subject = format!("{}.x", name.to_lowercase());
+            let ack = publish_acked(&client, &subject, &format!("{name}-{index}")).await;
+            assert_eq!(ack["seq"], index, "{ack}");
+        }
+    }
+    for name in &names {
+        wait_replicas_current(&client, name).await;
+    }
+    const DAMAGED: usize = 3;
+    cluster.kill(DAMAGED);
+    let store = cluster.node(DAMAGED).store_dir().to_path_buf();
+    let mut deleted = 0;
+    for shard in 0..2 {
+        let journal = store.join(format!("jetstream/journal/shard-{shard}"));
+        for entry in std::fs::read_dir(&journal).expect("the journal") {
+            let path = entry.expect("an entry").path();
+            if path.extension().is_some_and(|extension| extension == "seg") {
+                std::fs::remove_file(&path).expect("deleted");
+                deleted += 1;
+            }
+        }
+    }
+    assert!(deleted >= 2, "no journal segments under {}", store.display());
+    // Published while it is down: it must catch up with these too.
+    for name in &names {
+        let subject = format!("{}.x", name.to_lowercase());
+        publish_acked(&client, &subject, &format!("{name}-{}", MESSAGES + 1)).await;
+    }
+    cluster.restart(DAMAGED);
+    let deadline = Instant::now() + CONVERGE_TIMEOUT;
+    loop {
+        let log = cluster.node(DAMAGED).log_tail();
+        let replaced = log
+            .lines()
+            .filter(|line| line.contains("a new one takes its place"))
+            .count();
+        if replaced == 2 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{replaced} of 2 journals replaced on n{DAMAGED}:\n{log}"
+        );
+        // Poll interval of a bounded wait.
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // Published after it is back, through it.
+    let through_damaged = cluster.connect(DAMAGED).await;
+    for name in &names {
+        let subject = format!("{}.x", name.to_lowercase());
+        let ack =
+            publish_acked(&through_damaged, &subject, &format!("{name}-{}", MESSAGES + 2)).await;
+        assert_eq!(ack["seq"], MESSAGES + 2, "{ack}");
+    }
+    let expected = MESSAGES + 2;
+    let deadline = Instant::now() + CONVERGE_TIMEOUT;
+    loop {
+        let jsz = cluster.node(DAMAGED).http_json("/jsz?streams=true");
+        let complete = jsz["stream_detail"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|stream| names.iter().any(|name| stream["name"] == name.as_str()))
+            .filter(|stream| stream["messages"] == expected && stream["last_seq"] == expected)
+            .count();
+        if complete == STREAMS {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "n{DAMAGED}'s copies never complete: {jsz}\n{}",
+            cluster.node(DAMAGED).log_tail()
+        );
+        // Poll interval of a bounded wait.
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // Its copy, read from it as the leader: every message, in order.
+    let damaged_name = format!("n{DAMAGED}");
+    for name in &names {
+        let answer = api_when_ready(
+            &client,
+            &format!("$JS.API.STREAM.LEADER.STEPDOWN.{name}"),
+            preferred(&damaged_name),
+        )
+        .await;
+        assert_eq!(answer["success"], true, "{answer}");
+        let info_subject = format!("$JS.API.STREAM.INFO.{name}");
+        wait_leader_named(&client, &info_subject, &damaged_name).await;
+        for sequence in 1..=expected {
+            let answer = api(
+                &through_damaged,
+                &format!("$JS.API.STREAM.MSG.GET.{name}"),
+                json!({ "seq": sequence }),
+            )
+            .await;
+            let data = answer["message"]["data"].as_str().unwrap_or_else(|| panic!("{answer}"));
+            assert_eq!(
+                base64_decode(data),
+                format!("{name}-{sequence}").as_bytes(),
+                "{name} #{sequence}"
+            );
+        }
+    }
+    // The meta group runs through it: a create answered.
+    let mut config = stream_config("LOSTAFTER");
+    config["num_replicas"] = json!(3);
+    let created =
+        api_when_ready(&through_damaged, "$JS.API.STREAM.CREATE.LOSTAFTER", config).await;
+    assert!(created.get("error").is_none(), "{created}");
+    let log = cluster.node(DAMAGED).log_tail();
+    assert!(!log.contains("stays offline"), "{log}");
+    let kept = std::fs::read_dir(store.join("jetstream/journal/damaged"))
+        .expect("the damaged journals are kept")
+        .count();
+    assert_eq!(kept, 2);
+
+    // Both copies of the votes gone: that node refuses to guess.
+    cluster.kill(DAMAGED);
+    std::fs::remove_dir_all(store.join("jetstream/votes")).expect("votes deleted");
+    let journal = store.join("jetstream/journal/shard-0");
+    for entry in std::fs::read_dir(&journal).expect("the journal") {
+        std::fs::remove_file(entry.expect("an entry").path()).expect("deleted");
+    }
+    cluster.restart(DAMAGED);
+    common::cluster::wait_log(
+        cluster.node(DAMAGED),
+        "the meta group refusing to run",
+        "the meta group cannot run without shard 0's journal",
+        CONVERGE_TIMEOUT,
+    )
+    .await;
+}
+
 /// A cluster node whose `layout` was damaged while it was down rebuilds it
 /// from its journals, which name it unambiguously, instead of refusing to
 /// start (the fault harness truncated one): it rejoins with its streams and

@@ -414,6 +414,7 @@ impl World {
                     entries: durable.entries,
                     membership: Membership::new(plan.voters.clone()),
                     acknowledged_index: durable.acknowledged_index.max(last_index),
+                    entries_lost_through_term: 0,
                     seed: self.config.seed ^ (plan.group << 8) ^ node_id ^ (self.step << 20),
                 },
             );

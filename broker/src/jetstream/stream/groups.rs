@@ -35,11 +35,13 @@ use std::time::{Duration, Instant};
 
 use tern_raft::{Envelope, HardState, Node};
 use tern_shard::Waiters;
+use tern_storage::block_store::DmaFiles;
 use tern_storage::dma::DmaDevice;
 use tern_storage::{AppendError, NewRecord};
 use tern_storage::{Journal, JournalError};
 
 use super::super::entry::{self, RECORD_HARD_STATE, RECORD_SNAPSHOT};
+use super::super::votes::Votes;
 use super::StreamHandle;
 use crate::cluster::multiraft::{Durable, Flush, GroupError, GroupId, MultiRaft, Outgoing};
 
@@ -128,6 +130,11 @@ pub struct StreamGroups {
     handles: RefCell<FxHashMap<GroupId, Hosted>>,
     /// Per file group, the last hard state made durable.
     durable_hard_states: RefCell<FxHashMap<GroupId, HardState>>,
+    /// In a cluster, the votes file (`super::super::votes`): every file
+    /// group's hard state, replaced before the journal write of a flush
+    /// that changes one.
+    votes_files: Option<DmaFiles>,
+    votes: RefCell<Votes>,
     /// Why the journal stopped taking records, once it did.
     failure: RefCell<Option<JournalError>>,
     /// Flushes for the appender, in order.
@@ -151,9 +158,19 @@ pub struct StreamGroups {
 }
 
 impl StreamGroups {
-    pub fn new(journal: Option<Rc<Journal<DmaDevice>>>) -> Rc<StreamGroups> {
+    /// `votes`: in a cluster, the votes file's directory and what it holds.
+    pub fn new(
+        journal: Option<Rc<Journal<DmaDevice>>>,
+        votes: Option<(DmaFiles, Votes)>,
+    ) -> Rc<StreamGroups> {
+        let (votes_files, votes) = match votes {
+            Some((files, votes)) => (Some(files), votes),
+            None => (None, Votes::new()),
+        };
         Rc::new(StreamGroups {
             journal,
+            votes_files,
+            votes: RefCell::new(votes),
             file: RefCell::new(MultiRaft::new()),
             memory: RefCell::new(MultiRaft::new()),
             handles: RefCell::new(FxHashMap::default()),
@@ -409,6 +426,13 @@ impl StreamGroups {
                 continue;
             }
             self.appending.set(true);
+            if let Err(error) = self.write_votes(&hard_states).await {
+                self.appending.set(false);
+                *self.append_failure.borrow_mut() = Some(error);
+                self.queued.borrow_mut().clear();
+                self.notify();
+                continue;
+            }
             let appended = append_flush(&journal, &flush).await;
             self.appending.set(false);
             match appended {
@@ -424,6 +448,34 @@ impl StreamGroups {
             }
             self.notify();
         }
+    }
+
+    /// The votes file with `changed` applied, durable before the flush
+    /// that carries them is written (nothing to do without a change or
+    /// outside a cluster).
+    async fn write_votes(&self, changed: &[(GroupId, HardState)]) -> Result<(), JournalError> {
+        let Some(files) = &self.votes_files else {
+            return Ok(());
+        };
+        if changed.is_empty() {
+            return Ok(());
+        }
+        let bytes = {
+            let mut votes = self.votes.borrow_mut();
+            for &(group, state) in changed {
+                votes.insert(group, state);
+            }
+            if votes.len() > super::super::votes::GROUPS_MAX {
+                // Deleted streams' groups, kept until now: only running
+                // groups need their votes.
+                let handles = self.handles.borrow();
+                votes.retain(|group, _| handles.contains_key(group));
+            }
+            super::super::votes::encode(&votes)
+        };
+        super::super::persist::replace(files, super::super::votes::VOTES_FILE, &bytes)
+            .await
+            .map_err(JournalError::Poisoned)
     }
 
     /// Flushes taken and not yet in the journal.
