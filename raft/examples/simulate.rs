@@ -82,7 +82,9 @@ fn main() -> ExitCode {
         Ok(options) => options,
         Err(message) => {
             eprintln!("{message}");
-            eprintln!("usage: simulate --seeds N [--seed-start S] [--canary [vote|commit|chunk|lost]]");
+            eprintln!(
+                "usage: simulate --seeds N [--seed-start S] [--canary [vote|commit|chunk|lost]]"
+            );
             return ExitCode::from(2);
         }
     };

@@ -2447,7 +2447,10 @@ mod tests {
         };
         let granted = |sent: &[Envelope]| {
             sent.iter().any(|envelope| {
-                matches!(envelope.message, Message::VoteResponse { granted: true, .. })
+                matches!(
+                    envelope.message,
+                    Message::VoteResponse { granted: true, .. }
+                )
             })
         };
         // No pre-votes nor leases: each vote request is judged alone.
@@ -2467,9 +2470,21 @@ mod tests {
             },
         );
         assert!(damaged.is_damaged());
-        assert_eq!(damaged.hard_state(), HardState { term: 6, vote: None });
+        assert_eq!(
+            damaged.hard_state(),
+            HardState {
+                term: 6,
+                vote: None
+            }
+        );
         let ready = damaged.ready();
-        assert_eq!(ready.hard_state, Some(HardState { term: 6, vote: None }));
+        assert_eq!(
+            ready.hard_state,
+            Some(HardState {
+                term: 6,
+                vote: None
+            })
+        );
         damaged.advance(ready.number);
         // Term 5's leader hears of term 6.
         deliver(
@@ -2487,7 +2502,11 @@ mod tests {
         let sent = persist(&mut damaged);
         assert!(sent.iter().any(|envelope| matches!(
             envelope.message,
-            Message::AppendResponse { term: 6, success: false, .. }
+            Message::AppendResponse {
+                term: 6,
+                success: false,
+                ..
+            }
         )));
         // Asked for a vote with a log far ahead of its own: refused.
         deliver(&mut damaged, 2, vote(7, 100, 5));

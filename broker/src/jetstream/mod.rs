@@ -190,6 +190,9 @@ pub(crate) struct Rebuild {
     pub(crate) hard_state: Option<tern_raft::HardState>,
     /// The last entry it acknowledged, from the journal.
     pub(crate) acknowledged_index: u64,
+    /// How far it acknowledged is unknown (its checkpoint lost, its votes
+    /// kept in the votes file): `Recovered::entries_lost`.
+    pub(crate) entries_lost: bool,
 }
 
 /// A stream of this shard that could not be opened: damaged files, or a
@@ -364,6 +367,8 @@ impl JetStream {
         }
         // 1. Stream configs (and, for owned streams, Raft state).
         let mut owned = Vec::new();
+        // Replicas whose `raft` file (checkpoint, term and vote) is lost.
+        let mut checkpoint_lost: Vec<(Found, String)> = Vec::new();
         let streams_directory = root.join("streams");
         std::fs::create_dir_all(&streams_directory)
             .map_err(|error| format!("{}: {error}", streams_directory.display()))?;
@@ -436,23 +441,35 @@ impl JetStream {
                 continue;
             }
             let raft_path = directory.join(persist::RAFT_FILE);
-            let raft = match persist::read_raft(&files).await {
-                Ok(Some(raft)) => raft,
+            let lost = match persist::read_raft(&files).await {
+                Ok(Some(raft)) => Ok(raft),
                 // Written when the stream was created: its checkpoint is lost.
-                Ok(None) => {
-                    let reason = format!(
-                        "{} is missing (the stream's other files are kept)",
-                        raft_path.display()
-                    );
-                    log::error!(target: "tern::jetstream", "stream {name}: {reason}; the stream stays offline (nothing was deleted)");
-                    js.damaged.borrow_mut().insert(name.clone(), reason);
-                    js.damaged_configs
-                        .borrow_mut()
-                        .insert(name, Box::new(config));
+                Ok(None) => Err(format!(
+                    "{} is missing (the stream's other files are kept)",
+                    raft_path.display()
+                )),
+                Err(error) => Err(format!("{}: {error}", raft_path.display())),
+            };
+            let raft = match lost {
+                Ok(raft) => raft,
+                // A replica in a cluster: rebuilt from its peers once the
+                // groups run, if the votes file has its term and vote.
+                Err(reason) if peers.len() > 1 && shard.routes.is_some() => {
+                    checkpoint_lost.push((
+                        Found {
+                            name,
+                            config,
+                            created_unix_ns,
+                            group,
+                            files,
+                            raft: persist::RaftState::created(1),
+                            peers,
+                        },
+                        reason,
+                    ));
                     continue;
                 }
-                Err(error) => {
-                    let reason = format!("{}: {error}", raft_path.display());
+                Err(reason) => {
                     log::error!(target: "tern::jetstream", "stream {name}: {reason}; the stream stays offline (nothing was deleted)");
                     js.damaged.borrow_mut().insert(name.clone(), reason);
                     js.damaged_configs
@@ -578,6 +595,7 @@ impl JetStream {
         };
         // In a cluster, the second copy of every group's hard state.
         let mut votes_copy = None;
+        let mut kept_votes = votes::Votes::new();
         if shard.routes.is_some() {
             let votes_directory = votes::directory(&root, index);
             let files = DmaFiles::open(&votes_directory)
@@ -614,7 +632,9 @@ impl JetStream {
             }
             let mut latest = votes::Votes::new();
             for (&group, (_, recovered)) in wanted.iter_mut() {
-                let stored = stored.as_ref().and_then(|stored| stored.get(&group).copied());
+                let stored = stored
+                    .as_ref()
+                    .and_then(|stored| stored.get(&group).copied());
                 recovered.hard_state = votes::newer(recovered.hard_state, stored);
                 let checkpointed = recovered.raft.as_ref().map(|raft| tern_raft::HardState {
                     term: raft.term,
@@ -624,12 +644,18 @@ impl JetStream {
                     latest.insert(group, state);
                 }
             }
+            for (found, _) in &checkpoint_lost {
+                if let Some(state) = stored.as_ref().and_then(|stored| stored.get(&found.group)) {
+                    latest.insert(found.group, *state);
+                }
+            }
             if journal_damage.is_none() {
                 votes::write(&files, &latest)
                     .await
                     .map_err(|error| format!("{}: {error}", votes_directory.display()))?;
-                votes_copy = Some((files, latest));
+                votes_copy = Some((files, latest.clone()));
             }
+            kept_votes = latest;
         }
         let groups = StreamGroups::new(js.journal.get().cloned(), votes_copy);
         if shard.routes.is_some() {
@@ -716,6 +742,7 @@ impl JetStream {
                 previous: found.raft.clone(),
                 hard_state: recovered.hard_state,
                 acknowledged_index: recovered.acknowledged_index,
+                entries_lost: false,
             };
             let started = js
                 .start_stream(
@@ -748,6 +775,43 @@ impl JetStream {
             js.damaged_configs
                 .borrow_mut()
                 .insert(name, Box::new(found_config));
+        }
+        // Replicas whose checkpoint was lost: rebuilt from their peers when
+        // the votes file kept their term and vote (without them, starting
+        // again could vote twice in a term: offline, as before).
+        for (found, reason) in checkpoint_lost {
+            let name = found.name.clone();
+            let config = found.config.clone();
+            let error = match kept_votes.get(&found.group) {
+                Some(&state) if journal_damage.is_none() => {
+                    let previous = persist::RaftState {
+                        term: state.term,
+                        vote: state.vote.unwrap_or(0),
+                        ..persist::RaftState::created(1)
+                    };
+                    let rebuild = Rebuild {
+                        config: found.config,
+                        created_unix_ns: found.created_unix_ns,
+                        group: found.group,
+                        peers: found.peers,
+                        previous,
+                        hard_state: Some(state),
+                        acknowledged_index: 0,
+                        entries_lost: true,
+                    };
+                    match js.rebuild_from_peers(rebuild, &reason).await {
+                        Ok(_) => continue,
+                        Err(error) => format!("{reason}; rebuilding from its peers: {error}"),
+                    }
+                }
+                Some(_) => format!("{reason} (and the journal is damaged)"),
+                None => format!("{reason} (and the votes file has not its term and vote)"),
+            };
+            log::error!(target: "tern::jetstream", "stream {name}: {error}; the stream stays offline (nothing was deleted)");
+            js.damaged.borrow_mut().insert(name.clone(), error);
+            js.damaged_configs
+                .borrow_mut()
+                .insert(name, Box::new(config));
         }
         // 4. The API.
         let api = Rc::new(InternalSubscription {
@@ -834,7 +898,9 @@ impl JetStream {
             ));
         }
         drop(configs);
-        let parent = directory.parent().expect("a shard's journal is in the journal directory");
+        let parent = directory
+            .parent()
+            .expect("a shard's journal is in the journal directory");
         let damaged = parent.join("damaged");
         let name = directory
             .file_name()
@@ -1950,7 +2016,7 @@ impl JetStream {
                 peers: rebuild.peers,
                 acknowledged_index,
                 joining: true,
-                entries_lost: false,
+                entries_lost: rebuild.entries_lost,
             },
         )
         .await

@@ -168,7 +168,10 @@ mod tests {
             assert!(decode(&damaged).is_err(), "bit {bit} flipped went unseen");
         }
         for length in 0..bytes.len() {
-            assert!(decode(&bytes[..length]).is_err(), "cut at {length} went unseen");
+            assert!(
+                decode(&bytes[..length]).is_err(),
+                "cut at {length} went unseen"
+            );
         }
     }
 

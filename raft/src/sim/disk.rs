@@ -163,7 +163,9 @@ impl Disk {
             self.damage_mark = 0;
         }
         let durable_last_term = self.entries.last().map_or(
-            self.snapshot.as_ref().map_or(0, |snapshot| snapshot.meta.term),
+            self.snapshot
+                .as_ref()
+                .map_or(0, |snapshot| snapshot.meta.term),
             |entry| entry.term,
         );
         if durable_last_term > self.lost_through_term {

@@ -9,7 +9,7 @@
 //! | journal | `jetstream/journal/shard-*/journal-*.seg` | Raft WALs: `$SYS/_js_/*/msgs/*.blk` |
 //! | block store | `jetstream/streams/*/messages*/*.blk` | `streams/*/msgs/*.blk` |
 //! | snapshot | `streams/*/consumers`, `messages/deletes.log` | `*/snapshots/*` |
-//! | meta | `layout`, `meta/state`, `streams/*/config`, `streams/*/raft` | every other file |
+//! | meta | `layout`, `meta/state`, `votes/shard-*/votes`, `streams/*/config`, `streams/*/raft` | every other file |
 
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
@@ -100,10 +100,15 @@ pub fn damage(
             .display()
             .to_string()
     };
-    // tern's copies kept aside after a rebuild are not live data.
+    // tern's copies kept aside after a rebuild (streams) or a replaced
+    // journal are not live data.
     let all: Vec<PathBuf> = all
         .into_iter()
-        .filter(|path| !relative(path).starts_with("jetstream/damaged/"))
+        .filter(|path| {
+            let relative = relative(path);
+            !relative.starts_with("jetstream/damaged/")
+                && !relative.starts_with("jetstream/journal/damaged/")
+        })
         .collect();
     let wanted: Vec<&PathBuf> = all
         .iter()

@@ -1341,7 +1341,11 @@ async fn r3_node_with_a_lost_journal_rejoins_from_its_peers_tern() {
             }
         }
     }
-    assert!(deleted >= 2, "no journal segments under {}", store.display());
+    assert!(
+        deleted >= 2,
+        "no journal segments under {}",
+        store.display()
+    );
     // Published while it is down: it must catch up with these too.
     for name in &names {
         let subject = format!("{}.x", name.to_lowercase());
@@ -1369,8 +1373,12 @@ async fn r3_node_with_a_lost_journal_rejoins_from_its_peers_tern() {
     let through_damaged = cluster.connect(DAMAGED).await;
     for name in &names {
         let subject = format!("{}.x", name.to_lowercase());
-        let ack =
-            publish_acked(&through_damaged, &subject, &format!("{name}-{}", MESSAGES + 2)).await;
+        let ack = publish_acked(
+            &through_damaged,
+            &subject,
+            &format!("{name}-{}", MESSAGES + 2),
+        )
+        .await;
         assert_eq!(ack["seq"], MESSAGES + 2, "{ack}");
     }
     let expected = MESSAGES + 2;
@@ -1414,7 +1422,9 @@ async fn r3_node_with_a_lost_journal_rejoins_from_its_peers_tern() {
                 json!({ "seq": sequence }),
             )
             .await;
-            let data = answer["message"]["data"].as_str().unwrap_or_else(|| panic!("{answer}"));
+            let data = answer["message"]["data"]
+                .as_str()
+                .unwrap_or_else(|| panic!("{answer}"));
             assert_eq!(
                 base64_decode(data),
                 format!("{name}-{sequence}").as_bytes(),
@@ -1425,8 +1435,7 @@ async fn r3_node_with_a_lost_journal_rejoins_from_its_peers_tern() {
     // The meta group runs through it: a create answered.
     let mut config = stream_config("LOSTAFTER");
     config["num_replicas"] = json!(3);
-    let created =
-        api_when_ready(&through_damaged, "$JS.API.STREAM.CREATE.LOSTAFTER", config).await;
+    let created = api_when_ready(&through_damaged, "$JS.API.STREAM.CREATE.LOSTAFTER", config).await;
     assert!(created.get("error").is_none(), "{created}");
     let log = cluster.node(DAMAGED).log_tail();
     assert!(!log.contains("stays offline"), "{log}");
@@ -1450,6 +1459,79 @@ async fn r3_node_with_a_lost_journal_rejoins_from_its_peers_tern() {
         CONVERGE_TIMEOUT,
     )
     .await;
+}
+
+/// A replica whose `raft` file (its checkpoint: term, vote, what it
+/// applied) was deleted or damaged while its node was down rebuilds from
+/// its peers, its term and vote taken from the votes file, instead of
+/// staying offline; its copy then holds every message.
+#[tokio::test]
+async fn r3_replica_with_a_lost_checkpoint_rebuilds_from_its_peers_tern() {
+    const MESSAGES: usize = 10;
+    let mut cluster = Cluster::meshed(Flavor::Tern, 3, Options::jetstream()).await;
+    let client = cluster.connect(1).await;
+    let names = ["CKPTGONE", "CKPTFLIP"];
+    for name in names {
+        let mut config = stream_config(name);
+        config["num_replicas"] = json!(3);
+        let created =
+            api_when_ready(&client, &format!("$JS.API.STREAM.CREATE.{name}"), config).await;
+        assert!(created.get("error").is_none(), "{created}");
+        for index in 1..=MESSAGES {
+            let subject = format!("{}.x", name.to_lowercase());
+            publish_acked(&client, &subject, &format!("{name}-{index}")).await;
+        }
+        wait_replicas_current(&client, name).await;
+    }
+    const DAMAGED: usize = 2;
+    cluster.kill(DAMAGED);
+    let streams = cluster.node(DAMAGED).store_dir().join("jetstream/streams");
+    std::fs::remove_file(streams.join("CKPTGONE/raft")).expect("deleted");
+    let flipped = streams.join("CKPTFLIP/raft");
+    let mut bytes = std::fs::read(&flipped).expect("the raft file");
+    bytes[20] ^= 0x10;
+    std::fs::write(&flipped, &bytes).expect("flipped");
+    cluster.restart(DAMAGED);
+    for name in names {
+        wait_log(
+            cluster.node(DAMAGED),
+            name,
+            &format!("stream {name}: "),
+            CONVERGE_TIMEOUT,
+        )
+        .await;
+    }
+    let deadline = Instant::now() + CONVERGE_TIMEOUT;
+    loop {
+        let jsz = cluster.node(DAMAGED).http_json("/jsz?streams=true");
+        let complete = jsz["stream_detail"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|stream| names.iter().any(|name| stream["name"] == *name))
+            .filter(|stream| stream["messages"] == MESSAGES && stream["last_seq"] == MESSAGES)
+            .count();
+        if complete == names.len() {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "n{DAMAGED}'s copies never complete: {jsz}\n{}",
+            cluster.node(DAMAGED).log_tail()
+        );
+        // Poll interval of a bounded wait.
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let log = cluster.node(DAMAGED).log_tail();
+    for name in names {
+        assert!(
+            log.lines()
+                .any(|line| line.contains(&format!("stream {name}: "))
+                    && line.contains("this replica rebuilds from its peers")),
+            "{log}"
+        );
+    }
+    assert!(!log.contains("stays offline"), "{log}");
 }
 
 /// A cluster node whose `layout` was damaged while it was down rebuilds it

@@ -200,6 +200,7 @@ impl StreamTask {
             previous: super::super::persist::RaftState::created(1),
             hard_state: Some(hard_state),
             acknowledged_index,
+            entries_lost: false,
         };
         let name = self.handle.name.clone();
         // Its files close before the directory moves aside.
