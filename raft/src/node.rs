@@ -532,6 +532,8 @@ impl Node {
         };
         node.recompute_membership();
         node.reset_election_timeout();
+        // A mark kept from before a restart may be satisfied already.
+        node.clear_damage();
         if node.damaged_through_term > 0 && node.hard.term <= node.damaged_through_term {
             // Ends the term it lost entries in: a leader of that term (which
             // may have counted acknowledgements this node no longer has)
@@ -684,6 +686,12 @@ impl Node {
 
     pub fn log(&self) -> &RaftLog {
         &self.log
+    }
+
+    /// The term through which this node lost entries and has not yet held
+    /// one of a later term (0: none); the host keeps it across restarts.
+    pub fn entries_lost_through_term(&self) -> Term {
+        self.damaged_through_term
     }
 
     pub fn is_damaged(&self) -> bool {

@@ -104,10 +104,14 @@ pub struct Meta {
     /// The hard state and entries the journal held past the checkpoint,
     /// until the group starts.
     /// The journal's hard state and entries past the checkpoint, and
-    /// whether the journal was lost (`Recovered::entries_lost`).
-    recovered: RefCell<Option<(Option<HardState>, Vec<Entry>, bool)>>,
+    /// the term through which its entries were lost
+    /// (`Recovered::entries_lost_through_term`).
+    recovered: RefCell<Option<(Option<HardState>, Vec<Entry>, u64)>>,
     /// The hard state last written in a checkpoint.
     hard_state: Cell<HardState>,
+    /// Why the checkpoint (`meta/state`) could not be read, if it could
+    /// not: start-up decides whether the node rejoins from its peers.
+    checkpoint_damage: RefCell<Option<String>>,
     /// Why the group stopped or could not start, once it did.
     failure: RefCell<Option<String>>,
     /// The leader last logged (`announce_meta`).
@@ -123,13 +127,17 @@ impl Meta {
             .await
             .map_err(|error| format!("{}: {error}", directory.display()))?;
         let name = directory.join(persist::META_STATE_FILE);
-        let state = match persist::read_meta_state(&files)
-            .await
-            .map_err(|error| format!("{}: {error}", name.display()))?
-        {
-            Some(json) => MetaCheckpoint::decode(&json)
-                .map_err(|error| format!("{}: {error}", name.display()))?,
-            None => MetaCheckpoint::default(),
+        let read = match persist::read_meta_state(&files).await {
+            Ok(Some(json)) => MetaCheckpoint::decode(&json).map_err(|error| error.to_string()),
+            Ok(None) => Ok(MetaCheckpoint::default()),
+            Err(error) => Err(error.to_string()),
+        };
+        let (state, checkpoint_damage) = match read {
+            Ok(state) => (state, None),
+            Err(error) => (
+                MetaCheckpoint::default(),
+                Some(format!("{}: {error}", name.display())),
+            ),
         };
         let snapshot = (
             state.applied_index,
@@ -150,6 +158,7 @@ impl Meta {
             files,
             recovered: RefCell::new(None),
             hard_state: Cell::new(hard_state),
+            checkpoint_damage: RefCell::new(checkpoint_damage),
             failure: RefCell::new(None),
             logged_leader: Cell::new(None),
         })
@@ -160,13 +169,41 @@ impl Meta {
         self.state.borrow().applied_index
     }
 
+    /// Why the checkpoint could not be read, if it could not.
+    pub fn checkpoint_damage(&self) -> Option<String> {
+        self.checkpoint_damage.borrow().clone()
+    }
+
+    /// A damaged checkpoint moved aside (`meta/state.damaged.<ns>`), kept
+    /// for the operator, before the node rejoins from its peers.
+    pub fn set_aside_damaged_checkpoint(&self, directory: &std::path::Path) -> Result<(), String> {
+        let path = directory.join(persist::META_STATE_FILE);
+        if path.exists() {
+            let kept = directory.join(format!(
+                "{}.damaged.{}",
+                persist::META_STATE_FILE,
+                super::now_unix_ns()
+            ));
+            std::fs::rename(&path, &kept)
+                .and_then(|()| std::fs::File::open(directory)?.sync_all())
+                .map_err(|error| format!("moving {} aside: {error}", path.display()))?;
+        }
+        *self.checkpoint_damage.borrow_mut() = None;
+        Ok(())
+    }
+
     pub fn set_recovered(
         &self,
         hard_state: Option<HardState>,
         entries: Vec<Entry>,
-        entries_lost: bool,
+        entries_lost_through_term: u64,
     ) {
-        *self.recovered.borrow_mut() = Some((hard_state, entries, entries_lost));
+        *self.recovered.borrow_mut() = Some((hard_state, entries, entries_lost_through_term));
+    }
+
+    /// The checkpoint's hard state and applied term.
+    pub fn checkpointed(&self) -> (HardState, u64) {
+        (self.hard_state.get(), self.state.borrow().applied_term)
     }
 
     pub fn is_running(&self) -> bool {
@@ -313,13 +350,26 @@ impl JetStream {
             voters.push(meta.node_id);
             voters.sort_unstable();
             voters.dedup();
+            // A lost checkpoint rejoins from the other voters: alone, this
+            // node held the catalog's only copy.
+            let lost = meta
+                .recovered
+                .borrow()
+                .as_ref()
+                .is_some_and(|(_, _, lost_through_term)| *lost_through_term > 0);
+            if lost && voters == [meta.node_id] {
+                return Err(
+                    "the meta state (meta/state) was lost and this node is the meta group's only voter: nothing to rejoin from; restore the file or remove this node's JetStream data"
+                        .into(),
+                );
+            }
             meta.state.borrow_mut().voters = voters.clone();
             meta.write_checkpoint().await?;
             *meta.snapshot.borrow_mut() = (0, 0, Bytes::from(meta.state.borrow().encode()));
             log::info!(target: "tern::jetstream", "meta group formed with {} voters: {:x?}", voters.len(), voters);
         }
         let state = meta.state.borrow().clone();
-        let (journal_hard_state, entries, entries_lost) =
+        let (journal_hard_state, entries, entries_lost_through_term) =
             meta.recovered.borrow_mut().take().unwrap_or_default();
         let mut hard_state = meta.hard_state.get();
         if let Some(journaled) = journal_hard_state {
@@ -354,11 +404,7 @@ impl JetStream {
                 entries,
                 membership,
                 acknowledged_index,
-                entries_lost_through_term: if entries_lost {
-                    hard_state.term.max(state.applied_term)
-                } else {
-                    0
-                },
+                entries_lost_through_term,
                 seed: meta.node_id ^ crate::server::random_u64(),
             },
         );

@@ -191,7 +191,8 @@ pub(crate) struct Rebuild {
     /// The last entry it acknowledged, from the journal.
     pub(crate) acknowledged_index: u64,
     /// How far it acknowledged is unknown (its checkpoint lost, its votes
-    /// kept in the votes file): `Recovered::entries_lost`.
+    /// kept in the votes file): its entries are marked lost through its
+    /// term (`Recovered::entries_lost_through_term`).
     pub(crate) entries_lost: bool,
 }
 
@@ -504,7 +505,7 @@ impl JetStream {
                             peers: found.peers.clone(),
                             acknowledged_index: 0,
                             joining: false,
-                            entries_lost: false,
+                            entries_lost_through_term: 0,
                         },
                     ),
                 )
@@ -526,7 +527,7 @@ impl JetStream {
                             peers: Vec::new(),
                             acknowledged_index: 0,
                             joining: false,
-                            entries_lost: false,
+                            entries_lost_through_term: 0,
                         },
                     ),
                 );
@@ -596,6 +597,8 @@ impl JetStream {
         // In a cluster, the second copy of every group's hard state.
         let mut votes_copy = None;
         let mut kept_votes = votes::Votes::new();
+        // Shard 0: why the meta checkpoint is lost, if it is.
+        let mut meta_lost = None;
         if shard.routes.is_some() {
             let votes_directory = votes::directory(&root, index);
             let files = DmaFiles::open(&votes_directory)
@@ -608,9 +611,15 @@ impl JetStream {
                     None
                 }
             };
+            let stored_for = |group: u64| {
+                stored
+                    .as_ref()
+                    .and_then(|stored| stored.get(&group).copied())
+            };
             // A damaged journal, in a cluster, with the hard states intact
             // here: a fresh journal, and every group rejoins from its
             // checkpoint and catches up from its peers.
+            let mut salvaged = false;
             if let (Some(damage), Some(_)) = (&journal_damage, &stored) {
                 match js
                     .replace_damaged_journal(&directory, shard, damage, &owned)
@@ -621,32 +630,89 @@ impl JetStream {
                         for (_, recovered) in wanted.values_mut() {
                             recovered.hard_state = None;
                             recovered.entries.clear();
-                            recovered.entries_lost = true;
                         }
                         journal_damage = None;
+                        salvaged = true;
                     }
                     Err(refused) => {
                         log::error!(target: "tern::jetstream", "shard {index}: the damaged journal cannot be replaced: {refused}");
                     }
                 }
             }
+            // The meta checkpoint damaged, or gone while the journal or the
+            // votes file hold meta records: this node voted and acknowledged
+            // entries it no longer has. With its votes kept it rejoins (its
+            // entries marked lost, its state from the leader); without
+            // them, starting as new could vote twice in a term: refused.
+            if let Some(meta) = js.meta.get() {
+                let group = meta::cluster::META_GROUP;
+                let (_, recovered) = wanted.get_mut(&group).expect("wanted above");
+                let state_path = root.join("meta").join(persist::META_STATE_FILE);
+                let journaled = recovered.hard_state.is_some()
+                    || !recovered.entries.is_empty()
+                    || stored_for(group).is_some();
+                let lost = meta.checkpoint_damage().or_else(|| {
+                    (meta.voters().is_empty() && journaled).then(|| {
+                        format!(
+                            "{} is missing but the journal or the votes file hold meta group records",
+                            state_path.display()
+                        )
+                    })
+                });
+                if let Some(reason) = lost {
+                    if journal_damage.is_some() || stored_for(group).is_none() {
+                        return Err(format!(
+                            "{reason}: this node's meta state was lost; restore the file or remove this node's JetStream data and let it rejoin"
+                        ));
+                    }
+                    meta.set_aside_damaged_checkpoint(&root.join("meta"))?;
+                    log::warn!(target: "tern::jetstream", "{reason}; the meta group rejoins from its peers (its votes are kept in the votes file)");
+                    recovered.entries.clear();
+                    meta_lost = Some(reason);
+                }
+            }
             let mut latest = votes::Votes::new();
             for (&group, (_, recovered)) in wanted.iter_mut() {
-                let stored = stored
-                    .as_ref()
-                    .and_then(|stored| stored.get(&group).copied());
-                recovered.hard_state = votes::newer(recovered.hard_state, stored);
-                let checkpointed = recovered.raft.as_ref().map(|raft| tern_raft::HardState {
-                    term: raft.term,
-                    vote: (raft.vote != 0).then_some(raft.vote),
-                });
-                if let Some(state) = votes::newer(recovered.hard_state, checkpointed) {
-                    latest.insert(group, state);
+                let stored = stored_for(group);
+                recovered.hard_state =
+                    votes::newer(recovered.hard_state, stored.map(|kept| kept.hard_state));
+                let (checkpointed, applied_term) = match (&recovered.raft, js.meta.get()) {
+                    (Some(raft), _) => (
+                        Some(tern_raft::HardState {
+                            term: raft.term,
+                            vote: (raft.vote != 0).then_some(raft.vote),
+                        }),
+                        raft.applied_term,
+                    ),
+                    (None, Some(meta)) if group == meta::cluster::META_GROUP => {
+                        let (state, applied_term) = meta.checkpointed();
+                        (Some(state), applied_term)
+                    }
+                    (None, _) => (None, 0),
+                };
+                let newest = votes::newer(recovered.hard_state, checkpointed);
+                let mut lost_through_term = stored.map_or(0, |kept| kept.lost_through_term);
+                let lost_now =
+                    salvaged || (group == meta::cluster::META_GROUP && meta_lost.is_some());
+                if lost_now {
+                    lost_through_term = lost_through_term
+                        .max(newest.map_or(0, |state| state.term))
+                        .max(applied_term);
+                }
+                recovered.entries_lost_through_term = lost_through_term;
+                if let Some(hard_state) = newest {
+                    latest.insert(
+                        group,
+                        votes::GroupVotes {
+                            hard_state,
+                            lost_through_term,
+                        },
+                    );
                 }
             }
             for (found, _) in &checkpoint_lost {
-                if let Some(state) = stored.as_ref().and_then(|stored| stored.get(&found.group)) {
-                    latest.insert(found.group, *state);
+                if let Some(kept) = stored_for(found.group) {
+                    latest.insert(found.group, kept);
                 }
             }
             if journal_damage.is_none() {
@@ -674,21 +740,10 @@ impl JetStream {
         let _ = js.groups.set(groups);
         if let Some(meta) = js.meta.get() {
             if let Some((_, recovered)) = wanted.remove(&meta::cluster::META_GROUP) {
-                // The journal holds meta records but the checkpoint is
-                // gone: this node voted and acknowledged entries it no
-                // longer remembers. Starting as new could vote twice in a
-                // term: refused (fail closed), as for a stream's raft file.
-                let journaled = recovered.hard_state.is_some() || !recovered.entries.is_empty();
-                if meta.voters().is_empty() && journaled {
-                    return Err(format!(
-                        "{} is missing but the journal holds meta group records: this node's meta state was lost; restore the file or remove this node's JetStream data and let it rejoin",
-                        root.join("meta").join(persist::META_STATE_FILE).display()
-                    ));
-                }
                 meta.set_recovered(
                     recovered.hard_state,
                     recovered.entries,
-                    recovered.entries_lost,
+                    recovered.entries_lost_through_term,
                 );
             }
             if journal_damage.is_none() {
@@ -782,8 +837,8 @@ impl JetStream {
         for (found, reason) in checkpoint_lost {
             let name = found.name.clone();
             let config = found.config.clone();
-            let error = match kept_votes.get(&found.group) {
-                Some(&state) if journal_damage.is_none() => {
+            let error = match kept_votes.get(&found.group).map(|kept| kept.hard_state) {
+                Some(state) if journal_damage.is_none() => {
                     let previous = persist::RaftState {
                         term: state.term,
                         vote: state.vote.unwrap_or(0),
@@ -1873,7 +1928,7 @@ impl JetStream {
             peers: peers.clone(),
             acknowledged_index: 0,
             joining,
-            entries_lost: false,
+            entries_lost_through_term: 0,
         };
         if config.storage == StorageType::Memory {
             // Nothing persisted: gone after a restart, as in nats-server.
@@ -1912,7 +1967,7 @@ impl JetStream {
                 peers,
                 acknowledged_index: 0,
                 joining,
-                entries_lost: false,
+                entries_lost_through_term: 0,
             },
         )
         .await
@@ -2016,7 +2071,7 @@ impl JetStream {
                 peers: rebuild.peers,
                 acknowledged_index,
                 joining: true,
-                entries_lost: rebuild.entries_lost,
+                entries_lost_through_term: if rebuild.entries_lost { term } else { 0 },
             },
         )
         .await

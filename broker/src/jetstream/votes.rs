@@ -18,11 +18,18 @@
 //! leaves the old or the new file, never a torn one, so a checksum
 //! mismatch is damage, not an interrupted write.
 //!
+//! Each group also carries its damage mark: nonzero while the group is
+//! marked as having lost entries through that term (docs/raft.md
+//! §Damage), so a restart before the damage clears keeps it (the mark is
+//! cleared at the group's next hard-state change after it clears; a stale
+//! mark clears again at once, as the restored log holds the later term).
+//!
 //! Layout (little-endian), docs/jetstream-format.md:
 //!
 //! ```text
 //! magic "TERNVOTE" (8) | version u32 = 1 | groups u32
-//! | groups x (group u64 | term u64 | vote u64 (0: none)), by ascending group
+//! | groups x (group u64 | term u64 | vote u64 (0: none) | lost_through_term u64 (0: none)),
+//!   by ascending group
 //! | crc32c u32 of everything before it
 //! ```
 //! Zero-padded to the 4096-byte block.
@@ -44,12 +51,21 @@ pub fn directory(jetstream_root: &std::path::Path, shard: usize) -> std::path::P
 const MAGIC: &[u8; 8] = b"TERNVOTE";
 const VERSION: u32 = 1;
 const HEADER_BYTES: usize = 16;
-const GROUP_BYTES: usize = 24;
+const GROUP_BYTES: usize = 32;
 /// Groups one file may hold (a shard runs at most this many).
 pub const GROUPS_MAX: usize = crate::cluster::multiraft::GROUPS_MAX;
 
-/// Each group's latest hard state.
-pub type Votes = BTreeMap<u64, HardState>;
+/// What the file keeps of one group.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GroupVotes {
+    pub hard_state: HardState,
+    /// Nonzero: the group lost its entries through this term and has not
+    /// yet held one of a later term (`Restore::entries_lost_through_term`).
+    pub lost_through_term: u64,
+}
+
+/// Each group's latest hard state and damage mark.
+pub type Votes = BTreeMap<u64, GroupVotes>;
 
 pub fn encode(votes: &Votes) -> Vec<u8> {
     assert!(votes.len() <= GROUPS_MAX, "{} groups", votes.len());
@@ -57,10 +73,11 @@ pub fn encode(votes: &Votes) -> Vec<u8> {
     out.extend_from_slice(MAGIC);
     out.extend_from_slice(&VERSION.to_le_bytes());
     out.extend_from_slice(&(votes.len() as u32).to_le_bytes());
-    for (group, state) in votes {
+    for (group, kept) in votes {
         out.extend_from_slice(&group.to_le_bytes());
-        out.extend_from_slice(&state.term.to_le_bytes());
-        out.extend_from_slice(&state.vote.unwrap_or(0).to_le_bytes());
+        out.extend_from_slice(&kept.hard_state.term.to_le_bytes());
+        out.extend_from_slice(&kept.hard_state.vote.unwrap_or(0).to_le_bytes());
+        out.extend_from_slice(&kept.lost_through_term.to_le_bytes());
     }
     let sum = checksum(&out);
     out.extend_from_slice(&sum.to_le_bytes());
@@ -99,9 +116,12 @@ pub fn decode(bytes: &[u8]) -> Result<Votes, PersistError> {
         let vote = field(at + 16);
         votes.insert(
             group,
-            HardState {
-                term: field(at + 8),
-                vote: (vote != 0).then_some(vote),
+            GroupVotes {
+                hard_state: HardState {
+                    term: field(at + 8),
+                    vote: (vote != 0).then_some(vote),
+                },
+                lost_through_term: field(at + 24),
             },
         );
     }
@@ -140,18 +160,27 @@ mod tests {
         HardState { term, vote }
     }
 
+    fn kept(term: u64, vote: Option<u64>, lost_through_term: u64) -> GroupVotes {
+        GroupVotes {
+            hard_state: state(term, vote),
+            lost_through_term,
+        }
+    }
+
     #[test]
     fn round_trips_and_pins_the_layout() {
-        let votes = Votes::from([(1, state(3, Some(7))), (9, state(1, None))]);
+        let votes = Votes::from([(1, kept(3, Some(7), 2)), (9, kept(1, None, 0))]);
         let bytes = encode(&votes);
-        assert_eq!(bytes.len(), 16 + 2 * 24 + 4);
+        assert_eq!(bytes.len(), 16 + 2 * 32 + 4);
         assert_eq!(&bytes[0..8], b"TERNVOTE");
         assert_eq!(bytes[8..12], 1u32.to_le_bytes());
         assert_eq!(bytes[12..16], 2u32.to_le_bytes());
         assert_eq!(bytes[16..24], 1u64.to_le_bytes());
         assert_eq!(bytes[24..32], 3u64.to_le_bytes());
         assert_eq!(bytes[32..40], 7u64.to_le_bytes());
-        assert_eq!(bytes[56..64], 0u64.to_le_bytes());
+        assert_eq!(bytes[40..48], 2u64.to_le_bytes());
+        assert_eq!(bytes[48..56], 9u64.to_le_bytes());
+        assert_eq!(bytes[64..72], 0u64.to_le_bytes());
         let mut padded = bytes.clone();
         padded.resize(4096, 0);
         assert_eq!(decode(&padded).expect("valid"), votes);
@@ -160,7 +189,7 @@ mod tests {
 
     #[test]
     fn every_flipped_bit_and_every_cut_is_found() {
-        let votes = Votes::from([(1, state(3, Some(7))), (2, state(4, None))]);
+        let votes = Votes::from([(1, kept(3, Some(7), 0)), (2, kept(4, None, 4))]);
         let bytes = encode(&votes);
         for bit in 0..bytes.len() * 8 {
             let mut damaged = bytes.clone();

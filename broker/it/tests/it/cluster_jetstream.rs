@@ -757,12 +757,15 @@ async fn r3_kv_bucket_across_nodes_nats() {
     r3_kv_bucket_across_nodes(Flavor::Nats).await;
 }
 
-/// Damage to the meta checkpoint keeps the node down with the reason (it
-/// must not start as new and vote again in a term it voted in): a flipped
-/// byte fails its checksum; a deleted file, with the journal still holding
-/// meta records, is refused too.
+/// Damage to the meta checkpoint of a node that is the meta group's only
+/// voter keeps JetStream down there with the reason (it must not start as
+/// new, with an empty catalog, and vote again in a term it voted in; with
+/// other voters it would rejoin from them, see
+/// `r3_node_with_a_lost_meta_state_rejoins_from_its_peers_tern`): a
+/// flipped byte fails its checksum; a deleted file, with the journal and
+/// the votes file still holding meta records, is refused too.
 #[tokio::test]
-async fn damaged_meta_state_refuses_to_start_tern() {
+async fn damaged_meta_state_of_a_lone_voter_keeps_jetstream_down_tern() {
     for damage in ["flip", "delete"] {
         let port = common::cluster::free_port();
         let mut options = Options::jetstream();
@@ -791,19 +794,35 @@ async fn damaged_meta_state_refuses_to_start_tern() {
             }
             _ => std::fs::remove_file(&state).expect("delete"),
         }
-        let failure = match stopped.try_start() {
-            Ok(_) => panic!("{damage}: started on a damaged meta state"),
-            Err(failure) => failure,
-        };
         let expected = match damage {
             "flip" => "corrupt",
-            _ => "is missing but the journal holds meta group records",
+            _ => "is missing but the journal or the votes file hold meta group records",
         };
-        assert!(
-            failure.stderr.contains("meta/state") && failure.stderr.contains(expected),
-            "{damage}: {}",
-            failure.stderr
-        );
+        let server = stopped.start();
+        wait_log(&server, damage, expected, CONVERGE_TIMEOUT).await;
+        wait_log(
+            &server,
+            damage,
+            "this node is the meta group's only voter",
+            CONVERGE_TIMEOUT,
+        )
+        .await;
+        // The meta group does not run: no create is answered with success
+        // (the stream itself, held here, still serves).
+        let client = server.connect().await;
+        let created = api(&client, "$JS.API.STREAM.CREATE.N", stream_config("N")).await;
+        assert!(created.get("error").is_some(), "{damage}: {created}");
+        let kept = std::fs::read_dir(server.store_dir().join("jetstream/meta"))
+            .expect("the meta directory")
+            .filter_map(|entry| entry.ok())
+            .filter(|entry| {
+                entry
+                    .file_name()
+                    .to_string_lossy()
+                    .starts_with("state.damaged.")
+            })
+            .count();
+        assert_eq!(kept, usize::from(damage == "flip"), "{damage}");
     }
 }
 
@@ -1459,6 +1478,76 @@ async fn r3_node_with_a_lost_journal_rejoins_from_its_peers_tern() {
         CONVERGE_TIMEOUT,
     )
     .await;
+}
+
+/// A node whose meta checkpoint (`meta/state`) was deleted, then on a
+/// second run damaged, while it was down rejoins the meta group from its
+/// peers, its term and vote taken from the votes file: it learns the
+/// catalog again (a stream created while it was down is listed through
+/// it) and the API works through it.
+#[tokio::test]
+async fn r3_node_with_a_lost_meta_state_rejoins_from_its_peers_tern() {
+    let mut cluster = Cluster::meshed(Flavor::Tern, 3, Options::jetstream()).await;
+    let client = cluster.connect(1).await;
+    const DAMAGED: usize = 2;
+    for (round, damage) in ["delete", "flip"].into_iter().enumerate() {
+        let mut config = stream_config(&format!("BEFORE{round}"));
+        config["num_replicas"] = json!(3);
+        let subject = format!("$JS.API.STREAM.CREATE.BEFORE{round}");
+        let created = api_when_ready(&client, &subject, config).await;
+        assert!(created.get("error").is_none(), "{created}");
+        cluster.kill(DAMAGED);
+        let state = cluster
+            .node(DAMAGED)
+            .store_dir()
+            .join("jetstream/meta/state");
+        match damage {
+            "delete" => std::fs::remove_file(&state).expect("deleted"),
+            _ => {
+                let mut bytes = std::fs::read(&state).expect("the meta state");
+                bytes[40] ^= 0x01;
+                std::fs::write(&state, bytes).expect("flipped");
+            }
+        }
+        let mut config = stream_config(&format!("WHILEDOWN{round}"));
+        config["num_replicas"] = json!(2);
+        let subject = format!("$JS.API.STREAM.CREATE.WHILEDOWN{round}");
+        let created = api_when_ready(&client, &subject, config).await;
+        assert!(created.get("error").is_none(), "{created}");
+        cluster.restart(DAMAGED);
+        wait_log(
+            cluster.node(DAMAGED),
+            damage,
+            "the meta group rejoins from its peers",
+            CONVERGE_TIMEOUT,
+        )
+        .await;
+        let through_damaged = cluster.connect(DAMAGED).await;
+        let deadline = Instant::now() + CONVERGE_TIMEOUT;
+        loop {
+            let names = api_when_ready(&through_damaged, "$JS.API.STREAM.NAMES", Value::Null).await;
+            let listed = names["streams"].as_array().is_some_and(|streams| {
+                streams
+                    .iter()
+                    .any(|name| *name == format!("WHILEDOWN{round}"))
+            });
+            if listed {
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{damage}: the catalog never reached n{DAMAGED}: {names}\n{}",
+                cluster.node(DAMAGED).log_tail()
+            );
+            // Poll interval of a bounded wait.
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        let mut config = stream_config(&format!("AFTER{round}"));
+        config["num_replicas"] = json!(3);
+        let subject = format!("$JS.API.STREAM.CREATE.AFTER{round}");
+        let created = api_when_ready(&through_damaged, &subject, config).await;
+        assert!(created.get("error").is_none(), "{damage}: {created}");
+    }
 }
 
 /// A replica whose `raft` file (its checkpoint: term, vote, what it

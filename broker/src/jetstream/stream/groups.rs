@@ -462,8 +462,18 @@ impl StreamGroups {
         }
         let bytes = {
             let mut votes = self.votes.borrow_mut();
-            for &(group, state) in changed {
-                votes.insert(group, state);
+            let file = self.file.borrow();
+            for &(group, hard_state) in changed {
+                let lost_through_term = file
+                    .node(group)
+                    .map_or(0, |node| node.entries_lost_through_term());
+                votes.insert(
+                    group,
+                    super::super::votes::GroupVotes {
+                        hard_state,
+                        lost_through_term,
+                    },
+                );
             }
             if votes.len() > super::super::votes::GROUPS_MAX {
                 // Deleted streams' groups, kept until now: only running

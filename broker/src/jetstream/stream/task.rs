@@ -125,10 +125,10 @@ pub struct Recovered {
     pub acknowledged_index: u64,
     /// A replica added to an existing group: it never stands first.
     pub joining: bool,
-    /// The entries after the checkpoint were lost with the journal (the
-    /// hard state survived in the votes file): the group neither votes nor
-    /// campaigns until it holds an entry of a later term than its own.
-    pub entries_lost: bool,
+    /// Nonzero: the entries after the checkpoint were lost (the journal or
+    /// the checkpoint gone, the hard state kept in the votes file) through
+    /// this term: `Restore::entries_lost_through_term`.
+    pub entries_lost_through_term: u64,
 }
 
 pub struct StreamTask {
@@ -313,11 +313,7 @@ impl StreamTask {
                 entries: recovered.entries,
                 membership: membership.clone(),
                 acknowledged_index,
-                entries_lost_through_term: if recovered.entries_lost {
-                    hard_state.term.max(raft.term).max(raft.applied_term)
-                } else {
-                    0
-                },
+                entries_lost_through_term: recovered.entries_lost_through_term,
                 seed: group ^ node_id,
             },
         );
