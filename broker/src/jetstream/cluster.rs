@@ -106,7 +106,7 @@ pub struct Meta {
     /// The journal's hard state and entries past the checkpoint, and
     /// the term through which its entries were lost
     /// (`Recovered::entries_lost_through_term`).
-    recovered: RefCell<Option<(Option<HardState>, Vec<Entry>, u64)>>,
+    recovered: RefCell<Option<RecoveredMeta>>,
     /// The hard state last written in a checkpoint.
     hard_state: Cell<HardState>,
     /// Why the checkpoint (`meta/state`) could not be read, if it could
@@ -117,6 +117,10 @@ pub struct Meta {
     /// The leader last logged (`announce_meta`).
     logged_leader: Cell<Option<(NodeId, u64)>>,
 }
+
+/// The meta group's journal records past its checkpoint: hard state,
+/// entries, and the term through which entries were lost (0: none).
+type RecoveredMeta = (Option<HardState>, Vec<Entry>, u64);
 
 impl Meta {
     /// Reads the checkpoint (a node that never formed a cluster has none).

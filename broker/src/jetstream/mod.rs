@@ -942,17 +942,23 @@ impl JetStream {
                 single.name
             ));
         }
-        let configs = self.damaged_configs.borrow();
-        if let Some(name) = self.damaged.borrow().keys().find(|name| {
-            configs.get(*name).is_none_or(|config| {
-                config.storage == StorageType::File && config.num_replicas <= 1
-            })
-        }) {
+        let offline_single = {
+            let configs = self.damaged_configs.borrow();
+            self.damaged
+                .borrow()
+                .keys()
+                .find(|name| {
+                    configs.get(*name).is_none_or(|config| {
+                        config.storage == StorageType::File && config.num_replicas <= 1
+                    })
+                })
+                .cloned()
+        };
+        if let Some(name) = offline_single {
             return Err(format!(
                 "stream {name} is offline and may have one replica: the journal may hold its only copy"
             ));
         }
-        drop(configs);
         let parent = directory
             .parent()
             .expect("a shard's journal is in the journal directory");
