@@ -169,8 +169,8 @@ fn milliseconds<S: serde::Serializer>(
 pub enum ScheduleName {
     /// CI's short schedule: a kill, a pause, an isolation, a majority /
     /// minority split, a one-way partition, delay with reordering, one
-    /// journal bit flip and a pause followed by a kill; a few seconds each
-    /// (under a minute of faults).
+    /// journal bit flip, one journal segment deleted and a pause followed
+    /// by a kill; a few seconds each (about a minute of faults).
     Short,
     /// Every fault kind drawn at random until the duration is spent.
     Mixed,
@@ -213,6 +213,7 @@ pub fn plan(
             Kind::OneWay,
             Kind::Delay,
             Kind::DamageJournalBit,
+            Kind::DamageJournalDelete,
             Kind::PauseThenKill,
         ];
         return kinds
@@ -272,6 +273,8 @@ enum Kind {
     Delay,
     Damage,
     DamageJournalBit,
+    /// A journal segment file deleted (the short schedule's second damage).
+    DamageJournalDelete,
     PauseThenKill,
     IsolateThenKill,
     Wipe,
@@ -357,6 +360,12 @@ impl Kind {
                 action: DamageAction::FlipBit,
                 seed: random.next_u64(),
             },
+            Kind::DamageJournalDelete => Fault::Damage {
+                node,
+                target: DamageTarget::Journal,
+                action: DamageAction::Delete,
+                seed: random.next_u64(),
+            },
             Kind::PauseThenKill => Fault::PauseThenKill { node },
             Kind::IsolateThenKill => Fault::IsolateThenKill { node },
             Kind::Wipe => Fault::Wipe { node },
@@ -398,6 +407,7 @@ mod tests {
             "drop",
             "delay",
             "Journal FlipBit",
+            "Journal Delete",
         ] {
             assert!(
                 named.iter().any(|name| name.contains(wanted)),
@@ -405,7 +415,7 @@ mod tests {
             );
         }
         let total: Duration = steps.iter().map(|step| step.hold + step.quiet).sum();
-        assert!(total < Duration::from_secs(60), "{total:?}");
+        assert!(total < Duration::from_secs(70), "{total:?}");
     }
 
     #[test]
