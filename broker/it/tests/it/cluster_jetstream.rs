@@ -1287,27 +1287,7 @@ async fn r3_damaged_block_stores_on_every_shard_rebuild_at_start_tern() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     // That node's own copies, as its `/jsz` reports them: every message.
-    let deadline = Instant::now() + CONVERGE_TIMEOUT;
-    loop {
-        let jsz = cluster.node(DAMAGED).http_json("/jsz?streams=true");
-        let complete = jsz["stream_detail"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter(|stream| names.iter().any(|name| stream["name"] == name.as_str()))
-            .filter(|stream| stream["messages"] == MESSAGES && stream["last_seq"] == MESSAGES)
-            .count();
-        if complete == STREAMS {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "n{DAMAGED}'s copies never complete: {jsz}\n{}",
-            cluster.node(DAMAGED).log_tail()
-        );
-        // Poll interval of a bounded wait.
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    wait_copies_complete(&cluster, DAMAGED, &names, MESSAGES as u64).await;
     assert!(
         !cluster.node(DAMAGED).log_tail().contains("stays offline"),
         "{}",
@@ -1401,27 +1381,7 @@ async fn r3_node_with_a_lost_journal_rejoins_from_its_peers_tern() {
         assert_eq!(ack["seq"], MESSAGES + 2, "{ack}");
     }
     let expected = MESSAGES + 2;
-    let deadline = Instant::now() + CONVERGE_TIMEOUT;
-    loop {
-        let jsz = cluster.node(DAMAGED).http_json("/jsz?streams=true");
-        let complete = jsz["stream_detail"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter(|stream| names.iter().any(|name| stream["name"] == name.as_str()))
-            .filter(|stream| stream["messages"] == expected && stream["last_seq"] == expected)
-            .count();
-        if complete == STREAMS {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "n{DAMAGED}'s copies never complete: {jsz}\n{}",
-            cluster.node(DAMAGED).log_tail()
-        );
-        // Poll interval of a bounded wait.
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    wait_copies_complete(&cluster, DAMAGED, &names, expected as u64).await;
     // Its copy, read from it as the leader: every message, in order.
     let damaged_name = format!("n{DAMAGED}");
     for name in &names {
@@ -1482,18 +1442,19 @@ async fn r3_node_with_a_lost_journal_rejoins_from_its_peers_tern() {
 
 /// A node whose meta checkpoint (`meta/state`) was deleted, then on a
 /// second run damaged, while it was down rejoins the meta group from its
-/// peers, its term and vote taken from the votes file: it learns the
-/// catalog again (a stream created while it was down is listed through
-/// it) and the API works through it.
+/// peers, its term and vote taken from the votes file: it applies the
+/// meta log again (a create made while it was down included), and the
+/// API works through it.
 #[tokio::test]
 async fn r3_node_with_a_lost_meta_state_rejoins_from_its_peers_tern() {
     let mut cluster = Cluster::meshed(Flavor::Tern, 3, Options::jetstream()).await;
     let client = cluster.connect(1).await;
     const DAMAGED: usize = 2;
     for (round, damage) in ["delete", "flip"].into_iter().enumerate() {
-        let mut config = stream_config(&format!("BEFORE{round}"));
+        let name = format!("BEFORE{round}");
+        let mut config = stream_config(&name);
         config["num_replicas"] = json!(3);
-        let subject = format!("$JS.API.STREAM.CREATE.BEFORE{round}");
+        let subject = format!("$JS.API.STREAM.CREATE.{name}");
         let created = api_when_ready(&client, &subject, config).await;
         assert!(created.get("error").is_none(), "{created}");
         cluster.kill(DAMAGED);
@@ -1509,11 +1470,31 @@ async fn r3_node_with_a_lost_meta_state_rejoins_from_its_peers_tern() {
                 std::fs::write(&state, bytes).expect("flipped");
             }
         }
+        // The catalog changes while it is down: a stream placed on the
+        // two others, once the meta leader sees it gone.
+        let deadline = Instant::now() + CONVERGE_TIMEOUT;
+        loop {
+            let offline = [1, 3].into_iter().any(|node| {
+                let jsz = cluster.node(node).http_json("/jsz");
+                jsz["meta_cluster"]["replicas"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .any(|replica| replica["name"] == "n2" && replica["offline"] == true)
+            });
+            if offline {
+                break;
+            }
+            assert!(Instant::now() < deadline, "n{DAMAGED} never seen offline");
+            // Poll interval of a bounded wait.
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
         let mut config = stream_config(&format!("WHILEDOWN{round}"));
         config["num_replicas"] = json!(2);
         let subject = format!("$JS.API.STREAM.CREATE.WHILEDOWN{round}");
         let created = api_when_ready(&client, &subject, config).await;
         assert!(created.get("error").is_none(), "{created}");
+        let leader_applied = meta_applied(&cluster, 1).max(meta_applied(&cluster, 3));
         cluster.restart(DAMAGED);
         wait_log(
             cluster.node(DAMAGED),
@@ -1522,26 +1503,19 @@ async fn r3_node_with_a_lost_meta_state_rejoins_from_its_peers_tern() {
             CONVERGE_TIMEOUT,
         )
         .await;
-        let through_damaged = cluster.connect(DAMAGED).await;
+        // It applies the meta log again, up to what the others had.
         let deadline = Instant::now() + CONVERGE_TIMEOUT;
-        loop {
-            let names = api_when_ready(&through_damaged, "$JS.API.STREAM.NAMES", Value::Null).await;
-            let listed = names["streams"].as_array().is_some_and(|streams| {
-                streams
-                    .iter()
-                    .any(|name| *name == format!("WHILEDOWN{round}"))
-            });
-            if listed {
-                break;
-            }
+        while meta_applied(&cluster, DAMAGED) < leader_applied {
             assert!(
                 Instant::now() < deadline,
-                "{damage}: the catalog never reached n{DAMAGED}: {names}\n{}",
+                "{damage}: n{DAMAGED}'s meta group never caught up: {}\n{}",
+                cluster.node(DAMAGED).http_json("/jsz"),
                 cluster.node(DAMAGED).log_tail()
             );
             // Poll interval of a bounded wait.
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
+        let through_damaged = cluster.connect(DAMAGED).await;
         let mut config = stream_config(&format!("AFTER{round}"));
         config["num_replicas"] = json!(3);
         let subject = format!("$JS.API.STREAM.CREATE.AFTER{round}");
@@ -1590,27 +1564,7 @@ async fn r3_replica_with_a_lost_checkpoint_rebuilds_from_its_peers_tern() {
         )
         .await;
     }
-    let deadline = Instant::now() + CONVERGE_TIMEOUT;
-    loop {
-        let jsz = cluster.node(DAMAGED).http_json("/jsz?streams=true");
-        let complete = jsz["stream_detail"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter(|stream| names.iter().any(|name| stream["name"] == *name))
-            .filter(|stream| stream["messages"] == MESSAGES && stream["last_seq"] == MESSAGES)
-            .count();
-        if complete == names.len() {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "n{DAMAGED}'s copies never complete: {jsz}\n{}",
-            cluster.node(DAMAGED).log_tail()
-        );
-        // Poll interval of a bounded wait.
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    wait_copies_complete(&cluster, DAMAGED, &names, MESSAGES as u64).await;
     let log = cluster.node(DAMAGED).log_tail();
     for name in names {
         assert!(
@@ -1670,6 +1624,44 @@ async fn cluster_node_rebuilds_a_damaged_layout_from_its_journals_tern() {
     }
     let info = api_when_ready(&client, "$JS.API.STREAM.INFO.LAYOUT", Value::Null).await;
     assert_eq!(info["state"]["messages"], MESSAGES, "{info}");
+}
+
+/// What `node`'s meta group has applied, from its `/jsz`.
+fn meta_applied(cluster: &Cluster, node: usize) -> u64 {
+    let jsz = cluster.node(node).http_json("/jsz");
+    jsz["meta_cluster"]["raft"]["applied"].as_u64().unwrap_or(0)
+}
+
+/// Waits (bounded) until `node`'s own copy of each stream in `names`, as
+/// its `/jsz` reports it, holds `messages` messages ending at that
+/// sequence.
+async fn wait_copies_complete<S: AsRef<str>>(
+    cluster: &Cluster,
+    node: usize,
+    names: &[S],
+    messages: u64,
+) {
+    let deadline = Instant::now() + CONVERGE_TIMEOUT;
+    loop {
+        let jsz = cluster.node(node).http_json("/jsz?streams=true");
+        let complete = jsz["stream_detail"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|stream| names.iter().any(|name| stream["name"] == name.as_ref()))
+            .filter(|stream| stream["messages"] == messages && stream["last_seq"] == messages)
+            .count();
+        if complete == names.len() {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "n{node}'s copies never complete: {jsz}\n{}",
+            cluster.node(node).log_tail()
+        );
+        // Poll interval of a bounded wait.
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 }
 
 /// The API's `data` (standard base64), decoded.
