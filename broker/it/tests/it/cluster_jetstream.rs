@@ -1368,7 +1368,12 @@ async fn r3_node_with_a_lost_journal_rejoins_from_its_peers_tern() {
         // Poll interval of a bounded wait.
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    // Published after it is back, through it.
+    // Its return ends the term its groups' leaders were in (it starts in
+    // the next one): once they have led again and it is current,
+    // published through it.
+    for name in &names {
+        wait_replicas_current(&client, name).await;
+    }
     let through_damaged = cluster.connect(DAMAGED).await;
     for name in &names {
         let subject = format!("{}.x", name.to_lowercase());
