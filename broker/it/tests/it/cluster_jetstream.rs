@@ -1232,21 +1232,7 @@ async fn r3_damaged_block_stores_on_every_shard_rebuild_at_start_tern() {
     let names: Vec<String> = (0..STREAMS)
         .map(|index| format!("SHARDED{index}"))
         .collect();
-    for name in &names {
-        let mut config = stream_config(name);
-        config["num_replicas"] = json!(3);
-        let created =
-            api_when_ready(&client, &format!("$JS.API.STREAM.CREATE.{name}"), config).await;
-        assert!(created.get("error").is_none(), "{created}");
-        for index in 1..=MESSAGES {
-            let subject = format!("{}.x", name.to_lowercase());
-            let ack = publish_acked(&client, &subject, &format!("{name}-{index}")).await;
-            assert_eq!(ack["seq"], index, "{ack}");
-        }
-    }
-    for name in &names {
-        wait_replicas_current(&client, name).await;
-    }
+    create_r3_streams_with_messages(&client, &names, MESSAGES).await;
     const DAMAGED: usize = 3;
     // Stopped cleanly, so every message is in the block store (a kill can
     // leave the newest only in the journal).
@@ -1311,21 +1297,7 @@ async fn r3_node_with_a_lost_journal_rejoins_from_its_peers_tern() {
     let mut cluster = Cluster::meshed(Flavor::Tern, 3, Options::jetstream()).await;
     let client = cluster.connect(1).await;
     let names: Vec<String> = (0..STREAMS).map(|index| format!("LOST{index}")).collect();
-    for name in &names {
-        let mut config = stream_config(name);
-        config["num_replicas"] = json!(3);
-        let created =
-            api_when_ready(&client, &format!("$JS.API.STREAM.CREATE.{name}"), config).await;
-        assert!(created.get("error").is_none(), "{created}");
-        for index in 1..=MESSAGES {
-            let subject = format!("{}.x", name.to_lowercase());
-            let ack = publish_acked(&client, &subject, &format!("{name}-{index}")).await;
-            assert_eq!(ack["seq"], index, "{ack}");
-        }
-    }
-    for name in &names {
-        wait_replicas_current(&client, name).await;
-    }
+    create_r3_streams_with_messages(&client, &names, MESSAGES).await;
     const DAMAGED: usize = 3;
     cluster.kill(DAMAGED);
     let store = cluster.node(DAMAGED).store_dir().to_path_buf();
@@ -1539,18 +1511,7 @@ async fn r3_replica_with_a_lost_checkpoint_rebuilds_from_its_peers_tern() {
     let mut cluster = Cluster::meshed(Flavor::Tern, 3, Options::jetstream()).await;
     let client = cluster.connect(1).await;
     let names = ["CKPTGONE", "CKPTFLIP"];
-    for name in names {
-        let mut config = stream_config(name);
-        config["num_replicas"] = json!(3);
-        let created =
-            api_when_ready(&client, &format!("$JS.API.STREAM.CREATE.{name}"), config).await;
-        assert!(created.get("error").is_none(), "{created}");
-        for index in 1..=MESSAGES {
-            let subject = format!("{}.x", name.to_lowercase());
-            publish_acked(&client, &subject, &format!("{name}-{index}")).await;
-        }
-        wait_replicas_current(&client, name).await;
-    }
+    create_r3_streams_with_messages(&client, &names, MESSAGES).await;
     const DAMAGED: usize = 2;
     cluster.kill(DAMAGED);
     let streams = cluster.node(DAMAGED).store_dir().join("jetstream/streams");
@@ -1629,6 +1590,32 @@ async fn cluster_node_rebuilds_a_damaged_layout_from_its_journals_tern() {
     }
     let info = api_when_ready(&client, "$JS.API.STREAM.INFO.LAYOUT", Value::Null).await;
     assert_eq!(info["state"]["messages"], MESSAGES, "{info}");
+}
+
+/// Creates an R3 stream per name (subjects `<name lowercased>.>`), puts
+/// `<name>-1` to `<name>-<messages>` in each, and waits until every
+/// replica of each is current.
+async fn create_r3_streams_with_messages<S: AsRef<str>>(
+    client: &async_nats::Client,
+    names: &[S],
+    messages: usize,
+) {
+    for name in names {
+        let name = name.as_ref();
+        let mut config = stream_config(name);
+        config["num_replicas"] = json!(3);
+        let created =
+            api_when_ready(client, &format!("$JS.API.STREAM.CREATE.{name}"), config).await;
+        assert!(created.get("error").is_none(), "{created}");
+        for index in 1..=messages {
+            let subject = format!("{}.x", name.to_lowercase());
+            let ack = publish_acked(client, &subject, &format!("{name}-{index}")).await;
+            assert_eq!(ack["seq"], index, "{ack}");
+        }
+    }
+    for name in names {
+        wait_replicas_current(client, name.as_ref()).await;
+    }
 }
 
 /// What `node`'s meta group has applied, from its `/jsz`.
