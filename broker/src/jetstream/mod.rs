@@ -582,8 +582,17 @@ impl JetStream {
             .await?;
         let mut journal_damage = match (opened, decode_failure) {
             (Ok(journal), None) => {
+                // A replica whose checkpoint was lost is rebuilt below under
+                // the same group: its records stay wanted (a group
+                // checkpointed through u64::MAX would have its new records
+                // recycled before its store holds them).
                 for group in orphans {
-                    journal.checkpoint(group, u64::MAX);
+                    if !checkpoint_lost
+                        .iter()
+                        .any(|(found, _)| found.group == group)
+                    {
+                        journal.checkpoint(group, u64::MAX);
+                    }
                 }
                 js.run_journal(journal);
                 None

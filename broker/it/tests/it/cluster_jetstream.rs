@@ -1504,7 +1504,9 @@ async fn r3_node_with_a_lost_meta_state_rejoins_from_its_peers_tern() {
 /// A replica whose `raft` file (its checkpoint: term, vote, what it
 /// applied) was deleted or damaged while its node was down rebuilds from
 /// its peers, its term and vote taken from the votes file, instead of
-/// staying offline; its copy then holds every message.
+/// staying offline; its copy then holds every message. A damaged or
+/// deleted votes file is rewritten from the journal at the next start,
+/// and that copy is good enough to rejoin with after the journal is lost.
 #[tokio::test]
 async fn r3_replica_with_a_lost_checkpoint_rebuilds_from_its_peers_tern() {
     const MESSAGES: usize = 10;
@@ -1541,6 +1543,53 @@ async fn r3_replica_with_a_lost_checkpoint_rebuilds_from_its_peers_tern() {
         );
     }
     assert!(!log.contains("stays offline"), "{log}");
+
+    // The votes files damaged (one flipped, one deleted) while the journal
+    // is intact: rewritten from the journal at start; then every journal
+    // segment deleted: the rewritten copies are the ones it rejoins with.
+    let store = cluster.node(DAMAGED).store_dir().to_path_buf();
+    cluster.kill(DAMAGED);
+    let votes_flipped = store.join("jetstream/votes/shard-0/votes");
+    let mut bytes = std::fs::read(&votes_flipped).expect("the votes file");
+    bytes[20] ^= 0x01;
+    std::fs::write(&votes_flipped, &bytes).expect("flipped");
+    std::fs::remove_file(store.join("jetstream/votes/shard-1/votes")).expect("deleted");
+    cluster.restart(DAMAGED);
+    wait_log(
+        cluster.node(DAMAGED),
+        "votes",
+        "rewritten from the journal",
+        CONVERGE_TIMEOUT,
+    )
+    .await;
+    for name in names {
+        wait_replicas_current(&client, name).await;
+    }
+    cluster.kill(DAMAGED);
+    for shard in 0..2 {
+        let journal = store.join(format!("jetstream/journal/shard-{shard}"));
+        for entry in std::fs::read_dir(&journal).expect("the journal") {
+            std::fs::remove_file(entry.expect("an entry").path()).expect("deleted");
+        }
+    }
+    cluster.restart(DAMAGED);
+    let deadline = Instant::now() + CONVERGE_TIMEOUT;
+    while cluster
+        .node(DAMAGED)
+        .log_tail()
+        .matches("a new one takes its place")
+        .count()
+        < 2
+    {
+        assert!(
+            Instant::now() < deadline,
+            "the journals were not replaced:\n{}",
+            cluster.node(DAMAGED).log_tail()
+        );
+        // Poll interval of a bounded wait.
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    wait_copies_complete(&cluster, DAMAGED, &names, MESSAGES as u64).await;
 }
 
 /// A cluster node whose `layout` was damaged while it was down rebuilds it
