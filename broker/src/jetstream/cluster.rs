@@ -101,11 +101,9 @@ pub struct Meta {
     /// The group runs (voters known).
     running: Cell<bool>,
     files: DmaFiles,
-    /// The hard state and entries the journal held past the checkpoint,
-    /// until the group starts.
-    /// The journal's hard state and entries past the checkpoint, and
-    /// the term through which its entries were lost
-    /// (`Recovered::entries_lost_through_term`).
+    /// The journal's hard state and entries past the checkpoint, and the
+    /// term through which its entries were lost
+    /// (`Recovered::entries_lost_through_term`), until the group starts.
     recovered: RefCell<Option<RecoveredMeta>>,
     /// The hard state last written in a checkpoint.
     hard_state: Cell<HardState>,
