@@ -849,14 +849,15 @@ async fn stream_leader(client: &async_nats::Client, stream: &str) -> usize {
 
 /// Waits until every replica of `stream` is current; its info.
 async fn wait_replicas_current(client: &async_nats::Client, stream: &str) -> Value {
+    wait_replicas_current_at(client, &format!("$JS.API.STREAM.INFO.{stream}")).await
+}
+
+/// The answer of `info_subject` (a STREAM.INFO or CONSUMER.INFO of an R3
+/// group) once both followers are current.
+async fn wait_replicas_current_at(client: &async_nats::Client, info_subject: &str) -> Value {
     let deadline = Instant::now() + CONVERGE_TIMEOUT;
     loop {
-        let info = api_when_ready(
-            client,
-            &format!("$JS.API.STREAM.INFO.{stream}"),
-            Value::Null,
-        )
-        .await;
+        let info = api_when_ready(client, info_subject, Value::Null).await;
         let replicas = info["cluster"]["replicas"]
             .as_array()
             .cloned()
@@ -2102,6 +2103,60 @@ async fn wait_leader_named(client: &async_nats::Client, info_subject: &str, expe
     }
 }
 
+/// Hands the leadership of a group to `target` with a preferred stepdown
+/// on `stepdown_subject` (answer type `kind`), and waits until
+/// `info_subject` names it leader. nats-server hands over to the preferred
+/// peer only if it answered the leader within three heartbeats, and
+/// otherwise to any healthy peer, silently (raft.go `StepDown`), so on
+/// nats a handover that lands elsewhere is asked again, a bounded number
+/// of times. Tern hands over to the preferred follower or refuses: it
+/// must land on the first request.
+async fn hand_over_leadership(
+    client: &async_nats::Client,
+    flavor: Flavor,
+    stepdown_subject: &str,
+    info_subject: &str,
+    kind: &str,
+    target: &str,
+) {
+    const ATTEMPTS: usize = 5;
+    for attempt in 1..=ATTEMPTS {
+        wait_replicas_current_at(client, info_subject).await;
+        let before = api_when_ready(client, info_subject, Value::Null).await["cluster"]["leader"]
+            .clone();
+        let answer = api_when_ready(client, stepdown_subject, preferred(target)).await;
+        assert_eq!(
+            answer,
+            json!({"type": format!("io.nats.jetstream.api.v1.{kind}"), "success": true})
+        );
+        let deadline = Instant::now() + CONVERGE_TIMEOUT;
+        let leader = loop {
+            let info = api_when_ready(client, info_subject, Value::Null).await;
+            let leader = &info["cluster"]["leader"];
+            if leader.is_string() && *leader != before {
+                break leader.clone();
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{info_subject}: no new leader after the stepdown: {info}"
+            );
+            // Poll interval of a bounded wait.
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        };
+        if leader == target {
+            return;
+        }
+        assert!(
+            flavor == Flavor::Nats,
+            "{info_subject}: leadership went to {leader}, not the preferred {target}"
+        );
+        assert!(
+            attempt < ATTEMPTS,
+            "{info_subject}: leadership never went to {target}"
+        );
+    }
+}
+
 /// A stepdown body naming `server` as the preferred next leader.
 fn preferred(server: &str) -> Value {
     json!({"placement": {"preferred": server}})
@@ -2136,12 +2191,15 @@ async fn stepdown_to_a_preferred_server(flavor: Flavor) {
         .as_str()
         .expect("a replica's name")
         .to_string();
-    let answer = api_when_ready(&client, stream_stepdown, preferred(&follower)).await;
-    assert_eq!(
-        answer,
-        json!({"type": format!("io.nats.jetstream.api.v1.{stream_kind}"), "success": true})
-    );
-    wait_leader_named(&client, "$JS.API.STREAM.INFO.PREF", &follower).await;
+    hand_over_leadership(
+        &client,
+        flavor,
+        stream_stepdown,
+        "$JS.API.STREAM.INFO.PREF",
+        stream_kind,
+        &follower,
+    )
+    .await;
 
     // To the leader itself, to a server outside the group, with an
     // unknown field: refused, leadership stays.
@@ -2207,13 +2265,15 @@ async fn stepdown_to_a_preferred_server(flavor: Flavor) {
         .into_iter()
         .find(|name| *name != consumer_leader)
         .expect("another server");
-    wait_replicas_current(&client, "PREF").await;
-    let answer = api_when_ready(&client, consumer_stepdown, preferred(other)).await;
-    assert_eq!(
-        answer,
-        json!({"type": format!("io.nats.jetstream.api.v1.{consumer_kind}"), "success": true})
-    );
-    wait_leader_named(&client, "$JS.API.CONSUMER.INFO.PREF.D", other).await;
+    hand_over_leadership(
+        &client,
+        flavor,
+        consumer_stepdown,
+        "$JS.API.CONSUMER.INFO.PREF.D",
+        consumer_kind,
+        other,
+    )
+    .await;
 
     if flavor == Flavor::Tern {
         let answer = api_when_ready(
