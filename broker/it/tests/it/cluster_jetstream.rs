@@ -2085,6 +2085,165 @@ async fn r3_memory_stream_durable_survives_a_stepdown_nats() {
     r3_memory_stream_durable_survives_a_stepdown(Flavor::Nats).await;
 }
 
+/// Leadership handed over again and again while a durable consumer acks
+/// (each ack moves its state, proposed through the log every turn) and a
+/// client publishes: a leader takes no proposals while it hands over, and
+/// that must never stop its replica (tern once took the refused state
+/// entry for a broken stream and took the replica offline). After every
+/// stepdown all three replicas are current again, and at the end the
+/// durable has delivered every acknowledged publish.
+async fn stepdowns_while_a_durable_acks(flavor: Flavor) {
+    use futures::StreamExt;
+    const STEPDOWNS: usize = 4;
+    let cluster = Cluster::meshed(flavor, 3, Options::jetstream()).await;
+    let client = cluster.connect(1).await;
+    let mut config = stream_config("HAND");
+    config["num_replicas"] = json!(3);
+    let created = api_when_ready(&client, "$JS.API.STREAM.CREATE.HAND", config).await;
+    assert!(created.get("error").is_none(), "{created}");
+    let consumer = api_when_ready(
+        &client,
+        "$JS.API.CONSUMER.CREATE.HAND.D",
+        json!({"stream_name": "HAND", "config": {"durable_name": "D", "ack_policy": "explicit"}}),
+    )
+    .await;
+    assert!(consumer.get("error").is_none(), "{consumer}");
+    let publisher = cluster.connect(2).await;
+    let fetcher = cluster.connect(3).await;
+    let stop = std::rc::Rc::new(std::cell::Cell::new(false));
+
+    let publishing = {
+        let stop = stop.clone();
+        async move {
+            let mut acked = Vec::new();
+            while !stop.get() {
+                let payload = format!("h{}", acked.len());
+                publish_through_failover(&publisher, "hand.x", &payload).await;
+                acked.push(payload);
+            }
+            acked
+        }
+    };
+    let consuming = {
+        let stop = stop.clone();
+        async move {
+            let context = async_nats::jetstream::new(fetcher);
+            let mut received = std::collections::BTreeSet::new();
+            while !stop.get() {
+                let batch = async {
+                    let stream = context.get_stream("HAND").await.ok()?;
+                    let pull = stream
+                        .get_consumer::<async_nats::jetstream::consumer::pull::Config>("D")
+                        .await
+                        .ok()?;
+                    pull.fetch()
+                        .max_messages(20)
+                        .expires(Duration::from_millis(300))
+                        .messages()
+                        .await
+                        .ok()
+                };
+                let Some(mut batch) = batch.await else {
+                    // Poll interval while leadership moves.
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                };
+                while let Some(Ok(message)) = batch.next().await {
+                    received.insert(String::from_utf8_lossy(&message.payload).into_owned());
+                    // A lost ack only means a redelivery.
+                    let _ = message.ack().await;
+                }
+            }
+            received
+        }
+    };
+    let stepping_down = {
+        let stop = stop.clone();
+        let client = client.clone();
+        async move {
+            for round in 0..STEPDOWNS {
+                wait_replicas_current(&client, "HAND").await;
+                let old_leader = stream_leader(&client, "HAND").await;
+                let answer =
+                    api_when_ready(&client, "$JS.API.STREAM.LEADER.STEPDOWN.HAND", Value::Null)
+                        .await;
+                assert_eq!(answer["success"], true, "stepdown {round}: {answer}");
+                let deadline = Instant::now() + CONVERGE_TIMEOUT;
+                while stream_leader(&client, "HAND").await == old_leader {
+                    assert!(
+                        Instant::now() < deadline,
+                        "stepdown {round}: n{old_leader} still leads"
+                    );
+                    // Poll interval of a bounded wait.
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+            }
+            wait_replicas_current(&client, "HAND").await;
+            stop.set(true);
+        }
+    };
+    let (acked, mut received, ()) =
+        futures::future::join3(publishing, consuming, stepping_down).await;
+    assert!(!acked.is_empty());
+
+    // What the fetcher had not seen yet (or saw with a lost ack) comes now.
+    let info = api_when_ready(&client, "$JS.API.CONSUMER.INFO.HAND.D", Value::Null).await;
+    let left = info["num_pending"].as_u64().expect("num_pending") as usize
+        + info["num_ack_pending"].as_u64().expect("num_ack_pending") as usize;
+    received.extend(drain_within(&client, "HAND", "D", left).await);
+    let missing: Vec<&String> = acked
+        .iter()
+        .filter(|payload| !received.contains(*payload))
+        .collect();
+    assert!(missing.is_empty(), "acknowledged, never delivered: {missing:?}");
+}
+
+/// Fetches up to `count` messages of `durable`, acking each: what arrives
+/// before a fetch comes back empty (redeliveries wait out their ack wait).
+async fn drain_within(
+    client: &async_nats::Client,
+    stream: &str,
+    durable: &str,
+    count: usize,
+) -> Vec<String> {
+    use futures::StreamExt;
+    let context = async_nats::jetstream::new(client.clone());
+    let stream = context.get_stream(stream).await.expect("the stream");
+    let pull = stream
+        .get_consumer::<async_nats::jetstream::consumer::pull::Config>(durable)
+        .await
+        .expect("the durable");
+    let mut received = Vec::new();
+    while received.len() < count {
+        let mut batch = pull
+            .fetch()
+            .max_messages(count - received.len())
+            .expires(Duration::from_secs(1))
+            .messages()
+            .await
+            .expect("a fetch");
+        let before = received.len();
+        while let Some(Ok(message)) = batch.next().await {
+            received.push(String::from_utf8_lossy(&message.payload).into_owned());
+            let _ = message.double_ack().await;
+        }
+        if received.len() == before {
+            break;
+        }
+    }
+    received
+}
+
+#[tokio::test]
+async fn stepdowns_while_a_durable_acks_tern() {
+    stepdowns_while_a_durable_acks(Flavor::Tern).await;
+}
+
+#[tokio::test]
+async fn stepdowns_while_a_durable_acks_nats() {
+    stepdowns_while_a_durable_acks(Flavor::Nats).await;
+}
+
 /// Waits until `info_subject`'s `cluster.leader` is `expected`; panics
 /// with the last info after [`CONVERGE_TIMEOUT`].
 async fn wait_leader_named(client: &async_nats::Client, info_subject: &str, expected: &str) {

@@ -75,13 +75,15 @@ impl StreamTask {
                     sequence: request.sequence,
                     keep: request.keep,
                 };
-                let index = self
-                    .propose(&operation)
-                    .map_err(|error| StreamFailure::Refused {
-                        what: "purge",
-                        error,
-                    })?;
-                self.owe(index, Owed::Purge { origin, reply });
+                match self.propose_as_leader(&operation, "purge")? {
+                    Some(index) => self.owe(index, Owed::Purge { origin, reply }),
+                    None => self.answer_error(
+                        origin,
+                        reply,
+                        "stream_purge_response",
+                        &ApiError::cluster_not_leader(),
+                    ),
+                }
             }
             StreamApi::MessageDelete => {
                 let request = match requests::MessageDeleteRequest::parse(&payload) {
@@ -120,13 +122,15 @@ impl StreamTask {
                     sequence: request.sequence,
                     erase: !request.no_erase,
                 };
-                let index = self
-                    .propose(&operation)
-                    .map_err(|error| StreamFailure::Refused {
-                        what: "delete",
-                        error,
-                    })?;
-                self.owe(index, Owed::Delete { origin, reply });
+                match self.propose_as_leader(&operation, "delete")? {
+                    Some(index) => self.owe(index, Owed::Delete { origin, reply }),
+                    None => self.answer_error(
+                        origin,
+                        reply,
+                        "stream_msg_delete_response",
+                        &ApiError::cluster_not_leader(),
+                    ),
+                }
             }
             StreamApi::MessageGet => {
                 let body = match requests::parse_message_get(&payload) {

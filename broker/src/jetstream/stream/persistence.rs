@@ -93,7 +93,7 @@ impl StreamTask {
         };
         let index = self
             .propose(&operation)
-            .map_err(|error| ApiError::store_failed(&format!("not the leader: {error:?}")))?;
+            .map_err(|_| ApiError::cluster_not_leader())?;
         self.owe(
             index,
             Owed::Consumer(ConsumerOwed::Created {
@@ -117,7 +117,7 @@ impl StreamTask {
         };
         let index = self
             .propose(&operation)
-            .map_err(|error| ApiError::store_failed(&format!("not the leader: {error:?}")))?;
+            .map_err(|_| ApiError::cluster_not_leader())?;
         self.owe(
             index,
             Owed::Consumer(ConsumerOwed::Deleted { origin, reply }),
@@ -190,6 +190,25 @@ impl StreamTask {
         Ok(proposed)
     }
 
+    /// Replies that waited for a state entry that could not be proposed
+    /// (leadership moving): an ack gets no reply, as when the leader it
+    /// went to steps down (the client's retry or the redelivery settles
+    /// it); an info request gets 10009.
+    fn fail_due_waiters(&self, name: &str, waiting: Vec<Waiter>) {
+        for waiter in waiting {
+            match waiter {
+                Waiter::Ack { .. } => {}
+                Waiter::Info { origin, reply } => self.answer_error(
+                    origin,
+                    Some(reply),
+                    "consumer_info_response",
+                    &ApiError::cluster_not_leader(),
+                ),
+            }
+        }
+        log::debug!(target: "tern::consumer", "stream {}: consumer {name}: state entry deferred, leadership moving", self.handle.name);
+    }
+
     fn propose_consumer_snapshot(&mut self, name: &str) -> Result<bool, StreamFailure> {
         let Some(due) = self
             .replica
@@ -201,12 +220,14 @@ impl StreamTask {
         let waiting = due.waiting;
         let index = match due.entry {
             Some((operation, state, signature)) => {
-                let index = self
-                    .propose(&operation)
-                    .map_err(|error| StreamFailure::Refused {
-                        what: "consumer state",
-                        error,
-                    })?;
+                let Some(index) = self.propose_as_leader(&operation, "consumer state")? else {
+                    // Leadership moving: the state stays due (it differs
+                    // from what was proposed) for whoever leads next; the
+                    // acks waiting for it fail as with any change of
+                    // leader (their clients see a redelivery at worst).
+                    self.fail_due_waiters(name, waiting);
+                    return Ok(false);
+                };
                 self.replica
                     .consumers
                     .proposed(name, state, signature, index);

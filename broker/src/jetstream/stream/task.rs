@@ -628,13 +628,10 @@ impl StreamTask {
         let operation = Operation::Config {
             json: Bytes::from(desired.to_stored_json()),
         };
-        let index = self
-            .propose(&operation)
-            .map_err(|error| StreamFailure::Refused {
-                what: "config update",
-                error,
-            })?;
-        self.config_proposal = Some((index, term));
+        // Leadership moving: the next turn of the next leader proposes it.
+        if let Some(index) = self.propose_as_leader(&operation, "config update")? {
+            self.config_proposal = Some((index, term));
+        }
         Ok(())
     }
 
@@ -1172,6 +1169,26 @@ impl StreamTask {
     pub(super) fn propose(&self, operation: &Operation) -> Result<u64, tern_raft::ProposeError> {
         self.groups
             .with_node(self.group, |node| node.propose(operation.encode()))
+    }
+
+    /// Proposes `operation` (`what`, for the failure) as the leader: its
+    /// index, or `None` when a replicated stream's leadership is moving
+    /// (its node stepped down, or hands leadership over and takes no
+    /// proposals until the transfer ends): nothing was proposed, and the
+    /// caller answers 10009 or tries again on a later turn. A single
+    /// voter always leads and never transfers: a refusal there is a bug.
+    pub(super) fn propose_as_leader(
+        &self,
+        operation: &Operation,
+        what: &'static str,
+    ) -> Result<Option<u64>, StreamFailure> {
+        match self.propose(operation) {
+            Ok(index) => Ok(Some(index)),
+            Err(
+                tern_raft::ProposeError::NotLeader { .. } | tern_raft::ProposeError::Transferring,
+            ) if self.handle.is_replicated() => Ok(None),
+            Err(error) => Err(StreamFailure::Refused { what, error }),
+        }
     }
 
     pub(super) fn send_owed(&self, owed: Owed) {
