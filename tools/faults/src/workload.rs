@@ -28,9 +28,14 @@ const REQUEST_TIMEOUT: Duration = Duration::from_secs(2);
 pub const ACK_WAIT: Duration = Duration::from_secs(3);
 
 /// A client's connection to one node: reconnects every 100 ms while the
-/// node is away, forever.
+/// node is away, forever, and only to that node. A client takes the other
+/// nodes a server advertises (INFO `connect_urls`) into its pool and
+/// reconnects to any of them; after a few kills every client would sit on
+/// the same node, and pausing that one node would stall them all, which
+/// measures where the clients drifted to, not the servers.
 pub async fn connect(url: &str) -> Result<async_nats::Client, async_nats::ConnectError> {
     async_nats::ConnectOptions::new()
+        .ignore_discovered_servers()
         .retry_on_initial_connect()
         .connection_timeout(Duration::from_secs(1))
         .request_timeout(Some(REQUEST_TIMEOUT))
@@ -60,7 +65,7 @@ pub async fn publish(
         Ok(client) => client,
         Err(error) => panic!("publisher {publisher}: connect {url}: {error}"),
     };
-    let js = jetstream(client);
+    let js = jetstream(client.clone());
     let subject = format!("{SUBJECT_PREFIX}.p{publisher}");
     let mut index = 0;
     while !stop.load(Ordering::Relaxed) {
@@ -91,6 +96,11 @@ pub async fn publish(
             tokio::time::sleep(pause).await;
         }
     }
+    let host = client.server_info().host;
+    assert!(
+        url.contains(&format!("//{host}:")),
+        "publisher {publisher}: bound to {url}, ended on {host}"
+    );
     attempts
 }
 
