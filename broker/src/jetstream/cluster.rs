@@ -553,12 +553,12 @@ impl JetStream {
                     // stands; the second's client hears about it.
                     if let Some((current, existing)) = meta.state.borrow().streams.get(&config.name)
                     {
-                        if existing.peers.first() == Some(&this) {
+                        if existing.peers.contains(&this) {
                             self.send_owner(OwnerCommand::Update {
                                 config: Box::new(current.clone()),
                                 create: true,
                                 origin: owner_of(&config.name, self.shard_count),
-                                reply: reply.as_deref().map(|reply| Bytes::from(reply.to_string())),
+                                reply: reply_for_replicas(reply),
                             });
                         }
                     }
@@ -570,7 +570,7 @@ impl JetStream {
                     group: placement.group,
                 });
                 if placement.peers.contains(&this) {
-                    let reply = answer_here(placement, this, reply);
+                    let reply = reply_for_replicas(reply);
                     self.send_owner(self.create_command(config, placement, reply));
                 }
                 self.tell_owner_placement(&config.name, Some(placement));
@@ -608,7 +608,7 @@ impl JetStream {
                         origin: owner_of(&config.name, self.shard_count),
                         config: Box::new(config),
                         create: *create,
-                        reply: answer_here(&placement, this, reply),
+                        reply: reply_for_replicas(reply),
                     });
                 }
             }
@@ -1488,12 +1488,11 @@ fn voters_of(placement: &Placement) -> Vec<NodeId> {
     }
 }
 
-/// The client's inbox if this node answers for the stream (its first
-/// node), else none.
-fn answer_here(placement: &Placement, this: NodeId, reply: &Option<String>) -> Option<Bytes> {
-    (placement.peers.first() == Some(&this))
-        .then(|| reply.as_deref().map(|reply| Bytes::from(reply.to_string())))
-        .flatten()
+/// The client's inbox, for every node holding the stream: its replica in
+/// office answers (a one-replica stream's only one), so a create or
+/// update is answered while any quorum of its nodes is up.
+fn reply_for_replicas(reply: &Option<String>) -> Option<Bytes> {
+    reply.as_deref().map(|reply| Bytes::from(reply.to_string()))
 }
 
 /// What a node taken off a stream (`before` to `after`) does with its

@@ -1785,6 +1785,12 @@ impl JetStream {
                 reply,
             } => {
                 let name = config.name.clone();
+                // Every replica's node has the reply; a failure here is
+                // told by the stream's first node only (the others may
+                // well have created it).
+                let answers_failure = peers
+                    .first()
+                    .is_none_or(|first| Some(*first) == self.node_id());
                 let existing = self.streams.borrow().get(&name).cloned();
                 if let Some(handle) = existing {
                     // The meta group's log applied again after a restart,
@@ -1799,10 +1805,10 @@ impl JetStream {
                     .await
                 {
                     Ok(handle) => {
-                        // A replicated stream: its first node answers once
-                        // the group has a leader (this node stood for
-                        // election at once), so the creator's first
-                        // publishes find one.
+                        // A replicated stream: its replica in office
+                        // answers, once the group has a leader (the first
+                        // node stood for election at once), so the
+                        // creator's first publishes find one.
                         if handle.is_replicated() && reply.is_some() {
                             let deadline = Instant::now() + INTEREST_TIMEOUT;
                             while handle.leader.get().is_none() && Instant::now() < deadline {
@@ -1820,7 +1826,7 @@ impl JetStream {
                         log::error!(target: "tern::jetstream", "creating stream {name}: {error}");
                         let _ = self.remove_stream_files(&name).await;
                         self.send_to(META_SHARD, ShardMessage::JetStreamCreateFailed { name });
-                        if let Some(reply) = reply {
+                        if let Some(reply) = reply.filter(|_| answers_failure) {
                             self.respond(
                                 origin,
                                 reply,

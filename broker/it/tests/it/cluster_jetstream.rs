@@ -2195,7 +2195,10 @@ async fn stepdowns_while_a_durable_acks(flavor: Flavor) {
         .iter()
         .filter(|payload| !received.contains(*payload))
         .collect();
-    assert!(missing.is_empty(), "acknowledged, never delivered: {missing:?}");
+    assert!(
+        missing.is_empty(),
+        "acknowledged, never delivered: {missing:?}"
+    );
 }
 
 /// Fetches up to `count` messages of `durable`, acking each: what arrives
@@ -2244,6 +2247,45 @@ async fn stepdowns_while_a_durable_acks_nats() {
     stepdowns_while_a_durable_acks(Flavor::Nats).await;
 }
 
+/// A stream update is answered while a quorum of the stream's nodes is
+/// up, whichever node is down: each node in turn is killed, the stream
+/// updated through another and the update's answer carries the new
+/// config (tern once answered only from the stream's first placed node,
+/// so with that node down the client waited in vain).
+async fn update_with_any_replica_down(flavor: Flavor) {
+    let mut cluster = Cluster::meshed(flavor, 3, Options::jetstream()).await;
+    let client = cluster.connect(1).await;
+    let mut config = stream_config("UPD");
+    config["num_replicas"] = json!(3);
+    let created = api_when_ready(&client, "$JS.API.STREAM.CREATE.UPD", config.clone()).await;
+    assert!(created.get("error").is_none(), "{created}");
+    wait_replicas_current(&client, "UPD").await;
+    for down in 1..=3 {
+        let asker = cluster.connect(if down == 1 { 2 } else { 1 }).await;
+        cluster.kill(down);
+        let max_msgs = 100 + down;
+        config["max_msgs"] = json!(max_msgs);
+        let answer = api_when_ready(&asker, "$JS.API.STREAM.UPDATE.UPD", config.clone()).await;
+        assert_eq!(
+            answer["config"]["max_msgs"], max_msgs,
+            "update with n{down} down: {answer}"
+        );
+        cluster.restart(down);
+        cluster.wait_formed().await;
+        wait_replicas_current(&asker, "UPD").await;
+    }
+}
+
+#[tokio::test]
+async fn update_with_any_replica_down_tern() {
+    update_with_any_replica_down(Flavor::Tern).await;
+}
+
+#[tokio::test]
+async fn update_with_any_replica_down_nats() {
+    update_with_any_replica_down(Flavor::Nats).await;
+}
+
 /// Waits until `info_subject`'s `cluster.leader` is `expected`; panics
 /// with the last info after [`CONVERGE_TIMEOUT`].
 async fn wait_leader_named(client: &async_nats::Client, info_subject: &str, expected: &str) {
@@ -2281,8 +2323,8 @@ async fn hand_over_leadership(
     const ATTEMPTS: usize = 5;
     for attempt in 1..=ATTEMPTS {
         wait_replicas_current_at(client, info_subject).await;
-        let before = api_when_ready(client, info_subject, Value::Null).await["cluster"]["leader"]
-            .clone();
+        let before =
+            api_when_ready(client, info_subject, Value::Null).await["cluster"]["leader"].clone();
         let answer = api_when_ready(client, stepdown_subject, preferred(target)).await;
         assert_eq!(
             answer,

@@ -19,10 +19,6 @@ use super::leader::{Owed, OwedReply};
 use super::task::AWAITING_OFFICE_MAX;
 use super::*;
 
-/// Update replies a replicated stream's replica holds until their config
-/// applies.
-const UPDATE_REPLIES_MAX: usize = 64;
-
 impl StreamTask {
     // ----- API calls ----------------------------------------------------------------
 
@@ -169,37 +165,36 @@ impl StreamTask {
                     "stream_update_response"
                 };
                 if create {
-                    let body = self.info_response(kind, create, None, false, 0, false);
-                    if let Some(reply) = reply {
-                        self.js.respond(origin, reply, body);
+                    let Some(reply) = reply else {
+                        return Ok(());
+                    };
+                    // Every replica's node has the reply: the one in office
+                    // answers; the others hold it in case they lead next.
+                    if self.handle.is_replicated() && !self.is_leading() {
+                        self.hold_update_reply(origin, reply, config, true);
+                        return Ok(());
                     }
+                    let body = self.info_response(kind, create, None, false, 0, false);
+                    self.js.respond(origin, reply, body);
                     return Ok(());
                 }
                 if self.handle.is_replicated() {
                     // Every replica's node applied the catalog's change:
                     // whoever leads proposes it (now, or once it leads),
-                    // and the replica holding the reply answers when the
-                    // change applies here.
-                    // Applied here already (the leader's node took the
+                    // and the replica in office answers once it applied
+                    // (at once if it has: the leader's node took the
                     // catalog's change first, or a client's retry of an
-                    // update that went through): answered at once.
-                    if *config == *self.replica.state.config {
-                        if let Some(reply) = reply {
-                            let body = self.info_response(kind, false, None, false, 0, false);
-                            self.js.respond(origin, reply, body);
-                        }
-                        return Ok(());
+                    // update that went through). A reply whose config
+                    // another update replaced is never answered (its
+                    // client retries).
+                    if *config != *self.replica.state.config {
+                        self.desired_config = Some(config.clone());
                     }
-                    self.desired_config = Some(config.clone());
                     if let Some(reply) = reply {
-                        // Bounded: a reply whose config another update
-                        // replaced is never answered (its client retries).
-                        if self.update_replies.len() >= UPDATE_REPLIES_MAX {
-                            self.update_replies.remove(0);
-                        }
-                        self.update_replies.push((origin, reply, config));
+                        self.hold_update_reply(origin, reply, config, false);
                     }
                     self.propose_desired_config()?;
+                    self.answer_updates();
                     return Ok(());
                 }
                 // The config file first: the meta shard reads it on start,

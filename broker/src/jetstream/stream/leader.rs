@@ -414,11 +414,9 @@ impl Leader {
         let subject = encoded.slice(subject_range);
         let index = match node.propose(encoded) {
             Ok(index) => index,
-            Err(error) => {
-                return Ingested::Rejected(ApiError::store_failed(&format!(
-                    "not the stream leader: {error:?}"
-                )))
-            }
+            // Stepped down, or handing leadership over: 10009, as for a
+            // publish that reaches a replica that does not lead.
+            Err(_) => return Ingested::Rejected(ApiError::cluster_not_leader()),
         };
         self.last_sequence = sequence;
         self.last_timestamp_ns = now_ns;

@@ -111,6 +111,22 @@ pub(super) fn memory_store_config(js: &JetStream) -> tern_storage::block_store::
     }
 }
 
+/// Held create and update replies, at most.
+const UPDATE_REPLIES_MAX: usize = 64;
+/// How long a create or update reply is held for its config to apply
+/// (clients' API timeouts are a few seconds).
+const UPDATE_REPLY_HOLD: Duration = Duration::from_secs(30);
+
+/// A create or update reply held until its config is in force.
+pub(super) struct UpdateReply {
+    origin: usize,
+    reply: Bytes,
+    config: Box<StreamConfig>,
+    /// A create (answered as `stream_create_response`).
+    create: bool,
+    held_at: Instant,
+}
+
 /// Everything recovery found for one stream.
 pub struct Recovered {
     pub raft: Option<RaftState>,
@@ -182,8 +198,10 @@ pub struct StreamTask {
     pub(super) desired_config: Option<Box<StreamConfig>>,
     /// The index and term of that proposal while in flight.
     pub(super) config_proposal: Option<(u64, u64)>,
-    /// Update replies this replica answers once their config applied.
-    pub(super) update_replies: Vec<(usize, Bytes, Box<StreamConfig>)>,
+    /// Create and update replies answered once their config applied, by
+    /// the replica in office (every replica's node holds them, so a
+    /// leader that is down does not leave the client unanswered).
+    pub(super) update_replies: Vec<UpdateReply>,
     /// A replicated stream: the voters the meta group placed it on, which
     /// its leader moves the group to.
     pub(super) desired_peers: Option<Vec<u64>>,
@@ -636,16 +654,52 @@ impl StreamTask {
     }
 
     /// Update replies whose config applied here.
-    fn answer_updates(&mut self) {
+    /// Answers the held create and update replies whose config is in
+    /// force, if this replica answers for the stream (it is the only voter,
+    /// or the leader in office); drops those held past
+    /// [`UPDATE_REPLY_HOLD`] (their clients gave up).
+    pub(super) fn answer_updates(&mut self) {
+        let now = Instant::now();
+        self.update_replies
+            .retain(|held| now.duration_since(held.held_at) < UPDATE_REPLY_HOLD);
+        if self.handle.is_replicated() && !self.is_leading() {
+            return;
+        }
         let config = self.replica.state.config.clone();
         let (applied, waiting): (Vec<_>, Vec<_>) = std::mem::take(&mut self.update_replies)
             .into_iter()
-            .partition(|(_, _, wanted)| **wanted == *config);
+            .partition(|held| *held.config == *config);
         self.update_replies = waiting;
-        for (origin, reply, _) in applied {
-            let body = self.info_response("stream_update_response", false, None, false, 0, false);
-            self.js.respond(origin, reply, body);
+        for held in applied {
+            let kind = match held.create {
+                true => "stream_create_response",
+                false => "stream_update_response",
+            };
+            let body = self.info_response(kind, held.create, None, false, 0, false);
+            self.js.respond(held.origin, held.reply, body);
         }
+    }
+
+    /// Holds a create or update reply for [`Self::answer_updates`]
+    /// (bounded: past [`UPDATE_REPLIES_MAX`] the oldest goes unanswered,
+    /// and its client retries).
+    pub(super) fn hold_update_reply(
+        &mut self,
+        origin: usize,
+        reply: Bytes,
+        config: Box<StreamConfig>,
+        create: bool,
+    ) {
+        if self.update_replies.len() >= UPDATE_REPLIES_MAX {
+            self.update_replies.remove(0);
+        }
+        self.update_replies.push(UpdateReply {
+            origin,
+            reply,
+            config,
+            create,
+            held_at: Instant::now(),
+        });
     }
 
     /// A replicated stream, each turn: the replica takes or leaves office
@@ -667,6 +721,9 @@ impl StreamTask {
         if leading {
             self.propose_desired_config()?;
             self.change_membership();
+            if !self.update_replies.is_empty() {
+                self.answer_updates();
+            }
         }
         if leading && !self.subscribed {
             let config = self.replica.state.config.clone();
