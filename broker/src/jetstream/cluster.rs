@@ -120,6 +120,24 @@ pub struct Meta {
 /// entries, and the term through which entries were lost (0: none).
 type RecoveredMeta = (Option<HardState>, Vec<Entry>, u64);
 
+/// Stream `name` as this node's meta checkpoint (`<jetstream>/meta/state`)
+/// has it, read directly by any shard: the config a replica whose own
+/// `config` file is damaged rebuilds with. `None` when the checkpoint is
+/// missing or damaged, or lacks the stream.
+pub(super) async fn catalog_entry(
+    jetstream_root: &std::path::Path,
+    name: &str,
+) -> Option<(super::stream::config::StreamConfig, Placement)> {
+    let directory = jetstream_root.join("meta");
+    if !directory.is_dir() {
+        return None;
+    }
+    let files = DmaFiles::open(&directory).await.ok()?;
+    let json = persist::read_meta_state(&files).await.ok()??;
+    let mut checkpoint = MetaCheckpoint::decode(&json).ok()?;
+    checkpoint.streams.remove(name)
+}
+
 impl Meta {
     /// Reads the checkpoint (a node that never formed a cluster has none).
     pub async fn open(node_id: NodeId, directory: &std::path::Path) -> Result<Meta, String> {

@@ -425,6 +425,44 @@ impl JetStream {
             let (group, config, created_unix_ns, peers) = match loaded {
                 Ok(loaded) => loaded,
                 Err(reason) => {
+                    // A replica in a cluster: the meta group's catalog has
+                    // its config and placement; it rebuilds from its peers
+                    // as when its checkpoint is lost (the leader's snapshot
+                    // brings the config in force).
+                    let this_node = shard.routes.as_ref().map(|routes| routes.node_id());
+                    let catalog =
+                        match this_node {
+                            Some(node) => cluster::catalog_entry(&root, &name).await.filter(
+                                |(_, placement)| {
+                                    placement.peers.len() > 1 && placement.peers.contains(&node)
+                                },
+                            ),
+                            None => None,
+                        };
+                    if let Some((config, placement)) = catalog {
+                        if index == META_SHARD {
+                            js.catalog
+                                .borrow_mut()
+                                .load(name.clone(), Some(config.clone()));
+                        }
+                        if owner == index {
+                            checkpoint_lost.push((
+                                Found {
+                                    name,
+                                    config,
+                                    created_unix_ns: placement.created_unix_ns,
+                                    group: placement.group,
+                                    files,
+                                    raft: persist::RaftState::created(1),
+                                    peers: placement.peers,
+                                },
+                                format!(
+                                    "{reason} (its config taken from the meta group's catalog)"
+                                ),
+                            ));
+                        }
+                        continue;
+                    }
                     log::error!(target: "tern::jetstream", "stream {name}: {reason}; the stream stays offline until its config is repaired (nothing was deleted)");
                     js.damaged.borrow_mut().insert(name.clone(), reason);
                     if index == META_SHARD {

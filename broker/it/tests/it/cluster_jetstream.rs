@@ -1593,6 +1593,58 @@ async fn r3_replica_with_a_lost_checkpoint_rebuilds_from_its_peers_tern() {
     wait_copies_complete(&cluster, DAMAGED, &names, MESSAGES as u64).await;
 }
 
+/// A replica whose `config` file was deleted or damaged while its node
+/// was down takes its config and placement from the meta group's catalog
+/// and rebuilds from its peers, instead of staying offline; its copy then
+/// holds every message.
+#[tokio::test]
+async fn r3_replica_with_a_damaged_config_rebuilds_from_its_peers_tern() {
+    const MESSAGES: usize = 10;
+    let mut cluster = Cluster::meshed(Flavor::Tern, 3, Options::jetstream()).await;
+    let client = cluster.connect(1).await;
+    let names = ["CFGGONE", "CFGFLIP"];
+    create_r3_streams_with_messages(&client, &names, MESSAGES).await;
+    const DAMAGED: usize = 3;
+    cluster.kill(DAMAGED);
+    let streams = cluster.node(DAMAGED).store_dir().join("jetstream/streams");
+    std::fs::remove_file(streams.join("CFGGONE/config")).expect("deleted");
+    let flipped = streams.join("CFGFLIP/config");
+    let mut bytes = std::fs::read(&flipped).expect("the config file");
+    bytes[20] ^= 0x10;
+    std::fs::write(&flipped, &bytes).expect("flipped");
+    cluster.restart(DAMAGED);
+    wait_copies_complete(&cluster, DAMAGED, &names, MESSAGES as u64).await;
+    let log = cluster.node(DAMAGED).log_tail();
+    for name in names {
+        assert!(
+            log.lines()
+                .any(|line| line.contains(&format!("stream {name}: "))
+                    && line.contains("its config taken from the meta group's catalog")
+                    && line.contains("this replica rebuilds from its peers")),
+            "{log}"
+        );
+    }
+    assert!(!log.contains("stays offline"), "{log}");
+    // The rebuilt directory has a good config: the next start opens it
+    // (the log is the new process's).
+    cluster.kill(DAMAGED);
+    cluster.restart(DAMAGED);
+    wait_log(
+        cluster.node(DAMAGED),
+        "ready",
+        "Server is ready",
+        CONVERGE_TIMEOUT,
+    )
+    .await;
+    wait_copies_complete(&cluster, DAMAGED, &names, MESSAGES as u64).await;
+    let log = cluster.node(DAMAGED).log_tail();
+    assert!(
+        !log.contains("this replica rebuilds from its peers"),
+        "{log}"
+    );
+    assert!(!log.contains("stays offline"), "{log}");
+}
+
 /// A cluster node whose `layout` was damaged while it was down rebuilds it
 /// from its journals, which name it unambiguously, instead of refusing to
 /// start (the fault harness truncated one): it rejoins with its streams and
