@@ -36,6 +36,7 @@ use super::super::persist;
 use super::consumer_leader::{check_logged, Waiter};
 use super::failure::StreamFailure;
 use super::groups::Persistence;
+use super::replica::StateOutcome;
 use super::state::LoggedConsumer;
 use super::{now_unix_ns, Owed, StreamTask};
 
@@ -179,13 +180,63 @@ impl StreamTask {
         None
     }
 
-    /// After a turn: one snapshot for every durable whose state changed
-    /// and has none in flight. Returns whether anything was proposed.
+    /// After a turn: a state entry for every durable whose state changed
+    /// and has none in flight ([`Replica::propose_due_states`]); the
+    /// replies that waited for one are owed until it applies (at once when
+    /// nothing changed). Returns whether anything was proposed.
     pub(super) fn propose_consumer_snapshots(&mut self) -> Result<bool, StreamFailure> {
-        let due = self.replica.consumers.due_names();
+        let replica = &mut self.replica;
+        let proposals = self
+            .groups
+            .with_node(self.group, |node| replica.propose_due_states(node))?;
         let mut proposed = false;
-        for name in due {
-            proposed |= self.propose_consumer_snapshot(&name)?;
+        for due in proposals {
+            let index = match due.outcome {
+                StateOutcome::Proposed { index, .. } => Some(index),
+                StateOutcome::NothingNew => None,
+                // A single voter always leads and never transfers.
+                StateOutcome::Refused(error) if !self.handle.is_replicated() => {
+                    return Err(StreamFailure::Refused {
+                        what: "consumer state",
+                        error,
+                    });
+                }
+                // Leadership moving: the acks waiting fail as with any
+                // change of leader (their clients see a redelivery at
+                // worst).
+                StateOutcome::Refused(_) => {
+                    self.fail_due_waiters(&due.name, due.waiting);
+                    continue;
+                }
+            };
+            proposed |= index.is_some();
+            for waiter in due.waiting {
+                let owed = match waiter {
+                    Waiter::Ack { reply } => ConsumerOwed::Reply {
+                        origin: None,
+                        reply,
+                        body: Bytes::new(),
+                    },
+                    Waiter::Info { origin, reply } => {
+                        let consumer = self
+                            .replica
+                            .consumers
+                            .get(&due.name)
+                            .expect("a due durable");
+                        ConsumerOwed::Reply {
+                            origin: Some(origin),
+                            reply,
+                            body: Bytes::from(
+                                self.consumer_info(consumer, "consumer_info_response"),
+                            ),
+                        }
+                    }
+                };
+                match index {
+                    Some(index) => self.owe(index, Owed::Consumer(owed)),
+                    None => self.send_consumer_owed(owed),
+                }
+            }
         }
         Ok(proposed)
     }
@@ -207,58 +258,6 @@ impl StreamTask {
             }
         }
         log::debug!(target: "tern::consumer", "stream {}: consumer {name}: state entry deferred, leadership moving", self.handle.name);
-    }
-
-    fn propose_consumer_snapshot(&mut self, name: &str) -> Result<bool, StreamFailure> {
-        let Some(due) = self
-            .replica
-            .consumers
-            .take_due_entry(name, &self.handle.name)?
-        else {
-            return Ok(false);
-        };
-        let waiting = due.waiting;
-        let index = match due.entry {
-            Some((operation, state, signature)) => {
-                let Some(index) = self.propose_as_leader(&operation, "consumer state")? else {
-                    // Leadership moving: the state stays due (it differs
-                    // from what was proposed) for whoever leads next; the
-                    // acks waiting for it fail as with any change of
-                    // leader (their clients see a redelivery at worst).
-                    self.fail_due_waiters(name, waiting);
-                    return Ok(false);
-                };
-                self.replica
-                    .consumers
-                    .proposed(name, state, signature, index);
-                Some(index)
-            }
-            // Nothing new (the one proposed before applied): what the
-            // waiting replies report is durable already.
-            None => None,
-        };
-        for waiter in waiting {
-            let owed = match waiter {
-                Waiter::Ack { reply } => ConsumerOwed::Reply {
-                    origin: None,
-                    reply,
-                    body: Bytes::new(),
-                },
-                Waiter::Info { origin, reply } => {
-                    let consumer = self.replica.consumers.get(name).expect("a due durable");
-                    ConsumerOwed::Reply {
-                        origin: Some(origin),
-                        reply,
-                        body: Bytes::from(self.consumer_info(consumer, "consumer_info_response")),
-                    }
-                }
-            };
-            match index {
-                Some(index) => self.owe(index, Owed::Consumer(owed)),
-                None => self.send_consumer_owed(owed),
-            }
-        }
-        Ok(index.is_some())
     }
 
     pub(super) fn send_consumer_owed(&self, owed: ConsumerOwed) {

@@ -126,6 +126,25 @@ pub enum ReplicaError {
     StateEntry(#[from] StateEntryTooLarge),
 }
 
+/// One durable's state entry from [`Replica::propose_due_states`].
+pub(super) struct DueState {
+    pub(super) name: String,
+    pub(super) outcome: StateOutcome,
+    /// The replies waiting for this state to be durable.
+    pub(super) waiting: Vec<Waiter>,
+}
+
+pub(super) enum StateOutcome {
+    /// Proposed at `index` in `term`: the waiting replies are owed until
+    /// it applies.
+    Proposed { term: u64, index: u64 },
+    /// Nothing new since the last one proposed, which applied: what the
+    /// waiting replies report is durable already.
+    NothingNew,
+    /// Not proposed (leadership moving); the state stays due.
+    Refused(tern_raft::ProposeError),
+}
+
 /// A stored message as the checkers compare them.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct StoredSummary {
@@ -821,9 +840,46 @@ impl Replica {
         )
     }
 
-    /// The leader's timer: a state entry for every consumer whose live
-    /// state moved (at most one in flight each); acks that need none are
-    /// confirmed at once.
+    /// The leader's turn: a state entry proposed for every durable whose
+    /// live state moved (at most one in flight each), with the replies
+    /// that waited for it, for the host to owe or answer. A refused
+    /// proposal (leadership moving: a transfer under way, or stepped
+    /// down) leaves the state due, for whoever leads next. Every host's
+    /// one way to propose consumer state (the stream task, the simulator).
+    pub(super) fn propose_due_states(
+        &mut self,
+        node: &mut Node,
+    ) -> Result<Vec<DueState>, StateEntryTooLarge> {
+        let mut proposals = Vec::new();
+        for name in self.consumers.due_names() {
+            let Some(due) = self.consumers.take_due_entry(&name, &self.name)? else {
+                continue;
+            };
+            let outcome = match due.entry {
+                None => StateOutcome::NothingNew,
+                Some((operation, state, signature)) => match node.propose(operation.encode()) {
+                    Ok(index) => {
+                        self.consumers.proposed(&name, state, signature, index);
+                        StateOutcome::Proposed {
+                            term: node.term(),
+                            index,
+                        }
+                    }
+                    Err(error) => StateOutcome::Refused(error),
+                },
+            };
+            proposals.push(DueState {
+                name,
+                outcome,
+                waiting: due.waiting,
+            });
+        }
+        Ok(proposals)
+    }
+
+    /// The simulator's host of [`Self::propose_due_states`]: acks owed
+    /// until their entry applies, confirmed at once when nothing changed,
+    /// failed with 10009 when the proposal was refused.
     pub fn propose_consumer_states(
         &mut self,
         node: &mut Node,
@@ -832,37 +888,33 @@ impl Replica {
         if !self.is_leading(node) {
             return Ok(());
         }
-        for name in self.consumers.due_names() {
-            let Some(due) = self.consumers.take_due_entry(&name, &self.name)? else {
-                continue;
-            };
+        for due in self.propose_due_states(node)? {
             let acks = due.waiting.into_iter().filter_map(|waiter| match waiter {
                 Waiter::Ack { reply } => Some(reply),
                 Waiter::Info { .. } => None,
             });
-            let Some((operation, state, signature)) = due.entry else {
-                answers.extend(acks.map(|reply| Answer::AckConfirmed { reply }));
-                continue;
-            };
-            let Ok(index) = node.propose(operation.encode()) else {
-                answers.extend(acks.map(|reply| Answer::Failed {
+            match due.outcome {
+                StateOutcome::NothingNew => {
+                    answers.extend(acks.map(|reply| Answer::AckConfirmed { reply }))
+                }
+                StateOutcome::Refused(_) => answers.extend(acks.map(|reply| Answer::Failed {
                     reply,
                     error: ApiError::cluster_not_leader(),
-                }));
-                continue;
-            };
-            self.consumers.proposed(&name, state, signature, index);
-            for reply in acks {
-                self.leader.owe(
-                    node.term(),
-                    index,
-                    self.state.applied_index,
-                    Owed::Consumer(ConsumerOwed::Reply {
-                        origin: None,
-                        reply,
-                        body: Bytes::new(),
-                    }),
-                );
+                })),
+                StateOutcome::Proposed { term, index } => {
+                    for reply in acks {
+                        self.leader.owe(
+                            term,
+                            index,
+                            self.state.applied_index,
+                            Owed::Consumer(ConsumerOwed::Reply {
+                                origin: None,
+                                reply,
+                                body: Bytes::new(),
+                            }),
+                        );
+                    }
+                }
             }
         }
         Ok(())
