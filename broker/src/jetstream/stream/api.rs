@@ -168,9 +168,11 @@ impl StreamTask {
                     let Some(reply) = reply else {
                         return Ok(());
                     };
-                    // Every replica's node has the reply: the one in office
-                    // answers; the others hold it in case they lead next.
-                    if self.handle.is_replicated() && !self.is_leading() {
+                    // Every replica's node has the reply: the elected one
+                    // answers (its node subscribes the subjects as it takes
+                    // office; the create waited for that); the others hold
+                    // it in case they lead next.
+                    if self.handle.is_replicated() && !self.is_elected() {
                         self.hold_update_reply(origin, reply, config, true);
                         return Ok(());
                     }

@@ -662,10 +662,21 @@ impl StreamTask {
         let now = Instant::now();
         self.update_replies
             .retain(|held| now.duration_since(held.held_at) < UPDATE_REPLY_HOLD);
+        let config = self.replica.state.config.clone();
         if self.handle.is_replicated() && !self.is_leading() {
+            // Another replica leads: it answers what is in force here (a
+            // client is answered once, not again by each later leader).
+            let this = self.js.node_id();
+            if self
+                .handle
+                .leader
+                .get()
+                .is_some_and(|leader| Some(leader) != this)
+            {
+                self.update_replies.retain(|held| *held.config != *config);
+            }
             return;
         }
-        let config = self.replica.state.config.clone();
         let (applied, waiting): (Vec<_>, Vec<_>) = std::mem::take(&mut self.update_replies)
             .into_iter()
             .partition(|held| *held.config == *config);
@@ -721,9 +732,6 @@ impl StreamTask {
         if leading {
             self.propose_desired_config()?;
             self.change_membership();
-            if !self.update_replies.is_empty() {
-                self.answer_updates();
-            }
         }
         if leading && !self.subscribed {
             let config = self.replica.state.config.clone();
@@ -733,6 +741,10 @@ impl StreamTask {
         } else if !leading && self.subscribed {
             self.js.unsubscribe_stream(&self.handle.name);
             self.subscribed = false;
+        }
+        // After subscribing: a creator answered here finds the leader.
+        if !self.update_replies.is_empty() {
+            self.answer_updates();
         }
         Ok(())
     }

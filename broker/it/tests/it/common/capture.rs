@@ -18,6 +18,8 @@ const FRAME_BYTES_MAX: usize = 70_000;
 const ETHERNET_HEADER_BYTES: usize = 14;
 const ETHERTYPE_IPV4: u16 = 0x0800;
 const PROTOCOL_TCP: u8 = 6;
+/// How long `finish` reads what the socket still holds.
+const DRAIN_TIME_MAX: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// A running capture; [`LoopbackCapture::finish`] stops it.
 pub struct LoopbackCapture {
@@ -137,7 +139,20 @@ fn collect(socket: std::os::fd::OwnedFd, ports: &[u16], stop: &AtomicBool) -> Ca
     let fd = std::os::fd::AsRawFd::as_raw_fd(&socket);
     let mut captured = Captured::default();
     let mut frame = vec![0u8; FRAME_BYTES_MAX];
-    while !stop.load(Ordering::Relaxed) {
+    let mut drain_until: Option<std::time::Instant> = None;
+    loop {
+        // Once stopped, what the socket still holds is read without
+        // waiting (those segments were sent before `finish`), then done;
+        // bounded, as other tests' loopback traffic keeps coming.
+        let stopping = stop.load(Ordering::Relaxed);
+        if stopping {
+            let until =
+                *drain_until.get_or_insert_with(|| std::time::Instant::now() + DRAIN_TIME_MAX);
+            if std::time::Instant::now() >= until {
+                break;
+            }
+        }
+        let flags = if stopping { libc::MSG_DONTWAIT } else { 0 };
         // SAFETY: sockaddr_ll is plain data; recvfrom fills at most its size.
         let mut from: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
         let mut from_bytes = std::mem::size_of::<libc::sockaddr_ll>() as u32;
@@ -147,12 +162,15 @@ fn collect(socket: std::os::fd::OwnedFd, ports: &[u16], stop: &AtomicBool) -> Ca
                 fd,
                 frame.as_mut_ptr().cast(),
                 frame.len(),
-                0,
+                flags,
                 std::ptr::addr_of_mut!(from).cast(),
                 &mut from_bytes,
             )
         };
         if read <= 0 {
+            if stopping {
+                break; // drained
+            }
             continue; // the receive timeout: check `stop`
         }
         // Loopback shows every frame twice (sent and received): keep one.
