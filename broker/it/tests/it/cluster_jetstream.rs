@@ -1502,6 +1502,24 @@ async fn r3_node_with_a_lost_meta_state_rejoins_from_its_peers_tern() {
     }
 }
 
+/// Kills `node`, deletes stream `deleted`'s `file` and flips a bit in
+/// stream `flipped`'s, and starts it again.
+fn delete_one_flip_other(
+    cluster: &mut Cluster,
+    node: usize,
+    [deleted, flipped]: [&str; 2],
+    file: &str,
+) {
+    cluster.kill(node);
+    let streams = cluster.node(node).store_dir().join("jetstream/streams");
+    std::fs::remove_file(streams.join(deleted).join(file)).expect("deleted");
+    let flipped = streams.join(flipped).join(file);
+    let mut bytes = std::fs::read(&flipped).expect("the file to flip");
+    bytes[20] ^= 0x10;
+    std::fs::write(&flipped, &bytes).expect("flipped");
+    cluster.restart(node);
+}
+
 /// A replica whose `raft` file (its checkpoint: term, vote, what it
 /// applied) was deleted or damaged while its node was down rebuilds from
 /// its peers, its term and vote taken from the votes file, instead of
@@ -1516,14 +1534,7 @@ async fn r3_replica_with_a_lost_checkpoint_rebuilds_from_its_peers_tern() {
     let names = ["CKPTGONE", "CKPTFLIP"];
     create_r3_streams_with_messages(&client, &names, MESSAGES).await;
     const DAMAGED: usize = 2;
-    cluster.kill(DAMAGED);
-    let streams = cluster.node(DAMAGED).store_dir().join("jetstream/streams");
-    std::fs::remove_file(streams.join("CKPTGONE/raft")).expect("deleted");
-    let flipped = streams.join("CKPTFLIP/raft");
-    let mut bytes = std::fs::read(&flipped).expect("the raft file");
-    bytes[20] ^= 0x10;
-    std::fs::write(&flipped, &bytes).expect("flipped");
-    cluster.restart(DAMAGED);
+    delete_one_flip_other(&mut cluster, DAMAGED, names, "raft");
     for name in names {
         wait_log(
             cluster.node(DAMAGED),
@@ -1605,14 +1616,7 @@ async fn r3_replica_with_a_damaged_config_rebuilds_from_its_peers_tern() {
     let names = ["CFGGONE", "CFGFLIP"];
     create_r3_streams_with_messages(&client, &names, MESSAGES).await;
     const DAMAGED: usize = 3;
-    cluster.kill(DAMAGED);
-    let streams = cluster.node(DAMAGED).store_dir().join("jetstream/streams");
-    std::fs::remove_file(streams.join("CFGGONE/config")).expect("deleted");
-    let flipped = streams.join("CFGFLIP/config");
-    let mut bytes = std::fs::read(&flipped).expect("the config file");
-    bytes[20] ^= 0x10;
-    std::fs::write(&flipped, &bytes).expect("flipped");
-    cluster.restart(DAMAGED);
+    delete_one_flip_other(&mut cluster, DAMAGED, names, "config");
     wait_copies_complete(&cluster, DAMAGED, &names, MESSAGES as u64).await;
     let log = cluster.node(DAMAGED).log_tail();
     for name in names {
