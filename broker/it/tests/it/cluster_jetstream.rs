@@ -1713,10 +1713,13 @@ async fn create_r3_streams_with_messages<S: AsRef<str>>(
         let created =
             api_when_ready(client, &format!("$JS.API.STREAM.CREATE.{name}"), config).await;
         assert!(created.get("error").is_none(), "{created}");
+        // Retried through timeouts (a leader still taking office under
+        // load), deduplicated by message id.
         for index in 1..=messages {
             let subject = format!("{}.x", name.to_lowercase());
-            let ack = publish_acked(client, &subject, &format!("{name}-{index}")).await;
-            assert_eq!(ack["seq"], index, "{ack}");
+            let sequence =
+                publish_through_failover(client, &subject, &format!("{name}-{index}")).await;
+            assert_eq!(sequence, index as u64, "{name}");
         }
     }
     for name in names {
