@@ -1,7 +1,7 @@
 //! `tern`: the operator CLI. `tern bench …` (the latency harness, crate
 //! tern-bench), `tern storage check|repair` (damaged storage,
-//! `storage.rs`) and `tern nkey gen` (NKey pairs, `nkey.rs`) work on
-//! files and processes; the rest talk to any NATS
+//! `storage.rs`), `tern nkey gen` (NKey pairs, `nkey.rs`) and `tern tune`
+//! (host settings, `tune.rs`) work on files and processes; the rest talk to any NATS
 //! server (tern or nats-server) through the client protocol, with the
 //! `nats` CLI's command names and flags: `stream`, `consumer`, `pub`,
 //! `sub`, `req`, `kv`, `object` and `server check`; `server
@@ -30,6 +30,7 @@ mod server;
 mod storage;
 mod stream;
 mod top;
+mod tune;
 mod units;
 
 use std::process::ExitCode;
@@ -89,6 +90,8 @@ enum Command {
     /// NKeys for authentication: `tern nkey gen user|server`.
     #[command(subcommand)]
     Nkey(nkey::NkeyCommand),
+    /// Host settings for a tern node: `tern tune [check|apply]`.
+    Tune(tune::TuneArgs),
 }
 
 #[derive(Debug, clap::Args)]
@@ -119,6 +122,7 @@ fn main() -> ExitCode {
     match cli.command {
         Command::Storage(storage) => storage::execute(storage),
         Command::Nkey(nkey) => nkey::execute(nkey),
+        Command::Tune(arguments) => tune::execute(&arguments),
         Command::Bench(bench) => execute_bench(bench),
         Command::Stream(stream::StreamCommand::Verify(args)) => {
             finish(runtime().block_on(export::verify(&cli.connection, args)))
@@ -240,7 +244,8 @@ async fn execute(connection: &ConnectionArgs, command: Command) -> Result<(), Cl
         | Command::Completions(_)
         | Command::Bench(_)
         | Command::Storage(_)
-        | Command::Nkey(_) => {
+        | Command::Nkey(_)
+        | Command::Tune(_) => {
             unreachable!("dispatched in main")
         }
     }

@@ -1,8 +1,14 @@
 //! tern-tuning: host checks and tuning.
 //!
-//! This crate will own: CPU governor and isolation checks, IRQ affinity,
-//! NVMe queue settings, sysctls, the disk probe (fdatasync latency, O_DIRECT
-//! throughput), and NVMe namespace planning and carving through nvme-cli.
-//! `tern tune`, `tern nvme` and `tern check` in `tern-cli` call into it.
+//! Built: `tune` (the registry of tuners behind `tern tune check|apply`,
+//! each a checker and an action over sysfs and procfs files) on `host`
+//! (those files under an injectable root, so every tuner is tested on a
+//! fake tree).
 //!
-//! Nothing is implemented yet.
+//! Still to come (issue: bare-metal NVMe): IRQ affinity of NVMe and NIC
+//! queues, cpuidle and halt-polling, RLIMIT_MEMLOCK, the disk probe
+//! (`tern iotune`), host facts (`tern check`), and NVMe namespace planning
+//! and carving through nvme-cli (`tern nvme`).
+
+pub mod host;
+pub mod tune;

@@ -5,3 +5,4 @@ mod bench_cli;
 mod cli;
 mod nkey;
 mod storage;
+mod tune;

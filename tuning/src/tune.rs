@@ -1,0 +1,639 @@
+//! `tern tune`: the host settings a tern node wants, each tuner a checker
+//! and an action over [`Host`] files (the registry is [`TUNERS`]).
+//!
+//! A tuner lists [`Setting`]s: a file and what it should hold, exactly, at
+//! least a number, or one choice selected in a `a [b] c` list. `check`
+//! reads each and says ok, would change or cannot (the file is missing,
+//! the value wanted is not offered, the host has no such knob); `apply`
+//! writes what differs, reads it back and says what it changed, so a
+//! second `apply` changes nothing. Settings live in the running kernel
+//! only: a reboot resets them (run `tern tune apply` at boot, as the
+//! Ansible role does).
+
+use crate::host::{Host, HostError};
+
+/// What a setting's file should hold.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Want {
+    Exactly(String),
+    /// A number at least this (a larger one is kept).
+    AtLeast(u64),
+    /// The choice selected (bracketed) in a list such as
+    /// `always [madvise] never`; written as the bare word.
+    Selected(String),
+}
+
+/// One file a tuner sets.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Setting {
+    pub path: String,
+    pub want: Want,
+}
+
+/// Where one setting stands.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum State {
+    Ok {
+        current: String,
+    },
+    /// `apply` writes `wanted`.
+    Differs {
+        current: String,
+        wanted: String,
+    },
+    Cannot {
+        reason: String,
+    },
+}
+
+/// One line of `tern tune`: a tuner's setting (or the tuner, when it does
+/// not apply to this host) and where it stands; `changed` when `apply`
+/// wrote it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Finding {
+    pub tuner: &'static str,
+    /// The file, or empty when the tuner does not apply here.
+    pub path: String,
+    pub state: State,
+    pub changed: bool,
+}
+
+/// Why a tuner does not apply to this host (e.g. no cpufreq in a VM).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NotApplicable(pub String);
+
+/// A tuner: its name, what it is for, and the settings it wants here.
+pub struct Tuner {
+    pub name: &'static str,
+    pub about: &'static str,
+    /// Reported only, never written (see `disk_write_cache`).
+    pub check_only: bool,
+    settings: fn(&Host) -> Result<Vec<Setting>, NotApplicable>,
+}
+
+impl std::fmt::Debug for Tuner {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter
+            .debug_struct("Tuner")
+            .field("name", &self.name)
+            .finish()
+    }
+}
+
+/// Every tuner, in the order `tern tune` runs them.
+pub const TUNERS: &[Tuner] = &[
+    Tuner {
+        name: "cpu_governor",
+        about: "every CPU's frequency governor `performance` (no ramp-up delay on a wake-up)",
+        check_only: false,
+        settings: cpu_governor,
+    },
+    Tuner {
+        name: "clocksource",
+        about: "the `tsc` clocksource when offered (cheap clock reads for timestamps and timers)",
+        check_only: false,
+        settings: clocksource,
+    },
+    Tuner {
+        name: "swappiness",
+        about: "vm.swappiness 1 (the broker's memory stays resident)",
+        check_only: false,
+        settings: swappiness,
+    },
+    Tuner {
+        name: "transparent_hugepages",
+        about: "transparent huge pages `madvise` (no khugepaged compaction stalls behind the shards' backs)",
+        check_only: false,
+        settings: transparent_hugepages,
+    },
+    Tuner {
+        name: "aio_events",
+        about: "fs.aio-max-nr at least 1048576 (io_uring and AIO contexts of every shard)",
+        check_only: false,
+        settings: aio_events,
+    },
+    Tuner {
+        name: "net",
+        about: "net.core.somaxconn at least 4096, socket buffers up to 16 MiB",
+        check_only: false,
+        settings: net,
+    },
+    Tuner {
+        name: "disk_scheduler",
+        about: "NVMe queues' I/O scheduler `none` (the device orders its own queues)",
+        check_only: false,
+        settings: disk_scheduler,
+    },
+    Tuner {
+        name: "disk_nomerges",
+        about: "NVMe queues' nomerges 2 (no merge lookups on the submission path)",
+        check_only: false,
+        settings: disk_nomerges,
+    },
+    Tuner {
+        name: "disk_write_cache",
+        about: "NVMe volatile write cache, reported: tern flushes it for every durable write; \
+                declaring it `write through` would drop those flushes and lose acknowledged \
+                data on power loss unless the drive has power-loss protection, so it is \
+                never changed",
+        check_only: true,
+        settings: disk_write_cache,
+    },
+];
+
+/// The tuners named in `only` (all when empty); an unknown name is an
+/// error naming the known ones.
+pub fn select(only: &[String]) -> Result<Vec<&'static Tuner>, UnknownTuner> {
+    if only.is_empty() {
+        return Ok(TUNERS.iter().collect());
+    }
+    only.iter()
+        .map(|name| {
+            TUNERS
+                .iter()
+                .find(|tuner| tuner.name == name)
+                .ok_or_else(|| UnknownTuner {
+                    name: name.clone(),
+                    known: TUNERS.iter().map(|tuner| tuner.name).collect(),
+                })
+        })
+        .collect()
+}
+
+#[derive(Debug, thiserror::Error)]
+#[error("no tuner {name:?}; the tuners are {}", known.join(", "))]
+pub struct UnknownTuner {
+    pub name: String,
+    pub known: Vec<&'static str>,
+}
+
+/// What `tuners` find on `host`, changing nothing.
+pub fn check(host: &Host, tuners: &[&Tuner]) -> Vec<Finding> {
+    run(host, tuners, false)
+}
+
+/// Writes every setting that differs (but check-only ones) and reads it
+/// back.
+pub fn apply(host: &Host, tuners: &[&Tuner]) -> Vec<Finding> {
+    run(host, tuners, true)
+}
+
+fn run(host: &Host, tuners: &[&Tuner], write: bool) -> Vec<Finding> {
+    let mut findings = Vec::new();
+    for tuner in tuners {
+        let settings = match (tuner.settings)(host) {
+            Ok(settings) => settings,
+            Err(NotApplicable(reason)) => {
+                findings.push(Finding {
+                    tuner: tuner.name,
+                    path: String::new(),
+                    state: State::Cannot { reason },
+                    changed: false,
+                });
+                continue;
+            }
+        };
+        for setting in settings {
+            let mut state = state_of(host, &setting);
+            let mut changed = false;
+            if let (true, false, State::Differs { wanted, .. }) = (write, tuner.check_only, &state)
+            {
+                state = match host.write(&setting.path, wanted) {
+                    Ok(()) => match state_of(host, &setting) {
+                        now @ State::Ok { .. } => {
+                            changed = true;
+                            now
+                        }
+                        State::Differs { current, .. } => State::Cannot {
+                            reason: format!("wrote {wanted:?}, reads back {current:?}"),
+                        },
+                        cannot @ State::Cannot { .. } => cannot,
+                    },
+                    Err(error) => State::Cannot {
+                        reason: error.to_string(),
+                    },
+                };
+            }
+            findings.push(Finding {
+                tuner: tuner.name,
+                path: setting.path,
+                state,
+                changed,
+            });
+        }
+    }
+    findings
+}
+
+/// Where `setting` stands on `host`.
+pub fn state_of(host: &Host, setting: &Setting) -> State {
+    let current = match host.read(&setting.path) {
+        Ok(current) => current,
+        Err(HostError::Read { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {
+            return State::Cannot {
+                reason: "no such file on this host".to_string(),
+            }
+        }
+        Err(error) => {
+            return State::Cannot {
+                reason: error.to_string(),
+            }
+        }
+    };
+    match &setting.want {
+        Want::Exactly(wanted) if current == *wanted => State::Ok { current },
+        Want::Exactly(wanted) => State::Differs {
+            current,
+            wanted: wanted.clone(),
+        },
+        Want::AtLeast(minimum) => match current.parse::<u64>() {
+            Ok(value) if value >= *minimum => State::Ok { current },
+            Ok(_) => State::Differs {
+                current,
+                wanted: minimum.to_string(),
+            },
+            Err(_) => State::Cannot {
+                reason: format!("{current:?} is not a number"),
+            },
+        },
+        Want::Selected(wanted) => {
+            let offered: Vec<&str> = current
+                .split_whitespace()
+                .map(|word| word.trim_start_matches('[').trim_end_matches(']'))
+                .collect();
+            // A file that holds one bare word has that one selected.
+            let selected =
+                selected_choice(&current).or_else(|| (offered.len() == 1).then(|| offered[0]));
+            if selected == Some(wanted.as_str()) {
+                State::Ok {
+                    current: wanted.clone(),
+                }
+            } else if offered.contains(&wanted.as_str()) {
+                State::Differs {
+                    current: selected.unwrap_or_default().to_string(),
+                    wanted: wanted.clone(),
+                }
+            } else {
+                State::Cannot {
+                    reason: format!("{wanted:?} is not offered ({current})"),
+                }
+            }
+        }
+    }
+}
+
+/// The bracketed word of `always [madvise] never`.
+fn selected_choice(list: &str) -> Option<&str> {
+    list.split_whitespace()
+        .find_map(|word| word.strip_prefix('[')?.strip_suffix(']'))
+}
+
+fn exactly(path: impl Into<String>, value: &str) -> Setting {
+    Setting {
+        path: path.into(),
+        want: Want::Exactly(value.to_string()),
+    }
+}
+
+fn at_least(path: &str, minimum: u64) -> Setting {
+    Setting {
+        path: path.to_string(),
+        want: Want::AtLeast(minimum),
+    }
+}
+
+fn selected(path: impl Into<String>, choice: &str) -> Setting {
+    Setting {
+        path: path.into(),
+        want: Want::Selected(choice.to_string()),
+    }
+}
+
+const CPU_DIRECTORY: &str = "/sys/devices/system/cpu";
+
+fn cpu_governor(host: &Host) -> Result<Vec<Setting>, NotApplicable> {
+    let mut settings = Vec::new();
+    for cpu in host.entries(CPU_DIRECTORY, "cpu") {
+        if !cpu[3..].chars().all(|c| c.is_ascii_digit()) || cpu.len() == 3 {
+            continue; // cpufreq, cpuidle, …
+        }
+        let governor = format!("{CPU_DIRECTORY}/{cpu}/cpufreq/scaling_governor");
+        if !host.exists(&governor) {
+            continue;
+        }
+        let available = host
+            .read(&format!(
+                "{CPU_DIRECTORY}/{cpu}/cpufreq/scaling_available_governors"
+            ))
+            .unwrap_or_default();
+        if !available
+            .split_whitespace()
+            .any(|name| name == "performance")
+        {
+            return Err(NotApplicable(format!(
+                "{cpu} offers no `performance` governor ({available})"
+            )));
+        }
+        settings.push(exactly(governor, "performance"));
+    }
+    if settings.is_empty() {
+        return Err(NotApplicable(
+            "no cpufreq: the frequency is not the kernel's to set (a VM, or fixed by firmware)"
+                .to_string(),
+        ));
+    }
+    Ok(settings)
+}
+
+const CLOCKSOURCE: &str = "/sys/devices/system/clocksource/clocksource0";
+
+fn clocksource(host: &Host) -> Result<Vec<Setting>, NotApplicable> {
+    let available = host
+        .read(&format!("{CLOCKSOURCE}/available_clocksource"))
+        .map_err(|error| NotApplicable(error.to_string()))?;
+    if !available.split_whitespace().any(|name| name == "tsc") {
+        return Err(NotApplicable(format!(
+            "`tsc` is not offered ({available}); the kernel found it unstable"
+        )));
+    }
+    Ok(vec![exactly(
+        format!("{CLOCKSOURCE}/current_clocksource"),
+        "tsc",
+    )])
+}
+
+fn swappiness(_: &Host) -> Result<Vec<Setting>, NotApplicable> {
+    Ok(vec![exactly("/proc/sys/vm/swappiness", "1")])
+}
+
+fn transparent_hugepages(_: &Host) -> Result<Vec<Setting>, NotApplicable> {
+    Ok(vec![selected(
+        "/sys/kernel/mm/transparent_hugepage/enabled",
+        "madvise",
+    )])
+}
+
+fn aio_events(_: &Host) -> Result<Vec<Setting>, NotApplicable> {
+    Ok(vec![at_least("/proc/sys/fs/aio-max-nr", 1_048_576)])
+}
+
+/// Socket buffers the kernel may grow to.
+const SOCKET_BUFFER_BYTES_MAX: u64 = 16 << 20;
+
+fn net(_: &Host) -> Result<Vec<Setting>, NotApplicable> {
+    Ok(vec![
+        at_least("/proc/sys/net/core/somaxconn", 4096),
+        at_least("/proc/sys/net/core/rmem_max", SOCKET_BUFFER_BYTES_MAX),
+        at_least("/proc/sys/net/core/wmem_max", SOCKET_BUFFER_BYTES_MAX),
+    ])
+}
+
+/// Every NVMe namespace's block device (`/sys/block/nvme0n1`, …; the
+/// `nvme0c0n1` paths of multipath controllers are hidden ones, skipped).
+fn nvme_queues(host: &Host, file: &str) -> Result<Vec<String>, NotApplicable> {
+    let queues: Vec<String> = host
+        .entries("/sys/block", "nvme")
+        .into_iter()
+        .filter(|name| !name.contains('c'))
+        .map(|name| format!("/sys/block/{name}/queue/{file}"))
+        .collect();
+    if queues.is_empty() {
+        return Err(NotApplicable("no NVMe block device".to_string()));
+    }
+    Ok(queues)
+}
+
+fn disk_scheduler(host: &Host) -> Result<Vec<Setting>, NotApplicable> {
+    Ok(nvme_queues(host, "scheduler")?
+        .into_iter()
+        .map(|path| selected(path, "none"))
+        .collect())
+}
+
+fn disk_nomerges(host: &Host) -> Result<Vec<Setting>, NotApplicable> {
+    Ok(nvme_queues(host, "nomerges")?
+        .into_iter()
+        .map(|path| exactly(path, "2"))
+        .collect())
+}
+
+fn disk_write_cache(host: &Host) -> Result<Vec<Setting>, NotApplicable> {
+    // Reported as it stands: whatever the cache, the setting is "ok" (the
+    // line shows `write back` or `write through`).
+    Ok(nvme_queues(host, "write_cache")?
+        .into_iter()
+        .map(|path| {
+            let current = host.read(&path).unwrap_or_default();
+            exactly(path, &current)
+        })
+        .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    /// A host tree with what a 2-CPU VM with one NVMe drive shows.
+    fn fake_host() -> (tempfile::TempDir, Host) {
+        let root = tempfile::tempdir().expect("a temp dir");
+        let files = [
+            ("proc/sys/vm/swappiness", "60"),
+            ("proc/sys/fs/aio-max-nr", "65536"),
+            ("proc/sys/net/core/somaxconn", "8192"),
+            ("proc/sys/net/core/rmem_max", "212992"),
+            ("proc/sys/net/core/wmem_max", "212992"),
+            (
+                "sys/kernel/mm/transparent_hugepage/enabled",
+                "[always] madvise never",
+            ),
+            (
+                "sys/devices/system/clocksource/clocksource0/available_clocksource",
+                "kvm-clock tsc acpi_pm",
+            ),
+            (
+                "sys/devices/system/clocksource/clocksource0/current_clocksource",
+                "kvm-clock",
+            ),
+            (
+                "sys/devices/system/cpu/cpu0/cpufreq/scaling_governor",
+                "powersave",
+            ),
+            (
+                "sys/devices/system/cpu/cpu0/cpufreq/scaling_available_governors",
+                "performance powersave",
+            ),
+            (
+                "sys/devices/system/cpu/cpu1/cpufreq/scaling_governor",
+                "performance",
+            ),
+            (
+                "sys/devices/system/cpu/cpu1/cpufreq/scaling_available_governors",
+                "performance powersave",
+            ),
+            ("sys/devices/system/cpu/cpuidle/current_driver", "none"),
+            (
+                "sys/block/nvme0n1/queue/scheduler",
+                "[mq-deadline] kyber none",
+            ),
+            ("sys/block/nvme0n1/queue/nomerges", "0"),
+            ("sys/block/nvme0n1/queue/write_cache", "write back"),
+            ("sys/block/nvme0c0n1/queue/scheduler", "[none]"),
+        ];
+        for (path, contents) in files {
+            let path = root.path().join(path);
+            std::fs::create_dir_all(path.parent().expect("a parent")).expect("dirs");
+            std::fs::write(&path, format!("{contents}\n")).expect("a file");
+        }
+        let host = Host::new(root.path());
+        (root, host)
+    }
+
+    fn line(findings: &[Finding], path: &str) -> Finding {
+        findings
+            .iter()
+            .find(|finding| finding.path == path)
+            .unwrap_or_else(|| panic!("no finding for {path}: {findings:?}"))
+            .clone()
+    }
+
+    #[test]
+    fn check_changes_nothing_apply_changes_what_differs_then_nothing() {
+        let (root, host) = fake_host();
+        let all = select(&[]).expect("every tuner");
+        let checked = check(&host, &all);
+        assert_eq!(
+            line(&checked, "/proc/sys/vm/swappiness").state,
+            State::Differs {
+                current: "60".into(),
+                wanted: "1".into()
+            }
+        );
+        assert_eq!(
+            line(&checked, "/proc/sys/net/core/somaxconn").state,
+            State::Ok {
+                current: "8192".into()
+            },
+            "a larger value is kept"
+        );
+        assert_eq!(
+            line(&checked, "/sys/kernel/mm/transparent_hugepage/enabled").state,
+            State::Differs {
+                current: "always".into(),
+                wanted: "madvise".into()
+            }
+        );
+        assert!(checked.iter().all(|finding| !finding.changed));
+        assert_eq!(host.read("/proc/sys/vm/swappiness").expect("read"), "60");
+
+        let applied = apply(&host, &all);
+        let changed: Vec<&str> = applied
+            .iter()
+            .filter(|finding| finding.changed)
+            .map(|finding| finding.path.as_str())
+            .collect();
+        assert_eq!(
+            changed,
+            [
+                "/sys/devices/system/cpu/cpu0/cpufreq/scaling_governor",
+                "/sys/devices/system/clocksource/clocksource0/current_clocksource",
+                "/proc/sys/vm/swappiness",
+                "/sys/kernel/mm/transparent_hugepage/enabled",
+                "/proc/sys/fs/aio-max-nr",
+                "/proc/sys/net/core/rmem_max",
+                "/proc/sys/net/core/wmem_max",
+                "/sys/block/nvme0n1/queue/scheduler",
+                "/sys/block/nvme0n1/queue/nomerges",
+            ]
+        );
+        assert!(applied
+            .iter()
+            .all(|finding| matches!(finding.state, State::Ok { .. })));
+        assert_eq!(
+            host.read("/proc/sys/fs/aio-max-nr").expect("read"),
+            "1048576"
+        );
+        // The fake file holds the word written; the kernel's would show
+        // the list with the new choice bracketed (both read as selected).
+        let thp = root
+            .path()
+            .join("sys/kernel/mm/transparent_hugepage/enabled");
+        std::fs::write(&thp, "always [madvise] never\n").expect("as the kernel shows it");
+        let again = apply(&host, &all);
+        assert!(again.iter().all(|finding| !finding.changed), "{again:?}");
+        assert!(again
+            .iter()
+            .all(|finding| matches!(finding.state, State::Ok { .. })));
+        // The write cache is reported, never written.
+        assert_eq!(
+            line(&again, "/sys/block/nvme0n1/queue/write_cache").state,
+            State::Ok {
+                current: "write back".into()
+            }
+        );
+        assert!(!again
+            .iter()
+            .any(|finding| finding.path.contains("nvme0c0n1")));
+    }
+
+    #[test]
+    fn read_only_files_missing_knobs_and_unknown_choices_are_refused() {
+        let (root, host) = fake_host();
+        let swappiness = root.path().join("proc/sys/vm/swappiness");
+        std::fs::set_permissions(&swappiness, std::fs::Permissions::from_mode(0o444))
+            .expect("chmod");
+        std::fs::remove_dir_all(root.path().join("sys/devices/system/cpu/cpu0/cpufreq"))
+            .expect("no cpufreq on cpu0");
+        std::fs::remove_dir_all(root.path().join("sys/devices/system/cpu/cpu1/cpufreq"))
+            .expect("nor on cpu1");
+        std::fs::write(
+            root.path().join("sys/block/nvme0n1/queue/scheduler"),
+            "[mq-deadline] kyber\n",
+        )
+        .expect("no `none`");
+        std::fs::remove_file(root.path().join("proc/sys/fs/aio-max-nr")).expect("removed");
+        let all = select(&[]).expect("every tuner");
+        let applied = apply(&host, &all);
+        match line(&applied, "/proc/sys/vm/swappiness").state {
+            State::Cannot { reason } => assert!(reason.contains("read-only"), "{reason}"),
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(host.read("/proc/sys/vm/swappiness").expect("read"), "60");
+        let governor = applied
+            .iter()
+            .find(|finding| finding.tuner == "cpu_governor")
+            .expect("a line");
+        assert!(
+            matches!(&governor.state, State::Cannot { reason } if reason.contains("no cpufreq")),
+            "{governor:?}"
+        );
+        assert!(matches!(
+            line(&applied, "/sys/block/nvme0n1/queue/scheduler").state,
+            State::Cannot { .. }
+        ));
+        assert_eq!(
+            line(&applied, "/proc/sys/fs/aio-max-nr").state,
+            State::Cannot {
+                reason: "no such file on this host".into()
+            }
+        );
+    }
+
+    #[test]
+    fn selection_by_name() {
+        let picked = select(&["swappiness".to_string(), "net".to_string()]).expect("known");
+        assert_eq!(
+            picked.iter().map(|tuner| tuner.name).collect::<Vec<_>>(),
+            ["swappiness", "net"]
+        );
+        let unknown = select(&["turbo".to_string()]).expect_err("unknown");
+        assert!(unknown.to_string().contains("cpu_governor"), "{unknown}");
+    }
+
+    #[test]
+    fn the_selected_choice_is_the_bracketed_word() {
+        assert_eq!(selected_choice("always [madvise] never"), Some("madvise"));
+        assert_eq!(selected_choice("[none] mq-deadline"), Some("none"));
+        assert_eq!(selected_choice("none"), None);
+    }
+}
