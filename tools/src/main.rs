@@ -1,7 +1,8 @@
 //! `tern`: the operator CLI. `tern bench …` (the latency harness, crate
 //! tern-bench), `tern storage check|repair` (damaged storage,
-//! `storage.rs`), `tern nkey gen` (NKey pairs, `nkey.rs`) and `tern tune`
-//! (host settings, `tune.rs`) work on files and processes; the rest talk to any NATS
+//! `storage.rs`), `tern nkey gen` (NKey pairs, `nkey.rs`), `tern tune`
+//! (host settings, `tune.rs`) and `tern check` (host facts,
+//! `host_check.rs`) work on files and processes; the rest talk to any NATS
 //! server (tern or nats-server) through the client protocol, with the
 //! `nats` CLI's command names and flags: `stream`, `consumer`, `pub`,
 //! `sub`, `req`, `kv`, `object` and `server check`; `server
@@ -19,6 +20,7 @@ mod connection;
 mod consumer;
 mod error;
 mod export;
+mod host_check;
 mod kv;
 mod message;
 mod monitor;
@@ -92,6 +94,8 @@ enum Command {
     Nkey(nkey::NkeyCommand),
     /// Host settings for a tern node: `tern tune [check|apply]`.
     Tune(tune::TuneArgs),
+    /// Host facts that explain a slow run (steal, idle states, IRQs, memlock, devices)
+    Check(host_check::HostCheckArgs),
 }
 
 #[derive(Debug, clap::Args)]
@@ -123,6 +127,7 @@ fn main() -> ExitCode {
         Command::Storage(storage) => storage::execute(storage),
         Command::Nkey(nkey) => nkey::execute(nkey),
         Command::Tune(arguments) => tune::execute(&arguments),
+        Command::Check(arguments) => host_check::execute(&arguments),
         Command::Bench(bench) => execute_bench(bench),
         Command::Stream(stream::StreamCommand::Verify(args)) => {
             finish(runtime().block_on(export::verify(&cli.connection, args)))
@@ -245,7 +250,8 @@ async fn execute(connection: &ConnectionArgs, command: Command) -> Result<(), Cl
         | Command::Bench(_)
         | Command::Storage(_)
         | Command::Nkey(_)
-        | Command::Tune(_) => {
+        | Command::Tune(_)
+        | Command::Check(_) => {
             unreachable!("dispatched in main")
         }
     }

@@ -88,3 +88,56 @@ fn a_read_only_file_fails_apply_and_unknown_tuners_are_usage_errors() {
         "{unknown:?}"
     );
 }
+
+/// `tern check` on a fake host: one line per fact, the verdicts the files
+/// call for, nothing changed.
+#[test]
+fn host_facts_on_a_fake_tree() {
+    let root = tempfile::tempdir().expect("a temp dir");
+    write(root.path(), "proc/stat", "cpu  100 0 50 800 10 0 0 40 0 0");
+    write(
+        root.path(),
+        "sys/devices/system/cpu/cpuidle/current_driver",
+        "haltpoll",
+    );
+    write(
+        root.path(),
+        "sys/devices/system/cpu/cpuidle/current_governor",
+        "haltpoll",
+    );
+    write(
+        root.path(),
+        "proc/interrupts",
+        "           CPU0       CPU1\n  24:          0       1200  PCI-MSI 1-edge      nvme0q1",
+    );
+    let store = root.path().join("store");
+    std::fs::create_dir_all(&store).expect("a store dir");
+    let output = Command::new(env!("CARGO_BIN_EXE_tern"))
+        .args(["check", "--interval", "0", "--cores", "1"])
+        .arg("--root")
+        .arg(root.path())
+        .arg("--store_dir")
+        .arg(&store)
+        .output()
+        .expect("tern runs");
+    assert!(output.status.success(), "{output:?}");
+    let text = stdout(&output);
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 6, "{text}");
+    assert!(
+        lines[0].starts_with("look     steal        4.0 % of CPU time"),
+        "{text}"
+    );
+    assert_eq!(
+        lines[1],
+        "fine     cpuidle      driver haltpoll, governor haltpoll"
+    );
+    assert!(lines[2].starts_with("unknown  governor"), "{text}");
+    assert_eq!(
+        lines[3],
+        "look     interrupts   on the shards' cores since boot: nvme0q1 1200"
+    );
+    assert!(lines[4].contains(" memlock "), "{text}");
+    // The fake tree has no /sys/dev/block for the temp dir's device.
+    assert!(lines[5].starts_with("unknown  device under"), "{text}");
+}
