@@ -5,7 +5,8 @@
 //! this host, a read-only file, a value not offered). `apply` writes what
 //! differs, reads it back and prints `changed` for what it changed; a
 //! second `apply` changes nothing. `--tuners a,b` picks tuners, `--list`
-//! names them all; `--root` points at another tree laid out like `/`
+//! names them all; `--cores` names the shards' CPUs (queue interrupts go
+//! to the others); `--root` points at another tree laid out like `/`
 //! (tests, or a chroot's view).
 //!
 //! Exit status: 0, or 1 when `apply` could not set something that applies
@@ -15,6 +16,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Args, ValueEnum};
+use tern_shard::CpuList;
 use tern_tuning::host::Host;
 use tern_tuning::tune::{self, Finding, State};
 
@@ -38,6 +40,10 @@ pub struct TuneArgs {
     /// Print every tuner and what it is for, and exit
     #[arg(long)]
     list: bool,
+    /// The shards' CPUs, taskset syntax, as tern-server's --cores (default:
+    /// every online CPU); queue interrupts go to the others
+    #[arg(long)]
+    cores: Option<String>,
     /// The tree sysfs and procfs are read and written under
     #[arg(long, default_value = "/")]
     root: PathBuf,
@@ -62,10 +68,19 @@ pub fn execute(arguments: &TuneArgs) -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    let shard_cores = match arguments.cores.as_deref().map(CpuList::parse) {
+        None => None,
+        Some(Ok(list)) => Some(list.cpus().to_vec()),
+        Some(Err(error)) => {
+            eprintln!("tern tune: --cores: {error}");
+            return ExitCode::from(2);
+        }
+    };
     let host = Host::new(&arguments.root);
+    let node = tune::Node { shard_cores };
     let findings = match arguments.action {
-        TuneAction::Check => tune::check(&host, &tuners),
-        TuneAction::Apply => tune::apply(&host, &tuners),
+        TuneAction::Check => tune::check(&host, &node, &tuners),
+        TuneAction::Apply => tune::apply(&host, &node, &tuners),
     };
     for finding in &findings {
         println!("{}", render(finding));
@@ -96,6 +111,10 @@ pub fn render(finding: &Finding) -> String {
             ("would change", format!("{current:?} -> {wanted:?}"))
         }
         State::Cannot { reason } => ("cannot", reason.clone()),
+        State::KernelManaged { current } => (
+            "kernel's",
+            format!("= {current} (a managed interrupt: the kernel sets it)"),
+        ),
     };
     if finding.path.is_empty() {
         format!("{verdict:<13} {:<22} {detail}", finding.tuner)

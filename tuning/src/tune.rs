@@ -10,6 +10,8 @@
 //! only: a reboot resets them (run `tern tune apply` at boot, as the
 //! Ansible role does).
 
+use tern_shard::CpuList;
+
 use crate::host::{Host, HostError};
 
 /// What a setting's file should hold.
@@ -21,6 +23,9 @@ pub enum Want {
     /// The choice selected (bracketed) in a list such as
     /// `always [madvise] never`; written as the bare word.
     Selected(String),
+    /// A CPU list in taskset syntax holding exactly these CPUs (the
+    /// kernel prints `2-3` for `2,3`).
+    Cpus(Vec<usize>),
 }
 
 /// One file a tuner sets.
@@ -44,6 +49,11 @@ pub enum State {
     Cannot {
         reason: String,
     },
+    /// The kernel keeps this one (a managed queue interrupt, whose
+    /// affinity it sets itself): not a failure.
+    KernelManaged {
+        current: String,
+    },
 }
 
 /// One line of `tern tune`: a tuner's setting (or the tuner, when it does
@@ -62,13 +72,20 @@ pub struct Finding {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NotApplicable(pub String);
 
+/// The node the host is tuned for.
+#[derive(Debug, Clone, Default)]
+pub struct Node {
+    /// The shards' CPUs (`--cores`); `None`: every online CPU runs one.
+    pub shard_cores: Option<Vec<usize>>,
+}
+
 /// A tuner: its name, what it is for, and the settings it wants here.
 pub struct Tuner {
     pub name: &'static str,
     pub about: &'static str,
     /// Reported only, never written (see `disk_write_cache`).
     pub check_only: bool,
-    settings: fn(&Host) -> Result<Vec<Setting>, NotApplicable>,
+    settings: fn(&Host, &Node) -> Result<Vec<Setting>, NotApplicable>,
 }
 
 impl std::fmt::Debug for Tuner {
@@ -117,6 +134,13 @@ pub const TUNERS: &[Tuner] = &[
         about: "net.core.somaxconn at least 4096, socket buffers up to 16 MiB",
         check_only: false,
         settings: net,
+    },
+    Tuner {
+        name: "irq_affinity",
+        about: "NVMe and NIC queue interrupts on the CPUs no shard runs on (the shards' \
+                cores keep their time); kernel-managed queue interrupts cannot be moved",
+        check_only: false,
+        settings: irq_affinity,
     },
     Tuner {
         name: "disk_scheduler",
@@ -168,20 +192,20 @@ pub struct UnknownTuner {
 }
 
 /// What `tuners` find on `host`, changing nothing.
-pub fn check(host: &Host, tuners: &[&Tuner]) -> Vec<Finding> {
-    run(host, tuners, false)
+pub fn check(host: &Host, node: &Node, tuners: &[&Tuner]) -> Vec<Finding> {
+    run(host, node, tuners, false)
 }
 
 /// Writes every setting that differs (but check-only ones) and reads it
 /// back.
-pub fn apply(host: &Host, tuners: &[&Tuner]) -> Vec<Finding> {
-    run(host, tuners, true)
+pub fn apply(host: &Host, node: &Node, tuners: &[&Tuner]) -> Vec<Finding> {
+    run(host, node, tuners, true)
 }
 
-fn run(host: &Host, tuners: &[&Tuner], write: bool) -> Vec<Finding> {
+fn run(host: &Host, node: &Node, tuners: &[&Tuner], write: bool) -> Vec<Finding> {
     let mut findings = Vec::new();
     for tuner in tuners {
-        let settings = match (tuner.settings)(host) {
+        let settings = match (tuner.settings)(host, node) {
             Ok(settings) => settings,
             Err(NotApplicable(reason)) => {
                 findings.push(Finding {
@@ -207,8 +231,17 @@ fn run(host: &Host, tuners: &[&Tuner], write: bool) -> Vec<Finding> {
                         State::Differs { current, .. } => State::Cannot {
                             reason: format!("wrote {wanted:?}, reads back {current:?}"),
                         },
-                        cannot @ State::Cannot { .. } => cannot,
+                        other => other,
                     },
+                    // A managed interrupt refuses any affinity (EIO).
+                    Err(HostError::Write { source, .. })
+                        if setting.path.starts_with("/proc/irq/")
+                            && source.raw_os_error() == Some(libc::EIO) =>
+                    {
+                        State::KernelManaged {
+                            current: host.read(&setting.path).unwrap_or_default(),
+                        }
+                    }
                     Err(error) => State::Cannot {
                         reason: error.to_string(),
                     },
@@ -256,6 +289,20 @@ pub fn state_of(host: &Host, setting: &Setting) -> State {
                 reason: format!("{current:?} is not a number"),
             },
         },
+        Want::Cpus(wanted) => match CpuList::parse(&current) {
+            Ok(list) if sorted(list.cpus()) == sorted(wanted) => State::Ok { current },
+            Ok(_) => State::Differs {
+                current,
+                wanted: wanted
+                    .iter()
+                    .map(usize::to_string)
+                    .collect::<Vec<_>>()
+                    .join(","),
+            },
+            Err(error) => State::Cannot {
+                reason: format!("{current:?}: {error}"),
+            },
+        },
         Want::Selected(wanted) => {
             let offered: Vec<&str> = current
                 .split_whitespace()
@@ -280,6 +327,12 @@ pub fn state_of(host: &Host, setting: &Setting) -> State {
             }
         }
     }
+}
+
+fn sorted(cpus: &[usize]) -> Vec<usize> {
+    let mut cpus = cpus.to_vec();
+    cpus.sort_unstable();
+    cpus
 }
 
 /// The bracketed word of `always [madvise] never`.
@@ -311,7 +364,7 @@ fn selected(path: impl Into<String>, choice: &str) -> Setting {
 
 const CPU_DIRECTORY: &str = "/sys/devices/system/cpu";
 
-fn cpu_governor(host: &Host) -> Result<Vec<Setting>, NotApplicable> {
+fn cpu_governor(host: &Host, _: &Node) -> Result<Vec<Setting>, NotApplicable> {
     let mut settings = Vec::new();
     for cpu in host.entries(CPU_DIRECTORY, "cpu") {
         if !cpu[3..].chars().all(|c| c.is_ascii_digit()) || cpu.len() == 3 {
@@ -347,7 +400,7 @@ fn cpu_governor(host: &Host) -> Result<Vec<Setting>, NotApplicable> {
 
 const CLOCKSOURCE: &str = "/sys/devices/system/clocksource/clocksource0";
 
-fn clocksource(host: &Host) -> Result<Vec<Setting>, NotApplicable> {
+fn clocksource(host: &Host, _: &Node) -> Result<Vec<Setting>, NotApplicable> {
     let available = host
         .read(&format!("{CLOCKSOURCE}/available_clocksource"))
         .map_err(|error| NotApplicable(error.to_string()))?;
@@ -362,30 +415,100 @@ fn clocksource(host: &Host) -> Result<Vec<Setting>, NotApplicable> {
     )])
 }
 
-fn swappiness(_: &Host) -> Result<Vec<Setting>, NotApplicable> {
+fn swappiness(_: &Host, _: &Node) -> Result<Vec<Setting>, NotApplicable> {
     Ok(vec![exactly("/proc/sys/vm/swappiness", "1")])
 }
 
-fn transparent_hugepages(_: &Host) -> Result<Vec<Setting>, NotApplicable> {
+fn transparent_hugepages(_: &Host, _: &Node) -> Result<Vec<Setting>, NotApplicable> {
     Ok(vec![selected(
         "/sys/kernel/mm/transparent_hugepage/enabled",
         "madvise",
     )])
 }
 
-fn aio_events(_: &Host) -> Result<Vec<Setting>, NotApplicable> {
+fn aio_events(_: &Host, _: &Node) -> Result<Vec<Setting>, NotApplicable> {
     Ok(vec![at_least("/proc/sys/fs/aio-max-nr", 1_048_576)])
 }
 
 /// Socket buffers the kernel may grow to.
 const SOCKET_BUFFER_BYTES_MAX: u64 = 16 << 20;
 
-fn net(_: &Host) -> Result<Vec<Setting>, NotApplicable> {
+fn net(_: &Host, _: &Node) -> Result<Vec<Setting>, NotApplicable> {
     Ok(vec![
         at_least("/proc/sys/net/core/somaxconn", 4096),
         at_least("/proc/sys/net/core/rmem_max", SOCKET_BUFFER_BYTES_MAX),
         at_least("/proc/sys/net/core/wmem_max", SOCKET_BUFFER_BYTES_MAX),
     ])
+}
+
+/// Interrupts of these devices' queues are the ones moved off the shards.
+const QUEUE_INTERRUPT_PREFIXES: &[&str] = &[
+    "nvme", "eth", "ens", "enp", "eno", "mlx", "ixgbe", "i40e", "ice", "ena", "virtio",
+];
+
+/// The CPUs the system has online (`/sys/devices/system/cpu/online`).
+fn online_cpus(host: &Host) -> Result<Vec<usize>, NotApplicable> {
+    let text = host
+        .read("/sys/devices/system/cpu/online")
+        .map_err(|error| NotApplicable(error.to_string()))?;
+    CpuList::parse(&text)
+        .map(|list| list.cpus().to_vec())
+        .map_err(|error| NotApplicable(format!("online CPUs {text:?}: {error}")))
+}
+
+/// The device queue interrupts of `/proc/interrupts` (number, name).
+fn queue_interrupts(host: &Host) -> Result<Vec<(u32, String)>, NotApplicable> {
+    let table = host
+        .read("/proc/interrupts")
+        .map_err(|error| NotApplicable(error.to_string()))?;
+    Ok(table
+        .lines()
+        .skip(1)
+        .filter_map(|line| {
+            let number = line
+                .split_whitespace()
+                .next()?
+                .strip_suffix(':')?
+                .parse()
+                .ok()?;
+            let name = line.split_whitespace().last()?.to_string();
+            QUEUE_INTERRUPT_PREFIXES
+                .iter()
+                .any(|prefix| name.starts_with(prefix))
+                .then_some((number, name))
+        })
+        .collect())
+}
+
+fn irq_affinity(host: &Host, node: &Node) -> Result<Vec<Setting>, NotApplicable> {
+    let online = online_cpus(host)?;
+    let shard_cores = node.shard_cores.clone().unwrap_or_else(|| online.clone());
+    let spare: Vec<usize> = online
+        .iter()
+        .copied()
+        .filter(|cpu| !shard_cores.contains(cpu))
+        .collect();
+    if spare.is_empty() {
+        return Err(NotApplicable(format!(
+            "every online CPU ({}) runs a shard: no CPU to move interrupts to (leave one out of --cores)",
+            online
+                .iter()
+                .map(usize::to_string)
+                .collect::<Vec<_>>()
+                .join(",")
+        )));
+    }
+    let interrupts = queue_interrupts(host)?;
+    if interrupts.is_empty() {
+        return Err(NotApplicable("no NVMe or NIC queue interrupts".to_string()));
+    }
+    Ok(interrupts
+        .into_iter()
+        .map(|(number, _)| Setting {
+            path: format!("/proc/irq/{number}/smp_affinity_list"),
+            want: Want::Cpus(spare.clone()),
+        })
+        .collect())
 }
 
 /// Every NVMe namespace's block device (`/sys/block/nvme0n1`, …; the
@@ -403,21 +526,21 @@ fn nvme_queues(host: &Host, file: &str) -> Result<Vec<String>, NotApplicable> {
     Ok(queues)
 }
 
-fn disk_scheduler(host: &Host) -> Result<Vec<Setting>, NotApplicable> {
+fn disk_scheduler(host: &Host, _: &Node) -> Result<Vec<Setting>, NotApplicable> {
     Ok(nvme_queues(host, "scheduler")?
         .into_iter()
         .map(|path| selected(path, "none"))
         .collect())
 }
 
-fn disk_nomerges(host: &Host) -> Result<Vec<Setting>, NotApplicable> {
+fn disk_nomerges(host: &Host, _: &Node) -> Result<Vec<Setting>, NotApplicable> {
     Ok(nvme_queues(host, "nomerges")?
         .into_iter()
         .map(|path| exactly(path, "2"))
         .collect())
 }
 
-fn disk_write_cache(host: &Host) -> Result<Vec<Setting>, NotApplicable> {
+fn disk_write_cache(host: &Host, _: &Node) -> Result<Vec<Setting>, NotApplicable> {
     // Reported as it stands: whatever the cache, the setting is "ok" (the
     // line shows `write back` or `write through`).
     Ok(nvme_queues(host, "write_cache")?
@@ -479,6 +602,14 @@ mod tests {
             ("sys/block/nvme0n1/queue/nomerges", "0"),
             ("sys/block/nvme0n1/queue/write_cache", "write back"),
             ("sys/block/nvme0c0n1/queue/scheduler", "[none]"),
+            ("sys/devices/system/cpu/online", "0-3"),
+            (
+                "proc/interrupts",
+                "           CPU0       CPU1       CPU2       CPU3\n \
+                 24:   0   1200   0   0  PCI-MSI 524288-edge      nvme0q1\n \
+                 27:   5000   0   0   0  IO-APIC   1-edge      i8042",
+            ),
+            ("proc/irq/24/smp_affinity_list", "0-3"),
         ];
         for (path, contents) in files {
             let path = root.path().join(path);
@@ -501,7 +632,10 @@ mod tests {
     fn check_changes_nothing_apply_changes_what_differs_then_nothing() {
         let (root, host) = fake_host();
         let all = select(&[]).expect("every tuner");
-        let checked = check(&host, &all);
+        let node = Node {
+            shard_cores: Some(vec![0, 1]),
+        };
+        let checked = check(&host, &node, &all);
         assert_eq!(
             line(&checked, "/proc/sys/vm/swappiness").state,
             State::Differs {
@@ -526,7 +660,7 @@ mod tests {
         assert!(checked.iter().all(|finding| !finding.changed));
         assert_eq!(host.read("/proc/sys/vm/swappiness").expect("read"), "60");
 
-        let applied = apply(&host, &all);
+        let applied = apply(&host, &node, &all);
         let changed: Vec<&str> = applied
             .iter()
             .filter(|finding| finding.changed)
@@ -542,6 +676,7 @@ mod tests {
                 "/proc/sys/fs/aio-max-nr",
                 "/proc/sys/net/core/rmem_max",
                 "/proc/sys/net/core/wmem_max",
+                "/proc/irq/24/smp_affinity_list",
                 "/sys/block/nvme0n1/queue/scheduler",
                 "/sys/block/nvme0n1/queue/nomerges",
             ]
@@ -559,7 +694,10 @@ mod tests {
             .path()
             .join("sys/kernel/mm/transparent_hugepage/enabled");
         std::fs::write(&thp, "always [madvise] never\n").expect("as the kernel shows it");
-        let again = apply(&host, &all);
+        // As the kernel prints the list written as `2,3`.
+        std::fs::write(root.path().join("proc/irq/24/smp_affinity_list"), "2-3\n")
+            .expect("as the kernel shows it");
+        let again = apply(&host, &node, &all);
         assert!(again.iter().all(|finding| !finding.changed), "{again:?}");
         assert!(again
             .iter()
@@ -593,7 +731,7 @@ mod tests {
         .expect("no `none`");
         std::fs::remove_file(root.path().join("proc/sys/fs/aio-max-nr")).expect("removed");
         let all = select(&[]).expect("every tuner");
-        let applied = apply(&host, &all);
+        let applied = apply(&host, &Node::default(), &all);
         match line(&applied, "/proc/sys/vm/swappiness").state {
             State::Cannot { reason } => assert!(reason.contains("read-only"), "{reason}"),
             other => panic!("{other:?}"),
@@ -616,6 +754,22 @@ mod tests {
             State::Cannot {
                 reason: "no such file on this host".into()
             }
+        );
+    }
+
+    #[test]
+    fn interrupts_stay_put_when_every_cpu_runs_a_shard() {
+        let (_root, host) = fake_host();
+        let irq = select(&["irq_affinity".to_string()]).expect("known");
+        let every_cpu = apply(&host, &Node::default(), &irq);
+        assert_eq!(every_cpu.len(), 1);
+        assert!(
+            matches!(&every_cpu[0].state, State::Cannot { reason } if reason.contains("every online CPU (0,1,2,3) runs a shard")),
+            "{every_cpu:?}"
+        );
+        assert_eq!(
+            host.read("/proc/irq/24/smp_affinity_list").expect("read"),
+            "0-3"
         );
     }
 
