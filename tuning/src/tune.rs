@@ -106,6 +106,13 @@ pub const TUNERS: &[Tuner] = &[
         settings: cpu_governor,
     },
     Tuner {
+        name: "cpuidle",
+        about: "idle states whose exit latency passes 10 µs disabled on every CPU (a shard \
+                woken by a packet or a completion runs at once; the shallow ones stay)",
+        check_only: false,
+        settings: cpuidle,
+    },
+    Tuner {
         name: "clocksource",
         about: "the `tsc` clocksource when offered (cheap clock reads for timestamps and timers)",
         check_only: false,
@@ -398,6 +405,34 @@ fn cpu_governor(host: &Host, _: &Node) -> Result<Vec<Setting>, NotApplicable> {
     Ok(settings)
 }
 
+/// Idle states slower than this to leave are disabled.
+const IDLE_EXIT_LATENCY_US_MAX: u64 = 10;
+
+fn cpuidle(host: &Host, _: &Node) -> Result<Vec<Setting>, NotApplicable> {
+    let mut settings = Vec::new();
+    for cpu in host.entries(CPU_DIRECTORY, "cpu") {
+        if cpu.len() == 3 || !cpu[3..].chars().all(|c| c.is_ascii_digit()) {
+            continue;
+        }
+        let directory = format!("{CPU_DIRECTORY}/{cpu}/cpuidle");
+        for state in host.entries(&directory, "state") {
+            let latency = host
+                .read(&format!("{directory}/{state}/latency"))
+                .ok()
+                .and_then(|text| text.parse::<u64>().ok());
+            if latency.is_some_and(|latency_us| latency_us > IDLE_EXIT_LATENCY_US_MAX) {
+                settings.push(exactly(format!("{directory}/{state}/disable"), "1"));
+            }
+        }
+    }
+    if settings.is_empty() {
+        return Err(NotApplicable(format!(
+            "no idle state slower than {IDLE_EXIT_LATENCY_US_MAX} µs to leave (or no cpuidle driver)"
+        )));
+    }
+    Ok(settings)
+}
+
 const CLOCKSOURCE: &str = "/sys/devices/system/clocksource/clocksource0";
 
 fn clocksource(host: &Host, _: &Node) -> Result<Vec<Setting>, NotApplicable> {
@@ -594,7 +629,16 @@ mod tests {
                 "sys/devices/system/cpu/cpu1/cpufreq/scaling_available_governors",
                 "performance powersave",
             ),
-            ("sys/devices/system/cpu/cpuidle/current_driver", "none"),
+            (
+                "sys/devices/system/cpu/cpuidle/current_driver",
+                "intel_idle",
+            ),
+            ("sys/devices/system/cpu/cpu0/cpuidle/state0/latency", "0"),
+            ("sys/devices/system/cpu/cpu0/cpuidle/state0/disable", "0"),
+            ("sys/devices/system/cpu/cpu0/cpuidle/state1/latency", "2"),
+            ("sys/devices/system/cpu/cpu0/cpuidle/state1/disable", "0"),
+            ("sys/devices/system/cpu/cpu0/cpuidle/state2/latency", "133"),
+            ("sys/devices/system/cpu/cpu0/cpuidle/state2/disable", "0"),
             (
                 "sys/block/nvme0n1/queue/scheduler",
                 "[mq-deadline] kyber none",
@@ -670,6 +714,7 @@ mod tests {
             changed,
             [
                 "/sys/devices/system/cpu/cpu0/cpufreq/scaling_governor",
+                "/sys/devices/system/cpu/cpu0/cpuidle/state2/disable",
                 "/sys/devices/system/clocksource/clocksource0/current_clocksource",
                 "/proc/sys/vm/swappiness",
                 "/sys/kernel/mm/transparent_hugepage/enabled",
