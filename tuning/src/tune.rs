@@ -26,6 +26,12 @@ pub enum Want {
     /// A CPU list in taskset syntax holding exactly these CPUs (the
     /// kernel prints `2-3` for `2,3`).
     Cpus(Vec<usize>),
+    /// `KEY=value` in a shell-style environment file (its other lines
+    /// kept), e.g. `/etc/default/irqbalance`.
+    Assignment {
+        key: String,
+        value: String,
+    },
 }
 
 /// One file a tuner sets.
@@ -150,6 +156,13 @@ pub const TUNERS: &[Tuner] = &[
         settings: irq_affinity,
     },
     Tuner {
+        name: "irqbalance",
+        about: "irqbalance told to leave the shards' cores alone \
+                (IRQBALANCE_BANNED_CPULIST in /etc/default/irqbalance; restart it after a change)",
+        check_only: false,
+        settings: irqbalance,
+    },
+    Tuner {
         name: "disk_scheduler",
         about: "NVMe queues' I/O scheduler `none` (the device orders its own queues)",
         check_only: false,
@@ -229,7 +242,14 @@ fn run(host: &Host, node: &Node, tuners: &[&Tuner], write: bool) -> Vec<Finding>
             let mut changed = false;
             if let (true, false, State::Differs { wanted, .. }) = (write, tuner.check_only, &state)
             {
-                state = match host.write(&setting.path, wanted) {
+                let contents = match &setting.want {
+                    Want::Assignment { key, .. } => {
+                        let file = host.read(&setting.path).unwrap_or_default();
+                        reassigned(&file, key, wanted)
+                    }
+                    _ => wanted.clone(),
+                };
+                state = match host.write(&setting.path, &contents) {
                     Ok(()) => match state_of(host, &setting) {
                         now @ State::Ok { .. } => {
                             changed = true;
@@ -310,6 +330,17 @@ pub fn state_of(host: &Host, setting: &Setting) -> State {
                 reason: format!("{current:?}: {error}"),
             },
         },
+        Want::Assignment { key, value } => {
+            let current = assigned(&current, key).unwrap_or_default();
+            if current == *value {
+                State::Ok { current }
+            } else {
+                State::Differs {
+                    current,
+                    wanted: value.clone(),
+                }
+            }
+        }
         Want::Selected(wanted) => {
             let offered: Vec<&str> = current
                 .split_whitespace()
@@ -334,6 +365,37 @@ pub fn state_of(host: &Host, setting: &Setting) -> State {
             }
         }
     }
+}
+
+/// The value of the last `key=` line (quotes taken off), if any.
+fn assigned(file: &str, key: &str) -> Option<String> {
+    file.lines()
+        .filter_map(|line| line.trim().strip_prefix(key)?.strip_prefix('='))
+        .last()
+        .map(|value| value.trim().trim_matches('"').to_string())
+}
+
+/// `file` with `key="value"` in place of its `key=` lines (or appended).
+fn reassigned(file: &str, key: &str, value: &str) -> String {
+    let line = format!("{key}=\"{value}\"");
+    let mut lines: Vec<String> = Vec::new();
+    let mut placed = false;
+    for existing in file.lines() {
+        let assigns = existing
+            .trim()
+            .strip_prefix(key)
+            .is_some_and(|rest| rest.starts_with('='));
+        if !assigns {
+            lines.push(existing.to_string());
+        } else if !placed {
+            lines.push(line.clone());
+            placed = true;
+        }
+    }
+    if !placed {
+        lines.push(line);
+    }
+    lines.join("\n")
 }
 
 fn sorted(cpus: &[usize]) -> Vec<usize> {
@@ -546,6 +608,33 @@ fn irq_affinity(host: &Host, node: &Node) -> Result<Vec<Setting>, NotApplicable>
         .collect())
 }
 
+const IRQBALANCE_DEFAULTS: &str = "/etc/default/irqbalance";
+
+fn irqbalance(host: &Host, node: &Node) -> Result<Vec<Setting>, NotApplicable> {
+    if !host.exists(IRQBALANCE_DEFAULTS) {
+        return Err(NotApplicable(format!(
+            "no {IRQBALANCE_DEFAULTS} (irqbalance not installed)"
+        )));
+    }
+    let cores = match &node.shard_cores {
+        Some(cores) => cores.clone(),
+        None => online_cpus(host)?,
+    };
+    let mut cores = cores;
+    cores.sort_unstable();
+    Ok(vec![Setting {
+        path: IRQBALANCE_DEFAULTS.to_string(),
+        want: Want::Assignment {
+            key: "IRQBALANCE_BANNED_CPULIST".to_string(),
+            value: cores
+                .iter()
+                .map(usize::to_string)
+                .collect::<Vec<_>>()
+                .join(","),
+        },
+    }])
+}
+
 /// Every NVMe namespace's block device (`/sys/block/nvme0n1`, …; the
 /// `nvme0c0n1` paths of multipath controllers are hidden ones, skipped).
 fn nvme_queues(host: &Host, file: &str) -> Result<Vec<String>, NotApplicable> {
@@ -654,6 +743,10 @@ mod tests {
                  27:   5000   0   0   0  IO-APIC   1-edge      i8042",
             ),
             ("proc/irq/24/smp_affinity_list", "0-3"),
+            (
+                "etc/default/irqbalance",
+                "# irqbalance options\n#IRQBALANCE_BANNED_CPULIST=\nOPTIONS=\"\"",
+            ),
         ];
         for (path, contents) in files {
             let path = root.path().join(path);
@@ -722,6 +815,7 @@ mod tests {
                 "/proc/sys/net/core/rmem_max",
                 "/proc/sys/net/core/wmem_max",
                 "/proc/irq/24/smp_affinity_list",
+                "/etc/default/irqbalance",
                 "/sys/block/nvme0n1/queue/scheduler",
                 "/sys/block/nvme0n1/queue/nomerges",
             ]
@@ -827,6 +921,19 @@ mod tests {
         );
         let unknown = select(&["turbo".to_string()]).expect_err("unknown");
         assert!(unknown.to_string().contains("cpu_governor"), "{unknown}");
+    }
+
+    #[test]
+    fn assignments_replace_their_line_and_keep_the_others() {
+        let file = "# options\n#KEY=\nKEY=\"1\"\nOTHER=2\nKEY=3";
+        assert_eq!(assigned(file, "KEY").as_deref(), Some("3"));
+        assert_eq!(
+            reassigned(file, "KEY", "0,1"),
+            "# options\n#KEY=\nKEY=\"0,1\"\nOTHER=2"
+        );
+        assert_eq!(reassigned("OTHER=2", "KEY", "0"), "OTHER=2\nKEY=\"0\"");
+        assert_eq!(assigned("OTHER=2", "KEY"), None);
+        assert_eq!(assigned("KEYS=1", "KEY"), None);
     }
 
     #[test]
