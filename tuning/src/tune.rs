@@ -371,7 +371,7 @@ pub fn state_of(host: &Host, setting: &Setting) -> State {
 fn assigned(file: &str, key: &str) -> Option<String> {
     file.lines()
         .filter_map(|line| line.trim().strip_prefix(key)?.strip_prefix('='))
-        .last()
+        .next_back()
         .map(|value| value.trim().trim_matches('"').to_string())
 }
 
@@ -826,6 +826,10 @@ mod tests {
         assert_eq!(
             host.read("/proc/sys/fs/aio-max-nr").expect("read"),
             "1048576"
+        );
+        assert_eq!(
+            host.read("/etc/default/irqbalance").expect("read"),
+            "# irqbalance options\n#IRQBALANCE_BANNED_CPULIST=\nOPTIONS=\"\"\nIRQBALANCE_BANNED_CPULIST=\"0,1\""
         );
         // The fake file holds the word written; the kernel's would show
         // the list with the new choice bracketed (both read as selected).
