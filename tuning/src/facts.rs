@@ -346,16 +346,7 @@ fn mount_of(host: &Host, directory: &Path) -> Option<String> {
 mod tests {
     use super::*;
 
-    fn tree(files: &[(&str, &str)]) -> (tempfile::TempDir, Host) {
-        let root = tempfile::tempdir().expect("a temp dir");
-        for (path, contents) in files {
-            let path = root.path().join(path);
-            std::fs::create_dir_all(path.parent().expect("a parent")).expect("dirs");
-            std::fs::write(&path, format!("{contents}\n")).expect("a file");
-        }
-        let host = Host::new(root.path());
-        (root, host)
-    }
+    use crate::host::fake_tree as tree;
 
     #[test]
     fn steal_between_samples() {

@@ -110,6 +110,19 @@ impl Host {
     }
 }
 
+/// A host tree holding `files` (path below the root, contents), for tests.
+#[cfg(test)]
+pub(crate) fn fake_tree(files: &[(&str, &str)]) -> (tempfile::TempDir, Host) {
+    let root = tempfile::tempdir().expect("a temp dir");
+    for (path, contents) in files {
+        let path = root.path().join(path);
+        std::fs::create_dir_all(path.parent().expect("a parent")).expect("dirs");
+        std::fs::write(&path, format!("{contents}\n")).expect("a file");
+    }
+    let host = Host::new(root.path());
+    (root, host)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

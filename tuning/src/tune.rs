@@ -683,7 +683,6 @@ mod tests {
 
     /// A host tree with what a 2-CPU VM with one NVMe drive shows.
     fn fake_host() -> (tempfile::TempDir, Host) {
-        let root = tempfile::tempdir().expect("a temp dir");
         let files = [
             ("proc/sys/vm/swappiness", "60"),
             ("proc/sys/fs/aio-max-nr", "65536"),
@@ -748,13 +747,7 @@ mod tests {
                 "# irqbalance options\n#IRQBALANCE_BANNED_CPULIST=\nOPTIONS=\"\"",
             ),
         ];
-        for (path, contents) in files {
-            let path = root.path().join(path);
-            std::fs::create_dir_all(path.parent().expect("a parent")).expect("dirs");
-            std::fs::write(&path, format!("{contents}\n")).expect("a file");
-        }
-        let host = Host::new(root.path());
-        (root, host)
+        crate::host::fake_tree(&files)
     }
 
     fn line(findings: &[Finding], path: &str) -> Finding {
