@@ -20,6 +20,23 @@ use super::task::AWAITING_OFFICE_MAX;
 use super::*;
 
 impl StreamTask {
+    /// Proposes a client's `operation` and owes its answer (`owed`) once
+    /// it applies; with leadership moving, answers 500 10009 (`kind`) at
+    /// once.
+    fn propose_owing(
+        &mut self,
+        operation: &Operation,
+        (what, kind): (&'static str, &str),
+        (origin, reply): (usize, Option<Bytes>),
+        owed: fn(usize, Option<Bytes>) -> Owed,
+    ) -> Result<(), StreamFailure> {
+        match self.propose_as_leader(operation, what)? {
+            Some(index) => self.owe(index, owed(origin, reply)),
+            None => self.answer_error(origin, reply, kind, &ApiError::cluster_not_leader()),
+        }
+        Ok(())
+    }
+
     // ----- API calls ----------------------------------------------------------------
 
     pub(super) async fn api(&mut self, call: ApiCall) -> Result<(), StreamFailure> {
@@ -71,15 +88,12 @@ impl StreamTask {
                     sequence: request.sequence,
                     keep: request.keep,
                 };
-                match self.propose_as_leader(&operation, "purge")? {
-                    Some(index) => self.owe(index, Owed::Purge { origin, reply }),
-                    None => self.answer_error(
-                        origin,
-                        reply,
-                        "stream_purge_response",
-                        &ApiError::cluster_not_leader(),
-                    ),
-                }
+                self.propose_owing(
+                    &operation,
+                    ("purge", "stream_purge_response"),
+                    (origin, reply),
+                    |origin, reply| Owed::Purge { origin, reply },
+                )?;
             }
             StreamApi::MessageDelete => {
                 let request = match requests::MessageDeleteRequest::parse(&payload) {
@@ -118,15 +132,12 @@ impl StreamTask {
                     sequence: request.sequence,
                     erase: !request.no_erase,
                 };
-                match self.propose_as_leader(&operation, "delete")? {
-                    Some(index) => self.owe(index, Owed::Delete { origin, reply }),
-                    None => self.answer_error(
-                        origin,
-                        reply,
-                        "stream_msg_delete_response",
-                        &ApiError::cluster_not_leader(),
-                    ),
-                }
+                self.propose_owing(
+                    &operation,
+                    ("delete", "stream_msg_delete_response"),
+                    (origin, reply),
+                    |origin, reply| Owed::Delete { origin, reply },
+                )?;
             }
             StreamApi::MessageGet => {
                 let body = match requests::parse_message_get(&payload) {
