@@ -196,6 +196,9 @@ pub struct JetStreamFile {
     #[serde(alias = "sync_interval")]
     pub sync: Option<String>,
     pub journal_dir: Option<PathBuf>,
+    /// A raw block device for every shard's journal (the same as a
+    /// `journal_dir` naming a block device).
+    pub journal_device: Option<PathBuf>,
     pub journal_segment_size: Option<SizeValue>,
     pub journal_segments: Option<u32>,
     pub max_memory_store: Option<SizeValue>,
@@ -272,7 +275,8 @@ pub struct Limits {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct JetStreamConfig {
     pub sync: tern_storage::SyncPolicy,
-    /// One journal per shard under here (`shard-<i>`), or a raw block device.
+    /// One journal per shard under here (`shard-<i>`), or a raw block device
+    /// (one region per shard: `crate::jetstream::journal_location`).
     pub journal_dir: PathBuf,
     pub journal_segment_bytes: u64,
     pub journal_segments: u32,
@@ -285,6 +289,9 @@ pub struct JetStreamConfig {
     /// Each shard's journal id, from the store's layout (filled in at
     /// start-up, before the shards open their journals).
     pub journal_ids: Vec<u64>,
+    /// On a raw journal device, where each shard's region starts (filled in
+    /// at start-up from the device header; empty for journal directories).
+    pub journal_regions: Vec<u64>,
 }
 
 /// A host and port, as given (resolved when connecting, so a name may
@@ -624,10 +631,22 @@ impl Config {
                 };
             Some(JetStreamConfig {
                 sync,
-                journal_dir: flags
-                    .journal_dir
-                    .or(jetstream_file.journal_dir)
-                    .unwrap_or_else(|| store_dir.join("jetstream").join("journal")),
+                journal_dir: match (
+                    flags.journal_dir,
+                    jetstream_file.journal_dir,
+                    jetstream_file.journal_device,
+                ) {
+                    (_, Some(_), Some(_)) => {
+                        return Err(invalid(
+                            "journal_device",
+                            "give either `journal_dir` or `journal_device`, not both",
+                        ))
+                    }
+                    (Some(path), _, _) | (None, Some(path), None) | (None, None, Some(path)) => {
+                        path
+                    }
+                    (None, None, None) => store_dir.join("jetstream").join("journal"),
+                },
                 journal_segment_bytes: size(
                     "journal_segment_size",
                     None,
@@ -640,6 +659,7 @@ impl Config {
                 max_memory_bytes: limit("max_memory_store", jetstream_file.max_memory_store)?,
                 max_file_bytes: limit("max_file_store", jetstream_file.max_file_store)?,
                 journal_ids: Vec::new(),
+                journal_regions: Vec::new(),
                 storage_reserve_bytes: match jetstream_file.storage_reserve {
                     None => None,
                     Some(value) => Some(size("storage_reserve", None, Some(value), 0)? as u64),
@@ -1156,6 +1176,29 @@ mod tests {
         assert_eq!(from_file.sync, tern_storage::SyncPolicy::Never);
         assert_eq!(from_file.journal_segment_bytes, 8 << 20);
         assert_eq!(from_file.max_file_bytes, 1 << 30);
+        // A raw journal device: `journal_device`, or `journal_dir` naming it;
+        // giving both in the file is refused; the flag overrides either.
+        std::fs::write(
+            &path,
+            "[jetstream]\nenabled = true\njournal_device = \"/dev/nvme0n1\"\n",
+        )
+        .unwrap();
+        let device = config(&["-c", path.to_str().unwrap()])
+            .unwrap()
+            .jetstream
+            .unwrap();
+        assert_eq!(device.journal_dir, PathBuf::from("/dev/nvme0n1"));
+        let flag = config(&["-c", path.to_str().unwrap(), "--journal_dir", "/dev/loop3"]);
+        assert_eq!(
+            flag.unwrap().jetstream.unwrap().journal_dir,
+            PathBuf::from("/dev/loop3")
+        );
+        std::fs::write(
+            &path,
+            "[jetstream]\nenabled = true\njournal_device = \"/dev/a\"\njournal_dir = \"/j\"\n",
+        )
+        .unwrap();
+        assert!(config(&["-c", path.to_str().unwrap()]).is_err());
     }
 
     #[test]

@@ -131,6 +131,7 @@ pub fn changes(running: &Config, new: &Config) -> Changes {
         (Some(running), Some(new)) => {
             let mut new = new.clone();
             new.journal_ids.clone_from(&running.journal_ids);
+            new.journal_regions.clone_from(&running.journal_regions);
             *running != new
         }
         (None, None) => false,

@@ -167,6 +167,8 @@ pub fn run(mut config: Config) -> Result<(), ServerError> {
     })?;
     log::debug!(target: "tern::server", "memlock: {outcome:?}");
     let clustered = config.cluster.is_some();
+    // A raw journal device, held exclusively until the server stops.
+    let mut journal_device = None;
     if let Some(jetstream) = config.jetstream.as_mut() {
         let open = || {
             crate::jetstream::layout::open(
@@ -192,6 +194,23 @@ pub fn run(mut config: Config) -> Result<(), ServerError> {
             }
             Err(error) => return Err(ServerError::JetStream(error.to_string())),
         };
+        if crate::jetstream::journal_location::is_device(&jetstream.journal_dir) {
+            let prepared = crate::jetstream::journal_location::prepare_device(
+                &config.store_dir,
+                jetstream,
+                &layout,
+                config.server_name.as_deref(),
+                random_u64,
+            )
+            .map_err(|error| ServerError::JetStream(error.to_string()))?;
+            jetstream.journal_regions = prepared.region_offsets();
+            journal_device = Some(prepared);
+        } else if jetstream.journal_dir.starts_with("/dev") {
+            return Err(ServerError::JetStream(format!(
+                "journal {}: not a block device (a journal directory is never made under /dev)",
+                jetstream.journal_dir.display()
+            )));
+        }
         jetstream.journal_ids = layout.journal_ids;
     }
     let mut random = [0u8; 32];
@@ -296,6 +315,8 @@ pub fn run(mut config: Config) -> Result<(), ServerError> {
         let route_listeners = route_listeners.clone();
         async move { shard_main(shared, context, seed, &route_listeners).await }
     })?;
+    // Released only now: every shard has closed its journal.
+    drop(journal_device);
     for (shard, result) in results.into_iter().enumerate() {
         result.map_err(|message| ServerError::Shard { shard, message })?;
     }

@@ -49,6 +49,20 @@ fn main() {
         image.extend(journal.device().contents(1));
         std::fs::write(journal_dir.join(format!("journal-{records}")), image).unwrap();
     }
+    // A valid device header (one and four shards), for the header target.
+    let header_dir = root.join("journal_device_header");
+    std::fs::create_dir_all(&header_dir).unwrap();
+    for shards in [1u64, 4] {
+        let header = tern_storage::journal_device::DeviceHeader {
+            device_bytes: 1 << 30,
+            device_id: 0x5eed + shards,
+            segments: 8,
+            segment_bytes: 64 << 20,
+            server_name: format!("n{shards}"),
+            journal_ids: (1..=shards).collect(),
+        };
+        std::fs::write(header_dir.join(format!("header-{shards}")), header.encode()).unwrap();
+    }
     // The block-store target writes its own valid stores (one per
     // scenario) and reads `[scenario, file, damage, position_lo,
     // position_hi, mask...]`: a seed per scenario and kind of damage.

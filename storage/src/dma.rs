@@ -95,8 +95,8 @@ impl AsRef<[u8]> for DmaRead {
 enum Layout {
     /// One file per segment.
     Files(Vec<DmaFile>),
-    /// Segment `i` at byte `i * segment_bytes` of one device.
-    Region(DmaFile),
+    /// Segment `i` at byte `base + i * segment_bytes` of one device.
+    Region { file: DmaFile, base: u64 },
 }
 
 pub struct DmaDevice {
@@ -245,13 +245,20 @@ impl DmaDevice {
         })
     }
 
-    /// A raw block device cut into segments of `segment_bytes`.
-    pub async fn open_block_device(
+    /// A region of a raw block device (one shard's, laid out by
+    /// [`crate::journal_device`]): `segment_count` segments of
+    /// `segment_bytes` from byte `base`. Opened with O_DIRECT by tern and
+    /// checked (fdinfo, BLKSSZGET), not left to glommio's guess.
+    pub async fn open_region(
         path: &Path,
+        base: u64,
+        segment_count: u32,
         segment_bytes: u64,
         sync: SyncMethod,
+        description: String,
     ) -> Result<DmaDevice, DeviceError> {
-        assert!(segment_bytes as usize % BLOCK_BYTES == 0);
+        assert!(segment_bytes as usize % BLOCK_BYTES == 0 && base as usize % BLOCK_BYTES == 0);
+        assert!(segment_count >= 2);
         let file = open_direct(path, false, sync).await?;
         let fd = file.as_raw_fd();
         let logical = block_ioctl_u32(fd, BLKSSZGET)
@@ -266,23 +273,21 @@ impl DmaDevice {
         }
         let size = block_ioctl_u64(fd, BLKGETSIZE64)
             .map_err(|e| error("open", 0, 0, format!("BLKGETSIZE64: {e}")))?;
-        let segment_count = (size / segment_bytes) as u32;
-        if segment_count < 2 {
+        let end = base + u64::from(segment_count) * segment_bytes;
+        if size < end {
             return Err(error(
                 "open",
                 0,
                 0,
-                format!(
-                    "device of {size} bytes holds fewer than two {segment_bytes}-byte segments"
-                ),
+                format!("{}: {size} bytes, the region ends at {end}", path.display()),
             ));
         }
         Ok(DmaDevice {
-            layout: Layout::Region(file),
+            layout: Layout::Region { file, base },
             segment_count,
             segment_bytes,
             sync,
-            description: path.display().to_string(),
+            description,
         })
     }
 
@@ -294,7 +299,10 @@ impl DmaDevice {
         assert!(segment < self.segment_count && offset < self.segment_bytes);
         match &self.layout {
             Layout::Files(files) => (&files[segment as usize], offset),
-            Layout::Region(file) => (file, u64::from(segment) * self.segment_bytes + offset),
+            Layout::Region { file, base } => (
+                file,
+                base + u64::from(segment) * self.segment_bytes + offset,
+            ),
         }
     }
 }
@@ -495,7 +503,7 @@ impl Device for DmaDevice {
     fn segment_name(&self, segment: u32) -> String {
         match &self.layout {
             Layout::Files(_) => segment_file_name(segment),
-            Layout::Region(_) => format!("segment {segment} of {}", self.description),
+            Layout::Region { .. } => format!("segment {segment} of {}", self.description),
         }
     }
 

@@ -8,6 +8,8 @@
 //!   `sync = always | never`, FIFO segment recycling by checkpoint.
 //! - [`recovery`]: replay, verification, torn-tail cut, corruption reports.
 //! - [`dma`]: the file and raw-device backend on O_DIRECT glommio files.
+//! - [`journal_device`]: a raw block device holding every shard's journal
+//!   (device header, one region per shard).
 //! - [`block_store`]: per-stream segments and indexes.
 //! - [`free_space`]: keeps the block store's filesystem above a reserve.
 
@@ -18,6 +20,7 @@ pub mod dma;
 pub mod format;
 pub mod free_space;
 pub mod journal;
+pub mod journal_device;
 pub mod memory;
 pub mod recovery;
 

@@ -244,7 +244,11 @@ pub(crate) fn journal_id(mut random: impl FnMut() -> u64) -> u64 {
 
 /// What shows the store holds JetStream data (a stream directory, a
 /// journal segment), or `None`.
-fn data_evidence(root: &Path, journal_dir: &Path, journal_segments: u32) -> Option<String> {
+pub(crate) fn data_evidence(
+    root: &Path,
+    journal_dir: &Path,
+    journal_segments: u32,
+) -> Option<String> {
     let streams = root.join("streams");
     if let Ok(entries) = std::fs::read_dir(&streams) {
         let mut names: Vec<String> = entries

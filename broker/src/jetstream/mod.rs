@@ -47,6 +47,7 @@ pub mod consumer;
 pub mod entry;
 pub mod expiry;
 pub mod headers;
+pub mod journal_location;
 pub mod layout;
 pub mod listing;
 pub mod meta;
@@ -78,6 +79,7 @@ use crate::nats::interest::{InternalHandler, InternalSubscription};
 use crate::shard::Shard;
 use api::error::ApiError;
 use api::{requests, responses};
+use journal_location::JournalLocation;
 use meta::{Catalog, MetaChange, MetaOperation, MetaRefusal, StoreLimits};
 use stream::config::{self as stream_config, StorageType, StreamConfig};
 use stream::groups::StreamGroups;
@@ -574,13 +576,13 @@ impl JetStream {
         }
         let mut orphans = FxHashSet::default();
         let mut decode_failure = None;
-        let directory = layout::journal_directory(&config.journal_dir, index);
+        let location = JournalLocation::of(&config, index);
         let file_streams = owned
             .iter()
             .filter(|found| found.config.storage == StorageType::File)
             .count();
         let opened = js
-            .open_journal(&directory, file_streams, shard, |record| {
+            .open_journal(&location, file_streams, shard, |record| {
                 let header = record.header;
                 let Some((applied, recovered)) = wanted.get_mut(&header.group) else {
                     orphans.insert(header.group);
@@ -636,8 +638,7 @@ impl JetStream {
                 None
             }
             (Ok(_), Some(error)) => Some(format!(
-                "journal {} holds a checksummed record that does not decode: {error}",
-                directory.display()
+                "journal {location} holds a checksummed record that does not decode: {error}"
             )),
             (Err(damage), _) => Some(damage),
         };
@@ -669,7 +670,7 @@ impl JetStream {
             let mut salvaged = false;
             if let (Some(damage), Some(_)) = (&journal_damage, &stored) {
                 match js
-                    .replace_damaged_journal(&directory, shard, damage, &owned)
+                    .replace_damaged_journal(&location, shard, damage, &owned)
                     .await
                 {
                     Ok(journal) => {
@@ -975,7 +976,7 @@ impl JetStream {
     /// something: a file stream of one replica on this shard.
     async fn replace_damaged_journal(
         &self,
-        directory: &Path,
+        location: &JournalLocation,
         shard: &Rc<Shard>,
         damage: &str,
         owned: &[Found],
@@ -1006,25 +1007,36 @@ impl JetStream {
                 "stream {name} is offline and may have one replica: the journal may hold its only copy"
             ));
         }
-        let parent = directory
-            .parent()
-            .expect("a shard's journal is in the journal directory");
-        let damaged = parent.join("damaged");
-        let name = directory
-            .file_name()
-            .expect("a shard's journal directory has a name")
-            .to_string_lossy()
-            .into_owned();
-        let kept = damaged.join(format!("{name}.{}", now_unix_ns()));
-        std::fs::create_dir_all(&damaged)
-            .and_then(|()| std::fs::rename(directory, &kept))
-            .and_then(|()| std::fs::File::open(parent)?.sync_all())
-            .and_then(|()| std::fs::File::open(&damaged)?.sync_all())
-            .map_err(|error| format!("moving {} aside: {error}", directory.display()))?;
-        log::warn!(target: "tern::jetstream", "shard {}: {damage}; the journal was moved to {} and a new one takes its place: every Raft group of this shard rejoins from its checkpoint and catches up from its peers (its votes are kept in the votes file)", self.index, kept.display());
-        self.open_journal(directory, 0, shard, |_| {})
+        match location {
+            JournalLocation::Directory(directory) => {
+                let parent = directory
+                    .parent()
+                    .expect("a shard's journal is in the journal directory");
+                let damaged = parent.join("damaged");
+                let name = directory
+                    .file_name()
+                    .expect("a shard's journal directory has a name")
+                    .to_string_lossy()
+                    .into_owned();
+                let kept = damaged.join(format!("{name}.{}", now_unix_ns()));
+                std::fs::create_dir_all(&damaged)
+                    .and_then(|()| std::fs::rename(directory, &kept))
+                    .and_then(|()| std::fs::File::open(parent)?.sync_all())
+                    .and_then(|()| std::fs::File::open(&damaged)?.sync_all())
+                    .map_err(|error| format!("moving {} aside: {error}", directory.display()))?;
+                log::warn!(target: "tern::jetstream", "shard {}: {damage}; the journal was moved to {} and a new one takes its place: every Raft group of this shard rejoins from its checkpoint and catches up from its peers (its votes are kept in the votes file)", self.index, kept.display());
+            }
+            JournalLocation::Region { device, offset, .. } => {
+                let bytes =
+                    u64::from(self.config.journal_segments) * self.config.journal_segment_bytes;
+                tern_storage::journal_device::zero_range(device, *offset, bytes)
+                    .map_err(|error| format!("zeroing {location}: {error}"))?;
+                log::warn!(target: "tern::jetstream", "shard {}: {damage}; the region of {location} was zeroed and a new journal takes its place: every Raft group of this shard rejoins from its checkpoint and catches up from its peers (its votes are kept in the votes file)", self.index);
+            }
+        }
+        self.open_journal(location, 0, shard, |_| {})
             .await?
-            .map_err(|error| format!("a new journal at {}: {error}", directory.display()))
+            .map_err(|error| format!("a new journal at {location}: {error}"))
     }
 
     /// Opens this shard's journal, replaying its records into `on_record`.
@@ -1034,36 +1046,61 @@ impl JetStream {
     /// (another server's journal, another format, a broken device).
     async fn open_journal(
         &self,
-        directory: &Path,
+        location: &JournalLocation,
         file_streams: usize,
         shard: &Rc<Shard>,
         on_record: impl FnMut(tern_storage::format::RecordView<'_>),
     ) -> Result<Result<Rc<Journal<DmaDevice>>, String>, String> {
         let config = &self.config;
-        let name = |file: &str| directory.join(file).display().to_string();
-        if file_streams > 0
-            && !DmaDevice::directory_has_segments(directory, config.journal_segments)
-        {
-            return Ok(Err(format!(
-                "journal {} is missing ({file_streams} file stream(s) of this shard keep their newest messages there)",
-                directory.display()
-            )));
+        let sync = SyncMethod::for_policy(config.sync);
+        let device = match location {
+            JournalLocation::Directory(directory) => {
+                if file_streams > 0
+                    && !DmaDevice::directory_has_segments(directory, config.journal_segments)
+                {
+                    return Ok(Err(format!(
+                        "journal {} is missing ({file_streams} file stream(s) of this shard keep their newest messages there)",
+                        directory.display()
+                    )));
+                }
+                if let Some(damage) = DmaDevice::segment_files_damage(
+                    directory,
+                    config.journal_segments,
+                    config.journal_segment_bytes,
+                ) {
+                    return Ok(Err(format!("journal damaged: {damage}")));
+                }
+                DmaDevice::open_directory(
+                    directory,
+                    config.journal_segments,
+                    config.journal_segment_bytes,
+                    sync,
+                )
+                .await
+            }
+            JournalLocation::Region { device, offset, .. } => {
+                DmaDevice::open_region(
+                    device,
+                    *offset,
+                    config.journal_segments,
+                    config.journal_segment_bytes,
+                    sync,
+                    location.to_string(),
+                )
+                .await
+            }
         }
-        if let Some(damage) = DmaDevice::segment_files_damage(
-            directory,
-            config.journal_segments,
-            config.journal_segment_bytes,
-        ) {
-            return Ok(Err(format!("journal damaged: {damage}")));
-        }
-        let device = DmaDevice::open_directory(
-            directory,
-            config.journal_segments,
-            config.journal_segment_bytes,
-            SyncMethod::for_policy(config.sync),
-        )
-        .await
-        .map_err(|error| format!("journal {}: {error}", directory.display()))?;
+        .map_err(|error| format!("journal {location}: {error}"))?;
+        // A segment's name as the device gives it, made a full path for a
+        // directory's files.
+        let name = |file: &str| match location {
+            JournalLocation::Directory(directory) => directory.join(file).display().to_string(),
+            JournalLocation::Region { .. } => file.to_string(),
+        };
+        let segment_name = |segment: u32| match location {
+            JournalLocation::Directory(_) => name(&tern_storage::dma::segment_file_name(segment)),
+            JournalLocation::Region { .. } => format!("segment {segment} of {location}"),
+        };
         let batch_bytes_max = (shard.config.limits.max_payload_bytes + (128 << 10))
             .max(JOURNAL_BATCH_BYTES_MIN)
             .next_multiple_of(4096)
@@ -1080,9 +1117,9 @@ impl JetStream {
                     log::warn!(target: "tern::jetstream", "shard {}: journal {} damaged at offset {}: rebuilt ({:?}) from its redundant copy and written back", self.index, name(&repair.file), repair.offset, repair.kind);
                 }
                 if let Some(cut) = &report.tail_cut {
-                    log::warn!(target: "tern::jetstream", "shard {}: journal {}: cut a torn write at offset {} ({}; a write that was never acknowledged)", self.index, name(&tern_storage::dma::segment_file_name(cut.segment)), cut.offset, cut.reason);
+                    log::warn!(target: "tern::jetstream", "shard {}: journal {}: cut a torn write at offset {} ({}; a write that was never acknowledged)", self.index, segment_name(cut.segment), cut.offset, cut.reason);
                 }
-                log::info!(target: "tern::jetstream", "shard {}: journal {} recovered: {} records in {} batches, sequences {}..={}", self.index, directory.display(), report.records, report.batches, report.first_sequence, report.last_sequence);
+                log::info!(target: "tern::jetstream", "shard {}: journal {location} recovered: {} records in {} batches, sequences {}..={}", self.index, report.records, report.batches, report.first_sequence, report.last_sequence);
                 Ok(Ok(Rc::new(journal)))
             }
             Err(JournalError::Corrupt {
@@ -1094,11 +1131,10 @@ impl JetStream {
                 "journal damaged: {} at offset {offset}: {reason}",
                 name(&file)
             ))),
-            Err(JournalError::Read(error)) => Ok(Err(format!(
-                "journal {} cannot be read: {error}",
-                directory.display()
-            ))),
-            Err(error) => Err(format!("journal {}: {error}", directory.display())),
+            Err(JournalError::Read(error)) => {
+                Ok(Err(format!("journal {location} cannot be read: {error}")))
+            }
+            Err(error) => Err(format!("journal {location}: {error}")),
         }
     }
 

@@ -75,6 +75,11 @@ impl CheckOptions {
             ..Flags::default()
         })?;
         let jetstream = config.jetstream.expect("JetStream is enabled by the flags");
+        if super::journal_location::is_device(&jetstream.journal_dir) {
+            return Err(CheckError::RawJournal {
+                path: jetstream.journal_dir.display().to_string(),
+            });
+        }
         // glommio opens directories by absolute path only (as `server::run`).
         let absolute = |path: PathBuf| -> Result<PathBuf, CheckError> {
             if path.is_absolute() {
@@ -150,6 +155,11 @@ pub enum CheckError {
     },
     #[error("{0}")]
     Device(#[from] DeviceError),
+    #[error(
+        "{path} is a raw journal device: `tern storage` reads journal directories only \
+         (checking a raw journal is not built yet); the server verifies the device at start"
+    )]
+    RawJournal { path: String },
     #[error("{0}")]
     Layout(#[from] super::layout::LayoutError),
     #[error("journal {directory}: {source}")]

@@ -22,9 +22,11 @@ use std::rc::Rc;
 
 use tern_storage::dma::{DmaDevice, SyncMethod};
 use tern_storage::format::checksum;
+use tern_storage::journal_device::{Contents, DeviceHeader, JournalDevice};
 use tern_storage::{Journal, JournalConfig, NewRecord, SyncPolicy};
 
 const GROUPS: u64 = 4;
+const JOURNAL_ID: u64 = 0x7e57;
 /// Records a group keeps un-checkpointed (so segments get recycled).
 const CHECKPOINT_LAG: u64 = 300;
 
@@ -90,6 +92,40 @@ fn body(sequence_hint: u64, group: u64, index: u64, nonce: u64) -> Vec<u8> {
         .collect()
 }
 
+/// Formats an empty device for one shard (the server's way, see
+/// `tern_storage::journal_device`) or checks the header it has; returns
+/// the open device and where shard 0's region starts.
+fn prepare_device(
+    path: &std::path::Path,
+    options: &Options,
+) -> Result<(JournalDevice, u64), String> {
+    let device = JournalDevice::open(path).map_err(|error| error.to_string())?;
+    let wanted = DeviceHeader {
+        device_bytes: device.facts().bytes,
+        device_id: 0x7e57_d00d,
+        segments: options.segments,
+        segment_bytes: options.segment_bytes,
+        server_name: "journal-writer".into(),
+        journal_ids: vec![JOURNAL_ID],
+    };
+    match device.contents().map_err(|error| error.to_string())? {
+        Contents::Empty => device.format(&wanted).map_err(|error| error.to_string())?,
+        Contents::Tern { header, .. } => {
+            if header.journal_ids != wanted.journal_ids
+                || header.segments != wanted.segments
+                || header.segment_bytes != wanted.segment_bytes
+            {
+                return Err(format!(
+                    "{}: another journal's header: {header:?}",
+                    path.display()
+                ));
+            }
+        }
+    }
+    let base = wanted.region_offset(0);
+    Ok((device, base))
+}
+
 fn main() {
     let options = options();
     let executor = glommio::LocalExecutorBuilder::default()
@@ -108,9 +144,26 @@ fn main() {
                 )
                 .await
             }
-            (None, Some(path)) => {
-                DmaDevice::open_block_device(path, options.segment_bytes, method).await
-            }
+            (None, Some(path)) => match prepare_device(path, &options) {
+                Ok((guard, base)) => {
+                    let opened = DmaDevice::open_region(
+                        path,
+                        base,
+                        options.segments,
+                        options.segment_bytes,
+                        method,
+                        format!("{} (shard 0)", path.display()),
+                    )
+                    .await;
+                    // Held (O_EXCL) while the writer runs.
+                    std::mem::forget(guard);
+                    opened
+                }
+                Err(error) => {
+                    say(format!("error {error}"));
+                    return 2;
+                }
+            },
             _ => panic!("give exactly one of --dir and --block-device"),
         };
         let device = match device {
@@ -124,7 +177,7 @@ fn main() {
             shard: 0,
             batch_bytes_max: 256 * 1024,
             sync: SyncPolicy::Always,
-            journal_id: 0x7e57,
+            journal_id: JOURNAL_ID,
         };
         let verify = options.verify;
         let highest: Rc<RefCell<[u64; GROUPS as usize]>> =

@@ -202,12 +202,17 @@ struct LoopDevice {
 }
 
 impl LoopDevice {
-    fn attach(backing: &Path, bytes: u64) -> LoopDevice {
+    fn attach(backing: &Path, bytes: u64, direct_io: bool) -> LoopDevice {
         let file = std::fs::File::create(backing).unwrap();
         file.set_len(bytes).unwrap();
         drop(file);
         let output = Command::new("losetup")
-            .args(["--find", "--show", "--direct-io=on"])
+            .args(["--find", "--show"])
+            .arg(if direct_io {
+                "--direct-io=on"
+            } else {
+                "--direct-io=off"
+            })
             .arg(backing)
             .output()
             .expect("losetup runs (util-linux; the test needs root and loop devices)");
@@ -231,12 +236,19 @@ impl Drop for LoopDevice {
     }
 }
 
+/// The journal in shard 0's region of a loop device, laid out with a
+/// device header as the server does, through SIGKILLs; with the loop
+/// device's own direct I/O on (its backing file bypasses the page cache)
+/// and off.
 #[test]
 fn journal_on_a_raw_block_device() {
-    let directory = tempfile::tempdir().unwrap();
-    let device = LoopDevice::attach(&directory.path().join("namespace.img"), 8 << 20);
-    // The raw device is opened by tern with O_DIRECT and checked; glommio on
-    // its own would open /dev/loopN without O_DIRECT.
-    let target = vec!["--block-device".to_string(), device.path.clone()];
-    crash_loop(target, 5, seed(0x5eed_0002));
+    for direct_io in [true, false] {
+        let directory = tempfile::tempdir().unwrap();
+        let device =
+            LoopDevice::attach(&directory.path().join("namespace.img"), 8 << 20, direct_io);
+        // The raw device is opened by tern with O_DIRECT and checked; glommio on
+        // its own would open /dev/loopN without O_DIRECT.
+        let target = vec!["--block-device".to_string(), device.path.clone()];
+        crash_loop(target, 5, seed(0x5eed_0002));
+    }
 }

@@ -38,6 +38,7 @@ use futures::stream::FuturesUnordered;
 use futures::StreamExt;
 use tokio::sync::mpsc;
 
+use common::loop_device::LoopDevice;
 use common::{Flavor, Options, Server, TIMEOUT};
 
 const STREAMS: [(&str, &str); 4] = [
@@ -586,7 +587,17 @@ async fn verify(
     }
 }
 
-async fn sigkill_loop(flavor: Flavor) {
+/// Where tern keeps its journal in a run.
+#[derive(Debug, Clone, Copy)]
+enum JournalPlace {
+    Directory,
+    /// A loop device (the raw-namespace path), its own direct I/O on or off.
+    LoopDevice {
+        direct_io: bool,
+    },
+}
+
+async fn sigkill_loop(flavor: Flavor, journal: JournalPlace) {
     let seed = common::seed_from_env("TERN_CRASH_SEED", 0x5eed_c4a5);
     let kills = std::env::var("TERN_CRASH_KILLS")
         .ok()
@@ -595,22 +606,42 @@ async fn sigkill_loop(flavor: Flavor) {
                 .parse::<u64>()
                 .expect("TERN_CRASH_KILLS is a u64")
         })
-        .unwrap_or(50);
+        .unwrap_or(match journal {
+            JournalPlace::Directory => 50,
+            JournalPlace::LoopDevice { .. } => 25,
+        });
     let _report = SeedReport {
         flavor,
         seed,
         kills,
     };
     eprintln!(
-        "jetstream_crash ({}): TERN_CRASH_SEED={seed} TERN_CRASH_KILLS={kills}",
+        "jetstream_crash ({}, {journal:?}): TERN_CRASH_SEED={seed} TERN_CRASH_KILLS={kills}",
         flavor.name()
     );
     let started = Instant::now();
     let mut rng = Rng(seed);
+    let backing = tempfile::tempdir().expect("temp dir");
+    let device = match journal {
+        JournalPlace::Directory => None,
+        JournalPlace::LoopDevice { direct_io } => Some(LoopDevice::attach(
+            &backing.path().join("journal.img"),
+            // 2 shards × 4 segments × 8 MiB, plus the 1 MiB header area.
+            80 << 20,
+            direct_io,
+        )),
+    };
     let mut server = Server::start(
         flavor,
         Options {
             nats_sync_always: true,
+            extra_args: match &device {
+                None => Vec::new(),
+                Some(device) => vec![
+                    "--journal_dir".to_string(),
+                    device.path.display().to_string(),
+                ],
+            },
             ..Options::jetstream()
         },
     );
@@ -737,14 +768,30 @@ async fn sigkill_loop(flavor: Flavor) {
 }
 
 mod sigkill_loop {
+    use super::{Flavor, JournalPlace};
+
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn tern() {
-        super::sigkill_loop(super::Flavor::Tern).await
+        super::sigkill_loop(Flavor::Tern, JournalPlace::Directory).await
     }
 
     /// nats-server with a sync per write (`sync_interval: always`).
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn nats() {
-        super::sigkill_loop(super::Flavor::Nats).await
+        super::sigkill_loop(Flavor::Nats, JournalPlace::Directory).await
+    }
+
+    /// The journal on a raw block device (a loop device with its own
+    /// direct I/O on, so writes reach the backing file unbuffered).
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn tern_raw_journal() {
+        super::sigkill_loop(Flavor::Tern, JournalPlace::LoopDevice { direct_io: true }).await
+    }
+
+    /// As [`tern_raw_journal`] with the loop driver buffering its backing
+    /// file (flushes are then what makes writes durable).
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn tern_raw_journal_buffered_loop() {
+        super::sigkill_loop(Flavor::Tern, JournalPlace::LoopDevice { direct_io: false }).await
     }
 }

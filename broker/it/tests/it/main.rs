@@ -25,6 +25,7 @@ mod jetstream_kv;
 mod jetstream_object;
 mod jetstream_publish;
 mod jetstream_push;
+mod jetstream_raw_journal;
 mod jetstream_restart;
 mod jetstream_retention;
 mod jetstream_storage_full;

@@ -18,6 +18,7 @@
 pub mod capture;
 pub mod cluster;
 pub mod js;
+pub mod loop_device;
 pub mod tls;
 
 use std::collections::VecDeque;
