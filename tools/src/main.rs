@@ -25,6 +25,7 @@ mod kv;
 mod message;
 mod monitor;
 mod nkey;
+mod nvme;
 mod object;
 mod output;
 mod progress;
@@ -96,6 +97,9 @@ enum Command {
     Tune(tune::TuneArgs),
     /// Host facts that explain a slow run (steal, idle states, IRQs, memlock, devices)
     Check(host_check::HostCheckArgs),
+    /// Carve an NVMe drive into journal and block-store namespaces: plan, carve
+    #[command(subcommand)]
+    Nvme(nvme::NvmeCommand),
 }
 
 #[derive(Debug, clap::Args)]
@@ -128,6 +132,7 @@ fn main() -> ExitCode {
         Command::Nkey(nkey) => nkey::execute(nkey),
         Command::Tune(arguments) => tune::execute(&arguments),
         Command::Check(arguments) => host_check::execute(&arguments),
+        Command::Nvme(command) => nvme::execute(command),
         Command::Bench(bench) => execute_bench(bench),
         Command::Stream(stream::StreamCommand::Verify(args)) => {
             finish(runtime().block_on(export::verify(&cli.connection, args)))
@@ -251,7 +256,8 @@ async fn execute(connection: &ConnectionArgs, command: Command) -> Result<(), Cl
         | Command::Storage(_)
         | Command::Nkey(_)
         | Command::Tune(_)
-        | Command::Check(_) => {
+        | Command::Check(_)
+        | Command::Nvme(_) => {
             unreachable!("dispatched in main")
         }
     }
