@@ -199,6 +199,9 @@ pub struct JetStreamFile {
     /// A raw block device for every shard's journal (the same as a
     /// `journal_dir` naming a block device).
     pub journal_device: Option<PathBuf>,
+    /// The I/O profile `tern iotune` wrote (default: `<store_dir>/io-profile.json`
+    /// when it exists).
+    pub io_profile: Option<PathBuf>,
     pub journal_segment_size: Option<SizeValue>,
     pub journal_segments: Option<u32>,
     pub max_memory_store: Option<SizeValue>,
@@ -292,6 +295,12 @@ pub struct JetStreamConfig {
     /// On a raw journal device, where each shard's region starts (filled in
     /// at start-up from the device header; empty for journal directories).
     pub journal_regions: Vec<u64>,
+    /// `io_profile` from the file (`None`: `<store_dir>/io-profile.json`
+    /// if it exists).
+    pub io_profile: Option<PathBuf>,
+    /// The settings of the I/O profile (filled in at start-up; `None`:
+    /// no profile, the built-in sizes).
+    pub io_settings: Option<crate::io_profile::IoSettings>,
 }
 
 /// A host and port, as given (resolved when connecting, so a name may
@@ -660,6 +669,8 @@ impl Config {
                 max_file_bytes: limit("max_file_store", jetstream_file.max_file_store)?,
                 journal_ids: Vec::new(),
                 journal_regions: Vec::new(),
+                io_profile: jetstream_file.io_profile,
+                io_settings: None,
                 storage_reserve_bytes: match jetstream_file.storage_reserve {
                     None => None,
                     Some(value) => Some(size("storage_reserve", None, Some(value), 0)? as u64),

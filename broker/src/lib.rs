@@ -29,6 +29,7 @@
 pub mod auth;
 pub mod cluster;
 pub mod config;
+pub mod io_profile;
 pub mod jetstream;
 pub mod logger;
 pub mod mesh;

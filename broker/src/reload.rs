@@ -132,6 +132,7 @@ pub fn changes(running: &Config, new: &Config) -> Changes {
             let mut new = new.clone();
             new.journal_ids.clone_from(&running.journal_ids);
             new.journal_regions.clone_from(&running.journal_regions);
+            new.io_settings = running.io_settings;
             *running != new
         }
         (None, None) => false,

@@ -212,6 +212,24 @@ pub fn run(mut config: Config) -> Result<(), ServerError> {
             )));
         }
         jetstream.journal_ids = layout.journal_ids;
+        let profile = jetstream
+            .io_profile
+            .clone()
+            .unwrap_or_else(|| config.store_dir.join(crate::io_profile::FILE_NAME));
+        jetstream.io_settings = crate::io_profile::read(&profile)
+            .map_err(|error| ServerError::JetStream(error.to_string()))?;
+        match (&jetstream.io_settings, &jetstream.io_profile) {
+            (Some(settings), _) => {
+                log::info!(target: "tern::jetstream", "I/O profile {}: journal batches up to {} bytes, block-store writes of {} bytes, read-ahead {} bytes with {} runs prefetched", profile.display(), settings.journal_batch_bytes_max, settings.store_write_buffer_bytes, settings.store_read_ahead_bytes, settings.store_prefetch_runs);
+            }
+            (None, Some(_)) => {
+                return Err(ServerError::JetStream(format!(
+                    "I/O profile {}: no such file (io_profile; `tern iotune` writes it)",
+                    profile.display()
+                )))
+            }
+            (None, None) => {}
+        }
     }
     let mut random = [0u8; 32];
     for chunk in random.chunks_mut(8) {

@@ -63,6 +63,17 @@ fn main() {
         };
         std::fs::write(header_dir.join(format!("header-{shards}")), header.encode()).unwrap();
     }
+    // An I/O profile as `tern iotune` writes it (tern_broker::io_profile).
+    let profile_dir = root.join("io_profile");
+    std::fs::create_dir_all(&profile_dir).unwrap();
+    std::fs::write(
+        profile_dir.join("profile"),
+        r#"{"version": 1, "measured_unix_seconds": 1796000000,
+  "journal": {"path": "/dev/nvme0n1", "durable_writes": [{"bytes": 4096, "queue_depth": 1, "operations": 10, "bytes_per_second": 1.5e8, "p50_micros": 20.0, "p99_micros": 80.0}], "writes": [], "reads": []},
+  "store": {"path": "/var/lib/tern", "durable_writes": [], "writes": [], "reads": []},
+  "settings": {"journal_batch_bytes_max": 1048576, "store_write_buffer_bytes": 262144, "store_read_ahead_bytes": 1048576, "store_prefetch_runs": 3}}"#,
+    )
+    .unwrap();
     // The block-store target writes its own valid stores (one per
     // scenario) and reads `[scenario, file, damage, position_lo,
     // position_hi, mask...]`: a seed per scenario and kind of damage.

@@ -513,14 +513,15 @@ impl std::ops::Deref for AlignedBlocks {
     }
 }
 
-/// A heap buffer aligned to 4096 bytes (O_DIRECT needs it).
-struct AlignedBlocks {
+/// A zeroed heap buffer aligned to 4096 bytes (O_DIRECT needs it), for
+/// synchronous I/O outside glommio (this module, `tern iotune`).
+pub struct AlignedBlocks {
     pointer: std::ptr::NonNull<u8>,
     layout: std::alloc::Layout,
 }
 
 impl AlignedBlocks {
-    fn zeroed(bytes: usize) -> AlignedBlocks {
+    pub fn zeroed(bytes: usize) -> AlignedBlocks {
         assert!(bytes > 0 && bytes % BLOCK_BYTES == 0);
         let layout =
             std::alloc::Layout::from_size_align(bytes, BLOCK_BYTES).expect("a valid layout");
@@ -531,12 +532,12 @@ impl AlignedBlocks {
         AlignedBlocks { pointer, layout }
     }
 
-    fn bytes(&self) -> &[u8] {
+    pub fn bytes(&self) -> &[u8] {
         // SAFETY: `layout.size()` initialised bytes, owned by self.
         unsafe { std::slice::from_raw_parts(self.pointer.as_ptr(), self.layout.size()) }
     }
 
-    fn bytes_mut(&mut self) -> &mut [u8] {
+    pub fn bytes_mut(&mut self) -> &mut [u8] {
         // SAFETY: as `bytes`, borrowed mutably.
         unsafe { std::slice::from_raw_parts_mut(self.pointer.as_ptr(), self.layout.size()) }
     }

@@ -21,6 +21,7 @@ mod consumer;
 mod error;
 mod export;
 mod host_check;
+mod iotune;
 mod kv;
 mod message;
 mod monitor;
@@ -100,6 +101,8 @@ enum Command {
     /// Carve an NVMe drive into journal and block-store namespaces: plan, carve
     #[command(subcommand)]
     Nvme(nvme::NvmeCommand),
+    /// Measure the journal's and block store's devices into the server's I/O profile
+    Iotune(iotune::IotuneArgs),
 }
 
 #[derive(Debug, clap::Args)]
@@ -133,6 +136,7 @@ fn main() -> ExitCode {
         Command::Tune(arguments) => tune::execute(&arguments),
         Command::Check(arguments) => host_check::execute(&arguments),
         Command::Nvme(command) => nvme::execute(command),
+        Command::Iotune(arguments) => iotune::execute(&arguments),
         Command::Bench(bench) => execute_bench(bench),
         Command::Stream(stream::StreamCommand::Verify(args)) => {
             finish(runtime().block_on(export::verify(&cli.connection, args)))
@@ -257,7 +261,8 @@ async fn execute(connection: &ConnectionArgs, command: Command) -> Result<(), Cl
         | Command::Nkey(_)
         | Command::Tune(_)
         | Command::Check(_)
-        | Command::Nvme(_) => {
+        | Command::Nvme(_)
+        | Command::Iotune(_) => {
             unreachable!("dispatched in main")
         }
     }

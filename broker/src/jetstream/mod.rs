@@ -1101,8 +1101,15 @@ impl JetStream {
             JournalLocation::Directory(_) => name(&tern_storage::dma::segment_file_name(segment)),
             JournalLocation::Region { .. } => format!("segment {segment} of {location}"),
         };
+        // The I/O profile's batch size where the device saturates, or the
+        // default; at least what the largest message needs.
+        let batch_bytes_min = config
+            .io_settings
+            .map_or(JOURNAL_BATCH_BYTES_MIN, |settings| {
+                settings.journal_batch_bytes_max as usize
+            });
         let batch_bytes_max = (shard.config.limits.max_payload_bytes + (128 << 10))
-            .max(JOURNAL_BATCH_BYTES_MIN)
+            .max(batch_bytes_min)
             .next_multiple_of(4096)
             .min(config.journal_segment_bytes as usize / 2);
         let journal_config = JournalConfig {

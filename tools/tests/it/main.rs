@@ -3,6 +3,7 @@
 
 mod bench_cli;
 mod cli;
+mod iotune;
 mod nkey;
 mod storage;
 mod tune;

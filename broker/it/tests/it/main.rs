@@ -21,6 +21,7 @@ mod jetstream_consumer_restart;
 mod jetstream_crash;
 mod jetstream_damage;
 mod jetstream_gaps;
+mod jetstream_io_profile;
 mod jetstream_kv;
 mod jetstream_object;
 mod jetstream_publish;

@@ -70,7 +70,7 @@ fn segment_bytes_max(js: &JetStream) -> u64 {
 
 /// A file stream's block store (the journal makes messages durable).
 pub(super) fn file_store_config(js: &JetStream) -> tern_storage::block_store::StreamConfig {
-    tern_storage::block_store::StreamConfig {
+    let mut config = tern_storage::block_store::StreamConfig {
         message_bytes: file_message_bytes,
         // The journal makes messages durable; the store syncs only at
         // checkpoints (`StreamLog::sync`).
@@ -84,7 +84,14 @@ pub(super) fn file_store_config(js: &JetStream) -> tern_storage::block_store::St
         write_buffer_bytes: STORE_WRITE_BYTES,
         segment_bytes_max: segment_bytes_max(js),
         ..tern_storage::block_store::StreamConfig::default()
+    };
+    // Sizes from the I/O profile `tern iotune` measured, when there is one.
+    if let Some(settings) = js.config.io_settings {
+        config.write_buffer_bytes = settings.store_write_buffer_bytes as usize;
+        config.read_ahead_bytes = settings.store_read_ahead_bytes as usize;
+        config.prefetch_runs = settings.store_prefetch_runs as usize;
     }
+    config
 }
 
 /// A block-store directory's files (created if missing).
