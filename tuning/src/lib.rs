@@ -7,9 +7,8 @@
 //! tested on a fake tree), and `nvme` (the namespace planner behind `tern
 //! nvme plan|carve`, pure over nvme-cli's JSON).
 //!
-//! Still to come (issue: bare-metal NVMe): halt-polling. (`tern iotune`,
-//! the disk probe, lives in the CLI; its profile format in tern-broker,
-//! whose server reads it.)
+//! `tern iotune`, the disk probe, lives in the CLI; its profile format in
+//! tern-broker, whose server reads it.
 
 pub mod facts;
 pub mod host;

@@ -119,6 +119,14 @@ pub const TUNERS: &[Tuner] = &[
         settings: cpuidle,
     },
     Tuner {
+        name: "halt_polling",
+        about: "in a KVM guest with the haltpoll cpuidle driver: an idle vCPU polls at least \
+                200 µs before it halts, without shrinking the window (a wake-up by IPI costs \
+                tens of µs in a VM)",
+        check_only: false,
+        settings: halt_polling,
+    },
+    Tuner {
         name: "clocksource",
         about: "the `tsc` clocksource when offered (cheap clock reads for timestamps and timers)",
         check_only: false,
@@ -495,6 +503,38 @@ fn cpuidle(host: &Host, _: &Node) -> Result<Vec<Setting>, NotApplicable> {
     Ok(settings)
 }
 
+const HALTPOLL_PARAMETERS: &str = "/sys/module/haltpoll/parameters";
+const HALT_POLL_NS_MIN: u64 = 200_000;
+
+fn halt_polling(host: &Host, _: &Node) -> Result<Vec<Setting>, NotApplicable> {
+    if !host.exists(&format!("{HALTPOLL_PARAMETERS}/guest_halt_poll_ns")) {
+        return Err(NotApplicable(
+            "no guest halt polling (not a KVM guest, or no haltpoll governor): on bare metal \
+             the cpuidle tuner keeps the slow idle states off"
+                .into(),
+        ));
+    }
+    let driver = host
+        .read("/sys/devices/system/cpu/cpuidle/current_driver")
+        .unwrap_or_default();
+    if driver != "haltpoll" {
+        return Err(NotApplicable(format!(
+            "the cpuidle driver is {driver:?}, not haltpoll: boot with cpuidle_haltpoll.force=1 \
+             (and the haltpoll governor) for guest halt polling"
+        )));
+    }
+    Ok(vec![
+        at_least(
+            &format!("{HALTPOLL_PARAMETERS}/guest_halt_poll_ns"),
+            HALT_POLL_NS_MIN,
+        ),
+        exactly(
+            format!("{HALTPOLL_PARAMETERS}/guest_halt_poll_allow_shrink"),
+            "N",
+        ),
+    ])
+}
+
 const CLOCKSOURCE: &str = "/sys/devices/system/clocksource/clocksource0";
 
 fn clocksource(host: &Host, _: &Node) -> Result<Vec<Setting>, NotApplicable> {
@@ -727,6 +767,15 @@ mod tests {
             ("sys/devices/system/cpu/cpu0/cpuidle/state1/disable", "0"),
             ("sys/devices/system/cpu/cpu0/cpuidle/state2/latency", "133"),
             ("sys/devices/system/cpu/cpu0/cpuidle/state2/disable", "0"),
+            ("sys/devices/system/cpu/cpuidle/current_driver", "haltpoll"),
+            (
+                "sys/module/haltpoll/parameters/guest_halt_poll_ns",
+                "200000",
+            ),
+            (
+                "sys/module/haltpoll/parameters/guest_halt_poll_allow_shrink",
+                "Y",
+            ),
             (
                 "sys/block/nvme0n1/queue/scheduler",
                 "[mq-deadline] kyber none",
@@ -801,6 +850,7 @@ mod tests {
             [
                 "/sys/devices/system/cpu/cpu0/cpufreq/scaling_governor",
                 "/sys/devices/system/cpu/cpu0/cpuidle/state2/disable",
+                "/sys/module/haltpoll/parameters/guest_halt_poll_allow_shrink",
                 "/sys/devices/system/clocksource/clocksource0/current_clocksource",
                 "/proc/sys/vm/swappiness",
                 "/sys/kernel/mm/transparent_hugepage/enabled",
@@ -931,6 +981,34 @@ mod tests {
         assert_eq!(reassigned("OTHER=2", "KEY", "0"), "OTHER=2\nKEY=\"0\"");
         assert_eq!(assigned("OTHER=2", "KEY"), None);
         assert_eq!(assigned("KEYS=1", "KEY"), None);
+    }
+
+    #[test]
+    fn halt_polling_needs_the_haltpoll_driver() {
+        let (root, host) = fake_host();
+        let tuners = select(&["halt_polling".to_string()]).expect("a tuner");
+        let node = Node::default();
+        assert_eq!(
+            line(
+                &check(&host, &node, &tuners),
+                "/sys/module/haltpoll/parameters/guest_halt_poll_ns"
+            )
+            .state,
+            State::Ok {
+                current: "200000".into()
+            }
+        );
+        std::fs::write(
+            root.path()
+                .join("sys/devices/system/cpu/cpuidle/current_driver"),
+            "none\n",
+        )
+        .expect("a driver");
+        let checked = check(&host, &node, &tuners);
+        assert!(
+            checked.iter().all(|finding| matches!(&finding.state, State::Cannot { reason } if reason.contains("cpuidle_haltpoll.force=1"))),
+            "{checked:?}"
+        );
     }
 
     #[test]
