@@ -7,7 +7,7 @@
 //! settings and filesystem under `--store_dir` and `--journal_dir`.
 //! Changes nothing; exits 0 (a `look` line is advice, not a failure).
 
-use std::os::unix::fs::MetadataExt;
+use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
@@ -28,7 +28,7 @@ pub struct HostCheckArgs {
     /// The store directory tern-server uses
     #[arg(long = "store_dir", alias = "store-dir", default_value = "./data")]
     store_dir: PathBuf,
-    /// The journal directory, if apart from the store
+    /// The journal directory (or raw journal device), if apart from the store
     #[arg(long = "journal_dir", alias = "journal-dir")]
     journal_dir: Option<PathBuf>,
     /// How long to sample steal time, in seconds (0: since boot)
@@ -79,7 +79,13 @@ pub fn execute(arguments: &HostCheckArgs) -> ExitCode {
         let absolute = std::path::absolute(directory).unwrap_or_else(|_| directory.clone());
         match std::fs::metadata(&absolute) {
             Ok(metadata) => {
-                let device = metadata.dev();
+                // A raw journal device is itself the device; a
+                // directory is on the device its filesystem is.
+                let device = if metadata.file_type().is_block_device() {
+                    metadata.rdev()
+                } else {
+                    metadata.dev()
+                };
                 let numbers = (libc::major(device), libc::minor(device));
                 found.push(facts::device_under(&host, &absolute, numbers));
             }

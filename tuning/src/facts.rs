@@ -303,7 +303,15 @@ pub fn device_under(host: &Host, directory: &Path, device: (u32, u32)) -> Fact {
     let rotational = queue("rotational") == "1";
     let write_cache = queue("write_cache");
     let block_bytes = queue("logical_block_size");
-    let filesystem = mount_of(host, directory).unwrap_or_else(|| "?".to_string());
+    let raw = {
+        use std::os::unix::fs::FileTypeExt;
+        std::fs::metadata(directory).is_ok_and(|meta| meta.file_type().is_block_device())
+    };
+    let filesystem = if raw {
+        "raw device (a journal without a filesystem)".to_string()
+    } else {
+        mount_of(host, directory).unwrap_or_else(|| "?".to_string())
+    };
     let verdict = if rotational || (scheduler != "none" && disk.starts_with("nvme")) {
         Verdict::Look
     } else {
