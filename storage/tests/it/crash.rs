@@ -7,10 +7,11 @@
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
-use std::path::Path;
 use std::process::{Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
+
+use tern_it::loop_device::LoopDevice;
 
 const START_TIMEOUT: Duration = Duration::from_secs(30);
 
@@ -196,46 +197,6 @@ fn sigkill_loop_keeps_every_acked_record() {
     crash_loop(target, cycles(), seed(0x5eed_0001));
 }
 
-/// A loop device over a file, detached when dropped.
-struct LoopDevice {
-    path: String,
-}
-
-impl LoopDevice {
-    fn attach(backing: &Path, bytes: u64, direct_io: bool) -> LoopDevice {
-        let file = std::fs::File::create(backing).unwrap();
-        file.set_len(bytes).unwrap();
-        drop(file);
-        let output = Command::new("losetup")
-            .args(["--find", "--show"])
-            .arg(if direct_io {
-                "--direct-io=on"
-            } else {
-                "--direct-io=off"
-            })
-            .arg(backing)
-            .output()
-            .expect("losetup runs (util-linux; the test needs root and loop devices)");
-        assert!(
-            output.status.success(),
-            "losetup failed: {}",
-            String::from_utf8_lossy(&output.stderr)
-        );
-        LoopDevice {
-            path: String::from_utf8(output.stdout).unwrap().trim().to_string(),
-        }
-    }
-}
-
-impl Drop for LoopDevice {
-    fn drop(&mut self) {
-        let _ = Command::new("losetup")
-            .arg("--detach")
-            .arg(&self.path)
-            .status();
-    }
-}
-
 /// The journal in shard 0's region of a loop device, laid out with a
 /// device header as the server does, through SIGKILLs; with the loop
 /// device's own direct I/O on (its backing file bypasses the page cache)
@@ -248,7 +209,10 @@ fn journal_on_a_raw_block_device() {
             LoopDevice::attach(&directory.path().join("namespace.img"), 8 << 20, direct_io);
         // The raw device is opened by tern with O_DIRECT and checked; glommio on
         // its own would open /dev/loopN without O_DIRECT.
-        let target = vec!["--block-device".to_string(), device.path.clone()];
+        let target = vec![
+            "--block-device".to_string(),
+            device.path.display().to_string(),
+        ];
         crash_loop(target, 5, seed(0x5eed_0002));
     }
 }

@@ -6,6 +6,7 @@ use std::path::Path;
 use std::process::{Command, Output};
 
 use serde_json::Value;
+use tern_it::loop_device::LoopDevice;
 
 fn iotune(arguments: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_tern"))
@@ -60,52 +61,29 @@ fn a_profile_is_written_for_directories() {
     assert!(leftovers.is_empty(), "{leftovers:?}");
 }
 
-/// A loop device over a file; detached when dropped.
-struct LoopDevice(String);
-
-impl Drop for LoopDevice {
-    fn drop(&mut self) {
-        let _ = Command::new("losetup")
-            .arg("--detach")
-            .arg(&self.0)
-            .status();
-    }
-}
-
 #[test]
 fn a_raw_journal_device_is_measured_only_before_tern_formats_it() {
     let directory = tempfile::tempdir().unwrap();
-    let backing = directory.path().join("journal.img");
-    std::fs::File::create(&backing)
-        .unwrap()
-        .set_len(64 << 20)
-        .unwrap();
-    let output = Command::new("losetup")
-        .args(["--find", "--show", "--direct-io=on"])
-        .arg(&backing)
-        .output()
-        .expect("losetup runs (util-linux; the test needs root)");
-    assert!(output.status.success(), "{output:?}");
-    let device = LoopDevice(String::from_utf8(output.stdout).unwrap().trim().to_string());
+    let device = LoopDevice::attach(&directory.path().join("journal.img"), 64 << 20, true);
+    let path = device.path.display().to_string();
     let store = directory.path().join("data");
     let arguments = [
         "--store_dir",
         store.to_str().unwrap(),
         "--journal_dir",
-        &device.0,
+        &path,
     ];
     let output = iotune(&arguments);
     assert!(output.status.success(), "{output:?}");
     assert_eq!(
         profile(&store.join("io-profile.json"))["journal"]["path"],
-        device.0.as_str()
+        path.as_str()
     );
     // The first 1 MiB (where the header goes) was not touched.
-    let start = std::fs::read(&device.0).unwrap();
-    assert!(start[..1 << 20].iter().all(|&byte| byte == 0));
+    assert!(device.read(0, 1 << 20).iter().all(|&byte| byte == 0));
 
     // Once the device holds a tern journal, measuring is refused.
-    let opened = tern_storage::journal_device::JournalDevice::open(Path::new(&device.0)).unwrap();
+    let opened = tern_storage::journal_device::JournalDevice::open(&device.path).unwrap();
     let header = tern_storage::journal_device::DeviceHeader {
         device_bytes: opened.facts().bytes,
         device_id: 1,

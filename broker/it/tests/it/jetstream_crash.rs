@@ -38,8 +38,8 @@ use futures::stream::FuturesUnordered;
 use futures::StreamExt;
 use tokio::sync::mpsc;
 
-use common::loop_device::LoopDevice;
 use common::{Flavor, Options, Server, TIMEOUT};
+use tern_it::loop_device::LoopDevice;
 
 const STREAMS: [(&str, &str); 4] = [
     ("CRASH_A", "a"),

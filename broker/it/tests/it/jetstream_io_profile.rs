@@ -75,48 +75,21 @@ async fn a_damaged_or_missing_profile_refuses_the_start() {
         b"{\"version\": 1, \"sett",
     )
     .unwrap();
-    let failure = match (Stopped {
+    let dir = Stopped {
         flavor: Flavor::Tern,
         options: Options::jetstream(),
         dir,
-    })
-    .try_start()
-    {
-        Ok(mut server) => {
-            server.kill();
-            panic!("started with a damaged profile");
-        }
-        Err(failure) => failure,
-    };
-    assert!(
-        failure.stderr.contains("io-profile.json")
-            && failure.stderr.contains("run `tern iotune` again"),
-        "{}",
-        failure.stderr
-    );
+    }
+    .refused("io-profile.json: EOF while parsing");
     let options = Options {
         tern_config: "io_profile = \"/nonexistent/io-profile.json\"\n".into(),
         ..Options::jetstream()
     };
-    std::fs::remove_file(failure.dir.path().join("data/io-profile.json")).unwrap();
-    let failure = match (Stopped {
+    std::fs::remove_file(dir.path().join("data/io-profile.json")).unwrap();
+    Stopped {
         flavor: Flavor::Tern,
         options,
-        dir: failure.dir,
-    })
-    .try_start()
-    {
-        Ok(mut server) => {
-            server.kill();
-            panic!("started without the named profile");
-        }
-        Err(failure) => failure,
-    };
-    assert!(
-        failure
-            .stderr
-            .contains("/nonexistent/io-profile.json: no such file"),
-        "{}",
-        failure.stderr
-    );
+        dir,
+    }
+    .refused("/nonexistent/io-profile.json: no such file");
 }

@@ -14,8 +14,8 @@ use std::time::Duration;
 
 use async_nats::jetstream::{self, stream::StorageType};
 
-use common::loop_device::LoopDevice;
 use common::{Flavor, Options, Server, Stopped, TIMEOUT};
+use tern_it::loop_device::LoopDevice;
 
 /// Where the journal regions start (after the device header area).
 const HEADER_AREA_BYTES: u64 = 1 << 20;
@@ -31,31 +31,6 @@ fn options(device: &LoopDevice) -> Options {
         journal_segments: Some(SEGMENTS as u32),
         extra_args: vec!["--journal_dir".into(), device.path.display().to_string()],
         ..Options::jetstream()
-    }
-}
-
-/// Starts `stopped`, expecting a refusal whose stderr holds `needle`; hands
-/// the directory back.
-fn refused(stopped: Stopped, needle: &str) -> tempfile::TempDir {
-    match stopped.try_start() {
-        Ok(mut server) => {
-            let log = server.log_tail();
-            server.kill();
-            panic!("started, but should have refused with {needle:?}; log:\n{log}");
-        }
-        Err(failure) => {
-            assert!(
-                !failure.timed_out,
-                "hung instead of refusing: {}",
-                failure.stderr
-            );
-            assert!(
-                failure.stderr.contains(needle),
-                "refused, but without {needle:?}: {}",
-                failure.stderr
-            );
-            failure.dir
-        }
     }
 }
 
@@ -133,7 +108,7 @@ async fn refuses_a_device_in_use_or_holding_something_else() {
         options: options(&device),
         dir: tempfile::tempdir().unwrap(),
     };
-    let dir = refused(stopped, "holds an ext2/3/4 filesystem; nothing was changed");
+    let dir = stopped.refused("holds an ext2/3/4 filesystem; nothing was changed");
     assert_eq!(
         device.read(1024, 4096),
         superblock,
@@ -153,7 +128,7 @@ async fn refuses_a_device_in_use_or_holding_something_else() {
         dir,
     };
     let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        refused(stopped, "is in use (mounted")
+        stopped.refused("is in use (mounted")
     }));
     let _ = Command::new("umount").arg(mount_point.path()).status();
     let dir = outcome.unwrap_or_else(|panic| std::panic::resume_unwind(panic));
@@ -164,19 +139,17 @@ async fn refuses_a_device_in_use_or_holding_something_else() {
         options: options(&small),
         dir,
     };
-    let dir = refused(stopped, "the journal needs 68157440");
+    let dir = stopped.refused("the journal needs 68157440");
     assert!(small.read(0, 8192).iter().all(|&byte| byte == 0));
 
     let mut options = options(&device);
     options.extra_args = vec!["--journal_dir".into(), "/dev/null".into()];
-    refused(
-        Stopped {
-            flavor: Flavor::Tern,
-            options,
-            dir,
-        },
-        "/dev/null: not a block device",
-    );
+    Stopped {
+        flavor: Flavor::Tern,
+        options,
+        dir,
+    }
+    .refused("/dev/null: not a block device");
 }
 
 /// A device formatted by one server keeps its identity: another store, a
@@ -199,7 +172,7 @@ async fn refuses_another_store_server_shard_count_or_geometry() {
         options: options(&device),
         dir: tempfile::tempdir().unwrap(),
     };
-    refused(other_store, "holds the journal of another store");
+    other_store.refused("holds the journal of another store");
 
     let original = stopped.options.clone();
     stopped
@@ -207,25 +180,19 @@ async fn refuses_another_store_server_shard_count_or_geometry() {
         .extra_args
         .extend(["-n".to_string(), "renamed".to_string()]);
     let mut stopped = Stopped {
-        dir: refused(
-            stopped,
-            "belongs to server \"\"; this server is \"renamed\"",
-        ),
+        dir: stopped.refused("belongs to server \"\"; this server is \"renamed\""),
         options: original.clone(),
         flavor: Flavor::Tern,
     };
     stopped.options.shards = Some(1);
     let mut stopped = Stopped {
-        dir: refused(stopped, "this one runs 1"),
+        dir: stopped.refused("this one runs 1"),
         options: original.clone(),
         flavor: Flavor::Tern,
     };
     stopped.options.journal_segments = Some(3);
     let stopped = Stopped {
-        dir: refused(
-            stopped,
-            "laid out with 4 segments of 8388608 bytes per shard",
-        ),
+        dir: stopped.refused("laid out with 4 segments of 8388608 bytes per shard"),
         options: original,
         flavor: Flavor::Tern,
     };
@@ -271,7 +238,7 @@ async fn a_damaged_header_copy_is_rewritten_and_two_are_refused() {
     device.flip(24, 0x80);
     device.flip(4096 + 24, 0x80);
     let damaged = device.read(0, 8192);
-    let dir = refused(stopped, "both copies of the journal header are damaged");
+    let dir = stopped.refused("both copies of the journal header are damaged");
     assert_eq!(device.read(0, 8192), damaged, "nothing was changed");
     // Restored, the store is whole again.
     device.write(0, &header);

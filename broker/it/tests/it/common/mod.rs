@@ -18,7 +18,6 @@
 pub mod capture;
 pub mod cluster;
 pub mod js;
-pub mod loop_device;
 pub mod tls;
 
 use std::collections::VecDeque;
@@ -300,6 +299,31 @@ impl Stopped {
     /// Starts the server again on these files, or says why it did not come up.
     pub fn try_start(self) -> Result<Server, StartFailure> {
         Server::try_start_in(self.flavor, self.options, self.dir)
+    }
+
+    /// Starts the server expecting it to refuse (exit, not hang) with
+    /// `needle` in its stderr; hands the directory back.
+    pub fn refused(self, needle: &str) -> tempfile::TempDir {
+        match self.try_start() {
+            Ok(mut server) => {
+                let log = server.log_tail();
+                server.kill();
+                panic!("started, but should have refused with {needle:?}; log:\n{log}");
+            }
+            Err(failure) => {
+                assert!(
+                    !failure.timed_out,
+                    "hung instead of refusing: {}",
+                    failure.stderr
+                );
+                assert!(
+                    failure.stderr.contains(needle),
+                    "refused, but without {needle:?}: {}",
+                    failure.stderr
+                );
+                failure.dir
+            }
+        }
     }
 }
 
