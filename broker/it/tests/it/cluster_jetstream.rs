@@ -9,6 +9,8 @@
 
 use crate::common;
 
+use tern_it::loop_device::LoopDevice;
+
 use std::time::{Duration, Instant};
 
 use common::cluster::{wait_log, Cluster};
@@ -1282,6 +1284,103 @@ async fn r3_damaged_block_stores_on_every_shard_rebuild_at_start_tern() {
     );
 }
 
+/// The part of the lost-journal tests after the damage (node `damaged`
+/// down, its journals lost or damaged beyond repair): publishes while it
+/// is down, restarts it, waits for `journals` journals to be replaced
+/// (`replaced_needle` logged that many times), and checks it rejoined: current,
+/// published through, its own copy of every stream whole and in order
+/// when it leads, and the meta group answering through it.
+async fn rejoins_after_its_journal_is_replaced(
+    cluster: &mut Cluster,
+    client: &async_nats::Client,
+    names: &[String],
+    damaged: usize,
+    messages: usize,
+    (replaced_needle, journals): (&str, usize),
+) {
+    // Published while it is down (a leader it held fails over meanwhile):
+    // it must catch up with these too.
+    for name in names {
+        let subject = format!("{}.x", name.to_lowercase());
+        let sequence =
+            publish_through_failover(client, &subject, &format!("{name}-{}", messages + 1)).await;
+        assert_eq!(sequence, messages as u64 + 1);
+    }
+    cluster.restart(damaged);
+    let deadline = Instant::now() + CONVERGE_TIMEOUT;
+    loop {
+        let log = cluster.node(damaged).log_tail();
+        let replaced = log
+            .lines()
+            .filter(|line| line.contains(replaced_needle))
+            .count();
+        if replaced == journals {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{replaced} of {journals} journals replaced on n{damaged}:\n{log}"
+        );
+        // Poll interval of a bounded wait.
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // Its return ends the term its groups' leaders were in (it starts in
+    // the next one): once they have led again and it is current,
+    // published through it.
+    for name in names {
+        wait_replicas_current(client, name).await;
+    }
+    let through_damaged = cluster.connect(damaged).await;
+    for name in names {
+        let subject = format!("{}.x", name.to_lowercase());
+        let ack = publish_acked(
+            &through_damaged,
+            &subject,
+            &format!("{name}-{}", messages + 2),
+        )
+        .await;
+        assert_eq!(ack["seq"], messages + 2, "{ack}");
+    }
+    let expected = messages + 2;
+    wait_copies_complete(cluster, damaged, names, expected as u64).await;
+    // Its copy, read from it as the leader: every message, in order.
+    let damaged_name = format!("n{damaged}");
+    for name in names {
+        let answer = api_when_ready(
+            client,
+            &format!("$JS.API.STREAM.LEADER.STEPDOWN.{name}"),
+            preferred(&damaged_name),
+        )
+        .await;
+        assert_eq!(answer["success"], true, "{answer}");
+        let info_subject = format!("$JS.API.STREAM.INFO.{name}");
+        wait_leader_named(client, &info_subject, &damaged_name).await;
+        for sequence in 1..=expected {
+            let answer = api(
+                &through_damaged,
+                &format!("$JS.API.STREAM.MSG.GET.{name}"),
+                json!({ "seq": sequence }),
+            )
+            .await;
+            let data = answer["message"]["data"]
+                .as_str()
+                .unwrap_or_else(|| panic!("{answer}"));
+            assert_eq!(
+                base64_decode(data),
+                format!("{name}-{sequence}").as_bytes(),
+                "{name} #{sequence}"
+            );
+        }
+    }
+    // The meta group runs through it: a create answered.
+    let mut config = stream_config("LOSTAFTER");
+    config["num_replicas"] = json!(3);
+    let created = api_when_ready(&through_damaged, "$JS.API.STREAM.CREATE.LOSTAFTER", config).await;
+    assert!(created.get("error").is_none(), "{created}");
+    let log = cluster.node(damaged).log_tail();
+    assert!(!log.contains("stays offline"), "{log}");
+}
+
 /// A cluster node whose journal was lost while it was down (every segment
 /// of both shards deleted after a SIGKILL under load, so its newest
 /// entries existed only there) rejoins from its peers instead of staying
@@ -1318,84 +1417,15 @@ async fn r3_node_with_a_lost_journal_rejoins_from_its_peers_tern() {
         "no journal segments under {}",
         store.display()
     );
-    // Published while it is down: it must catch up with these too.
-    for name in &names {
-        let subject = format!("{}.x", name.to_lowercase());
-        publish_acked(&client, &subject, &format!("{name}-{}", MESSAGES + 1)).await;
-    }
-    cluster.restart(DAMAGED);
-    let deadline = Instant::now() + CONVERGE_TIMEOUT;
-    loop {
-        let log = cluster.node(DAMAGED).log_tail();
-        let replaced = log
-            .lines()
-            .filter(|line| line.contains("a new one takes its place"))
-            .count();
-        if replaced == 2 {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "{replaced} of 2 journals replaced on n{DAMAGED}:\n{log}"
-        );
-        // Poll interval of a bounded wait.
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    // Its return ends the term its groups' leaders were in (it starts in
-    // the next one): once they have led again and it is current,
-    // published through it.
-    for name in &names {
-        wait_replicas_current(&client, name).await;
-    }
-    let through_damaged = cluster.connect(DAMAGED).await;
-    for name in &names {
-        let subject = format!("{}.x", name.to_lowercase());
-        let ack = publish_acked(
-            &through_damaged,
-            &subject,
-            &format!("{name}-{}", MESSAGES + 2),
-        )
-        .await;
-        assert_eq!(ack["seq"], MESSAGES + 2, "{ack}");
-    }
-    let expected = MESSAGES + 2;
-    wait_copies_complete(&cluster, DAMAGED, &names, expected as u64).await;
-    // Its copy, read from it as the leader: every message, in order.
-    let damaged_name = format!("n{DAMAGED}");
-    for name in &names {
-        let answer = api_when_ready(
-            &client,
-            &format!("$JS.API.STREAM.LEADER.STEPDOWN.{name}"),
-            preferred(&damaged_name),
-        )
-        .await;
-        assert_eq!(answer["success"], true, "{answer}");
-        let info_subject = format!("$JS.API.STREAM.INFO.{name}");
-        wait_leader_named(&client, &info_subject, &damaged_name).await;
-        for sequence in 1..=expected {
-            let answer = api(
-                &through_damaged,
-                &format!("$JS.API.STREAM.MSG.GET.{name}"),
-                json!({ "seq": sequence }),
-            )
-            .await;
-            let data = answer["message"]["data"]
-                .as_str()
-                .unwrap_or_else(|| panic!("{answer}"));
-            assert_eq!(
-                base64_decode(data),
-                format!("{name}-{sequence}").as_bytes(),
-                "{name} #{sequence}"
-            );
-        }
-    }
-    // The meta group runs through it: a create answered.
-    let mut config = stream_config("LOSTAFTER");
-    config["num_replicas"] = json!(3);
-    let created = api_when_ready(&through_damaged, "$JS.API.STREAM.CREATE.LOSTAFTER", config).await;
-    assert!(created.get("error").is_none(), "{created}");
-    let log = cluster.node(DAMAGED).log_tail();
-    assert!(!log.contains("stays offline"), "{log}");
+    rejoins_after_its_journal_is_replaced(
+        &mut cluster,
+        &client,
+        &names,
+        DAMAGED,
+        MESSAGES,
+        ("a new one takes its place", 2),
+    )
+    .await;
     let kept = std::fs::read_dir(store.join("jetstream/journal/damaged"))
         .expect("the damaged journals are kept")
         .count();
@@ -1414,6 +1444,72 @@ async fn r3_node_with_a_lost_journal_rejoins_from_its_peers_tern() {
         "the meta group refusing to run",
         "the meta group cannot run without shard 0's journal",
         CONVERGE_TIMEOUT,
+    )
+    .await;
+}
+
+/// The same with each node's journal on its own raw device (a loop
+/// device): node 3's journal regions damaged beyond their parity (two
+/// blocks of each shard's first batch flipped) while it was down, under
+/// load. Each damaged region is zeroed and a fresh journal takes its
+/// place; the node rejoins and its copies are whole.
+#[tokio::test]
+async fn r3_node_with_a_damaged_raw_journal_rejoins_from_its_peers_tern() {
+    const STREAMS: usize = 2;
+    const MESSAGES: usize = 20;
+    const SEGMENT_BYTES: u64 = 8 << 20;
+    const SEGMENTS: u64 = 4;
+    let backing = tempfile::tempdir().unwrap();
+    let devices: Vec<LoopDevice> = (1..=3)
+        .map(|node| {
+            LoopDevice::attach(
+                &backing.path().join(format!("n{node}.img")),
+                (1 << 20) + 2 * SEGMENTS * SEGMENT_BYTES,
+                true,
+            )
+        })
+        .collect();
+    let mut cluster = Cluster::meshed_with(Flavor::Tern, 3, |node| Options {
+        journal_segment_bytes: Some(SEGMENT_BYTES),
+        journal_segments: Some(SEGMENTS as u32),
+        extra_args: vec![
+            "--journal_dir".into(),
+            devices[node - 1].path.display().to_string(),
+        ],
+        ..Options::jetstream()
+    })
+    .await;
+    let client = cluster.connect(1).await;
+    let names: Vec<String> = (0..STREAMS)
+        .map(|index| format!("RAWLOST{index}"))
+        .collect();
+    create_r3_streams_with_messages(&client, &names, MESSAGES).await;
+    const DAMAGED: usize = 3;
+    cluster.kill(DAMAGED);
+    let device = &devices[DAMAGED - 1];
+    let mut damaged_regions = 0;
+    for shard in 0..2 {
+        let region = (1 << 20) + shard * SEGMENTS * SEGMENT_BYTES;
+        if &device.read(region + 4096, 4)[..] != b"TJB1" {
+            continue; // This shard journaled nothing (no group placed on it).
+        }
+        // A data block and the next (another data block, or the parity):
+        // one parity block cannot rebuild two.
+        device.flip(region + 4096 + 100, 0x20);
+        device.flip(region + 2 * 4096 + 100, 0x20);
+        damaged_regions += 1;
+    }
+    assert!(damaged_regions >= 1, "shard 0 journals the meta group");
+    rejoins_after_its_journal_is_replaced(
+        &mut cluster,
+        &client,
+        &names,
+        DAMAGED,
+        MESSAGES,
+        (
+            "was zeroed and a new journal takes its place",
+            damaged_regions,
+        ),
     )
     .await;
 }

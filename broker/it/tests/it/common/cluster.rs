@@ -236,7 +236,18 @@ impl Cluster {
     /// operator: the meta group's voters are the configured nodes; a
     /// restarted node keeps its route port). Waits for the routes.
     pub async fn meshed(flavor: Flavor, nodes: usize, options: Options) -> Cluster {
+        Cluster::meshed_with(flavor, nodes, |_| options.clone()).await
+    }
+
+    /// [`Cluster::meshed`] with node `n`'s options from `options_of(n)`
+    /// (1-based; e.g. each node's own raw journal device).
+    pub async fn meshed_with(
+        flavor: Flavor,
+        nodes: usize,
+        options_of: impl Fn(usize) -> Options,
+    ) -> Cluster {
         assert!(nodes >= 1, "a cluster has at least one node");
+        let options = options_of(1);
         let name = unique_cluster_name(flavor);
         let ports: Vec<u16> = (0..nodes).map(|_| free_port()).collect();
         let routes = ports
@@ -254,7 +265,7 @@ impl Cluster {
         };
         for (index, port) in ports.iter().enumerate() {
             let node = format!("n{}", index + 1);
-            let mut options = cluster.options.clone();
+            let mut options = options_of(index + 1);
             let mut args = vec![
                 "-n".to_string(),
                 node.clone(),
