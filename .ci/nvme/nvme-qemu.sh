@@ -71,7 +71,7 @@ timeout 240 qemu-system-x86_64 -M q35,accel=tcg -cpu max -m 1536 -smp 1 \
   -drive file="$work/pool-journal.img",if=none,id=pool2,format=raw -device nvme-ns,drive=pool2,bus=ctrl0,nsid=2,detached=on \
   -drive file="$work/pool-store.img",if=none,id=pool3,format=raw -device nvme-ns,drive=pool3,bus=ctrl0,nsid=3,detached=on \
   > "$work/serial.log" 2>&1 || true
-grep -E "^(PASS|FAIL) " "$work/serial.log" || true
+grep -E "^(PASS|FAIL) " "$work/serial.log" || true  # the guest's verdicts
 echo "guest ran $((SECONDS - started)) s"
 if grep -q "^ALL-PASSED" "$work/serial.log"; then
   echo "nvme-qemu: passed"
