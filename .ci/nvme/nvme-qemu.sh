@@ -47,6 +47,10 @@ if [ ! -d "$work/kroot/boot" ]; then
   (cd "$work" && chmod 777 . && apt-get download -qq "$package" && dpkg-deb -x linux-image-*.deb kroot && rm -f linux-image-*.deb)
 fi
 
+# TERN_NVME_PREPARE_ONLY=1: install and download only (CI does it while
+# the code builds).
+[ -n "${TERN_NVME_PREPARE_ONLY:-}" ] && exit 0
+
 # The guest's binaries, stripped (the initramfs lives in guest RAM).
 for binary in tern tern-server; do
   strip -o "$work/$binary" "$bin/$binary"
