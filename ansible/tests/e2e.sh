@@ -233,6 +233,14 @@ replicas=$(echo "$info" | "$python" -c 'import json,sys; i=json.load(sys.stdin)[
 [ "$messages" = 20 ] && [ "$replicas" = 3 ] && pass "h3 reads 20 messages on 3 replicas" || { echo "$info"; fail "read through h3 (messages $messages, replicas $replicas)"; }
 last=$(tern -s "$(url 13)" stream get E2E 20 --json 2>/dev/null | "$python" -c 'import json,sys,base64; print(base64.b64decode(json.load(sys.stdin)["data"]).decode())' 2>/dev/null)
 [ "$last" = "message 20" ] && pass "message 20 read through h3" || fail "stream get through h3 ($last)"
+# A durable pull consumer made through h1 and consumed (with acks) through h3.
+tern -s "$(url 11)" consumer add E2E READER --pull --defaults >"$work/consumer.log" 2>&1
+bodies=$(tern -s "$(url 13)" consumer next E2E READER --count 20 2>"$work/next.log")
+if [ "$(echo "$bodies" | grep -c '^message ')" = 20 ] && [ "$(echo "$bodies" | tail -1)" = "message 20" ]; then
+  pass "20 messages consumed and acked through h3 by a consumer made through h1"
+else
+  cat "$work/consumer.log" "$work/next.log"; echo "$bodies"; fail "consume across nodes"
+fi
 
 # --- idempotence
 if playbook "$collection/site.yml" >"$work/site2.log" 2>&1 &&
