@@ -296,7 +296,6 @@ pub enum Contents {
 const BLKSSZGET: libc::c_ulong = 0x1268;
 const BLKPBSZGET: libc::c_ulong = 0x127b;
 const BLKGETSIZE64: libc::c_ulong = 0x8008_1272;
-const BLKZEROOUT: libc::c_ulong = 0x127f;
 
 impl JournalDevice {
     /// Opens `path` exclusively with O_DIRECT and reads its facts. Refuses
@@ -450,8 +449,8 @@ impl JournalDevice {
         }
     }
 
-    /// Formats the device for `header`: zeroes every region, then writes
-    /// both header copies, each step made durable. Refuses a device too
+    /// Formats the device for `header`: writes zeros over every region,
+    /// then writes both header copies, each step made durable. Refuses a device too
     /// small. The caller has checked [`JournalDevice::contents`] is
     /// [`Contents::Empty`].
     pub fn format(&self, header: &DeviceHeader) -> Result<(), JournalDeviceError> {
@@ -502,7 +501,7 @@ impl JournalDevice {
     }
 
     fn zero(&self, offset: u64, bytes: u64) -> Result<(), JournalDeviceError> {
-        zero(&self.file, offset, bytes).map_err(self.io("BLKZEROOUT"))
+        zero(&self.file, offset, bytes).map_err(self.io("zero"))
     }
 }
 
@@ -550,24 +549,35 @@ impl Drop for AlignedBlocks {
     }
 }
 
-/// BLKZEROOUT (the device zeroes without the data crossing the bus where
-/// it can; the kernel writes zeros otherwise).
+/// Bytes of zeros written per write when zeroing.
+const ZERO_CHUNK_BYTES: usize = 1 << 20;
+
+/// Writes zeros over `bytes` at `offset` (O_DIRECT, 1 MiB at a time).
+/// Written, not BLKZEROOUT: on thin or virtual devices (a loop device's
+/// file, a cloud volume) BLKZEROOUT leaves unwritten extents, and every
+/// journal write into one then costs a metadata update at its flush
+/// (measured on a loop device: p50 911 µs against 261 µs for the
+/// directory journal, whose segment files are zero-filled the same way).
 fn zero(file: &File, offset: u64, bytes: u64) -> std::io::Result<()> {
     assert!(offset % BLOCK_BYTES as u64 == 0 && bytes % BLOCK_BYTES as u64 == 0);
-    let range: [u64; 2] = [offset, bytes];
-    // SAFETY: the ioctl reads two u64s.
-    let rc = unsafe { libc::ioctl(file.as_raw_fd(), BLKZEROOUT, range.as_ptr()) };
-    if rc < 0 {
-        return Err(std::io::Error::last_os_error());
+    let chunk = AlignedBlocks::zeroed(ZERO_CHUNK_BYTES.min(bytes.max(BLOCK_BYTES as u64) as usize));
+    let mut done = 0u64;
+    while done < bytes {
+        let length = (bytes - done).min(chunk.bytes().len() as u64) as usize;
+        write_all_at(file, &chunk.bytes()[..length], offset + done)?;
+        done += length as u64;
     }
     Ok(())
 }
 
 /// Zeroes `bytes` at `offset` of the block device `path` and flushes: a
 /// shard's damaged journal replaced by a fresh one (the server holds the
-/// device exclusively; this opens it again, shared).
+/// device exclusively; this opens it again, shared, with O_DIRECT).
 pub fn zero_range(path: &Path, offset: u64, bytes: u64) -> std::io::Result<()> {
-    let file = std::fs::OpenOptions::new().write(true).open(path)?;
+    let file = std::fs::OpenOptions::new()
+        .write(true)
+        .custom_flags(libc::O_DIRECT)
+        .open(path)?;
     zero(&file, offset, bytes)?;
     file.sync_all()
 }
