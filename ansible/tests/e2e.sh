@@ -136,6 +136,11 @@ ssh-keygen -q -t ed25519 -N '' -f "$work/ssh/id_ed25519"
     -extfile ext.cnf -out server-cert.pem 2>/dev/null
 )
 
+# An NKey user: the only client the cluster lets in.
+"$bin/tern" nkey gen user > "$work/user.keys"
+head -1 "$work/user.keys" > "$work/user.nk"
+user_public=$(sed -n 2p "$work/user.keys")
+
 # --- hosts: a copy-on-write root each, booted with systemd
 address=11
 for host in "${hosts[@]}"; do
@@ -183,6 +188,8 @@ tern:
     tern_tls_cert_src: $work/pki/server-cert.pem
     tern_tls_key_src: $work/pki/server-key.pem
     tern_tls_ca_src: $work/pki/ca.pem
+    tern_authorization_users:
+      - nkey: $user_public
 EOF
 mkdir -p "$work/bin"
 for binary in tern-server tern; do strip -o "$work/bin/$binary" "$bin/$binary"; done
@@ -215,8 +222,14 @@ done
 [ "$unit_ok" = 3 ] && pass "tern active and enabled on 3 hosts, as user tern with CAP_IPC_LOCK" || fail "systemd units"
 
 # --- clients across nodes, over TLS
-tern() { ip netns exec "$prefix-ctl" "$bin/tern" --tlsca "$work/pki/ca.pem" "$@"; }
+tern() { ip netns exec "$prefix-ctl" "$bin/tern" --tlsca "$work/pki/ca.pem" --nkey "$work/user.nk" "$@"; }
 url() { echo "tls://$subnet.$1:4222"; }
+anonymous=$(ip netns exec "$prefix-ctl" "$bin/tern" --tlsca "$work/pki/ca.pem" -s "$(url 11)" stream ls 2>&1)
+if echo "$anonymous" | grep -qi "authorization violation"; then
+  pass "a client without the NKey is refused (TLS and NKey authentication on)"
+else
+  echo "$anonymous"; fail "a client without the NKey was not refused"
+fi
 if tern -s "$(url 11)" stream add E2E --subjects 'e2e.>' --storage file --replicas 3 --defaults >"$work/add.log" 2>&1; then
   pass "R3 stream created through h1 (TLS)"
 else
@@ -260,9 +273,9 @@ cat > "$work/publisher.py" <<'EOF'
 import asyncio, json, ssl, sys, time
 import nats
 
-async def main(urls, ca, stop_file, out):
+async def main(urls, ca, seed, stop_file, out):
     context = ssl.create_default_context(cafile=ca)
-    client = await nats.connect(servers=urls, tls=context, max_reconnect_attempts=-1,
+    client = await nats.connect(servers=urls, tls=context, nkeys_seed=seed, max_reconnect_attempts=-1,
                                 reconnect_time_wait=0.2, connect_timeout=2)
     js = client.jetstream(timeout=2)
     acked, index, last_ack, longest = [], 0, time.monotonic(), 0.0
@@ -282,10 +295,10 @@ async def main(urls, ca, stop_file, out):
     await client.close()
     json.dump({"acked": acked, "longest_gap_s": longest}, open(out, "w"))
 
-asyncio.run(main(sys.argv[1].split(","), sys.argv[2], sys.argv[3], sys.argv[4]))
+asyncio.run(main(sys.argv[1].split(","), sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5]))
 EOF
 ip netns exec "$prefix-ctl" "$python" "$work/publisher.py" "$(url 11),$(url 12),$(url 13)" "$work/pki/ca.pem" \
-  "$work/stop" "$work/rolling.json" >"$work/publisher.log" 2>&1 &
+  "$work/user.nk" "$work/stop" "$work/rolling.json" >"$work/publisher.log" 2>&1 &
 publisher=$!
 sleep 2  # let the publisher reach a steady rate before the first restart
 if playbook "$collection/playbooks/rolling.yml" >"$work/rolling.log" 2>&1; then
@@ -325,8 +338,10 @@ replicas = 3
 warmup_secs = 1
 duration_secs = 3
 EOF
+ip netns exec "$prefix-ctl" scp -q "${ssh_options[@]}" "$work/user.nk" "root@$subnet.11:/etc/tern/bench-user.nk"
 if playbook "$collection/playbooks/bench.yml" -e "tern_bench_workload=$work/bench.toml" \
-     -e "tern_bench_fetch_dir=$work/bench-results" -e "tern_bench_tls_ca=/etc/tern/ca.pem" >"$work/bench.log" 2>&1 &&
+     -e "tern_bench_fetch_dir=$work/bench-results" -e "tern_bench_tls_ca=/etc/tern/ca.pem" \
+     -e "tern_bench_nkey_seed=/etc/tern/bench-user.nk" >"$work/bench.log" 2>&1 &&
    [ -s "$work/bench-results/h1/report.md" ] && [ -s "$work/bench-results/h1/results.json" ]; then
   pass "bench playbook fetched report.md and results.json"
 else

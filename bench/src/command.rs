@@ -21,6 +21,16 @@ pub enum BenchCommand {
     Compare(CompareArgs),
 }
 
+impl BenchCommand {
+    /// The credentials every client of the run uses.
+    pub fn set_credentials(&mut self, credentials: crate::measure::Credentials) {
+        match self {
+            BenchCommand::Run(args) => args.common.credentials = credentials,
+            BenchCommand::Compare(args) => args.common.credentials = credentials,
+        }
+    }
+}
+
 #[derive(Debug, Clone, clap::Args)]
 pub struct CommonArgs {
     /// Workload file (TOML), e.g. bench/workloads/latency-1k.toml.
@@ -48,6 +58,10 @@ pub struct CommonArgs {
     /// whose INFO requires TLS upgrade to it (plaintext ones stay plain).
     #[arg(long, value_name = "FILE")]
     pub tls_ca: Option<PathBuf>,
+    /// How the clients authenticate (set by the `tern` CLI from its
+    /// connection flags).
+    #[arg(skip)]
+    pub credentials: crate::measure::Credentials,
 }
 
 #[derive(Debug, Clone, clap::Args)]
@@ -209,6 +223,7 @@ fn run(args: RunArgs) -> Result<Outcome, CommandError> {
     let settings = RunSettings {
         quiet: args.common.quiet,
         tls_ca: args.common.tls_ca.clone(),
+        credentials: args.common.credentials.clone(),
         ..RunSettings::default()
     };
     let measured = workload.clone();
@@ -300,6 +315,7 @@ fn compare(args: CompareArgs) -> Result<Outcome, CommandError> {
         tern_args: args.tern_args,
         nats_args: args.nats_args,
         tls_ca: args.common.tls_ca.clone(),
+        credentials: args.common.credentials.clone(),
     };
     let measured = workload.clone();
     let runs = block_on_worker(&runtime, async move {

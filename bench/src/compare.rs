@@ -51,6 +51,7 @@ pub struct RunSettings {
     pub nats_args: Vec<String>,
     /// CA the clients trust for servers that require TLS.
     pub tls_ca: Option<std::path::PathBuf>,
+    pub credentials: crate::measure::Credentials,
 }
 
 /// Runs `workload` against one side; never panics on a server's behaviour:
@@ -104,6 +105,7 @@ pub async fn run_side(workload: &Workload, spec: &SideSpec, settings: &RunSettin
         server: source,
         counters: counters.clone(),
         tls_ca: settings.tls_ca.clone(),
+        credentials: settings.credentials.clone(),
     };
     let progress = Progress::start(
         &spec.label,

@@ -103,6 +103,34 @@ async fn bounded<T>(
         })
 }
 
+/// How the harness's clients authenticate (the `tern` CLI's connection
+/// flags: `--user`/`--password`, `--token`, `--nkey`).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum Credentials {
+    #[default]
+    None,
+    UserPassword {
+        user: String,
+        password: String,
+    },
+    Token(String),
+    /// An NKey seed (`SU…`).
+    NkeySeed(String),
+}
+
+impl Credentials {
+    pub fn apply(&self, options: async_nats::ConnectOptions) -> async_nats::ConnectOptions {
+        match self {
+            Credentials::None => options,
+            Credentials::UserPassword { user, password } => {
+                options.user_and_password(user.clone(), password.clone())
+            }
+            Credentials::Token(token) => options.token(token.clone()),
+            Credentials::NkeySeed(seed) => options.nkey(seed.clone()),
+        }
+    }
+}
+
 /// Where to connect, where to read server figures, what to report progress to.
 #[derive(Clone, Debug)]
 pub struct Target {
@@ -111,6 +139,7 @@ pub struct Target {
     pub counters: Arc<Counters>,
     /// CA the clients trust when the server requires TLS.
     pub tls_ca: Option<std::path::PathBuf>,
+    pub credentials: Credentials,
 }
 
 /// Measures `workload` against `target`. Must run on a multi-threaded
@@ -136,6 +165,7 @@ pub async fn measure(workload: &Workload, target: &Target) -> Result<Measurement
         if let Some(ca) = &target.tls_ca {
             options = options.add_root_certificates(ca.clone());
         }
+        let options = target.credentials.apply(options);
         let client = bounded("connect", timeout, options.connect(url))
             .await?
             .map_err(|error| MeasureError::Connect {

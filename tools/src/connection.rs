@@ -70,6 +70,31 @@ impl ConnectionArgs {
 
     /// The client options these flags ask for (files read here, so a
     /// missing seed or certificate is named before any connection).
+    /// The credentials `tern bench` gives every client it connects (its
+    /// connections are its own: TLS from its `--tls-ca`).
+    pub fn bench_credentials(&self) -> Result<tern_bench::measure::Credentials, CliError> {
+        use tern_bench::measure::Credentials;
+        if let Some(path) = &self.nkey {
+            let seed = std::fs::read_to_string(path).map_err(|source| CliError::ReadFile {
+                what: "the NKey seed",
+                path: path.display().to_string(),
+                source,
+            })?;
+            return Ok(Credentials::NkeySeed(seed.trim().to_string()));
+        }
+        if let Some(token) = &self.token {
+            return Ok(Credentials::Token(token.clone()));
+        }
+        match (&self.user, &self.password) {
+            (Some(user), password) => Ok(Credentials::UserPassword {
+                user: user.clone(),
+                password: password.clone().unwrap_or_default(),
+            }),
+            (None, Some(_)) => Err(CliError::Usage("--password needs --user".into())),
+            (None, None) => Ok(Credentials::None),
+        }
+    }
+
     pub fn options(&self) -> Result<async_nats::ConnectOptions, CliError> {
         let timeout = self.timeout()?;
         let mut options = async_nats::ConnectOptions::new()

@@ -137,7 +137,16 @@ fn main() -> ExitCode {
         Command::Check(arguments) => host_check::execute(&arguments),
         Command::Nvme(command) => nvme::execute(command),
         Command::Iotune(arguments) => iotune::execute(&arguments),
-        Command::Bench(bench) => execute_bench(bench),
+        Command::Bench(mut bench) => match cli.connection.bench_credentials() {
+            Ok(credentials) => {
+                bench.set_credentials(credentials);
+                execute_bench(bench)
+            }
+            Err(error) => {
+                eprintln!("tern bench: {error}");
+                ExitCode::from(2)
+            }
+        },
         Command::Stream(stream::StreamCommand::Verify(args)) => {
             finish(runtime().block_on(export::verify(&cli.connection, args)))
         }

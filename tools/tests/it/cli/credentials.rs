@@ -66,6 +66,36 @@ fn users_nkeys_and_tokens_on_both_servers() {
                 assert!(line.starts_with("OK: "), "{flavor:?}: {line}");
                 let (code, line) = check(&url, &["--nkey", seed]);
                 assert_eq!(code, Some(0), "{flavor:?}: {line}");
+                // `tern bench` connects its clients with the same flags.
+                let out = tempfile::tempdir().expect("temp dir");
+                let bench = |flags: &[&str]| {
+                    let mut args = vec!["-s", &url];
+                    args.extend_from_slice(flags);
+                    args.extend_from_slice(&[
+                        "bench",
+                        "run",
+                        "--quiet",
+                        "--url",
+                        &url,
+                        "--workload",
+                        concat!(env!("CARGO_MANIFEST_DIR"), "/../bench/workloads/smoke.toml"),
+                        "--duration-secs",
+                        "0.3",
+                        "--warmup-secs",
+                        "0.1",
+                        "--out",
+                        out.path().to_str().expect("UTF-8 path"),
+                    ]);
+                    tern(&args)
+                };
+                let run = bench(&["--nkey", seed]);
+                assert_eq!(run.code, Some(0), "{flavor:?}: {run:?}");
+                let refused = bench(&[]);
+                assert_eq!(refused.code, Some(1), "{flavor:?}: {refused:?}");
+                assert!(
+                    refused.stdout.to_lowercase().contains("authorization violation"),
+                    "{flavor:?}: {refused:?}"
+                );
                 // Refusals: one line naming what failed, a non-zero exit.
                 for flags in [
                     vec!["--user", "alice", "--password", "wrong"],
