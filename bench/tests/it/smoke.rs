@@ -35,6 +35,7 @@ fn smoke_compare_writes_every_output_file() {
             worker_threads: Some(2),
             client_cpus: None,
             tls_ca: None,
+            credentials: Default::default(),
         },
     };
     let outcome = command::execute(BenchCommand::Compare(args)).unwrap_or_else(|e| panic!("{e}"));

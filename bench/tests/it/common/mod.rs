@@ -59,6 +59,7 @@ pub fn measure(
         server: ServerSource::Pid(server.pid()),
         counters,
         tls_ca: None,
+        credentials: Default::default(),
     };
     runtime
         .block_on(measure::measure(workload, &target))
