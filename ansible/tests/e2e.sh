@@ -20,7 +20,7 @@ set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 collection=$(cd "$here/.." && pwd)
 repository=$(cd "$collection/.." && pwd)
-bin=$(cd "${1:-$repository/target/debug}" && pwd)
+bin=${1:-$repository/target/debug}
 python=${TERN_E2E_PYTHON:-python3}
 prefix=ternans
 subnet=10.213.0
@@ -102,6 +102,7 @@ if [ -n "${TERN_E2E_PREPARE_ONLY:-}" ]; then
   echo "prepared: $cache"
   exit 0
 fi
+bin=$(cd "$bin" && pwd) || { fail "no binaries in $bin"; finish; exit 1; }
 mkdir -p "$work/base"
 tar -C "$work/base" -xzf "$cache"
 
@@ -301,8 +302,10 @@ ip netns exec "$prefix-ctl" "$python" "$work/publisher.py" "$(url 11),$(url 12),
   "$work/user.nk" "$work/stop" "$work/rolling.json" >"$work/publisher.log" 2>&1 &
 publisher=$!
 sleep 2  # let the publisher reach a steady rate before the first restart
-if playbook "$collection/playbooks/rolling.yml" >"$work/rolling.log" 2>&1; then
-  pass "rolling restart, one node at a time ($(grep -c 'TASK \[cluster : Restart tern\]' "$work/rolling.log") restarts)"
+# An upgrade to the same binaries: the install tasks run, nothing changes
+# but the restarts.
+if playbook "$collection/playbooks/rolling.yml" -e tern_cluster_upgrade=true >"$work/rolling.log" 2>&1; then
+  pass "rolling upgrade, one node at a time ($(grep -c 'TASK \[cluster : Restart tern\]' "$work/rolling.log") restarts)"
 else
   tail -30 "$work/rolling.log"; fail "rolling restart"
 fi
