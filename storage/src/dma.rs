@@ -458,10 +458,11 @@ async fn zero_fill(file: &DmaFile, segment: u32, segment_bytes: u64) -> Result<(
         .map_err(|e| error("zero-fill sync", segment, 0, e))
 }
 
-const BLKSSZGET: libc::c_ulong = 0x1268;
-const BLKGETSIZE64: libc::c_ulong = 0x8008_1272;
+pub(crate) const BLKSSZGET: libc::c_ulong = 0x1268;
+pub(crate) const BLKPBSZGET: libc::c_ulong = 0x127b;
+pub(crate) const BLKGETSIZE64: libc::c_ulong = 0x8008_1272;
 
-fn block_ioctl_u32(fd: i32, request: libc::c_ulong) -> std::io::Result<u32> {
+pub(crate) fn block_ioctl_u32(fd: i32, request: libc::c_ulong) -> std::io::Result<u32> {
     let mut value: libc::c_int = 0;
     // SAFETY: the ioctl writes one int.
     let rc = unsafe { libc::ioctl(fd, request, &mut value) };
@@ -471,7 +472,7 @@ fn block_ioctl_u32(fd: i32, request: libc::c_ulong) -> std::io::Result<u32> {
     Ok(value as u32)
 }
 
-fn block_ioctl_u64(fd: i32, request: libc::c_ulong) -> std::io::Result<u64> {
+pub(crate) fn block_ioctl_u64(fd: i32, request: libc::c_ulong) -> std::io::Result<u64> {
     let mut value: u64 = 0;
     // SAFETY: the ioctl writes one u64.
     let rc = unsafe { libc::ioctl(fd, request, &mut value) };

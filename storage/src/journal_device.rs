@@ -293,9 +293,9 @@ pub enum Contents {
     Empty,
 }
 
-const BLKSSZGET: libc::c_ulong = 0x1268;
-const BLKPBSZGET: libc::c_ulong = 0x127b;
-const BLKGETSIZE64: libc::c_ulong = 0x8008_1272;
+use crate::dma::{
+    block_ioctl_u32 as ioctl_u32, block_ioctl_u64 as ioctl_u64, BLKGETSIZE64, BLKPBSZGET, BLKSSZGET,
+};
 
 impl JournalDevice {
     /// Opens `path` exclusively with O_DIRECT and reads its facts. Refuses
@@ -588,26 +588,6 @@ fn write_all_at(file: &File, bytes: &[u8], offset: u64) -> std::io::Result<()> {
 
 fn read_all_at(file: &File, bytes: &mut [u8], offset: u64) -> std::io::Result<()> {
     std::os::unix::fs::FileExt::read_exact_at(file, bytes, offset)
-}
-
-fn ioctl_u32(fd: i32, request: libc::c_ulong) -> std::io::Result<u32> {
-    let mut value: libc::c_int = 0;
-    // SAFETY: the ioctl writes one int.
-    let rc = unsafe { libc::ioctl(fd, request, &mut value) };
-    if rc < 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    Ok(value as u32)
-}
-
-fn ioctl_u64(fd: i32, request: libc::c_ulong) -> std::io::Result<u64> {
-    let mut value: u64 = 0;
-    // SAFETY: the ioctl writes one u64.
-    let rc = unsafe { libc::ioctl(fd, request, &mut value) };
-    if rc < 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    Ok(value)
 }
 
 /// `/sys/dev/block/MAJOR:MINOR` of a device number.

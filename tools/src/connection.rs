@@ -68,19 +68,12 @@ impl ConnectionArgs {
         Ok(timeout)
     }
 
-    /// The client options these flags ask for (files read here, so a
-    /// missing seed or certificate is named before any connection).
     /// The credentials `tern bench` gives every client it connects (its
     /// connections are its own: TLS from its `--tls-ca`).
     pub fn bench_credentials(&self) -> Result<tern_bench::measure::Credentials, CliError> {
         use tern_bench::measure::Credentials;
         if let Some(path) = &self.nkey {
-            let seed = std::fs::read_to_string(path).map_err(|source| CliError::ReadFile {
-                what: "the NKey seed",
-                path: path.display().to_string(),
-                source,
-            })?;
-            return Ok(Credentials::NkeySeed(seed.trim().to_string()));
+            return Ok(Credentials::NkeySeed(read_seed(path)?));
         }
         if let Some(token) = &self.token {
             return Ok(Credentials::Token(token.clone()));
@@ -95,6 +88,8 @@ impl ConnectionArgs {
         }
     }
 
+    /// The client options these flags ask for (files read here, so a
+    /// missing seed or certificate is named before any connection).
     pub fn options(&self) -> Result<async_nats::ConnectOptions, CliError> {
         let timeout = self.timeout()?;
         let mut options = async_nats::ConnectOptions::new()
@@ -114,12 +109,7 @@ impl ConnectionArgs {
             options = options.token(token.clone());
         }
         if let Some(path) = &self.nkey {
-            let seed = std::fs::read_to_string(path).map_err(|source| CliError::ReadFile {
-                what: "the NKey seed",
-                path: path.display().to_string(),
-                source,
-            })?;
-            options = options.nkey(seed.trim().to_string());
+            options = options.nkey(read_seed(path)?);
         }
         match (&self.tlscert, &self.tlskey) {
             (Some(cert), Some(key)) => {
@@ -178,6 +168,17 @@ fn require_file(what: &'static str, path: &std::path::Path) -> Result<(), CliErr
         .map(|_| ())
         .map_err(|source| CliError::ReadFile {
             what,
+            path: path.display().to_string(),
+            source,
+        })
+}
+
+/// An NKey seed file's seed (surrounding white space trimmed).
+fn read_seed(path: &std::path::Path) -> Result<String, CliError> {
+    std::fs::read_to_string(path)
+        .map(|seed| seed.trim().to_string())
+        .map_err(|source| CliError::ReadFile {
+            what: "the NKey seed",
             path: path.display().to_string(),
             source,
         })
