@@ -51,6 +51,7 @@ fn config() -> JournalConfig {
         batch_bytes_max: 3 * BLOCK_BYTES,
         sync: SyncPolicy::Always,
         journal_id: 0x7e57,
+        formatted_before: false,
     }
 }
 

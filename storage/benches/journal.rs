@@ -142,7 +142,7 @@ fn main() {
         for method in [SyncMethod::Fdatasync, SyncMethod::Dsync] {
             let journal_dir = dir.join(format!("journal-{method:?}"));
             let device = DmaDevice::open_directory(&journal_dir, 8, 64 << 20, method).await.unwrap();
-            let config = JournalConfig { shard: 0, batch_bytes_max: 1 << 20, sync: SyncPolicy::Always, journal_id: 1 };
+            let config = JournalConfig { shard: 0, batch_bytes_max: 1 << 20, sync: SyncPolicy::Always, journal_id: 1, formatted_before: false };
             let (journal, _) = Journal::open(device, config, |_| {}).await.unwrap();
             let journal = Rc::new(journal);
             glommio::spawn_local({

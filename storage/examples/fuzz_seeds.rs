@@ -27,6 +27,7 @@ fn main() {
             batch_bytes_max: 2 * BLOCK_BYTES,
             sync: SyncPolicy::Always,
             journal_id: 1,
+            formatted_before: false,
         };
         let (journal, _) = block_on(Journal::open(device, config, |_| {})).unwrap();
         for index in 1..=records {

@@ -45,6 +45,12 @@ pub struct JournalConfig {
     /// required of every segment of an existing one (a journal of another
     /// id is refused, never reformatted).
     pub journal_id: u64,
+    /// The store records that this journal was formatted before (its first
+    /// segment header was durable): finding nothing of it is then damage
+    /// ([`JournalError::Erased`]), never a fresh start. A journal opened
+    /// fresh writes its first segment header before `open` returns, so
+    /// the caller may record it as formatted from then on.
+    pub formatted_before: bool,
 }
 
 impl JournalConfig {
@@ -91,6 +97,8 @@ pub enum JournalError {
     },
     #[error("reading the journal failed: {0}")]
     Read(DeviceError),
+    #[error("the journal holds nothing of journal {journal_id:#x}, which the store records as formatted: it was erased or replaced")]
+    Erased { journal_id: u64 },
     #[error("invalid journal configuration: {0}")]
     Config(String),
 }
@@ -233,6 +241,39 @@ impl<D: Device> Journal<D> {
                 .write(segment, offset, buffer, true)
                 .await
                 .map_err(JournalError::Poisoned)?;
+        }
+        let (mut segments, mut live, mut write_offset, mut generation) =
+            (segments, live, write_offset, generation);
+        if live.is_empty() {
+            if config.formatted_before {
+                return Err(JournalError::Erased { journal_id });
+            }
+            // A fresh journal: its first segment header, durable now, so a
+            // journal erased later is told apart from one never used.
+            let header = SegmentHeader {
+                segment_bytes: device.segment_bytes(),
+                generation: 1,
+                first_sequence: next_sequence,
+                chain,
+                shard: config.shard,
+                journal_id,
+                floor_generation: 1,
+            };
+            let mut block = device.allocate(BLOCK_BYTES);
+            header.encode(block.bytes_mut());
+            device
+                .write(0, 0, block, true)
+                .await
+                .map_err(JournalError::Poisoned)?;
+            segments[0] = SegmentState {
+                generation: 1,
+                first_sequence: next_sequence,
+                last_sequence: next_sequence - 1,
+                groups: BTreeMap::new(),
+            };
+            live.push_back(0);
+            write_offset = SEGMENT_HEADER_BYTES as u64;
+            generation = 1;
         }
         let free: VecDeque<u32> = (0..device.segment_count())
             .filter(|segment| !live.contains(segment))

@@ -19,6 +19,7 @@ fn config(batch_bytes_max: usize) -> JournalConfig {
         batch_bytes_max,
         sync: SyncPolicy::Always,
         journal_id: 0xabc,
+        formatted_before: false,
     }
 }
 
@@ -567,6 +568,43 @@ fn only_an_empty_journal_is_fresh() {
     let (_, report, replayed) = reopen_with(device, config(2 * BLOCK_BYTES)).unwrap();
     assert_eq!(replayed.len(), 1);
     assert_eq!(report.live_segments, vec![(0, 1)]);
+}
+
+/// A fresh journal writes its first segment header at open, so a journal
+/// the store knows was formatted and that now holds nothing (erased,
+/// zeroed, replaced by an empty one) is refused, never started afresh.
+#[test]
+fn an_erased_journal_is_told_apart_from_a_fresh_one() {
+    let device = MemoryDevice::new(3, 16 * KIB, 11);
+    let (journal, report, _) = open(device, config(2 * BLOCK_BYTES));
+    assert!(report.live_segments.is_empty(), "recovered nothing");
+    // The header is durable before the first record.
+    let (empty, report, replayed) =
+        reopen_with(journal.device().crash(1), config(2 * BLOCK_BYTES)).unwrap();
+    assert_eq!(report.live_segments, vec![(0, 1)]);
+    assert!(replayed.is_empty());
+    assert_eq!(empty.next_sequence(), 1);
+    // Records continue in that segment, after its header.
+    append(&empty, &record(1, 1, 10));
+    block_on(empty.flush()).unwrap();
+    let mut formatted = config(2 * BLOCK_BYTES);
+    formatted.formatted_before = true;
+    let (_, report, replayed) = reopen_with(empty.device().crash(2), formatted.clone()).unwrap();
+    assert_eq!(report.live_segments, vec![(0, 1)]);
+    assert_eq!(replayed.len(), 1);
+    assert_eq!(replayed[&1].body, record(1, 1, 10).body);
+    // Zeroed whole: refused when the store knows it was formatted.
+    let device = empty.device().crash(3);
+    for segment in 0..3 {
+        device.overwrite(segment, 0, &vec![0u8; 16 * KIB as usize]);
+    }
+    match block_on(Journal::open(device.crash(4), formatted, |_| {})).err() {
+        Some(JournalError::Erased { journal_id }) => assert_eq!(journal_id, 0xabc),
+        other => panic!("{other:?}"),
+    }
+    // Not known to be formatted (a new store): a fresh journal again.
+    let (_, report, _) = reopen_with(device, config(2 * BLOCK_BYTES)).unwrap();
+    assert!(report.live_segments.is_empty());
 }
 
 /// Rule 1: segments of another journal (another server's, or a journal

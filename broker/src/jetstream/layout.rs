@@ -262,6 +262,23 @@ pub(crate) fn data_evidence(
             return Some(format!("stream directory {}", streams.join(name).display()));
         }
     }
+    if let Ok(entries) = std::fs::read_dir(root) {
+        let mut markers: Vec<PathBuf> = entries
+            .filter_map(|entry| entry.ok())
+            .map(|entry| entry.path())
+            .filter(|path| {
+                path.file_name()
+                    .and_then(|name| name.to_str())
+                    .is_some_and(|name| {
+                        name.starts_with("journal-") && name.ends_with(".formatted")
+                    })
+            })
+            .collect();
+        markers.sort();
+        if let Some(marker) = markers.first() {
+            return Some(format!("{} (a journal was formatted)", marker.display()));
+        }
+    }
     let shards = std::fs::read_dir(journal_dir).ok()?;
     let mut directories: Vec<PathBuf> = shards
         .filter_map(|entry| entry.ok())
@@ -273,6 +290,23 @@ pub(crate) fn data_evidence(
         .into_iter()
         .find(|directory| DmaDevice::directory_has_segments(directory, journal_segments))
         .map(|directory| format!("journal segments in {}", directory.display()))
+}
+
+/// `<root>/journal-<shard>.formatted`: present once shard `shard`'s
+/// journal has been formatted (its first segment header durable). From then
+/// on a journal holding nothing of its id was erased, not new. Only the
+/// file's existence counts; it holds `journal <id in hex>\n` for a reader.
+pub fn formatted_marker(root: &Path, shard: usize) -> PathBuf {
+    root.join(format!("journal-{shard}.formatted"))
+}
+
+/// Records that shard `shard`'s journal is formatted: the marker written,
+/// synced, and its directory synced.
+pub fn record_formatted(root: &Path, shard: usize, journal_id: u64) -> std::io::Result<()> {
+    let path = formatted_marker(root, shard);
+    std::fs::write(&path, format!("journal {journal_id:016x}\n"))
+        .and_then(|()| std::fs::File::open(&path)?.sync_all())
+        .and_then(|()| std::fs::File::open(root)?.sync_all())
 }
 
 /// Replaces `<root>/layout` atomically (temporary file, sync, rename,

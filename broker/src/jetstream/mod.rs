@@ -236,6 +236,16 @@ struct PendingGather {
 }
 
 /// A stream this shard owns, as start-up found it on disk.
+/// Which journal `open_journal` opens.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum JournalOpening {
+    /// The shard's journal as the store left it: one its marker says was
+    /// formatted must hold something.
+    Existing,
+    /// A new journal in place of a damaged one (set aside or zeroed).
+    Replacement,
+}
+
 struct Found {
     name: String,
     config: StreamConfig,
@@ -582,43 +592,49 @@ impl JetStream {
             .filter(|found| found.config.storage == StorageType::File)
             .count();
         let opened = js
-            .open_journal(&location, file_streams, shard, |record| {
-                let header = record.header;
-                let Some((applied, recovered)) = wanted.get_mut(&header.group) else {
-                    orphans.insert(header.group);
-                    return;
-                };
-                match header.kind {
-                    entry::RECORD_HARD_STATE => match entry::decode_hard_state(record.body) {
-                        Ok(hard_state) => recovered.hard_state = Some(hard_state),
-                        Err(error) => decode_failure = Some(error.to_string()),
-                    },
-                    // A snapshot installed: what came before is void.
-                    entry::RECORD_SNAPSHOT => recovered.entries.clear(),
-                    kind if entry::is_entry_record(kind) && header.index > *applied => {
-                        match entry::entry_kind(header.kind, record.body) {
-                            Ok(kind) => {
-                                // A later record for an index replaces it and
-                                // everything after it (a rewritten suffix).
-                                while recovered
-                                    .entries
-                                    .last()
-                                    .is_some_and(|entry| entry.index >= header.index)
-                                {
-                                    recovered.entries.pop();
-                                }
-                                recovered.entries.push(tern_raft::Entry {
-                                    term: header.term,
-                                    index: header.index,
-                                    kind,
-                                });
-                            }
+            .open_journal(
+                &location,
+                file_streams,
+                JournalOpening::Existing,
+                shard,
+                |record| {
+                    let header = record.header;
+                    let Some((applied, recovered)) = wanted.get_mut(&header.group) else {
+                        orphans.insert(header.group);
+                        return;
+                    };
+                    match header.kind {
+                        entry::RECORD_HARD_STATE => match entry::decode_hard_state(record.body) {
+                            Ok(hard_state) => recovered.hard_state = Some(hard_state),
                             Err(error) => decode_failure = Some(error.to_string()),
+                        },
+                        // A snapshot installed: what came before is void.
+                        entry::RECORD_SNAPSHOT => recovered.entries.clear(),
+                        kind if entry::is_entry_record(kind) && header.index > *applied => {
+                            match entry::entry_kind(header.kind, record.body) {
+                                Ok(kind) => {
+                                    // A later record for an index replaces it and
+                                    // everything after it (a rewritten suffix).
+                                    while recovered
+                                        .entries
+                                        .last()
+                                        .is_some_and(|entry| entry.index >= header.index)
+                                    {
+                                        recovered.entries.pop();
+                                    }
+                                    recovered.entries.push(tern_raft::Entry {
+                                        term: header.term,
+                                        index: header.index,
+                                        kind,
+                                    });
+                                }
+                                Err(error) => decode_failure = Some(error.to_string()),
+                            }
                         }
+                        _ => {}
                     }
-                    _ => {}
-                }
-            })
+                },
+            )
             .await?;
         let mut journal_damage = match (opened, decode_failure) {
             (Ok(journal), None) => {
@@ -1034,7 +1050,7 @@ impl JetStream {
                 log::warn!(target: "tern::jetstream", "shard {}: {damage}; the region of {location} was zeroed and a new journal takes its place: every Raft group of this shard rejoins from its checkpoint and catches up from its peers (its votes are kept in the votes file)", self.index);
             }
         }
-        self.open_journal(location, 0, shard, |_| {})
+        self.open_journal(location, 0, JournalOpening::Replacement, shard, |_| {})
             .await?
             .map_err(|error| format!("a new journal at {location}: {error}"))
     }
@@ -1048,19 +1064,27 @@ impl JetStream {
         &self,
         location: &JournalLocation,
         file_streams: usize,
+        opening: JournalOpening,
         shard: &Rc<Shard>,
         on_record: impl FnMut(tern_storage::format::RecordView<'_>),
     ) -> Result<Result<Rc<Journal<DmaDevice>>, String>, String> {
         let config = &self.config;
         let sync = SyncMethod::for_policy(config.sync);
+        let marker = layout::formatted_marker(&self.root, self.index);
+        let formatted_before = opening == JournalOpening::Existing && marker.exists();
         let device = match location {
             JournalLocation::Directory(directory) => {
-                if file_streams > 0
+                if (file_streams > 0 || formatted_before)
                     && !DmaDevice::directory_has_segments(directory, config.journal_segments)
                 {
                     return Ok(Err(format!(
-                        "journal {} is missing ({file_streams} file stream(s) of this shard keep their newest messages there)",
-                        directory.display()
+                        "journal {} is missing ({})",
+                        directory.display(),
+                        if file_streams > 0 {
+                            format!("{file_streams} file stream(s) of this shard keep their newest messages there")
+                        } else {
+                            format!("{} records that it was formatted", marker.display())
+                        }
                     )));
                 }
                 if let Some(damage) = DmaDevice::segment_files_damage(
@@ -1117,9 +1141,14 @@ impl JetStream {
             batch_bytes_max,
             sync: config.sync,
             journal_id: config.journal_ids[self.index],
+            formatted_before,
         };
         match Journal::open(device, journal_config, on_record).await {
             Ok((journal, report)) => {
+                if !formatted_before {
+                    layout::record_formatted(&self.root, self.index, config.journal_ids[self.index])
+                        .map_err(|error| format!("{}: {error}", marker.display()))?;
+                }
                 for repair in &report.repairs {
                     log::warn!(target: "tern::jetstream", "shard {}: journal {} damaged at offset {}: rebuilt ({:?}) from its redundant copy and written back", self.index, name(&repair.file), repair.offset, repair.kind);
                 }
@@ -1141,6 +1170,10 @@ impl JetStream {
             Err(JournalError::Read(error)) => {
                 Ok(Err(format!("journal {location} cannot be read: {error}")))
             }
+            Err(JournalError::Erased { .. }) => Ok(Err(format!(
+                "journal {location} holds nothing, but {} records that it was formatted: it was erased or replaced",
+                marker.display()
+            ))),
             Err(error) => Err(format!("journal {location}: {error}")),
         }
     }

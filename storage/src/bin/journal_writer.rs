@@ -178,6 +178,7 @@ fn main() {
             batch_bytes_max: 256 * 1024,
             sync: SyncPolicy::Always,
             journal_id: JOURNAL_ID,
+            formatted_before: false,
         };
         let verify = options.verify;
         let highest: Rc<RefCell<[u64; GROUPS as usize]>> =

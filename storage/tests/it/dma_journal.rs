@@ -23,6 +23,7 @@ fn config() -> JournalConfig {
         batch_bytes_max: 64 * KIB as usize,
         sync: SyncPolicy::Always,
         journal_id: 7,
+        formatted_before: false,
     }
 }
 

@@ -77,6 +77,7 @@ fn journal_feeds_the_block_store_and_recycles() {
             batch_bytes_max: 64 * KIB as usize,
             sync: SyncPolicy::Always,
             journal_id: 9,
+            formatted_before: false,
         };
         let (journal, _) = Journal::open(device, config, |_| {}).await.unwrap();
         let journal = Rc::new(journal);
@@ -181,6 +182,7 @@ fn journal_feeds_the_block_store_and_recycles() {
             batch_bytes_max: 64 * KIB as usize,
             sync: SyncPolicy::Always,
             journal_id: 9,
+            formatted_before: false,
         };
         let (_journal, report) = Journal::open(device, config, |view| {
             if view.header.group == STREAM_GROUP && view.header.index > have {

@@ -1382,8 +1382,9 @@ async fn rejoins_after_its_journal_is_replaced(
 }
 
 /// A cluster node whose journal was lost while it was down (every segment
-/// of both shards deleted after a SIGKILL under load, so its newest
-/// entries existed only there) rejoins from its peers instead of staying
+/// of shard 0 deleted, every segment of shard 1 zeroed in place, after a
+/// SIGKILL under load, so its newest entries existed only there; a zeroed
+/// journal must not pass for a fresh one) rejoins from its peers instead of staying
 /// offline: its votes survive in the votes file, a new journal replaces
 /// the old one (kept aside), every group, the meta group included,
 /// restarts from its checkpoint and catches up. Its own copy of each
@@ -1401,20 +1402,25 @@ async fn r3_node_with_a_lost_journal_rejoins_from_its_peers_tern() {
     const DAMAGED: usize = 3;
     cluster.kill(DAMAGED);
     let store = cluster.node(DAMAGED).store_dir().to_path_buf();
-    let mut deleted = 0;
+    let mut damaged = [0, 0];
     for shard in 0..2 {
         let journal = store.join(format!("jetstream/journal/shard-{shard}"));
         for entry in std::fs::read_dir(&journal).expect("the journal") {
             let path = entry.expect("an entry").path();
             if path.extension().is_some_and(|extension| extension == "seg") {
-                std::fs::remove_file(&path).expect("deleted");
-                deleted += 1;
+                if shard == 0 {
+                    std::fs::remove_file(&path).expect("deleted");
+                } else {
+                    let bytes = std::fs::metadata(&path).expect("a segment").len();
+                    std::fs::write(&path, vec![0u8; bytes as usize]).expect("zeroed");
+                }
+                damaged[shard] += 1;
             }
         }
     }
     assert!(
-        deleted >= 2,
-        "no journal segments under {}",
+        damaged[0] >= 1 && damaged[1] >= 1,
+        "journal segments under {}: {damaged:?}",
         store.display()
     );
     rejoins_after_its_journal_is_replaced(
@@ -1449,10 +1455,11 @@ async fn r3_node_with_a_lost_journal_rejoins_from_its_peers_tern() {
 }
 
 /// The same with each node's journal on its own raw device (a loop
-/// device): node 3's journal regions damaged beyond their parity (two
-/// blocks of each shard's first batch flipped) while it was down, under
-/// load. Each damaged region is zeroed and a fresh journal takes its
-/// place; the node rejoins and its copies are whole.
+/// device): node 3's journal regions damaged while it was down, under
+/// load: shard 0's region zeroed whole (erased, not fresh), shard 1's
+/// beyond its parity (two blocks of its first batch flipped). Each
+/// damaged region is zeroed and a fresh journal takes its place; the node
+/// rejoins and its copies are whole.
 #[tokio::test]
 async fn r3_node_with_a_damaged_raw_journal_rejoins_from_its_peers_tern() {
     const STREAMS: usize = 2;
@@ -1490,6 +1497,11 @@ async fn r3_node_with_a_damaged_raw_journal_rejoins_from_its_peers_tern() {
     let mut damaged_regions = 0;
     for shard in 0..2 {
         let region = (1 << 20) + shard * SEGMENTS * SEGMENT_BYTES;
+        if shard == 0 {
+            device.write(region, &vec![0u8; (SEGMENTS * SEGMENT_BYTES) as usize]);
+            damaged_regions += 1;
+            continue;
+        }
         if &device.read(region + 4096, 4)[..] != b"TJB1" {
             continue; // This shard journaled nothing (no group placed on it).
         }

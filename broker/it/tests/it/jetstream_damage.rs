@@ -136,6 +136,9 @@ enum Damage {
     /// Cut exactly where a record (block store) or entry (deletes log) starts.
     CutAtRecord(Nth),
     Delete,
+    /// Every segment of the victim shard's journal zeroed, sizes kept: an
+    /// erased journal, which must not read as a fresh one.
+    ZeroJournal,
 }
 
 /// How the server stops before the damage.
@@ -239,12 +242,13 @@ impl Damage {
                 format!("cut-at-{}-record", format!("{nth:?}").to_lowercase())
             }
             Damage::Delete => "delete".into(),
+            Damage::ZeroJournal => "zero-journal".into(),
         }
     }
 }
 
 /// Every way the journal segment is damaged, and on which victim.
-const JOURNAL_DAMAGES: [(Damage, Workload); 11] = [
+const JOURNAL_DAMAGES: [(Damage, Workload); 12] = [
     (Damage::Flip(Spot::Header), Workload::Messages),
     (Damage::Flip(Spot::Checksum), Workload::Messages),
     (Damage::Flip(Spot::BatchHeader), Workload::Messages),
@@ -257,6 +261,7 @@ const JOURNAL_DAMAGES: [(Damage, Workload); 11] = [
     (Damage::Delete, Workload::Messages),
     // The newest of two segments the victim's records are in.
     (Damage::Delete, Workload::Rotated),
+    (Damage::ZeroJournal, Workload::Messages),
 ];
 
 /// The generic kinds every small file gets: zeroed, cut, deleted.
@@ -1121,7 +1126,7 @@ mod journal_layout {
     }
 
     /// The `.seg` files of a shard's journal directory.
-    fn segment_files(directory: &Path) -> Vec<PathBuf> {
+    pub fn segment_files(directory: &Path) -> Vec<PathBuf> {
         std::fs::read_dir(directory)
             .map(|entries| {
                 entries
@@ -1421,6 +1426,25 @@ fn damage(
     damage: Damage,
     victim: &StreamModel,
 ) -> Result<String, String> {
+    if damage == Damage::ZeroJournal {
+        if file != FileClass::JournalSegment {
+            return Err(format!("{} is not a journal", file.name()));
+        }
+        let directory = journal_dir(store, victim.shard);
+        for path in journal_layout::segment_files(&directory) {
+            let bytes = std::fs::metadata(&path)
+                .map_err(|error| format!("{}: {error}", path.display()))?
+                .len();
+            std::fs::write(&path, vec![0u8; bytes as usize])
+                .map_err(|error| format!("{}: {error}", path.display()))?;
+        }
+        // The server names the journal's directory.
+        return Ok(directory
+            .file_name()
+            .expect("a shard directory")
+            .to_string_lossy()
+            .into_owned());
+    }
     let path = target(store, file, victim)?;
     let name = path
         .file_name()
@@ -1429,6 +1453,7 @@ fn damage(
         .into_owned();
     let mut bytes = std::fs::read(&path).map_err(|error| format!("{}: {error}", path.display()))?;
     match damage {
+        Damage::ZeroJournal => unreachable!("handled above"),
         Damage::Delete => {
             return std::fs::remove_file(&path)
                 .map(|()| name)

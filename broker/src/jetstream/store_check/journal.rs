@@ -31,7 +31,7 @@ use super::read_only::SegmentImages;
 use super::report::{Action, Discard, Finding, Health, RepairReport, Severity};
 use super::{io_error, CheckError, CheckOptions, RepairTarget};
 use crate::jetstream::entry;
-use crate::jetstream::layout::journal_directory;
+use crate::jetstream::layout::{formatted_marker, journal_directory};
 
 /// Bytes written at a time when zero-filling a segment file.
 const ZERO_CHUNK_BYTES: usize = 1 << 20;
@@ -120,6 +120,10 @@ pub(super) struct JournalExamination {
     /// What the readable journal holds per group (up to the damage).
     pub groups: BTreeMap<u64, GroupRecords>,
     pub records: u64,
+    /// The marker recording that this journal was formatted, when the
+    /// journal holds nothing (erased): the repair removes it, so the next
+    /// start formats the journal afresh.
+    pub erased_marker: Option<PathBuf>,
 }
 
 pub(super) struct PlannedCut {
@@ -148,6 +152,7 @@ fn journal_config(options: &CheckOptions, shard: usize, journal_id: u64) -> Jour
         batch_bytes_max: (options.journal_segment_bytes as usize / 2) / BLOCK_BYTES * BLOCK_BYTES,
         sync: options.sync,
         journal_id,
+        formatted_before: false,
     }
 }
 
@@ -175,9 +180,12 @@ pub(super) async fn examine(
         cut: None,
         groups: BTreeMap::new(),
         records: 0,
+        erased_marker: None,
     };
+    let marker = formatted_marker(&options.store_dir.join("jetstream"), shard);
+    let formatted_before = marker.exists();
     if !DmaDevice::directory_has_segments(&directory, segments) {
-        if file_streams == 0 {
+        if file_streams == 0 && !formatted_before {
             examination.state = JournalState::Absent;
             examination.findings.push(Finding::new(
                 Severity::Ok,
@@ -188,13 +196,24 @@ pub(super) async fn examine(
         }
         examination.state = JournalState::Damaged;
         examination.missing = (0..segments).collect();
+        let why = if file_streams > 0 {
+            format!(
+                "{file_streams} file stream(s) of shard {shard} keep their newest messages there"
+            )
+        } else {
+            format!(
+                "{} records that it was formatted",
+                options.relative(&marker)
+            )
+        };
+        if formatted_before {
+            examination.erased_marker = Some(marker);
+        }
         examination.findings.push(
             Finding::new(
                 Severity::Damage,
                 relative,
-                format!(
-                    "the journal is missing ({file_streams} file stream(s) of shard {shard} keep their newest messages there)"
-                ),
+                format!("the journal is missing ({why})"),
             )
             .discarding(vec![Discard::Other {
                 text: "whatever the journal held past each stream's last checkpoint (it is created afresh)"
@@ -299,6 +318,25 @@ pub(super) async fn examine(
     // Up to the damage, if any.
     examination.records = records;
     match inspected {
+        Ok(report) if report.live_segments.is_empty() && formatted_before => {
+            examination.state = JournalState::Damaged;
+            examination.findings.push(
+                Finding::new(
+                    Severity::Damage,
+                    relative,
+                    format!(
+                        "the journal holds nothing, but {} records that it was formatted: it was erased or replaced",
+                        options.relative(&marker)
+                    ),
+                )
+                .discarding(vec![Discard::Other {
+                    text: "whatever the journal held past each stream's last checkpoint (it is formatted afresh)"
+                        .into(),
+                }])
+                .repaired_by(command),
+            );
+            examination.erased_marker = Some(marker);
+        }
         Ok(report) => {
             examination.state = if files_damaged {
                 JournalState::Damaged
@@ -789,6 +827,14 @@ pub(super) async fn repair(
             )),
         }
     }
+    if let Some(marker) = &examination.erased_marker {
+        let root = marker
+            .parent()
+            .expect("the marker is in the store's jetstream directory");
+        std::fs::remove_file(marker)
+            .and_then(|()| std::fs::File::open(root)?.sync_all())
+            .map_err(io_error(marker))?;
+    }
     report.applied = true;
     match recovery::inspect(&device, &config, |_| {}).await {
         Ok(opened) => report
@@ -825,6 +871,15 @@ fn planned_actions(options: &CheckOptions, examination: &JournalExamination) -> 
             change,
             discards: vec![Discard::Other {
                 text: "whatever was in the missing part".into(),
+            }],
+        });
+    }
+    if let Some(marker) = &examination.erased_marker {
+        actions.push(Action {
+            file: options.relative(marker),
+            change: "remove it: the next start formats the journal afresh".into(),
+            discards: vec![Discard::Other {
+                text: "whatever the journal held past each stream's last checkpoint".into(),
             }],
         });
     }

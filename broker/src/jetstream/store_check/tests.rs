@@ -75,8 +75,11 @@ fn build_store(store: &Path) {
             batch_bytes_max: 64 << 10,
             sync: SyncPolicy::Always,
             journal_id,
+            formatted_before: false,
         };
         let (journal, _) = Journal::open(device, config, |_| {}).await.unwrap();
+        store_layout::record_formatted(&options.store_dir.join("jetstream"), 0, journal_id)
+            .unwrap();
         for index in JOURNAL_FIRST_INDEX..=MESSAGES {
             let body = Operation::Message {
                 sequence: index,
@@ -487,6 +490,38 @@ fn a_damaged_journal_batch_is_cut_and_what_follows_listed() {
     let report = check(&options(store)).unwrap();
     assert!(!report.damaged(), "{:#?}", report.findings);
     assert_eq!(report.journals[0].records, 5, "entries 5..=9 are kept");
+}
+
+/// A journal zeroed whole reads like a fresh one; the marker the server
+/// wrote when it formatted it says otherwise: damage, and the repair
+/// removes the marker (the next start formats the journal afresh).
+#[test]
+fn an_erased_journal_is_damage_and_the_repair_accepts_it() {
+    let directory = tempfile::tempdir().unwrap();
+    let store = directory.path();
+    build_store(store);
+    let marker = store_layout::formatted_marker(&store.join("jetstream"), 0);
+    assert!(marker.exists());
+    for segment in 0..SEGMENTS {
+        let path = segment_path(
+            &journal_directory(&store.join("jetstream/journal"), 0),
+            segment,
+        );
+        std::fs::write(&path, vec![0u8; SEGMENT_BYTES as usize]).unwrap();
+    }
+    let report = check(&options(store)).unwrap();
+    let damage = damage_findings(&report);
+    assert_eq!(damage.len(), 1, "{report:#?}");
+    assert!(damage[0].reason.contains("erased"), "{:?}", damage[0]);
+    let before = snapshot(store);
+    let target = RepairTarget::Journal(0);
+    let plan = repair(&options(store), &target, false).unwrap();
+    assert!(!plan.applied);
+    assert_eq!(snapshot(store), before);
+    assert!(repair(&options(store), &target, true).unwrap().applied);
+    assert!(!marker.exists());
+    let report = check(&options(store)).unwrap();
+    assert!(!report.damaged(), "{:#?}", report.findings);
 }
 
 #[test]
