@@ -137,6 +137,7 @@ fn rebuild_layout(
         journal_segment_bytes: jetstream.journal_segment_bytes,
         journal_segments: jetstream.journal_segments,
         sync: jetstream.sync,
+        journal_device: crate::jetstream::journal_location::is_device(&jetstream.journal_dir),
     };
     let report = store_check::repair(&options, &store_check::RepairTarget::Layout, true)
         .map_err(|error| ServerError::JetStream(format!("{damage}; rebuilding it: {error}")))?;

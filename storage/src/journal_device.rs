@@ -404,6 +404,24 @@ impl JournalDevice {
     /// damaged is refused. Without a tern header, the device's first
     /// 128 KiB are checked for other formats' signatures.
     pub fn contents(&self) -> Result<Contents, JournalDeviceError> {
+        let contents = self.contents_unchanged()?;
+        if let Contents::Tern {
+            header,
+            repaired: true,
+        } = &contents
+        {
+            // One copy verified; both are written from it (rewriting the
+            // good one with itself changes nothing).
+            self.write_header_copy(1, header)?;
+            self.write_header_copy(0, header)?;
+        }
+        Ok(contents)
+    }
+
+    /// [`JournalDevice::contents`] without writing anything: `repaired`
+    /// then says that one header copy is damaged (the server rewrites it
+    /// from the other at its next start).
+    pub fn contents_unchanged(&self) -> Result<Contents, JournalDeviceError> {
         let start = self.read(0, SIGNATURE_SCAN_BYTES)?;
         let first = DeviceHeader::decode(&start[..BLOCK_BYTES]);
         let second = DeviceHeader::decode(&start[BLOCK_BYTES..2 * BLOCK_BYTES]);
@@ -421,20 +439,10 @@ impl JournalDevice {
                 header,
                 repaired: false,
             }),
-            (Ok(header), _) => {
-                self.write_header_copy(1, &header)?;
-                Ok(Contents::Tern {
-                    header,
-                    repaired: true,
-                })
-            }
-            (Err(_), Ok(header)) => {
-                self.write_header_copy(0, &header)?;
-                Ok(Contents::Tern {
-                    header,
-                    repaired: true,
-                })
-            }
+            (Ok(header), _) | (Err(_), Ok(header)) => Ok(Contents::Tern {
+                header,
+                repaired: true,
+            }),
             (Err(HeaderFault::Absent), Err(HeaderFault::Absent)) => match signature(&start) {
                 Some(signature) => Err(JournalDeviceError::Signature {
                     path: shown,

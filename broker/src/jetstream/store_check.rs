@@ -56,6 +56,9 @@ pub struct CheckOptions {
     pub journal_segment_bytes: u64,
     pub journal_segments: u32,
     pub sync: SyncPolicy,
+    /// `journal_dir` is a raw block device (every shard's journal in its
+    /// region).
+    pub journal_device: bool,
 }
 
 impl CheckOptions {
@@ -75,11 +78,7 @@ impl CheckOptions {
             ..Flags::default()
         })?;
         let jetstream = config.jetstream.expect("JetStream is enabled by the flags");
-        if super::journal_location::is_device(&jetstream.journal_dir) {
-            return Err(CheckError::RawJournal {
-                path: jetstream.journal_dir.display().to_string(),
-            });
-        }
+        let journal_device = super::journal_location::is_device(&jetstream.journal_dir);
         // glommio opens directories by absolute path only (as `server::run`).
         let absolute = |path: PathBuf| -> Result<PathBuf, CheckError> {
             if path.is_absolute() {
@@ -94,6 +93,7 @@ impl CheckOptions {
             journal_segment_bytes: jetstream.journal_segment_bytes,
             journal_segments: jetstream.journal_segments,
             sync: jetstream.sync,
+            journal_device,
         })
     }
 
@@ -155,11 +155,8 @@ pub enum CheckError {
     },
     #[error("{0}")]
     Device(#[from] DeviceError),
-    #[error(
-        "{path} is a raw journal device: `tern storage` reads journal directories only \
-         (checking a raw journal is not built yet); the server verifies the device at start"
-    )]
-    RawJournal { path: String },
+    #[error("{0}")]
+    JournalDevice(#[from] tern_storage::journal_device::JournalDeviceError),
     #[error("{0}")]
     Layout(#[from] super::layout::LayoutError),
     #[error("journal {directory}: {source}")]

@@ -49,6 +49,14 @@ impl Store {
         Store { dir }
     }
 
+    /// A store whose journals are on the raw device `device`.
+    fn on_device(device: &Path) -> Store {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let config = format!("{CONFIG}journal_device = \"{}\"\n", device.display());
+        std::fs::write(dir.path().join("tern.toml"), config).expect("write tern.toml");
+        Store { dir }
+    }
+
     fn data(&self) -> PathBuf {
         self.dir.path().join("data")
     }
@@ -301,6 +309,20 @@ async fn check_repair_serve(
     file: &str,
     target: &[&str],
 ) -> (BTreeSet<u64>, Value) {
+    check_repair_serve_on(store, None, acked, file, target).await
+}
+
+/// [`check_repair_serve`] with the journal on `device` (which the plan
+/// must not change either).
+async fn check_repair_serve_on(
+    store: &Store,
+    device: Option<&Path>,
+    acked: &Acked,
+    file: &str,
+    target: &[&str],
+) -> (BTreeSet<u64>, Value) {
+    let device_sum =
+        || device.map(|device| checksum(&std::fs::read(device).expect("read the device")));
     let (report, sequences) = tokio::task::block_in_place(|| {
         let human = tern(store, &["check"]);
         assert_eq!(human.status.code(), Some(1), "check: {}", text(&human));
@@ -316,7 +338,7 @@ async fn check_repair_serve(
         let (sequences, files) = listed(&report);
         assert!(files.iter().any(|found| found.contains(file)), "{files:?}");
 
-        let before = snapshot(&store.data());
+        let before = (snapshot(&store.data()), device_sum());
         let mut plan_args = vec!["repair"];
         plan_args.extend_from_slice(target);
         let plan = tern(store, &plan_args);
@@ -326,7 +348,11 @@ async fn check_repair_serve(
             "{}",
             text(&plan)
         );
-        assert_eq!(snapshot(&store.data()), before, "the plan changed files");
+        assert_eq!(
+            (snapshot(&store.data()), device_sum()),
+            before,
+            "the plan changed files"
+        );
         plan_args.push("--yes");
         let applied = tern(store, &plan_args);
         assert_eq!(applied.status.code(), Some(0), "repair: {}", text(&applied));
@@ -472,6 +498,32 @@ async fn a_deleted_raft_file() {
     assert!(lost.is_empty(), "rebuilt from the block store: {lost:?}");
 }
 
+/// The batches of one segment image (of `generation`) holding message
+/// records of `group`: (offset, batch bytes).
+fn group_batches(bytes: &[u8], generation: u64, group: u64) -> Vec<(usize, usize)> {
+    let mut batches = Vec::new();
+    let mut offset = BLOCK_BYTES;
+    while let Some(batch) = BatchHeader::decode(&bytes[offset..])
+        .filter(|batch| batch.generation == generation && batch.offset == offset as u64)
+    {
+        let end = offset + 64 + batch.records_bytes as usize;
+        let mut at = offset + 64;
+        let mut ours = false;
+        while at < end {
+            let Some((view, used)) = RecordHeader::decode(&bytes[at..end]) else {
+                break;
+            };
+            ours |= view.header.group == group && view.header.kind == 1;
+            at += used;
+        }
+        if ours {
+            batches.push((offset, batch.batch_bytes as usize));
+        }
+        offset += batch.batch_bytes as usize;
+    }
+    batches
+}
+
 /// The batches of the stream's journal that hold its message records:
 /// (segment file, batch offset, batch bytes), in log order.
 fn message_batches(store: &Store, group: u64) -> Vec<(PathBuf, usize, usize)> {
@@ -491,24 +543,8 @@ fn message_batches(store: &Store, group: u64) -> Vec<(PathBuf, usize, usize)> {
     segments.sort_by_key(|(generation, _, _)| *generation);
     let mut batches = Vec::new();
     for (generation, path, bytes) in segments {
-        let mut offset = BLOCK_BYTES;
-        while let Some(batch) = BatchHeader::decode(&bytes[offset..])
-            .filter(|batch| batch.generation == generation && batch.offset == offset as u64)
-        {
-            let end = offset + 64 + batch.records_bytes as usize;
-            let mut at = offset + 64;
-            let mut ours = false;
-            while at < end {
-                let Some((view, used)) = RecordHeader::decode(&bytes[at..end]) else {
-                    break;
-                };
-                ours |= view.header.group == group && view.header.kind == 1;
-                at += used;
-            }
-            if ours {
-                batches.push((path.clone(), offset, batch.batch_bytes as usize));
-            }
-            offset += batch.batch_bytes as usize;
+        for (offset, batch_bytes) in group_batches(&bytes, generation, group) {
+            batches.push((path.clone(), offset, batch_bytes));
         }
     }
     batches
@@ -543,6 +579,70 @@ async fn two_zeroed_blocks_in_a_middle_journal_batch() {
     let last = *lost.iter().next_back().expect("messages are listed");
     assert_eq!(last, MESSAGES, "{lost:?}");
     let first = *lost.iter().next().unwrap();
+    assert_eq!(
+        lost,
+        (first..=MESSAGES).collect(),
+        "one run from the damage on"
+    );
+    assert!(first > 1, "messages before the damage are kept: {lost:?}");
+}
+
+/// The same damage with the journal on a raw device (a loop device): the
+/// check reads the device's header and the shard's region without writing
+/// (the plan changes no byte of it), names the segment of the region, and
+/// the repair cuts there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_zeroed_blocks_in_a_raw_journal_batch() {
+    const HEADER_AREA_BYTES: u64 = 1 << 20;
+    const SEGMENT_BYTES: u64 = 4 << 20;
+    const SEGMENTS: u64 = 2;
+    let backing = tempfile::tempdir().expect("temp dir");
+    let device = tern_it::loop_device::LoopDevice::attach(
+        &backing.path().join("journal.img"),
+        HEADER_AREA_BYTES + SHARDS as u64 * SEGMENTS * SEGMENT_BYTES,
+        true,
+    );
+    let store = Store::on_device(&device.path);
+    let server = tokio::task::block_in_place(|| store.start());
+    let acked = workload(&server, 5000, false).await;
+    tokio::task::block_in_place(|| server.kill());
+    let config = std::fs::read(store.stream_dir().join("config")).expect("config");
+    let json_bytes = u32::from_le_bytes(config[12..16].try_into().unwrap()) as usize;
+    let stored: Value = serde_json::from_slice(&config[32..32 + json_bytes]).expect("config JSON");
+    let group = stored["group"].as_u64().expect("group");
+    let shard = tern_broker::jetstream::owner_of(STREAM, SHARDS);
+    let region = HEADER_AREA_BYTES + shard as u64 * SEGMENTS * SEGMENT_BYTES;
+    let mut segments = Vec::new();
+    for segment in 0..SEGMENTS {
+        let start = region + segment * SEGMENT_BYTES;
+        let bytes = device.read(start, SEGMENT_BYTES as usize);
+        if let Some(header) = SegmentHeader::decode(&bytes[..BLOCK_BYTES]) {
+            segments.push((header.generation, segment, start, bytes));
+        }
+    }
+    segments.sort_by_key(|(generation, ..)| *generation);
+    let batches: Vec<(u64, u64, usize)> = segments
+        .iter()
+        .flat_map(|(generation, segment, start, bytes)| {
+            group_batches(bytes, *generation, group)
+                .into_iter()
+                .map(move |(offset, batch_bytes)| (*segment, start + offset as u64, batch_bytes))
+        })
+        .collect();
+    assert!(batches.len() >= 10, "{} batches", batches.len());
+    let (segment, at, batch_bytes) = batches[batches.len() / 2];
+    assert!(batch_bytes >= 3 * BLOCK_BYTES, "two data blocks and parity");
+    device.write(at, &vec![0u8; 2 * BLOCK_BYTES]);
+    let file = format!("segment {segment} of {}", device.path.display());
+    let (lost, _) = check_repair_serve_on(
+        &store,
+        Some(&device.path),
+        &acked,
+        &file,
+        &["--journal", &shard.to_string()],
+    )
+    .await;
+    let first = *lost.iter().next().expect("messages are listed");
     assert_eq!(
         lost,
         (first..=MESSAGES).collect(),

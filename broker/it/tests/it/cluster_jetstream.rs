@@ -1403,7 +1403,7 @@ async fn r3_node_with_a_lost_journal_rejoins_from_its_peers_tern() {
     cluster.kill(DAMAGED);
     let store = cluster.node(DAMAGED).store_dir().to_path_buf();
     let mut damaged = [0, 0];
-    for shard in 0..2 {
+    for (shard, count) in damaged.iter_mut().enumerate() {
         let journal = store.join(format!("jetstream/journal/shard-{shard}"));
         for entry in std::fs::read_dir(&journal).expect("the journal") {
             let path = entry.expect("an entry").path();
@@ -1414,7 +1414,7 @@ async fn r3_node_with_a_lost_journal_rejoins_from_its_peers_tern() {
                     let bytes = std::fs::metadata(&path).expect("a segment").len();
                     std::fs::write(&path, vec![0u8; bytes as usize]).expect("zeroed");
                 }
-                damaged[shard] += 1;
+                *count += 1;
             }
         }
     }

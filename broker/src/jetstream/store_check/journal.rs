@@ -31,7 +31,9 @@ use super::read_only::SegmentImages;
 use super::report::{Action, Discard, Finding, Health, RepairReport, Severity};
 use super::{io_error, CheckError, CheckOptions, RepairTarget};
 use crate::jetstream::entry;
+use crate::jetstream::journal_location::JournalLocation;
 use crate::jetstream::layout::{formatted_marker, journal_directory};
+use tern_storage::journal_device::{Contents, JournalDevice};
 
 /// Bytes written at a time when zero-filling a segment file.
 const ZERO_CHUNK_BYTES: usize = 1 << 20;
@@ -124,6 +126,9 @@ pub(super) struct JournalExamination {
     /// journal holds nothing (erased): the repair removes it, so the next
     /// start formats the journal afresh.
     pub erased_marker: Option<PathBuf>,
+    /// On a raw device (`directory` is then the device): the region's
+    /// offset and how it is named.
+    pub region: Option<(u64, String)>,
 }
 
 pub(super) struct PlannedCut {
@@ -181,9 +186,22 @@ pub(super) async fn examine(
         groups: BTreeMap::new(),
         records: 0,
         erased_marker: None,
+        region: None,
     };
     let marker = formatted_marker(&options.store_dir.join("jetstream"), shard);
     let formatted_before = marker.exists();
+    if options.journal_device {
+        examination.directory = options.journal_dir.clone();
+        return examine_region(
+            options,
+            examination,
+            journal_id,
+            groups,
+            file_streams,
+            (formatted_before, marker),
+        )
+        .await;
+    }
     if !DmaDevice::directory_has_segments(&directory, segments) {
         if file_streams == 0 && !formatted_before {
             examination.state = JournalState::Absent;
@@ -314,7 +332,211 @@ pub(super) async fn examine(
         .await?;
         inspect_on(&device, &config).await
     };
-    examination.groups = groups_found;
+    let plan = match &inspected {
+        Err(JournalError::Corrupt { cut: Some(cut), .. }) => {
+            let images = SegmentImages::open(&directory, segments, options.journal_segment_bytes)?;
+            Some(plan_cut(&images, journal_id, *cut, groups, &groups_found).await?)
+        }
+        _ => None,
+    };
+    let place = Place::Directory(&directory);
+    judge(
+        options,
+        &mut examination,
+        &place,
+        Inspection {
+            inspected,
+            groups: groups_found,
+            records,
+            plan,
+            files_damaged,
+        },
+        (formatted_before, marker),
+    )?;
+    Ok(examination)
+}
+
+/// [`examine`] for a journal in a region of a raw device: the device header
+/// (read without repairing it, the device held exclusively so no server
+/// starts meanwhile), then the region as the server would read it.
+async fn examine_region(
+    options: &CheckOptions,
+    mut examination: JournalExamination,
+    journal_id: Option<u64>,
+    groups: &BTreeMap<u64, StreamOfGroup>,
+    file_streams: usize,
+    (formatted_before, marker): (bool, PathBuf),
+) -> Result<JournalExamination, CheckError> {
+    let shard = examination.shard;
+    let path = options.journal_dir.clone();
+    let shown = options.relative(&path);
+    let device = JournalDevice::open(&path)?;
+    let unusable = |examination: &mut JournalExamination, reason: String| {
+        examination.state = JournalState::Unusable(reason.clone());
+        examination
+            .findings
+            .push(Finding::new(Severity::Damage, shown.clone(), reason));
+    };
+    let header = match device.contents_unchanged() {
+        Err(error) => {
+            unusable(&mut examination, format!("{error}; no repair rewrites it"));
+            return Ok(examination);
+        }
+        Ok(Contents::Empty) if file_streams == 0 && !formatted_before => {
+            examination.state = JournalState::Absent;
+            examination.findings.push(Finding::new(
+                Severity::Ok,
+                shown,
+                "no journal header yet (the device is formatted at the next start)",
+            ));
+            return Ok(examination);
+        }
+        Ok(Contents::Empty) => {
+            unusable(
+                &mut examination,
+                "the device has no tern journal header, but the store holds JetStream data: its journal was elsewhere, or this is another device".into(),
+            );
+            return Ok(examination);
+        }
+        Ok(Contents::Tern { header, repaired }) => {
+            if repaired {
+                examination.findings.push(Finding::new(
+                    Severity::SelfHealing,
+                    shown.clone(),
+                    "one copy of the device header is damaged: rewritten from the other at the next start (nothing is lost)",
+                ));
+            }
+            header
+        }
+    };
+    let Some(journal_id) = journal_id else {
+        examination.state = JournalState::Unchecked;
+        examination.findings.push(Finding::new(
+            Severity::Note,
+            shown,
+            "not inspected: the layout that names its journal id is damaged (repair the layout first)",
+        ));
+        return Ok(examination);
+    };
+    if header.journal_ids.get(shard) != Some(&journal_id) {
+        unusable(
+            &mut examination,
+            format!(
+                "the device holds the journals {:x?}, not this store's journal {journal_id:x} for shard {shard}; no repair rewrites it",
+                header.journal_ids
+            ),
+        );
+        return Ok(examination);
+    }
+    if (header.segments, header.segment_bytes)
+        != (options.journal_segments, options.journal_segment_bytes)
+    {
+        unusable(
+            &mut examination,
+            format!(
+                "the device was laid out with {} segments of {} bytes per shard; the configuration asks for {} of {} (journal_segments, journal_segment_size): check with the server's settings",
+                header.segments,
+                header.segment_bytes,
+                options.journal_segments,
+                options.journal_segment_bytes
+            ),
+        );
+        return Ok(examination);
+    }
+    let offset = header.region_offset(shard);
+    let description = JournalLocation::Region {
+        device: path.clone(),
+        shard,
+        offset,
+    }
+    .to_string();
+    let region = DmaDevice::open_region(
+        &path,
+        offset,
+        options.journal_segments,
+        options.journal_segment_bytes,
+        SyncMethod::for_policy(options.sync),
+        description.clone(),
+    )
+    .await?;
+    let config = journal_config(options, shard, journal_id);
+    let (inspected, groups_found, records) = inspect_on(&region, &config).await;
+    let plan = match &inspected {
+        Err(JournalError::Corrupt { cut: Some(cut), .. }) => {
+            Some(plan_cut(&region, journal_id, *cut, groups, &groups_found).await?)
+        }
+        _ => None,
+    };
+    judge(
+        options,
+        &mut examination,
+        &Place::Region(&description),
+        Inspection {
+            inspected,
+            groups: groups_found,
+            records,
+            plan,
+            files_damaged: false,
+        },
+        (formatted_before, marker),
+    )?;
+    examination.region = Some((offset, description));
+    drop(device);
+    Ok(examination)
+}
+
+/// How findings name a journal's segments.
+enum Place<'a> {
+    /// A directory's segment files, relative to the store.
+    Directory(&'a Path),
+    /// The segments of one shard's region of a raw device, as the device
+    /// names them (`segment N of <description>`).
+    Region(&'a str),
+}
+
+impl Place<'_> {
+    /// `name`: a segment as the device names it.
+    fn file(&self, options: &CheckOptions, name: &str) -> String {
+        match self {
+            Place::Directory(directory) => options.relative(&directory.join(name)),
+            Place::Region(_) => name.to_string(),
+        }
+    }
+}
+
+/// What a cut zeroes ((segment, from offset)) and what it discards.
+type CutPlan = (Vec<(u32, u64)>, Vec<Discard>);
+
+/// What inspecting a journal gave.
+struct Inspection {
+    inspected: Result<RecoveryReport, JournalError>,
+    groups: BTreeMap<u64, GroupRecords>,
+    records: u64,
+    /// For a corruption with a cut: what the cut zeroes and discards.
+    plan: Option<CutPlan>,
+    /// Segment files missing or resized (a directory's only).
+    files_damaged: bool,
+}
+
+/// The findings and state of an inspected journal. `marker`: whether the
+/// store's marker says the journal was formatted, and its path.
+fn judge(
+    options: &CheckOptions,
+    examination: &mut JournalExamination,
+    place: &Place<'_>,
+    inspection: Inspection,
+    (formatted_before, marker): (bool, PathBuf),
+) -> Result<(), CheckError> {
+    let relative = options.relative(&examination.directory);
+    let command = options.repair_command(&RepairTarget::Journal(examination.shard));
+    let Inspection {
+        inspected,
+        groups,
+        records,
+        plan,
+        files_damaged,
+    } = inspection;
+    examination.groups = groups;
     // Up to the damage, if any.
     examination.records = records;
     match inspected {
@@ -345,7 +567,7 @@ pub(super) async fn examine(
             };
             examination
                 .findings
-                .extend(healing_findings(options, &directory, &report));
+                .extend(healing_findings(options, place, &report));
             if !files_damaged {
                 examination.findings.push(Finding::new(
                     Severity::Ok,
@@ -361,14 +583,10 @@ pub(super) async fn examine(
             cut,
             ..
         }) => {
-            let file = options.relative(&directory.join(&file));
+            let file = place.file(options, &file);
             let mut finding = Finding::new(Severity::Damage, file.clone(), reason).at(offset);
-            match cut {
-                Some(cut) => {
-                    let images =
-                        SegmentImages::open(&directory, segments, options.journal_segment_bytes)?;
-                    let (zeroed, discards) =
-                        plan_cut(&images, journal_id, cut, groups, &examination.groups).await?;
+            match (cut, plan) {
+                (Some(cut), Some((zeroed, discards))) => {
                     finding = finding.discarding(discards.clone()).repaired_by(command);
                     examination.cut = Some(PlannedCut {
                         cut,
@@ -379,7 +597,7 @@ pub(super) async fn examine(
                     });
                     examination.state = JournalState::Damaged;
                 }
-                None => {
+                _ => {
                     finding.reason.push_str(
                         "; no cut repairs this (restore the journal from a backup, or delete the shard's streams)",
                     );
@@ -401,12 +619,12 @@ pub(super) async fn examine(
         }
         Err(source) => {
             return Err(CheckError::Journal {
-                directory: directory.display().to_string(),
+                directory: examination.directory.display().to_string(),
                 source,
             })
         }
     }
-    Ok(examination)
+    Ok(())
 }
 
 /// Leftover O_DIRECT probe files (a process died while probing): opening
@@ -456,7 +674,7 @@ fn intact_summary(report: &RecoveryReport) -> String {
 /// What the server repairs by itself at its next start.
 fn healing_findings(
     options: &CheckOptions,
-    directory: &Path,
+    place: &Place<'_>,
     report: &RecoveryReport,
 ) -> Vec<Finding> {
     let mut findings = Vec::new();
@@ -477,14 +695,19 @@ fn healing_findings(
         findings.push(
             Finding::new(
                 Severity::SelfHealing,
-                options.relative(&directory.join(&repair.file)),
+                place.file(options, &repair.file),
                 format!("{what} and written back at the next start (nothing is lost)"),
             )
             .at(repair.offset),
         );
     }
     if let Some(cut) = &report.tail_cut {
-        let file = options.relative(&directory.join(segment_file_name(cut.segment)));
+        let file = match place {
+            Place::Directory(directory) => {
+                options.relative(&directory.join(segment_file_name(cut.segment)))
+            }
+            Place::Region(description) => format!("segment {} of {description}", cut.segment),
+        };
         let reason = if cut.batches_dropped > 0 {
             format!(
                 "{} (sync = never: {} later batch(es) dropped); cut at the next start",
@@ -561,18 +784,18 @@ struct Discarded {
 
 /// What zeroing at `cut` takes: the (segment, from offset) it zeroes, and
 /// per stream the entries past its checkpoint and the messages among them.
-async fn plan_cut(
-    images: &SegmentImages,
+async fn plan_cut<D: Device>(
+    images: &D,
     journal_id: u64,
     cut: Cut,
     groups: &BTreeMap<u64, StreamOfGroup>,
     before: &BTreeMap<u64, GroupRecords>,
-) -> Result<(Vec<(u32, u64)>, Vec<Discard>), CheckError> {
+) -> Result<CutPlan, CheckError> {
     let segment_bytes = images.segment_bytes() as usize;
     let mut generations = Vec::new();
     for segment in 0..images.segment_count() {
         let head = images.read(segment, 0, 2 * BLOCK_BYTES).await?;
-        generations.push(segment_generation(&head.0, journal_id));
+        generations.push(segment_generation(head.as_ref(), journal_id));
     }
     let (from_generation, within) = match cut {
         Cut::At { segment, offset } => (
@@ -599,7 +822,7 @@ async fn plan_cut(
         };
         zeroed.push((segment, zero_from));
         let image = images.read(segment, 0, segment_bytes).await?;
-        scan_batches(&image.0, start, generation, journal_id, |record| {
+        scan_batches(image.as_ref(), start, generation, journal_id, |record| {
             let header = record.header;
             let message = (header.kind == entry::RECORD_ENTRY_NORMAL)
                 .then(|| entry::message_sequence(record.body))
@@ -797,15 +1020,35 @@ pub(super) async fn repair(
     if !confirm {
         return Ok(report);
     }
-    restore_segment_files(options, &examination)?;
     let config = journal_config(options, shard, journal_id);
-    let device = DmaDevice::open_directory(
-        &examination.directory,
-        options.journal_segments,
-        options.journal_segment_bytes,
-        SyncMethod::for_policy(options.sync),
-    )
-    .await?;
+    let sync = SyncMethod::for_policy(options.sync);
+    // A raw device is held exclusively while it is repaired.
+    let (device, _held) = match &examination.region {
+        Some((offset, description)) => {
+            let held = JournalDevice::open(&examination.directory)?;
+            let device = DmaDevice::open_region(
+                &examination.directory,
+                *offset,
+                options.journal_segments,
+                options.journal_segment_bytes,
+                sync,
+                description.clone(),
+            )
+            .await?;
+            (device, Some(held))
+        }
+        None => {
+            restore_segment_files(options, &examination)?;
+            let device = DmaDevice::open_directory(
+                &examination.directory,
+                options.journal_segments,
+                options.journal_segment_bytes,
+                sync,
+            )
+            .await?;
+            (device, None)
+        }
+    };
     let journal_error = |source| CheckError::Journal {
         directory: examination.directory.display().to_string(),
         source,

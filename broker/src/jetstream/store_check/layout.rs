@@ -164,6 +164,30 @@ pub(super) fn rebuild(
 ) -> Result<Rebuild, CheckError> {
     let journal_dir = &options.journal_dir;
     let refused = |why: String| Ok(Rebuild::Refused(why));
+    if options.journal_device {
+        // The device header records the layout itself: each shard's
+        // journal id, in shard order.
+        let device = tern_storage::journal_device::JournalDevice::open(journal_dir)?;
+        return match device.contents_unchanged() {
+            Ok(tern_storage::journal_device::Contents::Tern { header, .. }) => {
+                Ok(Rebuild::Unambiguous {
+                    layout: Layout {
+                        shard_count: header.shard_count(),
+                        journal_ids: header.journal_ids,
+                    },
+                    notes: vec![format!(
+                        "the shard count and journal ids are the journal device {}'s header's",
+                        journal_dir.display()
+                    )],
+                })
+            }
+            Ok(tern_storage::journal_device::Contents::Empty) => refused(format!(
+                "the journal device {} has no tern journal header: the shard count cannot be told",
+                journal_dir.display()
+            )),
+            Err(error) => refused(format!("{error}")),
+        };
+    }
     let shards: BTreeSet<usize> = match std::fs::read_dir(journal_dir) {
         Ok(entries) => entries
             .filter_map(|entry| entry.ok())

@@ -41,6 +41,7 @@ fn options(store: &Path) -> CheckOptions {
         journal_segment_bytes: SEGMENT_BYTES,
         journal_segments: SEGMENTS,
         sync: SyncPolicy::Always,
+        journal_device: false,
     }
 }
 
