@@ -498,6 +498,15 @@ async fn a_deleted_raft_file() {
     assert!(lost.is_empty(), "rebuilt from the block store: {lost:?}");
 }
 
+/// The stream's Raft group, from its stored `config` (a 32-byte header
+/// whose bytes 12..16 are the JSON's length, then the JSON).
+fn stream_group(store: &Store) -> u64 {
+    let config = std::fs::read(store.stream_dir().join("config")).expect("config");
+    let json_bytes = u32::from_le_bytes(config[12..16].try_into().unwrap()) as usize;
+    let stored: Value = serde_json::from_slice(&config[32..32 + json_bytes]).expect("config JSON");
+    stored["group"].as_u64().expect("group")
+}
+
 /// The batches of one segment image (of `generation`) holding message
 /// records of `group`: (offset, batch bytes).
 fn group_batches(bytes: &[u8], generation: u64, group: u64) -> Vec<(usize, usize)> {
@@ -557,10 +566,7 @@ async fn two_zeroed_blocks_in_a_middle_journal_batch() {
     // Records of ~5 KB: each batch is two data blocks and a parity block.
     let acked = workload(&server, 5000, false).await;
     tokio::task::block_in_place(|| server.kill());
-    let config = std::fs::read(store.stream_dir().join("config")).expect("config");
-    let json_bytes = u32::from_le_bytes(config[12..16].try_into().unwrap()) as usize;
-    let stored: Value = serde_json::from_slice(&config[32..32 + json_bytes]).expect("config JSON");
-    let group = stored["group"].as_u64().expect("group");
+    let group = stream_group(&store);
     let batches = message_batches(&store, group);
     assert!(batches.len() >= 10, "{} batches", batches.len());
     let (path, offset, batch_bytes) = batches[batches.len() / 2].clone();
@@ -606,10 +612,7 @@ async fn two_zeroed_blocks_in_a_raw_journal_batch() {
     let server = tokio::task::block_in_place(|| store.start());
     let acked = workload(&server, 5000, false).await;
     tokio::task::block_in_place(|| server.kill());
-    let config = std::fs::read(store.stream_dir().join("config")).expect("config");
-    let json_bytes = u32::from_le_bytes(config[12..16].try_into().unwrap()) as usize;
-    let stored: Value = serde_json::from_slice(&config[32..32 + json_bytes]).expect("config JSON");
-    let group = stored["group"].as_u64().expect("group");
+    let group = stream_group(&store);
     let shard = tern_broker::jetstream::owner_of(STREAM, SHARDS);
     let region = HEADER_AREA_BYTES + shard as u64 * SEGMENTS * SEGMENT_BYTES;
     let mut segments = Vec::new();

@@ -306,12 +306,7 @@ pub(super) async fn examine(
     }
     let files_damaged = !examination.missing.is_empty() || !examination.resized.is_empty();
     let Some(journal_id) = journal_id else {
-        examination.state = JournalState::Unchecked;
-        examination.findings.push(Finding::new(
-            Severity::Note,
-            relative,
-            "not inspected: the layout that names its journal id is damaged (repair the layout first)",
-        ));
+        unchecked(&mut examination, relative);
         return Ok(examination);
     };
     let config = journal_config(options, shard, journal_id);
@@ -410,12 +405,7 @@ async fn examine_region(
         }
     };
     let Some(journal_id) = journal_id else {
-        examination.state = JournalState::Unchecked;
-        examination.findings.push(Finding::new(
-            Severity::Note,
-            shown,
-            "not inspected: the layout that names its journal id is damaged (repair the layout first)",
-        ));
+        unchecked(&mut examination, shown);
         return Ok(examination);
     };
     if header.journal_ids.get(shard) != Some(&journal_id) {
@@ -483,6 +473,16 @@ async fn examine_region(
     examination.region = Some((offset, description));
     drop(device);
     Ok(examination)
+}
+
+/// Not inspected: the journal's id comes from the layout, which is damaged.
+fn unchecked(examination: &mut JournalExamination, shown: String) {
+    examination.state = JournalState::Unchecked;
+    examination.findings.push(Finding::new(
+        Severity::Note,
+        shown,
+        "not inspected: the layout that names its journal id is damaged (repair the layout first)",
+    ));
 }
 
 /// How findings name a journal's segments.
