@@ -222,12 +222,12 @@ impl<D: Device> Journal<D> {
         let recovered = recovery::recover(&device, &config, lenient_tail, on_record).await?;
         let Recovered {
             report,
-            segments,
-            live,
-            write_offset,
+            mut segments,
+            mut live,
+            mut write_offset,
             next_sequence,
             chain,
-            generation,
+            mut generation,
             journal_id,
             rewrites,
         } = recovered;
@@ -242,38 +242,29 @@ impl<D: Device> Journal<D> {
                 .await
                 .map_err(JournalError::Poisoned)?;
         }
-        let (mut segments, mut live, mut write_offset, mut generation) =
-            (segments, live, write_offset, generation);
         if live.is_empty() {
             if config.formatted_before {
                 return Err(JournalError::Erased { journal_id });
             }
             // A fresh journal: its first segment header, durable now, so a
             // journal erased later is told apart from one never used.
-            let header = SegmentHeader {
-                segment_bytes: device.segment_bytes(),
-                generation: 1,
-                first_sequence: next_sequence,
-                chain,
-                shard: config.shard,
+            generation = 1;
+            let (block, state) = new_segment(
+                &device,
+                &config,
                 journal_id,
-                floor_generation: 1,
-            };
-            let mut block = device.allocate(BLOCK_BYTES);
-            header.encode(block.bytes_mut());
+                generation,
+                generation,
+                next_sequence,
+                chain,
+            );
             device
                 .write(0, 0, block, true)
                 .await
                 .map_err(JournalError::Poisoned)?;
-            segments[0] = SegmentState {
-                generation: 1,
-                first_sequence: next_sequence,
-                last_sequence: next_sequence - 1,
-                groups: BTreeMap::new(),
-            };
+            segments[0] = state;
             live.push_back(0);
             write_offset = SEGMENT_HEADER_BYTES as u64;
-            generation = 1;
         }
         let free: VecDeque<u32> = (0..device.segment_count())
             .filter(|segment| !live.contains(segment))
@@ -662,23 +653,16 @@ impl<D: Device> Journal<D> {
                     Some(&oldest) => state.segments[oldest as usize].generation,
                     None => generation,
                 };
-                let header = SegmentHeader {
-                    segment_bytes: self.device.segment_bytes(),
+                let (block, segment_state) = new_segment(
+                    &self.device,
+                    &self.config,
+                    state.journal_id,
                     generation,
-                    first_sequence: state.open.first_sequence,
-                    chain: state.open.chain_before,
-                    shard: self.config.shard,
-                    journal_id: state.journal_id,
                     floor_generation,
-                };
-                let mut block = self.device.allocate(BLOCK_BYTES);
-                header.encode(block.bytes_mut());
-                state.segments[next as usize] = SegmentState {
-                    generation,
-                    first_sequence: state.open.first_sequence,
-                    last_sequence: state.open.first_sequence - 1,
-                    groups: BTreeMap::new(),
-                };
+                    state.open.first_sequence,
+                    state.open.chain_before,
+                );
+                state.segments[next as usize] = segment_state;
                 state.live.push_back(next);
                 state.write_offset = SEGMENT_HEADER_BYTES as u64;
                 header_block = Some(block);
@@ -773,6 +757,38 @@ impl<D: Device> Journal<D> {
             }
         }
     }
+}
+
+/// A segment opened for `generation`, its first record `first_sequence`
+/// after chain value `chain`: its header block, to write at offset 0, and
+/// its state (nothing in it yet).
+fn new_segment<D: Device>(
+    device: &D,
+    config: &JournalConfig,
+    journal_id: u64,
+    generation: u64,
+    floor_generation: u64,
+    first_sequence: u64,
+    chain: u32,
+) -> (D::Buffer, SegmentState) {
+    let header = SegmentHeader {
+        segment_bytes: device.segment_bytes(),
+        generation,
+        first_sequence,
+        chain,
+        shard: config.shard,
+        journal_id,
+        floor_generation,
+    };
+    let mut block = device.allocate(BLOCK_BYTES);
+    header.encode(block.bytes_mut());
+    let state = SegmentState {
+        generation,
+        first_sequence,
+        last_sequence: first_sequence - 1,
+        groups: BTreeMap::new(),
+    };
+    (block, state)
 }
 
 #[cfg(test)]

@@ -269,9 +269,7 @@ pub(crate) fn data_evidence(
             .filter(|path| {
                 path.file_name()
                     .and_then(|name| name.to_str())
-                    .is_some_and(|name| {
-                        name.starts_with("journal-") && name.ends_with(".formatted")
-                    })
+                    .is_some_and(is_formatted_marker)
             })
             .collect();
         markers.sort();
@@ -298,6 +296,13 @@ pub(crate) fn data_evidence(
 /// file's existence counts; it holds `journal <id in hex>\n` for a reader.
 pub fn formatted_marker(root: &Path, shard: usize) -> PathBuf {
     root.join(format!("journal-{shard}.formatted"))
+}
+
+/// Whether a file name is a [`formatted_marker`]'s.
+fn is_formatted_marker(name: &str) -> bool {
+    name.strip_prefix("journal-")
+        .and_then(|rest| rest.strip_suffix(".formatted"))
+        .is_some_and(|shard| shard.parse::<usize>().is_ok())
 }
 
 /// Records that shard `shard`'s journal is formatted: the marker written,

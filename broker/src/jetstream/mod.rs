@@ -235,7 +235,6 @@ struct PendingGather {
     arrived: Waiters,
 }
 
-/// A stream this shard owns, as start-up found it on disk.
 /// Which journal `open_journal` opens.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum JournalOpening {
@@ -246,6 +245,7 @@ enum JournalOpening {
     Replacement,
 }
 
+/// A stream this shard owns, as start-up found it on disk.
 struct Found {
     name: String,
     config: StreamConfig,

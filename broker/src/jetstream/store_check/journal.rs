@@ -188,7 +188,7 @@ pub(super) async fn examine(
         erased_marker: None,
         region: None,
     };
-    let marker = formatted_marker(&options.store_dir.join("jetstream"), shard);
+    let marker = formatted_marker(&options.jetstream_root(), shard);
     let formatted_before = marker.exists();
     if options.journal_device {
         examination.directory = options.journal_dir.clone();
@@ -204,12 +204,11 @@ pub(super) async fn examine(
     }
     if !DmaDevice::directory_has_segments(&directory, segments) {
         if file_streams == 0 && !formatted_before {
-            examination.state = JournalState::Absent;
-            examination.findings.push(Finding::new(
-                Severity::Ok,
+            absent(
+                &mut examination,
                 relative,
                 "no journal yet (created at the next start)",
-            ));
+            );
             return Ok(examination);
         }
         examination.state = JournalState::Damaged;
@@ -378,12 +377,11 @@ async fn examine_region(
             return Ok(examination);
         }
         Ok(Contents::Empty) if file_streams == 0 && !formatted_before => {
-            examination.state = JournalState::Absent;
-            examination.findings.push(Finding::new(
-                Severity::Ok,
+            absent(
+                &mut examination,
                 shown,
                 "no journal header yet (the device is formatted at the next start)",
-            ));
+            );
             return Ok(examination);
         }
         Ok(Contents::Empty) => {
@@ -473,6 +471,14 @@ async fn examine_region(
     examination.region = Some((offset, description));
     drop(device);
     Ok(examination)
+}
+
+/// No journal yet, and nothing says there was one: created at the next start.
+fn absent(examination: &mut JournalExamination, shown: String, reason: &str) {
+    examination.state = JournalState::Absent;
+    examination
+        .findings
+        .push(Finding::new(Severity::Ok, shown, reason));
 }
 
 /// Not inspected: the journal's id comes from the layout, which is damaged.

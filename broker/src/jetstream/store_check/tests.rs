@@ -503,6 +503,14 @@ fn an_erased_journal_is_damage_and_the_repair_accepts_it() {
     build_store(store);
     let marker = store_layout::formatted_marker(&store.join("jetstream"), 0);
     assert!(marker.exists());
+    // The marker itself deleted or damaged, the journal intact: nothing is
+    // lost and nothing is damage (only its existence counts; the server
+    // writes it again at its next start).
+    std::fs::write(&marker, b"\xff garbage").unwrap();
+    assert!(!check(&options(store)).unwrap().damaged());
+    std::fs::remove_file(&marker).unwrap();
+    assert!(!check(&options(store)).unwrap().damaged());
+    store_layout::record_formatted(&store.join("jetstream"), 0, 0x1234).unwrap();
     for segment in 0..SEGMENTS {
         let path = segment_path(
             &journal_directory(&store.join("jetstream/journal"), 0),
