@@ -639,14 +639,14 @@ impl Node {
         }
     }
 
-    /// Where a stepdown hands leadership: the voter heard from recently
-    /// with the most of the log. `None` unless this node leads and has
-    /// such a peer.
+    /// The voter heard from recently with the most of the log: where a
+    /// leader leaving the group hands over (the fastest handover). `None`
+    /// unless this node leads and has such a peer.
     ///
     /// "Recently" is within three heartbeats (nats-server's rule), not the
     /// check-quorum window: a voter that died moments ago must not be
     /// chosen, or the handover is lost and leadership stays put.
-    pub fn transfer_candidate(&self) -> Option<NodeId> {
+    pub fn most_caught_up_peer(&self) -> Option<NodeId> {
         self.peer_status()
             .into_iter()
             .filter(|peer| self.is_heard_recently(peer))
@@ -654,11 +654,36 @@ impl Node {
             .map(|peer| peer.id)
     }
 
+    /// Where a plain stepdown hands leadership: a current voter (heard
+    /// within three heartbeats and holding every committed entry) chosen
+    /// uniformly at random with the node's seeded generator, so repeated
+    /// stepdowns reach every current replica (nats-server takes the first
+    /// healthy peer of a Go map, in random order). With no current voter,
+    /// the one heard recently with the most of the log
+    /// ([`Node::most_caught_up_peer`]); the handover then waits for it to
+    /// catch up before it asks it to stand. `None` unless this node leads
+    /// and has such a peer.
+    pub fn transfer_candidate(&mut self) -> Option<NodeId> {
+        let committed = self.log.committed;
+        let current: Vec<NodeId> = self
+            .peer_status()
+            .into_iter()
+            .filter(|peer| self.is_heard_recently(peer) && peer.match_index >= committed)
+            .map(|peer| peer.id)
+            .collect();
+        if current.is_empty() {
+            return self.most_caught_up_peer();
+        }
+        let chosen = current[(self.next_random() % current.len() as u64) as usize];
+        assert!(self.membership.contains(chosen) && chosen != self.id());
+        Some(chosen)
+    }
+
     /// Whom a stepdown that prefers `preferred` hands leadership to: it,
     /// when it is a voter heard within three heartbeats, else (as
     /// nats-server's `StepDown(preferred)`, which then takes the first
     /// healthy peer) [`Node::transfer_candidate`].
-    pub fn transfer_candidate_preferring(&self, preferred: NodeId) -> Option<NodeId> {
+    pub fn transfer_candidate_preferring(&mut self, preferred: NodeId) -> Option<NodeId> {
         let healthy = self
             .peer_status()
             .iter()
@@ -2307,21 +2332,86 @@ mod tests {
     fn a_stepdown_hands_over_only_to_a_voter_heard_within_three_heartbeats() {
         let mut leader = leader(Vec::new());
         assert_eq!(leader.transfer_candidate(), None, "nobody heard yet");
+        assert_eq!(leader.most_caught_up_peer(), None, "nobody heard yet");
         // Node 2 has more of the log but goes silent; node 3 keeps
         // answering.
         acknowledge(&mut leader, 2, 1);
         acknowledge(&mut leader, 3, 0);
-        assert_eq!(leader.transfer_candidate(), Some(2));
+        assert_eq!(leader.most_caught_up_peer(), Some(2));
         let heartbeat_ticks = leader.config.heartbeat_ticks;
         for _ in 0..3 * heartbeat_ticks + 1 {
             leader.tick();
             acknowledge(&mut leader, 3, 0);
         }
         assert_eq!(
-            leader.transfer_candidate(),
+            leader.most_caught_up_peer(),
             Some(3),
             "node 2 was silent for more than three heartbeats"
         );
+        for _ in 0..20 {
+            assert_eq!(
+                leader.transfer_candidate(),
+                Some(3),
+                "node 2 was silent for more than three heartbeats"
+            );
+        }
+    }
+
+    /// A plain stepdown picks among the current voters at random: over
+    /// 64 stepdowns from one leader of five voters, every current one is
+    /// chosen (each is missed with probability (3/4)^64 < 1e-7, and the
+    /// generator is seeded, so the test is deterministic), and never a
+    /// voter missing a committed entry while a current one exists.
+    #[test]
+    fn a_stepdown_reaches_every_current_voter_and_never_one_behind() {
+        let mut leader = node(
+            1,
+            |config| {
+                config.pre_vote = false;
+                config.check_quorum = false;
+            },
+            Restore {
+                membership: Membership::new(vec![1, 2, 3, 4, 5]),
+                ..restore(1, Vec::new())
+            },
+        );
+        while leader.role() != Role::Candidate {
+            leader.tick();
+        }
+        persist(&mut leader);
+        for voter in [2, 3] {
+            let vote = Message::VoteResponse {
+                term: leader.term(),
+                granted: true,
+                pre_vote: false,
+            };
+            deliver(&mut leader, voter, vote);
+        }
+        assert_eq!(leader.role(), Role::Leader);
+        persist(&mut leader);
+        leader.propose(Bytes::from_static(b"x")).unwrap();
+        persist(&mut leader);
+        let last = leader.last_index();
+        for peer in [2, 3, 4] {
+            acknowledge(&mut leader, peer, last);
+        }
+        // Node 5 answers but misses the committed entry.
+        acknowledge(&mut leader, 5, last - 1);
+        assert_eq!(leader.commit_index(), last);
+        let mut chosen = BTreeSet::new();
+        for _ in 0..64 {
+            let candidate = leader.transfer_candidate().expect("current voters");
+            assert_ne!(candidate, 5, "node 5 is behind");
+            chosen.insert(candidate);
+        }
+        assert_eq!(chosen, BTreeSet::from([2, 3, 4]));
+        // Nobody current but node 5: the most caught up heard recently.
+        let heartbeat_ticks = leader.config.heartbeat_ticks;
+        for _ in 0..3 * heartbeat_ticks + 1 {
+            leader.tick();
+            acknowledge(&mut leader, 5, last - 1);
+        }
+        assert_eq!(leader.transfer_candidate(), Some(5));
     }
 
     #[test]

@@ -1285,7 +1285,8 @@ impl JetStream {
 
     /// META.LEADER.STEPDOWN on shard 0: the meta leader hands leadership
     /// to the voter the body's `placement` prefers, or else to the one
-    /// with the most of the log (asked there from other nodes).
+    /// a current voter chosen at random (`Node::transfer_candidate`; asked
+    /// there from other nodes).
     pub(super) fn meta_stepdown(&self, request: ApiRequest) {
         let kind = "meta_leader_stepdown_response";
         if !self.served_by_meta_leader(&request, kind) {
@@ -1328,7 +1329,7 @@ impl JetStream {
         let target = choose_target(request.placement.as_ref(), &group, |node| {
             self.peer_name(node)
         })?;
-        Ok(self.groups().node(META_GROUP, |node| match target {
+        Ok(self.groups().with_node(META_GROUP, |node| match target {
             StepdownTarget::Any => node.transfer_candidate(),
             StepdownTarget::Preferred(voter) => node.transfer_candidate_preferring(voter),
         }))

@@ -18,7 +18,7 @@ use super::stream::config::Placement;
 #[derive(Debug, Clone, PartialEq, Eq, Default, serde::Deserialize)]
 #[serde(default, rename = "JSApiLeaderStepdownRequest")]
 pub struct StepdownRequest {
-    /// `None`: hand leadership to the voter with the most of the log.
+    /// `None`: hand leadership to a current voter chosen at random.
     /// The stream config's `Placement` (nats-server uses the same type).
     pub placement: Option<Placement>,
 }
@@ -42,7 +42,9 @@ impl StepdownRequest {
 /// Where a stepdown hands leadership.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum StepdownTarget {
-    /// The voter with the most of the log, among those heard recently.
+    /// A current voter (heard recently, holding every committed entry)
+    /// chosen at random; with none, the one heard recently with the most
+    /// of the log (`tern_raft::Node::transfer_candidate`).
     Any,
     /// This voter if it is heard recently, else as [`StepdownTarget::Any`]
     /// (nats-server's `StepDown(preferred)` falls back the same way).

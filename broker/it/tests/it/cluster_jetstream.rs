@@ -21,7 +21,7 @@ use serde_json::{json, Value};
 /// the harness's [`TIMEOUT`]: with the whole suite's servers on 2 vCPUs,
 /// elections (0.5–1 s timeouts) can follow one another before a leader
 /// holds; a cluster that never converges still fails.
-const CONVERGE_TIMEOUT: Duration = Duration::from_secs(30);
+pub(crate) const CONVERGE_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// A JetStream API request through `client`; the JSON answer.
 async fn api(client: &async_nats::Client, subject: &str, body: Value) -> Value {
@@ -89,7 +89,11 @@ pub(crate) async fn api_when_ready(
 
 /// Publishes with a PubAck, retried (bounded) while no node has told this
 /// one about the stream yet (no responders).
-async fn publish_acked(client: &async_nats::Client, subject: &str, payload: &str) -> Value {
+pub(crate) async fn publish_acked(
+    client: &async_nats::Client,
+    subject: &str,
+    payload: &str,
+) -> Value {
     let deadline = Instant::now() + CONVERGE_TIMEOUT;
     loop {
         let answer = tokio::time::timeout(
@@ -113,7 +117,7 @@ async fn publish_acked(client: &async_nats::Client, subject: &str, payload: &str
     }
 }
 
-fn stream_config(name: &str) -> Value {
+pub(crate) fn stream_config(name: &str) -> Value {
     json!({
         "name": name,
         "subjects": [format!("{}.>", name.to_lowercase())],
@@ -830,7 +834,7 @@ async fn damaged_meta_state_of_a_lone_voter_keeps_jetstream_down_tern() {
 
 /// The node of a replicated stream's leader, from STREAM.INFO through
 /// `client` (bounded wait until one is known).
-async fn stream_leader(client: &async_nats::Client, stream: &str) -> usize {
+pub(crate) async fn stream_leader(client: &async_nats::Client, stream: &str) -> usize {
     let deadline = Instant::now() + CONVERGE_TIMEOUT;
     loop {
         let info = api_when_ready(
@@ -850,13 +854,16 @@ async fn stream_leader(client: &async_nats::Client, stream: &str) -> usize {
 }
 
 /// Waits until every replica of `stream` is current; its info.
-async fn wait_replicas_current(client: &async_nats::Client, stream: &str) -> Value {
+pub(crate) async fn wait_replicas_current(client: &async_nats::Client, stream: &str) -> Value {
     wait_replicas_current_at(client, &format!("$JS.API.STREAM.INFO.{stream}")).await
 }
 
 /// The answer of `info_subject` (a STREAM.INFO or CONSUMER.INFO of an R3
 /// group) once both followers are current.
-async fn wait_replicas_current_at(client: &async_nats::Client, info_subject: &str) -> Value {
+pub(crate) async fn wait_replicas_current_at(
+    client: &async_nats::Client,
+    info_subject: &str,
+) -> Value {
     let deadline = Instant::now() + CONVERGE_TIMEOUT;
     loop {
         let info = api_when_ready(client, info_subject, Value::Null).await;

@@ -7,6 +7,7 @@
 mod common;
 
 mod auth;
+mod cluster_control;
 mod cluster_core;
 mod cluster_failover;
 mod cluster_faults;

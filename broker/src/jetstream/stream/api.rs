@@ -351,7 +351,7 @@ impl StreamTask {
         let target = stepdown::choose_target(request.placement.as_ref(), &group, |node| {
             self.js.peer_name(node)
         })?;
-        Ok(self.groups.node(self.group, |node| match target {
+        Ok(self.groups.with_node(self.group, |node| match target {
             stepdown::StepdownTarget::Any => node.transfer_candidate(),
             stepdown::StepdownTarget::Preferred(voter) => node.transfer_candidate_preferring(voter),
         }))

@@ -109,7 +109,7 @@ impl StreamTask {
         if change == EntryKind::RemoveVoter(this) {
             let target = self
                 .groups
-                .node(self.group, Node::transfer_candidate)
+                .node(self.group, Node::most_caught_up_peer)
                 .filter(|candidate| desired.contains(candidate));
             if let Some(target) = target {
                 log::info!(target: "tern::jetstream", "stream {}: this node leaves the stream's voters; leadership goes to node {target:x} first", self.handle.name);
