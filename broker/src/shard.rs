@@ -1033,6 +1033,7 @@ impl Shard {
             | ShardMessage::JetStreamOwner(_)
             | ShardMessage::JetStreamCreateFailed { .. }
             | ShardMessage::JetStreamPlacement { .. }
+            | ShardMessage::JetStreamDeleted { .. }
             | ShardMessage::JetStreamMetaReady(_)
             | ShardMessage::JetStreamMetaLeader(_)
             | ShardMessage::JetStreamReply(_)

@@ -23,9 +23,9 @@
 //! holds it.
 
 use std::cell::{Cell, RefCell};
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, VecDeque};
 use std::rc::Rc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use tern_raft::{Entry, EntryKind, HardState, Membership, Node, NodeId, Restore, Snapshot};
@@ -44,10 +44,82 @@ use crate::mesh::message::ShardMessage;
 
 /// How often a node waiting for its configured routes looks again.
 const FORMING_POLL: Duration = Duration::from_millis(100);
+/// How long a request handed to a replica that knows no leader yet waits
+/// for one (elections take 0.5–1 s here) before it is answered 503 10008.
+const LEADER_WAIT: Duration = Duration::from_secs(3);
 /// How often shard 0 looks for a change of meta leader to announce.
 const LEADER_WATCH: Duration = Duration::from_millis(50);
 /// Entries applied past the last compaction before the next one.
 const COMPACT_AFTER_ENTRIES: u64 = 64;
+/// How long the meta leader holds a stream delete's answer for a voter it
+/// reaches to report the deletion carried out (see
+/// [`carried_out_everywhere`]); past it the answer goes, logged. A voter
+/// that stops answering is skipped sooner: once it is not heard from
+/// within three heartbeats.
+const HELD_ANSWER_TIMEOUT: Duration = Duration::from_secs(2);
+/// Answers the leader holds at most; past it the oldest goes at once.
+const HELD_ANSWERS_MAX: usize = 4096;
+/// The tokens after `$JS.API.` of a node's report to the meta leader of
+/// how far it carried out the meta state; honoured only when handed over
+/// by another node (`hops > 0`), on shard 0. Body: [`CarriedOut`].
+pub const META_CARRIED_OUT_TOKENS: [&str; 3] = ["$TERN", "META", "CARRIED"];
+
+/// A node's report: every meta entry through `index` applied, and every
+/// deletion they asked of its owner shards done. 16 bytes: the node's Raft
+/// id, then `index`, both big-endian u64.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CarriedOut {
+    pub node: NodeId,
+    pub index: u64,
+}
+
+impl CarriedOut {
+    pub const ENCODED_BYTES: usize = 16;
+
+    pub fn encode(&self) -> [u8; Self::ENCODED_BYTES] {
+        let mut bytes = [0; Self::ENCODED_BYTES];
+        bytes[..8].copy_from_slice(&self.node.to_be_bytes());
+        bytes[8..].copy_from_slice(&self.index.to_be_bytes());
+        bytes
+    }
+
+    /// `None` unless `bytes` is exactly one report of a real node.
+    pub fn decode(bytes: &[u8]) -> Option<CarriedOut> {
+        let bytes: &[u8; Self::ENCODED_BYTES] = bytes.try_into().ok()?;
+        let node = u64::from_be_bytes(bytes[..8].try_into().expect("8 bytes"));
+        let index = u64::from_be_bytes(bytes[8..].try_into().expect("8 bytes"));
+        (node != 0).then_some(CarriedOut { node, index })
+    }
+}
+
+/// A stream delete's answer the meta leader holds until the voters it
+/// reaches have carried out the entry at `index`.
+struct HeldAnswer {
+    index: u64,
+    reply: Bytes,
+    body: String,
+    deadline: Instant,
+}
+
+/// Whether every voter but `this` that `reachable` says is up has carried
+/// out the meta state through `index` (`carried_out`, as reported); this
+/// node's own count is `own`. Pure: the leader's rule for answering a
+/// delete only once a following request through any node it reaches sees
+/// the stream gone.
+fn carried_out_everywhere(
+    index: u64,
+    this: NodeId,
+    own: u64,
+    voters: &[NodeId],
+    reachable: impl Fn(NodeId) -> bool,
+    carried_out: impl Fn(NodeId) -> u64,
+) -> bool {
+    own >= index
+        && voters
+            .iter()
+            .filter(|&&voter| voter != this && reachable(voter))
+            .all(|&voter| carried_out(voter) >= index)
+}
 
 /// What the shard's groups driver hands the meta group.
 #[derive(Default)]
@@ -114,6 +186,19 @@ pub struct Meta {
     failure: RefCell<Option<String>>,
     /// The leader last logged (`announce_meta`).
     logged_leader: Cell<Option<(NodeId, u64)>>,
+    /// Deletions sent to owner shards and not done yet, counted by the
+    /// index of the meta entry (or installed snapshot) that asked for them.
+    deletions_in_flight: RefCell<BTreeMap<u64, usize>>,
+    /// What this node last told the meta leader (which one, and through
+    /// which index it carried out the meta state); a new leader is told
+    /// again.
+    reported: Cell<Option<(NodeId, u64)>>,
+    /// On the leader: how far each other voter carried out the meta
+    /// state, as it last reported.
+    carried_out: RefCell<BTreeMap<NodeId, u64>>,
+    /// On the leader: delete answers held until the voters it reaches
+    /// carried them out, oldest first.
+    held_answers: RefCell<VecDeque<HeldAnswer>>,
 }
 
 /// The meta group's journal records past its checkpoint: hard state,
@@ -139,6 +224,22 @@ pub(super) async fn catalog_entry(
 }
 
 impl Meta {
+    /// Holds a delete's answer (the leader); past [`HELD_ANSWERS_MAX`] the
+    /// oldest is answered at once by the caller's next release.
+    fn hold_answer(&self, answer: HeldAnswer) {
+        let mut held = self.held_answers.borrow_mut();
+        assert!(
+            held.back().is_none_or(|last| last.index <= answer.index),
+            "answers are held in index order"
+        );
+        if held.len() >= HELD_ANSWERS_MAX {
+            if let Some(oldest) = held.front_mut() {
+                oldest.deadline = Instant::now();
+            }
+        }
+        held.push_back(answer);
+    }
+
     /// Reads the checkpoint (a node that never formed a cluster has none).
     pub async fn open(node_id: NodeId, directory: &std::path::Path) -> Result<Meta, String> {
         std::fs::create_dir_all(directory)
@@ -181,12 +282,27 @@ impl Meta {
             checkpoint_damage: RefCell::new(checkpoint_damage),
             failure: RefCell::new(None),
             logged_leader: Cell::new(None),
+            deletions_in_flight: RefCell::new(BTreeMap::new()),
+            reported: Cell::new(None),
+            carried_out: RefCell::new(BTreeMap::new()),
+            held_answers: RefCell::new(VecDeque::new()),
         })
     }
 
     /// The applied index the journal's records are wanted after.
     pub fn applied_index(&self) -> u64 {
         self.state.borrow().applied_index
+    }
+
+    /// Through which index this node has carried out the meta state:
+    /// applied, and every deletion those entries asked of its owner
+    /// shards done.
+    fn carried_out_through(&self) -> u64 {
+        let applied = self.applied_index();
+        match self.deletions_in_flight.borrow().keys().next() {
+            Some(&oldest) => applied.min(oldest - 1),
+            None => applied,
+        }
     }
 
     /// Why the checkpoint could not be read, if it could not.
@@ -324,6 +440,9 @@ impl JetStream {
         let mut announced = None;
         while !self.stopping() {
             self.announce_meta(&meta, &mut announced);
+            // A new leader is told again; a leader's held answers go once
+            // carried out everywhere, or at their deadline.
+            self.report_carried_out(&meta);
             let host = meta.host.clone();
             let stopping = async {
                 self.wait_stopping().await;
@@ -479,7 +598,7 @@ impl JetStream {
                         snapshot.term,
                         Bytes::from(meta.state.borrow().encode()),
                     );
-                    self.reconcile(meta, &before);
+                    self.reconcile(meta, &before, snapshot.index);
                     log::info!(target: "tern::jetstream", "meta group: installed the leader's snapshot at index {}", snapshot.index);
                 }
             }
@@ -513,7 +632,7 @@ impl JetStream {
                 match MetaEntry::decode(data) {
                     Ok(decoded) => {
                         log::debug!(target: "tern::jetstream", "meta entry {} (term {}): {decoded:?}", entry.index, entry.term);
-                        self.apply_meta(meta, &decoded)
+                        self.apply_meta(meta, entry.index, &decoded)
                     }
                     // Written by a leader of another version: skipped, loudly.
                     Err(error) => {
@@ -557,7 +676,7 @@ impl JetStream {
 
     /// One committed entry: the catalog moves, and the nodes holding the
     /// stream carry it out.
-    fn apply_meta(self: &Rc<Self>, meta: &Meta, entry: &MetaEntry) {
+    fn apply_meta(self: &Rc<Self>, meta: &Meta, index: u64, entry: &MetaEntry) {
         let this = meta.node_id;
         match entry {
             MetaEntry::Create {
@@ -637,15 +756,20 @@ impl JetStream {
                     .borrow_mut()
                     .apply(&MetaChange::Delete { name: name.clone() });
                 self.tell_owner_placement(name, None);
+                if placement.is_some_and(|placement| placement.peers.contains(&this)) {
+                    self.delete_copy_for(meta, name, index);
+                }
                 // The stream is gone once the catalog says so: the meta
                 // leader answers, whether or not its nodes are up (one that
-                // is down deletes its copy when it returns and learns it).
-                self.answer_as_meta_leader(meta, reply, super::responses::delete_response);
-                if placement.is_some_and(|placement| placement.peers.contains(&this)) {
-                    self.send_owner(OwnerCommand::Delete {
-                        name: name.clone(),
-                        origin: owner_of(name, self.shard_count),
-                        reply: None,
+                // is down deletes its copy when it returns and learns it),
+                // once every voter it reaches has carried the delete out,
+                // so the next request through any of them finds no stream.
+                if let Some(reply) = reply.as_ref().filter(|_| self.leads_meta(meta)) {
+                    meta.hold_answer(HeldAnswer {
+                        index,
+                        reply: Bytes::from(reply.clone()),
+                        body: super::responses::delete_response(),
+                        deadline: Instant::now() + HELD_ANSWER_TIMEOUT,
                     });
                 }
             }
@@ -732,16 +856,147 @@ impl JetStream {
         reply: &Option<String>,
         body: impl FnOnce() -> String,
     ) {
-        let leads = self.groups().node(META_GROUP, Node::leader) == Some(meta.node_id);
-        if let Some(reply) = reply.as_ref().filter(|_| leads) {
+        if let Some(reply) = reply.as_ref().filter(|_| self.leads_meta(meta)) {
             self.respond(META_SHARD, Bytes::from(reply.clone()), body());
+        }
+    }
+
+    fn leads_meta(&self, meta: &Meta) -> bool {
+        self.groups().node(META_GROUP, Node::leader) == Some(meta.node_id)
+    }
+
+    /// Has the owner shard delete this node's copy of `name`, as the meta
+    /// state at `index` asks; counted until it reports the copy gone.
+    fn delete_copy_for(self: &Rc<Self>, meta: &Meta, name: &str, index: u64) {
+        assert!(index > 0, "a meta index");
+        *meta
+            .deletions_in_flight
+            .borrow_mut()
+            .entry(index)
+            .or_insert(0) += 1;
+        self.send_owner(OwnerCommand::Delete {
+            name: name.to_string(),
+            origin: owner_of(name, self.shard_count),
+            reply: None,
+            meta_index: Some(index),
+        });
+    }
+
+    /// An owner shard deleted the copy the meta entry at `meta_index`
+    /// asked for (shard 0).
+    pub(super) fn deletion_done(self: &Rc<Self>, meta_index: u64) {
+        assert_eq!(self.index, META_SHARD);
+        let meta = self
+            .meta
+            .get()
+            .expect("deletions are the meta group's")
+            .clone();
+        {
+            let mut in_flight = meta.deletions_in_flight.borrow_mut();
+            let count = in_flight
+                .get_mut(&meta_index)
+                .expect("a deletion done was one asked for");
+            *count -= 1;
+            if *count == 0 {
+                in_flight.remove(&meta_index);
+            }
+        }
+        self.report_carried_out(&meta);
+    }
+
+    /// Tells the meta leader how far this node carried out the meta state,
+    /// when that moved or the leader changed since it last did; the leader
+    /// itself takes its own count and looks at its held answers.
+    fn report_carried_out(self: &Rc<Self>, meta: &Meta) {
+        if !meta.is_running() {
+            return;
+        }
+        let Some(leader) = self.groups().node(META_GROUP, Node::leader) else {
+            return;
+        };
+        let through = meta.carried_out_through();
+        if leader == meta.node_id {
+            return self.release_held_answers(meta);
+        }
+        if meta.reported.get() == Some((leader, through)) {
+            return;
+        }
+        let report = CarriedOut {
+            node: meta.node_id,
+            index: through,
+        };
+        let subject = format!("$JS.API.{}", META_CARRIED_OUT_TOKENS.join("."));
+        let shard = self.shard();
+        let sent = shard
+            .routes
+            .as_ref()
+            .and_then(|routes| routes.link_to_node(leader))
+            .is_some_and(|link| link.send_api(1, subject.as_bytes(), None, &report.encode()));
+        if sent {
+            meta.reported.set(Some((leader, through)));
+        }
+    }
+
+    /// `$JS.API.$TERN.META.CARRIED` handed over by another node, on shard
+    /// 0: how far it carried out the meta state.
+    pub(super) fn on_carried_out_report(self: &Rc<Self>, request: &ApiRequest) {
+        assert_eq!(self.index, META_SHARD);
+        assert!(request.hops > 0, "only another node reports");
+        let (Some(meta), Some(report)) = (self.meta.get(), CarriedOut::decode(&request.payload))
+        else {
+            return;
+        };
+        if !meta.voters().contains(&report.node) {
+            return;
+        }
+        {
+            let mut carried_out = meta.carried_out.borrow_mut();
+            let known = carried_out.entry(report.node).or_insert(0);
+            *known = (*known).max(report.index);
+        }
+        self.release_held_answers(meta);
+    }
+
+    /// Sends every held delete answer whose entry the voters this leader
+    /// reaches have carried out (or whose time is up), oldest first.
+    fn release_held_answers(&self, meta: &Meta) {
+        if meta.held_answers.borrow().is_empty() {
+            return;
+        }
+        let reachable = self.voters_heard_recently(meta);
+        let voters = meta.voters();
+        let own = meta.carried_out_through();
+        let now = Instant::now();
+        loop {
+            let released = {
+                let mut held = meta.held_answers.borrow_mut();
+                let Some(front) = held.front() else {
+                    return;
+                };
+                let carried = carried_out_everywhere(
+                    front.index,
+                    meta.node_id,
+                    own,
+                    &voters,
+                    |voter| reachable.contains(&voter),
+                    |voter| meta.carried_out.borrow().get(&voter).copied().unwrap_or(0),
+                );
+                if !carried && now < front.deadline {
+                    return;
+                }
+                if !carried {
+                    log::warn!(target: "tern::jetstream", "meta group: a delete (entry {}) answered before every node reported it carried out", front.index);
+                }
+                held.pop_front().expect("checked")
+            };
+            self.respond(META_SHARD, released.reply, released.body);
         }
     }
 
     /// After a snapshot replaced the state: streams placed here that this
     /// node does not have are created, streams gone are deleted, and every
     /// owner shard learns the placements.
-    fn reconcile(self: &Rc<Self>, meta: &Meta, before: &MetaCheckpoint) {
+    fn reconcile(self: &Rc<Self>, meta: &Meta, before: &MetaCheckpoint, index: u64) {
         let this = meta.node_id;
         let after = meta.state.borrow().clone();
         {
@@ -755,11 +1010,7 @@ impl JetStream {
             if !after.streams.contains_key(name) {
                 self.tell_owner_placement(name, None);
                 if placement.peers.contains(&this) {
-                    self.send_owner(OwnerCommand::Delete {
-                        name: name.clone(),
-                        origin: owner_of(name, self.shard_count),
-                        reply: None,
-                    });
+                    self.delete_copy_for(meta, name, index);
                 }
             }
         }
@@ -813,13 +1064,7 @@ impl JetStream {
     }
 
     fn send_owner(self: &Rc<Self>, command: OwnerCommand) {
-        let name = match &command {
-            OwnerCommand::Create { config, .. } | OwnerCommand::Update { config, .. } => {
-                config.name.clone()
-            }
-            OwnerCommand::Delete { name, .. } | OwnerCommand::Peers { name, .. } => name.clone(),
-        };
-        let owner = owner_of(&name, self.shard_count);
+        let owner = owner_of(command.stream_name(), self.shard_count);
         self.send_to(owner, ShardMessage::JetStreamOwner(Box::new(command)));
     }
 
@@ -1058,6 +1303,19 @@ impl JetStream {
     /// moment ago, its route not yet closed, is not chosen: a create placed
     /// there would never be answered).
     fn placement_candidates(&self, meta: &Meta) -> Vec<(NodeId, usize)> {
+        let reachable = self.voters_heard_recently(meta);
+        let state = meta.state.borrow();
+        reachable
+            .into_iter()
+            .map(|node| (node, state.load(node)))
+            .collect()
+    }
+
+    /// This node and the voters it reaches: a route is open to each and,
+    /// as the meta leader sees it, it answered within the last three
+    /// heartbeats (one not heard yet since this node leads is given the
+    /// benefit of the doubt: its route is open).
+    fn voters_heard_recently(&self, meta: &Meta) -> Vec<NodeId> {
         let shard = self.shard();
         let routes = shard.routes.as_ref().expect("clustered");
         let recent_ticks = 3 * u64::from(tern_raft::Config::new(meta.node_id).heartbeat_ticks);
@@ -1065,8 +1323,6 @@ impl JetStream {
             node.peer_status()
                 .into_iter()
                 .map(|peer| {
-                    // Not heard yet since this node leads: given the
-                    // benefit of the doubt (its route is open).
                     let recent = peer
                         .silent_ticks
                         .is_none_or(|silent| silent <= recent_ticks);
@@ -1078,7 +1334,8 @@ impl JetStream {
         state
             .voters
             .iter()
-            .filter(|&&node| {
+            .copied()
+            .filter(|&node| {
                 node == meta.node_id
                     || (routes.link_to_node(node).is_some()
                         && heard
@@ -1086,7 +1343,6 @@ impl JetStream {
                             .find(|(peer, _)| *peer == node)
                             .is_none_or(|(_, recent)| *recent))
             })
-            .map(|&node| (node, state.load(node)))
             .collect()
     }
 
@@ -1257,12 +1513,16 @@ impl JetStream {
     }
 
     /// A replicated stream's request reaching a replica that does not
-    /// lead: handed to the leader's node (the same shard there), or with
-    /// no leader known here to another replica; past the hop limit, 503
-    /// 10008 (the client retries). False when this replica serves it.
+    /// lead: handed to the leader's node (the same shard there). With no
+    /// leader known here (a replica just created, an election under way),
+    /// a client's own request is asked of another replica, which may know;
+    /// one handed over already waits here (at most [`LEADER_WAIT`]) for
+    /// this replica to learn its leader, as nats-server's requests wait for
+    /// a stream leader to answer them, then goes on (503 10008 if none
+    /// came). False when this replica serves it.
     pub(super) fn route_to_leader(
-        &self,
-        handle: &super::stream::StreamHandle,
+        self: &Rc<Self>,
+        handle: &Rc<super::stream::StreamHandle>,
         request: &ApiRequest,
         kind: &str,
     ) -> bool {
@@ -1273,12 +1533,35 @@ impl JetStream {
             .leader
             .get()
             .filter(|&leader| Some(leader) != self.node_id());
-        // Not known here yet (a replica just created, or an election under
-        // way): asked of another replica, which may know.
-        let target = leader.or_else(|| self.other_peer(&handle.peers));
-        match target {
+        let another = (request.hops == 0)
+            .then(|| self.other_peer(&handle.peers))
+            .flatten();
+        match leader.or(another) {
             Some(target) => self.hand_to(target, request, kind),
-            None => self.answer_unavailable(request, kind),
+            None => {
+                let (js, handle, request, kind) = (
+                    self.clone(),
+                    handle.clone(),
+                    request.clone(),
+                    kind.to_string(),
+                );
+                glommio::spawn_local(async move {
+                    let deadline = Instant::now() + LEADER_WAIT;
+                    while handle.leader.get().is_none()
+                        && !handle.is_stopped()
+                        && Instant::now() < deadline
+                    {
+                        // Bounded poll of the replica's leadership.
+                        tern_shard::timer::sleep(Duration::from_millis(5)).await;
+                    }
+                    if handle.leader.get().is_some() && !handle.is_stopped() {
+                        js.handle_request(request);
+                    } else {
+                        js.answer_unavailable(&request, &kind);
+                    }
+                })
+                .detach();
+            }
         }
         true
     }
@@ -1350,8 +1633,9 @@ impl JetStream {
             payload: Bytes::copy_from_slice(payload),
             hops,
         };
-        // The meta leader's own requests (listings) are not clients'.
-        if !Self::is_gather_reply(reply) {
+        // The meta leader's own requests (listings) and the nodes' reports
+        // (`$JS.API.$TERN.…`) are not clients'.
+        if !Self::is_gather_reply(reply) && !subject.starts_with(b"$JS.API.$TERN.") {
             self.api_total.set(self.api_total.get() + 1);
         }
         self.dispatch_api(request);
@@ -1529,6 +1813,7 @@ fn leave_command(name: &str, origin: usize, before: &[NodeId], after: &[NodeId])
             name: name.to_string(),
             origin,
             reply: None,
+            meta_index: None,
         }
     } else {
         OwnerCommand::Peers {

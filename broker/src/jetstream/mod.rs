@@ -60,7 +60,7 @@ pub mod usage;
 pub mod votes;
 
 use std::cell::{Cell, OnceCell, RefCell};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::path::{Path, PathBuf};
 use std::rc::{Rc, Weak};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -96,6 +96,13 @@ pub const API_PREFIX: &[u8] = b"$JS.API.";
 /// How long start-up and stream creation wait for every shard to apply a
 /// stream's interest.
 pub const INTEREST_TIMEOUT: Duration = Duration::from_secs(10);
+/// Owner commands one stream may have queued: each is a meta entry
+/// applied, so this many waiting means the stream's queue is stuck.
+const QUEUED_OWNER_COMMANDS_MAX: usize = 65_536;
+/// How long an owner shard waits for a stream's task to remove its copy
+/// after a delete (the task then moves its directory to the trash); past
+/// it the deletion is reported done anyway, logged.
+const REMOVAL_TIMEOUT: Duration = Duration::from_secs(30);
 /// How long a gather (listing, account info) waits for the other shards.
 pub const GATHER_TIMEOUT: Duration = Duration::from_secs(5);
 /// Paging limits (nats-server).
@@ -121,7 +128,7 @@ pub(crate) const CONSUMER_NEXT_KIND: &str = "consumer_next_response";
 
 /// An API request on its way from the origin shard to the shard that
 /// handles it.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct ApiRequest {
     pub origin: usize,
     pub subject: Bytes,
@@ -159,7 +166,24 @@ pub enum OwnerCommand {
         name: String,
         origin: usize,
         reply: Option<Bytes>,
+        /// In a cluster: the meta entry (its index) whose apply asked for
+        /// this deletion; shard 0 is told when it is done
+        /// ([`ShardMessage::JetStreamDeleted`]), so the meta leader answers
+        /// a delete only once every node it reaches has carried it out.
+        meta_index: Option<u64>,
     },
+}
+
+impl OwnerCommand {
+    /// The stream the command is about.
+    pub(crate) fn stream_name(&self) -> &str {
+        match self {
+            OwnerCommand::Create { config, .. } | OwnerCommand::Update { config, .. } => {
+                &config.name
+            }
+            OwnerCommand::Delete { name, .. } | OwnerCommand::Peers { name, .. } => name,
+        }
+    }
 }
 
 /// One stream as a listing sees it.
@@ -280,6 +304,11 @@ pub struct JetStream {
     /// In a cluster, on an owner shard: the nodes holding each of its
     /// streams (from the meta group), for requests to be handed to them.
     placements: RefCell<BTreeMap<String, Vec<u64>>>,
+    /// On an owner shard: each stream's owner commands not yet carried
+    /// out, in arrival order. One stream's commands run one after another
+    /// (a delete is done, its copy gone, before a create of the same name
+    /// starts); different streams' run side by side.
+    owner_queues: RefCell<FxHashMap<String, VecDeque<OwnerCommand>>>,
     /// In a cluster: `placements` holds what the meta group knows (until
     /// then a stream not on this node may exist elsewhere: 503, not 404).
     meta_ready: Cell<bool>,
@@ -358,6 +387,7 @@ impl JetStream {
             })),
             meta: OnceCell::new(),
             placements: RefCell::new(BTreeMap::new()),
+            owner_queues: RefCell::new(FxHashMap::default()),
             meta_ready: Cell::new(false),
             meta_leader: Cell::new(None),
             gathers: RefCell::new(FxHashMap::default()),
@@ -1377,13 +1407,16 @@ impl JetStream {
     pub fn forget_stream(&self, handle: &Rc<StreamHandle>) {
         self.count_stored_bytes(handle, 0);
         self.unsubscribe_stream(&handle.name);
-        let mut streams = self.streams.borrow_mut();
-        if streams
-            .get(&handle.name)
-            .is_some_and(|current| Rc::ptr_eq(current, handle))
         {
-            streams.remove(&handle.name);
+            let mut streams = self.streams.borrow_mut();
+            if streams
+                .get(&handle.name)
+                .is_some_and(|current| Rc::ptr_eq(current, handle))
+            {
+                streams.remove(&handle.name);
+            }
         }
+        handle.set_removed();
     }
 
     /// Moves the stream's directory to the trash (atomic), then removes it.
@@ -1530,6 +1563,14 @@ impl JetStream {
             {
                 self.answer_node_usage(request)
             }
+            // Only from another node, to shard 0 (see `cluster`).
+            tokens
+                if tokens == cluster::META_CARRIED_OUT_TOKENS
+                    && request.hops > 0
+                    && self.index == META_SHARD =>
+            {
+                self.on_carried_out_report(&request)
+            }
             ["STREAM", "NAMES"] | ["STREAM", "LIST"] => {
                 let js = self.clone();
                 let list = tokens[1] == "LIST";
@@ -1605,9 +1646,8 @@ impl JetStream {
     pub fn handle_shard_message(self: &Rc<Self>, message: ShardMessage) {
         match message {
             ShardMessage::JetStreamApi(request) => self.handle_request(*request),
-            ShardMessage::JetStreamOwner(command) => {
-                glommio::spawn_local(self.clone().handle_owner_command(*command)).detach();
-            }
+            ShardMessage::JetStreamOwner(command) => self.queue_owner_command(*command),
+            ShardMessage::JetStreamDeleted { meta_index } => self.deletion_done(meta_index),
             ShardMessage::JetStreamCreateFailed { name } => {
                 // In a cluster the meta group's catalog keeps it (the
                 // stream is offline on its node, not gone).
@@ -1647,7 +1687,7 @@ impl JetStream {
         }
     }
 
-    fn handle_request(self: &Rc<Self>, request: ApiRequest) {
+    pub(super) fn handle_request(self: &Rc<Self>, request: ApiRequest) {
         let text = String::from_utf8_lossy(&request.subject[API_PREFIX.len()..]).into_owned();
         let tokens: Vec<&str> = text.split('.').collect();
         match tokens.as_slice() {
@@ -1735,7 +1775,13 @@ impl JetStream {
     }
 
     /// A per-stream call on the owner shard.
-    fn stream_call(&self, name: &str, request: ApiRequest, kind: StreamApi, response_kind: &str) {
+    fn stream_call(
+        self: &Rc<Self>,
+        name: &str,
+        request: ApiRequest,
+        kind: StreamApi,
+        response_kind: &str,
+    ) {
         let handle = self.streams.borrow().get(name).cloned();
         if handle.is_none() && self.forward_to_host(name, &request, response_kind) {
             return;
@@ -1811,6 +1857,7 @@ impl JetStream {
                 name,
                 origin: request.origin,
                 reply: request.reply,
+                meta_index: None,
             },
             MetaChange::Exists { config } => OwnerCommand::Update {
                 config: Box::new(config),
@@ -1870,6 +1917,48 @@ impl JetStream {
         match storage {
             StorageType::File => self.config.max_file_bytes,
             StorageType::Memory => self.config.max_memory_bytes,
+        }
+    }
+
+    /// Queues `command` behind its stream's earlier ones. A stream with
+    /// an entry in `owner_queues` has its task running; the first command
+    /// of a stream starts one.
+    fn queue_owner_command(self: &Rc<Self>, command: OwnerCommand) {
+        let name = command.stream_name().to_string();
+        {
+            let mut queues = self.owner_queues.borrow_mut();
+            if let Some(queue) = queues.get_mut(&name) {
+                assert!(
+                    queue.len() < QUEUED_OWNER_COMMANDS_MAX,
+                    "stream {name}: {} owner commands queued",
+                    queue.len()
+                );
+                queue.push_back(command);
+                return;
+            }
+            queues.insert(name.clone(), VecDeque::from([command]));
+        }
+        // (glommio may poll a new task at once: nothing stays borrowed.)
+        glommio::spawn_local(self.clone().run_owner_queue(name)).detach();
+    }
+
+    /// Carries out `name`'s owner commands one by one; once none is left
+    /// (checked and forgotten in one step, so a later command starts a
+    /// new task), ends.
+    async fn run_owner_queue(self: Rc<Self>, name: String) {
+        loop {
+            let next = {
+                let mut queues = self.owner_queues.borrow_mut();
+                let queue = queues.get_mut(&name).expect("a queue while its task runs");
+                match queue.pop_front() {
+                    Some(command) => command,
+                    None => {
+                        queues.remove(&name);
+                        return;
+                    }
+                }
+            };
+            self.clone().handle_owner_command(next).await;
         }
     }
 
@@ -1998,31 +2087,59 @@ impl JetStream {
                 name,
                 origin,
                 reply,
+                meta_index,
             } => {
-                let handle = self.streams.borrow().get(&name).cloned();
-                if let Some(handle) = handle.as_ref().filter(|handle| !handle.is_stopped()) {
-                    let call = ApiCall {
-                        origin,
-                        reply,
-                        payload: Bytes::new(),
-                        kind: StreamApi::Delete,
-                    };
-                    assert!(handle.call(call).is_ok(), "checked: not stopped");
-                    return;
-                }
-                let result = match handle {
-                    // Stopped after a storage error: its task is gone.
-                    Some(handle) => self.delete_stopped_stream(&handle).await,
-                    // A damaged stream: its files go.
-                    None => {
-                        self.damaged.borrow_mut().remove(&name);
-                        self.remove_stream_files(&name).await
-                    }
-                };
-                if let Some(reply) = reply {
-                    self.respond(origin, reply, responses::delete_result(result));
+                self.delete_copy(&name, origin, reply).await;
+                if let Some(meta_index) = meta_index {
+                    self.send_to(META_SHARD, ShardMessage::JetStreamDeleted { meta_index });
                 }
             }
+        }
+    }
+
+    /// Deletes this node's copy of `name`, and returns once it is gone:
+    /// its task has removed it (or, stopped or damaged, it is removed
+    /// here). A live stream's task answers `reply`; otherwise it is
+    /// answered here.
+    async fn delete_copy(&self, name: &str, origin: usize, reply: Option<Bytes>) {
+        let handle = self.streams.borrow().get(name).cloned();
+        if let Some(handle) = handle.as_ref().filter(|handle| !handle.is_stopped()) {
+            let call = ApiCall {
+                origin,
+                reply,
+                payload: Bytes::new(),
+                kind: StreamApi::Delete,
+            };
+            assert!(handle.call(call).is_ok(), "checked: not stopped");
+            let removed = handle.wait_removed();
+            let timeout = async {
+                tern_shard::timer::sleep(REMOVAL_TIMEOUT).await;
+                false
+            };
+            let removed = futures_lite::future::or(
+                async {
+                    removed.await;
+                    true
+                },
+                timeout,
+            )
+            .await;
+            if !removed {
+                log::warn!(target: "tern::jetstream", "stream {name}: its copy was not removed within {REMOVAL_TIMEOUT:?} of its delete");
+            }
+            return;
+        }
+        let result = match handle {
+            // Stopped after a storage error: its task is gone.
+            Some(handle) => self.delete_stopped_stream(&handle).await,
+            // A damaged stream: its files go.
+            None => {
+                self.damaged.borrow_mut().remove(name);
+                self.remove_stream_files(name).await
+            }
+        };
+        if let Some(reply) = reply {
+            self.respond(origin, reply, responses::delete_result(result));
         }
     }
 

@@ -152,6 +152,11 @@ pub enum ShardMessage {
         name: String,
         peers: Option<Vec<u64>>,
     },
+    /// Owner -> meta shard, in a cluster: the deletion the meta entry at
+    /// `meta_index` asked for is done (this node's copy is gone).
+    JetStreamDeleted {
+        meta_index: u64,
+    },
     /// Meta shard -> every shard, in a cluster: whether this node's meta
     /// state is caught up (the placements sent before it are current), so
     /// a stream it does not know does not exist.

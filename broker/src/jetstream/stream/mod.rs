@@ -136,6 +136,11 @@ pub struct StreamHandle {
     committed: RefCell<VecDeque<Entry>>,
     wake: Waiters,
     stopped: Cell<bool>,
+    /// Its copy is gone (deleted, or its node no longer holds it): the
+    /// shard forgot it ([`StreamHandle::set_removed`]).
+    removed: Cell<bool>,
+    /// Who waits for `removed` (an owner shard's delete).
+    removal: Waiters,
     /// Stored bytes last counted in the shard's storage usage.
     pub(crate) counted_bytes: Cell<u64>,
     /// Updated by the task after every turn (LIST, account info).
@@ -192,6 +197,8 @@ impl StreamHandle {
             snapshot_reads: RefCell::new(VecDeque::new()),
             wake: Waiters::new(),
             stopped: Cell::new(false),
+            removed: Cell::new(false),
+            removal: Waiters::new(),
             counted_bytes: Cell::new(0),
             snapshot: RefCell::new(Snapshot_ {
                 config,
@@ -272,6 +279,17 @@ impl StreamHandle {
 
     pub fn is_stopped(&self) -> bool {
         self.stopped.get()
+    }
+
+    /// The shard forgot the stream: its copy is gone.
+    pub fn set_removed(&self) {
+        self.removed.set(true);
+        self.removal.wake_all();
+    }
+
+    /// Completes once the shard has forgotten the stream.
+    pub async fn wait_removed(&self) {
+        self.removal.wait_until(|| self.removed.get()).await
     }
 
     /// Why the stream stopped (the storage error), for the errors it answers.
