@@ -21,7 +21,7 @@ use serde_json::{json, Value};
 /// the harness's [`TIMEOUT`]: with the whole suite's servers on 2 vCPUs,
 /// elections (0.5–1 s timeouts) can follow one another before a leader
 /// holds; a cluster that never converges still fails.
-const CONVERGE_TIMEOUT: Duration = Duration::from_secs(30);
+pub(crate) const CONVERGE_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// A JetStream API request through `client`; the JSON answer.
 async fn api(client: &async_nats::Client, subject: &str, body: Value) -> Value {
@@ -830,7 +830,7 @@ async fn damaged_meta_state_of_a_lone_voter_keeps_jetstream_down_tern() {
 
 /// The node of a replicated stream's leader, from STREAM.INFO through
 /// `client` (bounded wait until one is known).
-async fn stream_leader(client: &async_nats::Client, stream: &str) -> usize {
+pub(crate) async fn stream_leader(client: &async_nats::Client, stream: &str) -> usize {
     let deadline = Instant::now() + CONVERGE_TIMEOUT;
     loop {
         let info = api_when_ready(
@@ -2479,7 +2479,7 @@ async fn wait_leader_named(client: &async_nats::Client, info_subject: &str, expe
 /// nats a handover that lands elsewhere is asked again, a bounded number
 /// of times. Tern hands over to the preferred follower or refuses: it
 /// must land on the first request.
-async fn hand_over_leadership(
+pub(crate) async fn hand_over_leadership(
     client: &async_nats::Client,
     flavor: Flavor,
     stepdown_subject: &str,
