@@ -16,7 +16,7 @@
 //!   node that does not lead; the consumer's `delivered` and `ack_floor`
 //!   are the same after a stream and a consumer stepdown, what was
 //!   delivered but not acknowledged comes again, nothing is lost.
-//! - [`nats_py_queue_group_through_stepdowns`]: `tests/py/cluster_push.py`,
+//! - [`nats_py_queue_group_through_stepdowns`] runs `tests/py/cluster_push.py`:
 //!   nats-py's `js.subscribe` queue push subscription (flow control, idle
 //!   heartbeats) with a member on each node that does not lead, across a
 //!   stream and a consumer stepdown under publishes.
