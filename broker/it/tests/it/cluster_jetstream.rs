@@ -2486,7 +2486,7 @@ async fn wait_leader_named(client: &async_nats::Client, info_subject: &str, expe
 /// nats a handover that lands elsewhere is asked again, a bounded number
 /// of times. Tern hands over to the preferred follower or refuses: it
 /// must land on the first request.
-async fn hand_over_leadership(
+pub(crate) async fn hand_over_leadership(
     client: &async_nats::Client,
     flavor: Flavor,
     stepdown_subject: &str,

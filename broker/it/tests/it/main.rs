@@ -14,6 +14,7 @@ mod cluster_faults;
 mod cluster_jetstream;
 mod cluster_lists;
 mod cluster_monitor;
+mod cluster_push;
 mod cluster_tls;
 mod core_pubsub;
 mod jetstream_api;

@@ -323,6 +323,19 @@ impl Consumer {
         !self.config.durable_name.is_empty()
     }
 
+    /// Arms a push consumer's idle heartbeat one interval after `now_ns`
+    /// (nothing without one): where it starts to run (created, or its
+    /// leader taking office) or its push settings change. Deliveries
+    /// re-arm it; without this a leader that delivers nothing would send
+    /// no heartbeat at all.
+    pub fn arm_idle_heartbeat(&mut self, now_ns: u64) {
+        if let (Some(spec), Some(push)) = (&self.spec.push, &mut self.push) {
+            if spec.idle_heartbeat_ns > 0 {
+                push.heartbeat_due_ns = now_ns + spec.idle_heartbeat_ns;
+            }
+        }
+    }
+
     /// When the consumer's own housekeeping is next due: its idle
     /// heartbeat, or the inactivity check of `inactive_threshold`.
     pub fn next_housekeeping_ns(&self, now_ns: u64) -> Option<u64> {

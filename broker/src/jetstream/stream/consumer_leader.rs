@@ -275,11 +275,7 @@ impl ConsumerLeader {
             consumer.num_pending = count_matching(store, &consumer, created.start_sequence);
         }
         consumer.replay_until = last_sequence;
-        if let (Some(spec), Some(push)) = (&consumer.spec.push, &mut consumer.push) {
-            if spec.idle_heartbeat_ns > 0 {
-                push.heartbeat_due_ns = now_ns + spec.idle_heartbeat_ns;
-            }
-        }
+        consumer.arm_idle_heartbeat(now_ns);
         let wake = consumer.next_housekeeping_ns(now_ns);
         consumer.wake_at(wake);
         self.insert(consumer);
@@ -300,11 +296,15 @@ impl ConsumerLeader {
             .get_mut(name)
             .expect("an update names a consumer");
         consumer.delivery.set_config(spec.delivery.clone());
-        if consumer.spec.push != spec.push {
+        let push_changed = consumer.spec.push != spec.push;
+        if push_changed {
             consumer.push = spec.push.as_ref().map(PushState::new);
         }
         consumer.spec = spec;
         consumer.config = config;
+        if push_changed {
+            consumer.arm_idle_heartbeat(now_ns);
+        }
         let wake = consumer.next_housekeeping_ns(now_ns);
         consumer.wake_at(wake);
     }
@@ -483,7 +483,8 @@ impl ConsumerLeader {
 impl ConsumerLeader {
     /// Office taken at `now_ns`: every logged consumer runs from its
     /// applied state, its pending count taken from the store, what it
-    /// has pending redelivered after its ack wait.
+    /// has pending redelivered after its ack wait, a push consumer's idle
+    /// heartbeats due from now (as from a new one).
     pub(super) fn take_office(
         &mut self,
         state: &ReplicatedState,
@@ -502,6 +503,7 @@ impl ConsumerLeader {
             let from = consumer.delivery.next_stream_sequence();
             consumer.num_pending = count_matching(&state.store, &consumer, from);
             consumer.last_active_unix_ns = now_ns;
+            consumer.arm_idle_heartbeat(now_ns);
             if consumer.delivery.num_ack_pending() > 0 {
                 consumer.wake_at(Some(now_ns));
             }

@@ -996,7 +996,7 @@ mod tests {
     use tern_raft::{Config, Membership, Restore};
 
     use super::super::config as stream_config;
-    use super::super::deliveries::RecordingOutlet;
+    use super::super::deliveries::{Outlet, RecordingOutlet};
     use super::*;
 
     fn leader_node() -> Node {
@@ -1158,6 +1158,103 @@ mod tests {
             [3],
             "only the unacked message, after its ack wait"
         );
+    }
+
+    /// What reaches a push consumer's deliver subject without an ack
+    /// subject (idle heartbeats, flow control requests), besides what a
+    /// [`RecordingOutlet`] records.
+    #[derive(Default)]
+    struct StatusOutlet {
+        recording: RecordingOutlet,
+        statuses: Vec<Bytes>,
+    }
+
+    impl Outlet for StatusOutlet {
+        fn interest_generation(&self) -> u64 {
+            self.recording.interest_generation()
+        }
+
+        fn has_interest(&self, subject: &[u8]) -> bool {
+            self.recording.has_interest(subject)
+        }
+
+        fn deliver(
+            &mut self,
+            inbox: &[u8],
+            subject: &[u8],
+            reply: Option<&[u8]>,
+            header_bytes: usize,
+            body: &[u8],
+        ) {
+            if reply.is_none() {
+                self.statuses.push(Bytes::copy_from_slice(body));
+            }
+            self.recording
+                .deliver(inbox, subject, reply, header_bytes, body);
+        }
+
+        fn publish(&mut self, subject: &[u8], header_bytes: usize, body: &[u8]) {
+            self.recording.publish(subject, header_bytes, body);
+        }
+    }
+
+    /// A push consumer's idle heartbeats go on under a leader that takes
+    /// office with nothing to deliver: they are due one interval after it
+    /// took office (a leader once armed them only at a create and at
+    /// deliveries, so after a stepdown an idle consumer's client heard
+    /// nothing, and took it for gone).
+    #[test]
+    fn a_new_leader_sends_an_idle_push_consumers_heartbeats() {
+        const HEARTBEAT_NS: u64 = 1_000_000_000;
+        let (mut node, mut replica) =
+            leading(r#"{"name":"S","subjects":["s.>"],"storage":"memory"}"#);
+        let json = format!(
+            r#"{{"name":"P","durable_name":"P","deliver_policy":"all","ack_policy":"explicit","deliver_subject":"d","idle_heartbeat":{HEARTBEAT_NS}}}"#
+        );
+        replica
+            .add_consumer(&mut node, "P", Bytes::from(json), 1_000)
+            .expect("leads");
+        let mut answers = Vec::new();
+        settle(&mut node, &mut replica, &mut answers);
+        let mut outlet = StatusOutlet::default();
+        block_on(replica.serve(&mut node, &mut outlet, 1_000 + HEARTBEAT_NS)).expect("memory");
+        assert_eq!(outlet.statuses.len(), 1, "the first leader's heartbeat");
+
+        // Another replica takes office (from a snapshot of this one).
+        let (index, term) = replica.mark_snapshot();
+        let whole = block_on(replica.snapshot_whole()).expect("reads");
+        let mut installed = block_on(Replica::from_snapshot(&whole, None)).expect("installs");
+        let mut other = Node::new(
+            Config::new(1),
+            Restore {
+                membership: Membership::new(vec![1]),
+                snapshot: Some(tern_raft::Snapshot {
+                    index,
+                    term,
+                    membership: Membership::new(vec![1]),
+                }),
+                seed: 2,
+                ..Restore::default()
+            },
+        );
+        other.campaign_now();
+        settle(&mut other, &mut installed, &mut answers);
+        let office_ns = 5 * HEARTBEAT_NS;
+        block_on(installed.follow_leadership(&other, office_ns, &mut answers)).expect("memory");
+        assert!(installed.is_leading(&other));
+        let mut outlet = StatusOutlet::default();
+        block_on(installed.serve(&mut other, &mut outlet, office_ns + HEARTBEAT_NS - 1))
+            .expect("memory");
+        assert!(outlet.statuses.is_empty(), "{:?}", outlet.statuses);
+        block_on(installed.serve(&mut other, &mut outlet, office_ns + HEARTBEAT_NS))
+            .expect("memory");
+        assert_eq!(outlet.statuses.len(), 1, "{:?}", outlet.statuses);
+        assert!(
+            outlet.statuses[0].starts_with(b"NATS/1.0 100 Idle Heartbeat\r\n"),
+            "{:?}",
+            outlet.statuses[0]
+        );
+        assert!(outlet.recording.deliveries.is_empty());
     }
 
     /// The production pull path as a replica serves it: a no-wait request
