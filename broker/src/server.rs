@@ -151,6 +151,36 @@ fn rebuild_layout(
     Ok(())
 }
 
+/// The cluster node's Raft identity from its store (see
+/// `jetstream::identity`), logged when it is new or was restored.
+fn open_node_identity(
+    store_dir: &std::path::Path,
+    jetstream: &crate::config::JetStreamConfig,
+    server_name: &str,
+) -> Result<crate::jetstream::identity::NodeIdentity, ServerError> {
+    use crate::jetstream::identity::{self, Origin, Store};
+    let root = store_dir.join("jetstream");
+    let holds_data = root.join("layout").exists()
+        || crate::jetstream::layout::data_evidence(&root, &jetstream.journal_dir, jetstream.journal_segments)
+            .is_some()
+        || root.join("meta").join(crate::jetstream::persist::META_STATE_FILE).exists();
+    let checkpoint_node = crate::jetstream::cluster::checkpoint_node(&root);
+    let store = Store {
+        root: &root,
+        holds_data,
+        checkpoint_node,
+    };
+    let (identity, origin) = identity::open(&store, server_name, random_u64)
+        .map_err(|error| ServerError::JetStream(error.to_string()))?;
+    match origin {
+        Origin::Read => {}
+        Origin::Created => log::info!(target: "tern::jetstream", "new store: this node's Raft identity is {:016x} ({})", identity.id, root.join(identity::FILE).display()),
+        Origin::Restored => log::warn!(target: "tern::jetstream", "{} was missing: this node's Raft identity {:016x} restored from its meta checkpoint", root.join(identity::FILE).display(), identity.id),
+        Origin::Legacy => log::info!(target: "tern::jetstream", "store of an earlier version: this node's Raft identity is its name's hash, {:016x}, now kept in {}", identity.id, root.join(identity::FILE).display()),
+    }
+    Ok(identity)
+}
+
 pub fn run(mut config: Config) -> Result<(), ServerError> {
     absolute_data_paths(&mut config);
     // Before any shard allocates: see `tern_shard::heap`.
@@ -170,7 +200,17 @@ pub fn run(mut config: Config) -> Result<(), ServerError> {
     let clustered = config.cluster.is_some();
     // A raw journal device, held exclusively until the server stops.
     let mut journal_device = None;
+    // In a cluster with JetStream, the store's Raft identity (read before
+    // the layout may be created: a new store gets a new one).
+    let mut node_identity = None;
     if let Some(jetstream) = config.jetstream.as_mut() {
+        if clustered {
+            let name = config
+                .server_name
+                .as_deref()
+                .ok_or_else(|| ServerError::JetStream("jetstream cluster requires `server_name` to be set".into()))?;
+            node_identity = Some(open_node_identity(&config.store_dir, jetstream, name)?);
+        }
         let open = || {
             crate::jetstream::layout::open(
                 &config.store_dir,
@@ -316,9 +356,11 @@ pub fn run(mut config: Config) -> Result<(), ServerError> {
         spin_before_park: Some(config.spin_before_park),
     };
     let storage_usage = crate::jetstream::usage::StorageUsage::new(config.cores.len());
+    let node_id = node_identity.map_or_else(|| crate::cluster::node_id(&server_name), |identity| identity.id);
     let shared = Arc::new(Shared {
         config,
         server_id,
+        node_id,
         server_name,
         started: SystemTime::now(),
         client_port,
@@ -400,7 +442,7 @@ fn shard_routes(
         cluster: cluster.name.clone(),
         server_id: shared.server_id.clone(),
         server_name: shared.server_name.clone(),
-        node_id: crate::cluster::node_id(&shared.server_name),
+        node_id: shared.node_id,
         shard_count: shard_count as u16,
         shard_index: index as u16,
         client_url: client_url.to_string(),

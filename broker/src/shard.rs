@@ -76,6 +76,9 @@ pub struct Shared {
     pub config: Config,
     pub server_id: String,
     pub server_name: String,
+    /// This node's Raft id in a cluster (`jetstream::identity`: its
+    /// store's, with JetStream; else its name's hash).
+    pub node_id: u64,
     pub started: SystemTime,
     pub client_port: u16,
     /// Mutual TLS between nodes (`[cluster.tls]`); read-only.

@@ -80,8 +80,8 @@ pub struct Hello {
     pub cluster: String,
     pub server_id: String,
     pub server_name: String,
-    /// The Raft node id, derived from the server name
-    /// ([`crate::cluster::node_id`]): the same across restarts.
+    /// The Raft node id: its store's (`jetstream::identity`), the same
+    /// across restarts; a new store, a new id.
     pub node_id: u64,
     pub shard_count: u16,
     pub shard_index: u16,

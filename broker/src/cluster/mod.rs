@@ -11,10 +11,9 @@ pub mod routes;
 pub mod sim;
 pub mod steer;
 
-/// A node's Raft id, from its server name: FNV-1a 64 of the name's bytes
-/// (never 0, which Raft reads as "no vote"). Stable across restarts and
-/// versions, so a node's votes and its place in every group survive a
-/// restart; two names that hash alike are refused at the handshake.
+/// The Raft id of a node without a JetStream store (and of a store written
+/// before stores had identities, `jetstream::identity`): FNV-1a 64 of the
+/// server name's bytes (never 0, which Raft reads as "no vote").
 pub fn node_id(server_name: &str) -> u64 {
     let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
     for &byte in server_name.as_bytes() {

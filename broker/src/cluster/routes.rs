@@ -288,21 +288,12 @@ impl Routes {
                 hello.server_name
             )));
         }
-        // Raft knows nodes by the id their name hashes to: a peer whose id
-        // is not its name's speaks another derivation, and two names with
-        // one id would be one voter.
-        if hello.node_id != crate::cluster::node_id(&hello.server_name) {
+        // Raft knows nodes by their store's id (`jetstream::identity`):
+        // two nodes with one id would be one voter.
+        if hello.node_id == 0 || hello.node_id == own.node_id {
             return Err(Refusal::Permanent(format!(
-                "node id mismatch: peer {address} ({}) sends node id {:#x}, its name hashes to {:#x}",
-                hello.server_name,
-                hello.node_id,
-                crate::cluster::node_id(&hello.server_name)
-            )));
-        }
-        if hello.node_id == own.node_id {
-            return Err(Refusal::Permanent(format!(
-                "node id collision: peer {address} named {:?} and this node named {:?} hash to one Raft node id {:#x}; rename one",
-                hello.server_name, own.server_name, own.node_id
+                "node id collision: peer {address} named {:?} sends Raft node id {:#x}, this node named {:?} has {:#x}",
+                hello.server_name, hello.node_id, own.server_name, own.node_id
             )));
         }
         let clash = self

@@ -164,7 +164,7 @@ pub struct Meta {
     pub node_id: NodeId,
     host: Rc<MetaHost>,
     /// The applied state (catalog and placements).
-    state: RefCell<MetaCheckpoint>,
+    pub(super) state: RefCell<MetaCheckpoint>,
     /// The group's snapshot: the checkpoint the node's log was last
     /// compacted to (index, term, encoding).
     snapshot: RefCell<(u64, u64, Bytes)>,
@@ -199,6 +199,8 @@ pub struct Meta {
     /// On the leader: delete answers held until the voters it reaches
     /// carried them out, oldest first.
     held_answers: RefCell<VecDeque<HeldAnswer>>,
+    /// The group's own membership: joins, removals (`meta_membership`).
+    pub(super) membership: super::meta_membership::MetaMembership,
 }
 
 /// The meta group's journal records past its checkpoint: hard state,
@@ -221,6 +223,18 @@ pub(super) async fn catalog_entry(
     let json = persist::read_meta_state(&files).await.ok()??;
     let mut checkpoint = MetaCheckpoint::decode(&json).ok()?;
     checkpoint.streams.remove(name)
+}
+
+/// The node id this store's meta checkpoint (`<root>/meta/state`) records
+/// as its own, read at start-up before any shard runs (the second copy of
+/// `jetstream/node`). `None` when there is no checkpoint, it is damaged,
+/// or it was written before it recorded one.
+pub fn checkpoint_node(jetstream_root: &std::path::Path) -> Option<u64> {
+    let path = jetstream_root.join("meta").join(persist::META_STATE_FILE);
+    let bytes = std::fs::read(path).ok()?;
+    let (json, _) = persist::decode_config(&bytes).ok()?;
+    let checkpoint = MetaCheckpoint::decode(&json).ok()?;
+    (checkpoint.node != 0).then_some(checkpoint.node)
 }
 
 impl Meta {
@@ -286,12 +300,25 @@ impl Meta {
             reported: Cell::new(None),
             carried_out: RefCell::new(BTreeMap::new()),
             held_answers: RefCell::new(VecDeque::new()),
+            membership: Default::default(),
         })
     }
 
     /// The applied index the journal's records are wanted after.
     pub fn applied_index(&self) -> u64 {
         self.state.borrow().applied_index
+    }
+
+    /// Whether this node leads the meta group and has applied an entry of
+    /// its term (so everything committed before: its state is complete).
+    pub(super) fn leader_caught_up(&self, js: &JetStream) -> bool {
+        if !self.is_running() {
+            return false;
+        }
+        let (leader, term) = js
+            .groups()
+            .node(META_GROUP, |node| (node.leader(), node.term()));
+        leader == Some(self.node_id) && self.state.borrow().applied_term == term
     }
 
     /// Through which index this node has carried out the meta state:
@@ -405,6 +432,7 @@ impl Meta {
             let hard_state = self.hard_state.get();
             state.term = hard_state.term;
             state.vote = hard_state.vote.unwrap_or(0);
+            state.node = self.node_id;
             state.encode()
         };
         if json.len() > persist::CONFIG_JSON_BYTES_MAX {
@@ -443,6 +471,7 @@ impl JetStream {
             // A new leader is told again; a leader's held answers go once
             // carried out everywhere, or at their deadline.
             self.report_carried_out(&meta);
+            self.membership_turn(&meta);
             let host = meta.host.clone();
             let stopping = async {
                 self.wait_stopping().await;
@@ -502,7 +531,20 @@ impl JetStream {
                         .into(),
                 );
             }
-            meta.state.borrow_mut().voters = voters.clone();
+            {
+                let mut state = meta.state.borrow_mut();
+                state.voters = voters.clone();
+                // Named, so a voter that is down is still known by name.
+                for &voter in &voters {
+                    let name = match voter == meta.node_id {
+                        true => Some(self.server_name()),
+                        false => routes.known_node_name(voter),
+                    };
+                    if let Some(name) = name {
+                        state.names.insert(voter, name);
+                    }
+                }
+            }
             meta.write_checkpoint().await?;
             *meta.snapshot.borrow_mut() = (0, 0, Bytes::from(meta.state.borrow().encode()));
             log::info!(target: "tern::jetstream", "meta group formed with {} voters: {:x?}", voters.len(), voters);
@@ -591,6 +633,8 @@ impl JetStream {
                         .map_err(|error| format!("the leader's meta snapshot: {error}"))?;
                     installed.applied_index = snapshot.index;
                     installed.applied_term = snapshot.term;
+                    // The leader's own id is not this member's.
+                    installed.node = meta.node_id;
                     let before = std::mem::replace(&mut *meta.state.borrow_mut(), installed);
                     meta.write_checkpoint().await?;
                     *meta.snapshot.borrow_mut() = (
@@ -628,8 +672,8 @@ impl JetStream {
             if entry.index <= meta.state.borrow().applied_index {
                 continue;
             }
-            if let EntryKind::Normal(data) = &entry.kind {
-                match MetaEntry::decode(data) {
+            match &entry.kind {
+                EntryKind::Normal(data) => match MetaEntry::decode(data) {
                     Ok(decoded) => {
                         log::debug!(target: "tern::jetstream", "meta entry {} (term {}): {decoded:?}", entry.index, entry.term);
                         self.apply_meta(meta, entry.index, &decoded)
@@ -638,7 +682,10 @@ impl JetStream {
                     Err(error) => {
                         log::error!(target: "tern::jetstream", "meta entry {} does not decode: {error}; skipped", entry.index)
                     }
-                }
+                },
+                EntryKind::AddVoter(node) => self.apply_meta_membership(meta, *node, true),
+                EntryKind::RemoveVoter(node) => self.apply_meta_membership(meta, *node, false),
+                _ => {}
             }
             let mut state = meta.state.borrow_mut();
             state.applied_index = entry.index;
@@ -772,6 +819,10 @@ impl JetStream {
                         deadline: Instant::now() + HELD_ANSWER_TIMEOUT,
                     });
                 }
+            }
+            MetaEntry::Name { node, name } => {
+                log::info!(target: "tern::jetstream", "meta group: node {node:016x} is named {name}");
+                meta.state.borrow_mut().apply(entry);
             }
             MetaEntry::Remap {
                 name,
@@ -946,7 +997,7 @@ impl JetStream {
         else {
             return;
         };
-        if !meta.voters().contains(&report.node) {
+        if !meta.is_running() || !meta.voters().contains(&report.node) {
             return;
         }
         {
@@ -1302,7 +1353,7 @@ impl JetStream {
     /// it answered within the last three heartbeats (a node that died a
     /// moment ago, its route not yet closed, is not chosen: a create placed
     /// there would never be answered).
-    fn placement_candidates(&self, meta: &Meta) -> Vec<(NodeId, usize)> {
+    pub(super) fn placement_candidates(&self, meta: &Meta) -> Vec<(NodeId, usize)> {
         let reachable = self.voters_heard_recently(meta);
         let state = meta.state.borrow();
         reachable

@@ -47,10 +47,12 @@ pub mod consumer;
 pub mod entry;
 pub mod expiry;
 pub mod headers;
+pub mod identity;
 pub mod journal_location;
 pub mod layout;
 pub mod listing;
 pub mod meta;
+pub mod meta_membership;
 pub mod persist;
 pub mod replication;
 pub mod stepdown;
@@ -1495,8 +1497,15 @@ impl JetStream {
         }
         let shard = self.shard();
         let routes = shard.routes.as_ref()?;
+        // Linked since this process started; else (shard 0) as the meta
+        // group recorded it.
+        let name = routes.known_node_name(node).or_else(|| {
+            self.meta
+                .get()
+                .and_then(|meta| meta.state.borrow().names.get(&node).cloned())
+        })?;
         Some(replication::PeerName {
-            name: routes.known_node_name(node)?,
+            name,
             reachable: routes.link_to_node(node).is_some(),
         })
     }
@@ -1570,6 +1579,16 @@ impl JetStream {
                     && self.index == META_SHARD =>
             {
                 self.on_carried_out_report(&request)
+            }
+            tokens
+                if tokens == meta_membership::META_JOIN_TOKENS
+                    && request.hops > 0
+                    && self.index == META_SHARD =>
+            {
+                self.on_join_request(&request)
+            }
+            ["SERVER", "REMOVE"] if self.is_clustered() => {
+                self.send_to(META_SHARD, ShardMessage::JetStreamApi(Box::new(request)));
             }
             ["STREAM", "NAMES"] | ["STREAM", "LIST"] => {
                 let js = self.clone();
@@ -1709,6 +1728,7 @@ impl JetStream {
                 "stream_leader_stepdown_response",
             ),
             ["META", "LEADER", "STEPDOWN"] => self.meta_stepdown(request),
+            ["SERVER", "REMOVE"] => self.server_remove(request),
             ["STREAM", "PEER", "REMOVE", name] => {
                 let name = name.to_string();
                 self.peer_remove_clustered(&name, request);

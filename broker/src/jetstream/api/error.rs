@@ -275,6 +275,21 @@ impl ApiError {
         ApiError::new(400, 10040, "peer not a member")
     }
 
+    /// 400 10044 `server is not a member of the cluster`.
+    pub fn server_not_member() -> ApiError {
+        ApiError::new(400, 10044, "server is not a member of the cluster")
+    }
+
+    /// 400 10202 `cluster member change is in progress`.
+    pub fn member_change_in_flight() -> ApiError {
+        ApiError::new(400, 10202, "cluster member change is in progress")
+    }
+
+    /// 500 10041 with Raft's own text (nats-server's `JSRaftGeneralErrF`).
+    pub fn raft_general(detail: impl Into<String>) -> ApiError {
+        ApiError::new(500, 10041, detail)
+    }
+
     /// 503 10075 `peer remap failed`.
     pub fn peer_remap_failed() -> ApiError {
         ApiError::new(503, 10075, "peer remap failed")

@@ -11,15 +11,23 @@
 //!             (create: a create of an existing stream with its config,
 //!             answered with the stream's info)
 //!             {"op":"delete","name":"NAME","reply":"subject"}
+//!             {"op":"name","node":id,"name":"n4"}  (a node's server name,
+//!             recorded before it joins: `membership`)
 //!             STORED = {"group":u64,"config":{...stream config...}}; "reply" may be absent
 //! checkpoint: {"applied_index":u64,"applied_term":u64,"term":u64,"vote":u64,
-//!              "voters":[id,...],"streams":[{"stream":STORED,"peers":[...],"created":ns},...]}
+//!              "voters":[id,...],"streams":[{"stream":STORED,"peers":[...],"created":ns},...],
+//!              "names":[{"id":u64,"name":"n1"},...],"removed":[id,...],"node":u64}
+//!             ("names": the server name of each node the group knew, so a
+//!             node that is down is still named; "removed": the ids removed
+//!             from the group for good, never taken back; "node": this member's own
+//!             id, the second copy of `jetstream/node`, never sent: both
+//!             may be absent in a checkpoint of an earlier version)
 //! ```
 //!
 //! The checkpoint is written in a `config`-format file (checksummed,
 //! replaced atomically: `persist`), `jetstream/meta/state` on shard 0.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::{json, Value};
 use tern_raft::NodeId;
@@ -65,6 +73,8 @@ pub enum MetaEntry {
         config: Option<StreamConfig>,
         reply: Option<String>,
     },
+    /// A node's server name, recorded before it joins the group.
+    Name { node: NodeId, name: String },
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -158,11 +168,15 @@ impl MetaEntry {
                 }
                 value
             }
+            MetaEntry::Name { node, name } => json!({ "op": "name", "node": node, "name": name }),
         };
-        let (MetaEntry::Create { reply, .. }
-        | MetaEntry::Update { reply, .. }
-        | MetaEntry::Delete { reply, .. }
-        | MetaEntry::Remap { reply, .. }) = self;
+        let reply = match self {
+            MetaEntry::Create { reply, .. }
+            | MetaEntry::Update { reply, .. }
+            | MetaEntry::Delete { reply, .. }
+            | MetaEntry::Remap { reply, .. } => reply.as_ref(),
+            MetaEntry::Name { .. } => None,
+        };
         if let Some(reply) = reply {
             value["reply"] = Value::String(reply.clone());
         }
@@ -232,6 +246,15 @@ impl MetaEntry {
                     .transpose()?,
                 reply,
             }),
+            "name" => Ok(MetaEntry::Name {
+                node: u64_of(&value, "node")?,
+                name: value
+                    .get("name")
+                    .and_then(Value::as_str)
+                    .filter(|name| !name.is_empty())
+                    .ok_or(MetaDecodeError::Field("name"))?
+                    .to_string(),
+            }),
             other => Err(MetaDecodeError::Operation(other.to_string())),
         }
     }
@@ -248,6 +271,14 @@ pub struct MetaCheckpoint {
     pub vote: u64,
     pub voters: Vec<NodeId>,
     pub streams: BTreeMap<String, (StreamConfig, Placement)>,
+    /// The server name of every node the group has known (voters, and
+    /// nodes removed since, until they are forgotten).
+    pub names: BTreeMap<NodeId, String>,
+    /// Ids removed from the group for good (never taken back).
+    pub removed: BTreeSet<NodeId>,
+    /// This member's own id (0: not recorded). Local: a snapshot received
+    /// from the leader keeps the receiver's.
+    pub node: NodeId,
 }
 
 impl MetaCheckpoint {
@@ -263,15 +294,25 @@ impl MetaCheckpoint {
                 })
             })
             .collect();
-        serde_json::to_vec(&json!({
+        let names: Vec<Value> = self
+            .names
+            .iter()
+            .map(|(id, name)| json!({ "id": id, "name": name }))
+            .collect();
+        let mut value = json!({
             "applied_index": self.applied_index,
             "applied_term": self.applied_term,
             "term": self.term,
             "vote": self.vote,
             "voters": self.voters,
             "streams": streams,
-        }))
-        .expect("JSON encodes")
+            "names": names,
+            "removed": self.removed,
+        });
+        if self.node != 0 {
+            value["node"] = json!(self.node);
+        }
+        serde_json::to_vec(&value).expect("JSON encodes")
     }
 
     pub fn decode(bytes: &[u8]) -> Result<MetaCheckpoint, MetaDecodeError> {
@@ -302,6 +343,26 @@ impl MetaCheckpoint {
             };
             streams.insert(config.name.clone(), (config, placement));
         }
+        let mut names = BTreeMap::new();
+        if let Some(listed) = value.get("names") {
+            for entry in listed.as_array().ok_or(MetaDecodeError::Field("names"))? {
+                let name = entry
+                    .get("name")
+                    .and_then(Value::as_str)
+                    .ok_or(MetaDecodeError::Field("names"))?;
+                names.insert(u64_of(entry, "id")?, name.to_string());
+            }
+        }
+        let mut removed = BTreeSet::new();
+        if let Some(listed) = value.get("removed") {
+            for id in listed.as_array().ok_or(MetaDecodeError::Field("removed"))? {
+                removed.insert(id.as_u64().ok_or(MetaDecodeError::Field("removed"))?);
+            }
+        }
+        let node = match value.get("node") {
+            Some(node) => node.as_u64().ok_or(MetaDecodeError::Field("node"))?,
+            None => 0,
+        };
         Ok(MetaCheckpoint {
             applied_index: u64_of(&value, "applied_index")?,
             applied_term: u64_of(&value, "applied_term")?,
@@ -309,6 +370,9 @@ impl MetaCheckpoint {
             vote: u64_of(&value, "vote")?,
             voters,
             streams,
+            names,
+            removed,
+            node,
         })
     }
 
@@ -346,6 +410,25 @@ impl MetaCheckpoint {
                     }
                 }
             }
+            MetaEntry::Name { node, name } => {
+                self.names.insert(*node, name.clone());
+            }
+        }
+    }
+
+    /// A committed membership change of the group itself: `node` becomes
+    /// a voter (`added`) or leaves for good.
+    pub fn apply_membership(&mut self, node: NodeId, added: bool) {
+        assert!(node != 0, "a node id is never 0");
+        if added {
+            assert!(!self.removed.contains(&node), "a removed id never comes back");
+            if !self.voters.contains(&node) {
+                self.voters.push(node);
+                self.voters.sort_unstable();
+            }
+        } else {
+            self.voters.retain(|voter| *voter != node);
+            self.removed.insert(node);
         }
     }
 

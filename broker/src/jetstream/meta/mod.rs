@@ -15,6 +15,7 @@ use super::api::error::ApiError;
 use super::stream::config::{self as stream_config, StorageType, StreamConfig};
 
 pub mod cluster;
+pub mod membership;
 #[cfg(test)]
 mod tests;
 
