@@ -13,7 +13,6 @@ use clap::{Args, Subcommand};
 use futures::StreamExt;
 use serde_json::{json, Value};
 
-use crate::api::Api;
 use crate::connection::ConnectionArgs;
 use crate::error::CliError;
 use crate::monitor;
@@ -301,7 +300,7 @@ async fn run(connection: &ConnectionArgs, check: Check) -> Result<Outcome, CliEr
             let connect_time = started.elapsed();
             let rtt = round_trip(&client, timeout).await?;
             Ok(connection_outcome(
-                &connection.server,
+                connection.server(),
                 connect_time,
                 rtt,
                 warning,
@@ -311,19 +310,19 @@ async fn run(connection: &ConnectionArgs, check: Check) -> Result<Outcome, CliEr
         Check::Stream(args) => {
             let warning = percent("--bytes-warn", &args.bytes_warn)?;
             let critical = percent("--bytes-crit", &args.bytes_crit)?;
-            let api = Api::new(connection.connect().await?, timeout);
+            let api = connection.api().await?;
             let info = crate::stream::info(&api, &args.name).await?;
             Ok(stream_outcome(&args.name, &info, warning, critical))
         }
         Check::Consumer(args) => {
-            let api = Api::new(connection.connect().await?, timeout);
+            let api = connection.api().await?;
             let info = crate::consumer::info(&api, &args.stream, &args.name).await?;
             Ok(consumer_outcome(&info, args.lag_warn, args.lag_crit))
         }
         Check::Jetstream(args) => {
             let warning = percent("--store-warn", &args.store_warn)?;
             let critical = percent("--store-crit", &args.store_crit)?;
-            let api = Api::new(connection.connect().await?, timeout);
+            let api = connection.api().await?;
             match api
                 .request("JetStream account info", "INFO", &Value::Null)
                 .await

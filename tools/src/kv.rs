@@ -116,9 +116,7 @@ pub struct WatchArgs {
 }
 
 pub async fn execute(api: &Api, command: KvCommand) -> Result<(), CliError> {
-    let context = jetstream::ContextBuilder::new()
-        .timeout(api.timeout)
-        .build(api.client.clone());
+    let context = api.jetstream();
     match command {
         KvCommand::Add(args) => add(&context, args).await,
         KvCommand::Put(args) => {

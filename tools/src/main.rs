@@ -33,6 +33,7 @@ mod progress;
 mod server;
 mod storage;
 mod stream;
+mod timestamp;
 mod top;
 mod tune;
 mod units;
@@ -42,7 +43,6 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 use tern_bench::command::{self, BenchCommand};
 
-use crate::api::Api;
 use crate::connection::ConnectionArgs;
 use crate::error::CliError;
 
@@ -61,8 +61,8 @@ enum Command {
     #[command(subcommand, visible_alias = "str")]
     Stream(stream::StreamCommand),
     /// JetStream consumers: add, info, ls, next, rm
-    #[command(subcommand, visible_alias = "con")]
-    Consumer(consumer::ConsumerCommand),
+    #[command(visible_alias = "con", alias = "obs", alias = "c")]
+    Consumer(consumer::ConsumerArgs),
     /// Publish messages (waiting for PubAcks on stream subjects)
     #[command(name = "pub", visible_alias = "publish")]
     Pub(message::PubArgs),
@@ -105,6 +105,33 @@ enum Command {
     Iotune(iotune::IotuneArgs),
 }
 
+impl Command {
+    /// True for the commands that connect through the client protocol
+    /// (and so read a nats CLI context).
+    fn uses_connection(&self) -> bool {
+        match self {
+            Command::Server(ServerCommand::Check(_)) => true,
+            Command::Server(_)
+            | Command::Top(_)
+            | Command::Completions(_)
+            | Command::Bench(_)
+            | Command::Storage(_)
+            | Command::Nkey(_)
+            | Command::Tune(_)
+            | Command::Check(_)
+            | Command::Nvme(_)
+            | Command::Iotune(_) => false,
+            Command::Stream(_)
+            | Command::Consumer(_)
+            | Command::Pub(_)
+            | Command::Sub(_)
+            | Command::Req(_)
+            | Command::Kv(_)
+            | Command::Object(_) => true,
+        }
+    }
+}
+
 #[derive(Debug, clap::Args)]
 struct CompletionsArgs {
     /// The shell
@@ -126,10 +153,15 @@ enum ServerCommand {
 }
 
 fn main() -> ExitCode {
-    let cli = match Cli::try_parse() {
+    let mut cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(error) => return usage_error(error),
     };
+    if cli.command.uses_connection() {
+        if let Err(error) = cli.connection.apply_context() {
+            return finish(Err(error));
+        }
+    }
     match cli.command {
         Command::Storage(storage) => storage::execute(storage),
         Command::Nkey(nkey) => nkey::execute(nkey),
@@ -170,6 +202,12 @@ fn main() -> ExitCode {
         }
         Command::Server(command) => {
             finish(runtime().block_on(monitoring(&cli.connection, command)))
+        }
+        Command::Consumer(consumer::ConsumerArgs {
+            command: consumer::ConsumerCommand::Add(args),
+            ..
+        }) if args.validate || args.output.is_some() => {
+            finish(consumer::offline(&args, std::time::SystemTime::now()).map(drop))
         }
         networked => finish(runtime().block_on(execute(&cli.connection, networked))),
     }
@@ -239,9 +277,10 @@ fn validate(command: &Command) -> Result<(), CliError> {
         Command::Stream(stream::StreamCommand::Edit(args)) => {
             args.config.apply(&mut serde_json::Map::new())
         }
-        Command::Consumer(consumer::ConsumerCommand::Add(args)) => {
-            consumer::create_request(args, std::time::SystemTime::now()).map(drop)
-        }
+        Command::Consumer(consumer::ConsumerArgs {
+            command: consumer::ConsumerCommand::Add(args),
+            ..
+        }) => consumer::create_request(args, std::time::SystemTime::now()).map(drop),
         Command::Pub(args) => message::headers(&args.headers).map(drop),
         Command::Req(args) => message::headers(&args.headers).map(drop),
         Command::Kv(kv::KvCommand::Add(args)) => kv::bucket_config(args).map(drop),
@@ -251,12 +290,12 @@ fn validate(command: &Command) -> Result<(), CliError> {
 }
 
 async fn execute(connection: &ConnectionArgs, command: Command) -> Result<(), CliError> {
-    let timeout = connection.timeout()?;
+    connection.timeout()?;
     validate(&command)?;
-    let api = Api::new(connection.connect().await?, timeout);
+    let api = connection.api().await?;
     match command {
         Command::Stream(command) => stream::execute(&api, command).await,
-        Command::Consumer(command) => consumer::execute(&api, command).await,
+        Command::Consumer(command) => consumer::execute(&api, command.command).await,
         Command::Pub(args) => message::publish(&api, args).await,
         Command::Sub(args) => message::subscribe(&api, args).await,
         Command::Req(args) => message::request(&api, args).await,

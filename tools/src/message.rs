@@ -16,9 +16,9 @@ use futures::StreamExt;
 use serde_json::json;
 
 use crate::api::Api;
-use crate::consumer::rfc3339;
 use crate::error::CliError;
 use crate::progress;
+use crate::timestamp::rfc3339;
 
 /// JetStream publishes awaiting their PubAck at most.
 pub const PUBLISH_IN_FLIGHT_MAX: usize = 256;
@@ -170,7 +170,9 @@ async fn captured_by_stream(api: &Api, subject: &str) -> bool {
     let lookup = Api::new(
         api.client.clone(),
         api.timeout.min(STREAM_LOOKUP_TIMEOUT_MAX),
-    );
+    )
+    .with_prefix(api.prefix.clone())
+    .with_trace(api.trace);
     match lookup
         .request(
             &format!("pub {subject}: looking for a stream"),
@@ -249,9 +251,7 @@ async fn publish_jetstream(
     headers: Option<HeaderMap>,
     now: SystemTime,
 ) -> Result<(), CliError> {
-    let context = jetstream::ContextBuilder::new()
-        .timeout(api.timeout)
-        .build(api.client.clone());
+    let context = api.jetstream();
     let mut in_flight = VecDeque::with_capacity(PUBLISH_IN_FLIGHT_MAX);
     let mut last_ack = None;
     let mut confirm = |count: u64, ack: Result<jetstream::publish::PublishAck, _>| {
@@ -432,9 +432,7 @@ async fn replay_stream(api: &Api, args: SubArgs) -> Result<(), CliError> {
     } else {
         consumer::DeliverPolicy::All
     };
-    let context = jetstream::ContextBuilder::new()
-        .timeout(api.timeout)
-        .build(api.client.clone());
+    let context = api.jetstream();
     let handle = context
         .get_stream(&stream)
         .await

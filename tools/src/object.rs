@@ -96,9 +96,7 @@ pub struct RmArgs {
 }
 
 pub async fn execute(api: &Api, command: ObjectCommand) -> Result<(), CliError> {
-    let context = jetstream::ContextBuilder::new()
-        .timeout(api.timeout)
-        .build(api.client.clone());
+    let context = api.jetstream();
     match command {
         ObjectCommand::Add(args) => add(&context, args).await,
         ObjectCommand::Put(args) => put(&context, args).await,

@@ -260,7 +260,7 @@ pub async fn execute(api: &Api, command: StreamCommand) -> Result<(), CliError> 
             Ok(())
         }
         StreamCommand::Purge(args) => purge(api, args).await,
-        StreamCommand::Export(args) => crate::export::export(&api.client, api.timeout, args).await,
+        StreamCommand::Export(args) => crate::export::export(api, args).await,
         StreamCommand::Verify(_) => {
             unreachable!("dispatched in main: no connection for a directory")
         }
@@ -277,6 +277,21 @@ pub async fn execute(api: &Api, command: StreamCommand) -> Result<(), CliError> 
             Ok(())
         }
     }
+}
+
+/// Writes `text` to a new file only its owner reads (`--output`, as the
+/// nats CLI's 0600).
+pub fn write_private(path: &std::path::Path, text: &str) -> Result<(), CliError> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(path)
+        .and_then(|mut file| file.write_all(text.as_bytes()))
+        .map_err(CliError::io(format!("writing {}", path.display())))
 }
 
 /// Destructive commands never prompt: without `--force` they refuse.
