@@ -35,6 +35,7 @@ mod storage;
 mod stream;
 mod timestamp;
 mod top;
+mod translate;
 mod tune;
 mod units;
 
@@ -58,8 +59,8 @@ struct Cli {
 #[derive(Debug, Subcommand)]
 enum Command {
     /// JetStream streams: add, info, ls, edit, rm, purge, get, rmm
-    #[command(subcommand, visible_alias = "str")]
-    Stream(stream::StreamCommand),
+    #[command(visible_alias = "str", alias = "st", alias = "ms", alias = "s")]
+    Stream(stream::StreamArgs),
     /// JetStream consumers: add, info, ls, next, rm
     #[command(visible_alias = "con", alias = "obs", alias = "c")]
     Consumer(consumer::ConsumerArgs),
@@ -179,9 +180,10 @@ fn main() -> ExitCode {
                 ExitCode::from(2)
             }
         },
-        Command::Stream(stream::StreamCommand::Verify(args)) => {
-            finish(runtime().block_on(export::verify(&cli.connection, args)))
-        }
+        Command::Stream(stream::StreamArgs {
+            command: stream::StreamCommand::Verify(args),
+            ..
+        }) => finish(runtime().block_on(export::verify(&cli.connection, args))),
         Command::Server(ServerCommand::Check(args)) => {
             runtime().block_on(check::execute(&cli.connection, args))
         }
@@ -209,6 +211,10 @@ fn main() -> ExitCode {
         }) if args.validate || args.output.is_some() => {
             finish(consumer::offline(&args, std::time::SystemTime::now()).map(drop))
         }
+        Command::Stream(stream::StreamArgs {
+            command: stream::StreamCommand::Add(args),
+            ..
+        }) if args.validate || args.output.is_some() => finish(stream::offline(&args)),
         networked => finish(runtime().block_on(execute(&cli.connection, networked))),
     }
 }
@@ -273,10 +279,12 @@ fn runtime() -> tokio::runtime::Runtime {
 /// headers), so bad input is named before any connection is tried.
 fn validate(command: &Command) -> Result<(), CliError> {
     match command {
-        Command::Stream(stream::StreamCommand::Add(args)) => stream::add_config(args).map(drop),
-        Command::Stream(stream::StreamCommand::Edit(args)) => {
-            args.config.apply(&mut serde_json::Map::new())
-        }
+        Command::Stream(stream::StreamArgs { command, .. }) => match command {
+            stream::StreamCommand::Add(args) => stream::add_config(args).map(drop),
+            stream::StreamCommand::Edit(args) => args.config.apply(&mut serde_json::Map::new()),
+            stream::StreamCommand::Purge(args) => stream::purge_request(args).map(drop),
+            _ => Ok(()),
+        },
         Command::Consumer(consumer::ConsumerArgs {
             command: consumer::ConsumerCommand::Add(args),
             ..
