@@ -33,6 +33,7 @@ mod progress;
 mod server;
 mod storage;
 mod stream;
+mod subject;
 mod timestamp;
 mod top;
 mod translate;
