@@ -12,6 +12,7 @@
 #![allow(clippy::disallowed_types)]
 
 mod buckets;
+mod checklist;
 mod checks;
 mod cluster;
 mod consumers;
@@ -291,9 +292,17 @@ pub fn tern_command(args: &[&str]) -> Command {
         "NATS_KEY",
         "NATS_CA",
         "NATS_TIMEOUT",
+        "NATS_CREDS",
+        "NATS_JWT",
+        "NATS_SEED",
+        "NATS_SOCKS_PROXY",
+        "NATS_COLOR",
+        "NATS_CONTEXT",
     ] {
         command.env_remove(variable);
     }
+    // No nats CLI context of the host's (~/.config/nats) reaches a test.
+    command.env("XDG_CONFIG_HOME", "/nonexistent/tern-test-config");
     command.args(args);
     command
 }
