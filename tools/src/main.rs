@@ -290,7 +290,8 @@ fn validate(command: &Command) -> Result<(), CliError> {
             command: consumer::ConsumerCommand::Add(args),
             ..
         }) => consumer::create_request(args, std::time::SystemTime::now()).map(drop),
-        Command::Pub(args) => message::headers(&args.headers).map(drop),
+        Command::Pub(args) => message::check_publish(args),
+        Command::Sub(args) => message::check_subscribe(args),
         Command::Req(args) => message::headers(&args.headers).map(drop),
         Command::Kv(kv::KvCommand::Add(args)) => kv::bucket_config(args).map(drop),
         Command::Object(object::ObjectCommand::Add(args)) => object::bucket_config(args).map(drop),
