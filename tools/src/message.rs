@@ -464,7 +464,9 @@ pub fn schedule_headers(
             .ok_or_else(|| usage(format!("--schedule-at {at}: not an RFC 3339 time")))?;
         Some(format!("@at {}", rfc3339_seconds(time)))
     } else if let Some(after) = after {
-        Some(rfc3339_seconds(now + after))
+        // An `@at` schedule: the nats CLI sends the bare time, which
+        // nats-server refuses as an invalid pattern (10189).
+        Some(format!("@at {}", rfc3339_seconds(now + after)))
     } else if let Some(every) = every {
         Some(format!("@every {}", go_duration(every)))
     } else {
@@ -1833,7 +1835,7 @@ mod tests {
             ])
             .unwrap()
             .unwrap()[1],
-            ("Nats-Schedule", "2026-11-30T09:08:54Z".to_string())
+            ("Nats-Schedule", "@at 2026-11-30T09:08:54Z".to_string())
         );
         assert_eq!(
             headers(&[

@@ -18,6 +18,7 @@ mod cluster;
 mod consumers;
 mod credentials;
 mod exports;
+mod flags;
 mod flow;
 mod messages;
 mod monitoring;
@@ -273,6 +274,32 @@ pub fn run_command(mut command: Command, args: &[&str]) -> Run {
     let stdout = drain(child.stdout.take().expect("piped stdout"));
     let stderr = drain(child.stderr.take().expect("piped stderr"));
     let status = wait_bounded(&mut child, args);
+    Run {
+        code: status.code(),
+        stdout: stdout.join().expect("stdout reader"),
+        stderr: stderr.join().expect("stderr reader"),
+    }
+}
+
+/// Runs a `tern` command with `input` on its stdin, waited for at most
+/// [`TIMEOUT`].
+pub fn run_with_input(mut command: Command, args: &[&str], input: &[u8]) -> Run {
+    let mut child = command
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run tern");
+    let mut stdin = child.stdin.take().expect("piped stdin");
+    let input = input.to_vec();
+    let writer = std::thread::spawn(move || {
+        use std::io::Write;
+        let _ = stdin.write_all(&input);
+    });
+    let stdout = drain(child.stdout.take().expect("piped stdout"));
+    let stderr = drain(child.stderr.take().expect("piped stderr"));
+    let status = wait_bounded(&mut child, args);
+    let _ = writer.join();
     Run {
         code: status.code(),
         stdout: stdout.join().expect("stdout reader"),
