@@ -146,12 +146,14 @@ enum ServerCommand {
     /// critical, 3 unknown
     Check(check::CheckArgs),
     /// One node's summary from its monitoring endpoints
+    #[command(alias = "i")]
     Info(server::InfoArgs),
     /// A table of nodes, one row each
+    #[command(visible_alias = "list")]
     Ls(server::LsArgs),
     /// Reports from the monitoring endpoints: `jetstream`
-    #[command(subcommand)]
-    Report(server::ReportCommand),
+    #[command(alias = "rep")]
+    Report(server::ReportArgs),
 }
 
 fn main() -> ExitCode {
@@ -237,9 +239,7 @@ async fn monitoring(connection: &ConnectionArgs, command: ServerCommand) -> Resu
     match command {
         ServerCommand::Info(args) => server::info(args, timeout).await,
         ServerCommand::Ls(args) => server::ls(args, timeout).await,
-        ServerCommand::Report(server::ReportCommand::Jetstream(args)) => {
-            server::report_jetstream(args, timeout).await
-        }
+        ServerCommand::Report(args) => server::report_jetstream(args, timeout).await,
         ServerCommand::Check(_) => unreachable!("dispatched in main"),
     }
 }
