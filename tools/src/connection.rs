@@ -93,8 +93,21 @@ pub struct ConnectionArgs {
     pub tlsca: Option<PathBuf>,
     /// TLS handshake before the server's greeting (the server's
     /// handshake_first)
-    #[arg(long, alias = "tls-first", global = true)]
+    #[arg(
+        long,
+        alias = "tls-first",
+        global = true,
+        overrides_with = "no_tlsfirst"
+    )]
     pub tlsfirst: bool,
+    #[arg(
+        long,
+        alias = "no-tls-first",
+        global = true,
+        hide = true,
+        overrides_with = "tlsfirst"
+    )]
+    pub no_tlsfirst: bool,
     /// Time to wait for the connection and for each request (e.g. 5s, 500ms)
     #[arg(long, global = true, env = "NATS_TIMEOUT", value_name = "DURATION")]
     pub timeout: Option<String>,
@@ -227,7 +240,7 @@ impl ConnectionArgs {
         fill(&mut self.js_api_prefix, text("jetstream_api_prefix"));
         fill(&mut self.js_event_prefix, text("jetstream_event_prefix"));
         fill(&mut self.inbox_prefix, text("inbox_prefix"));
-        if settings["tls_first"].as_bool() == Some(true) {
+        if settings["tls_first"].as_bool() == Some(true) && !self.no_tlsfirst {
             self.tlsfirst = true;
         }
     }

@@ -25,6 +25,8 @@ mod iotune;
 mod kv;
 mod message;
 mod monitor;
+#[cfg(test)]
+mod natscli;
 mod nkey;
 mod nvme;
 mod object;

@@ -345,8 +345,10 @@ pub struct EditArgs {
     #[arg(short = 'f', long)]
     pub force: bool,
     /// Edit the configuration (JSON) in $EDITOR, then update
-    #[arg(short = 'i', long)]
+    #[arg(short = 'i', long, overrides_with = "no_interactive")]
     pub interactive: bool,
+    #[arg(long, hide = true, overrides_with = "interactive")]
+    pub no_interactive: bool,
     /// Only print the differences (exit 1 when there are some)
     #[arg(long)]
     pub dry_run: bool,
