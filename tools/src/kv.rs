@@ -194,7 +194,7 @@ pub struct WatchArgs {
 pub async fn execute(api: &Api, command: KvCommand) -> Result<(), CliError> {
     let context = api.jetstream();
     match command {
-        KvCommand::Add(args) => add(api, &context, *args).await,
+        KvCommand::Add(args) => add(api, *args).await,
         KvCommand::Put(args) => {
             let store = open(&context, &args.bucket).await?;
             let value = match args.value {
@@ -378,26 +378,30 @@ pub fn bucket_config(args: &AddArgs) -> Result<Map<String, Value>, CliError> {
     Ok(config)
 }
 
-async fn add(api: &Api, context: &jetstream::Context, args: AddArgs) -> Result<(), CliError> {
+async fn add(api: &Api, args: AddArgs) -> Result<(), CliError> {
     let config = bucket_config(&args)?;
     let action = format!("kv add {}", args.bucket);
-    api.request(
-        &action,
-        &format!("STREAM.CREATE.KV_{}", args.bucket),
-        &Value::Object(config),
-    )
-    .await?;
-    let store = open(context, &args.bucket).await?;
-    let status = store.status().await.map_err(CliError::client(action))?;
+    // The create's answer is the bucket's stream info: no second request
+    // (which a just-created replicated stream may answer with 503 until
+    // its group has a leader).
+    let answer = api
+        .request(
+            &action,
+            &format!("STREAM.CREATE.KV_{}", args.bucket),
+            &Value::Object(config),
+        )
+        .await?;
     line(format_args!(
         "Bucket {} created: history {}, ttl {}, values {}",
         args.bucket,
-        status.history(),
-        match status.max_age() {
-            Duration::ZERO => "forever".to_string(),
-            age => units::format_duration(age),
+        answer["config"]["max_msgs_per_subject"]
+            .as_i64()
+            .unwrap_or(1),
+        match answer["config"]["max_age"].as_u64().unwrap_or(0) {
+            0 => "forever".to_string(),
+            nanos => units::format_duration(Duration::from_nanos(nanos)),
         },
-        status.values()
+        answer["state"]["messages"].as_u64().unwrap_or(0)
     ));
     Ok(())
 }

@@ -1028,20 +1028,12 @@ async fn ls(api: &Api, args: LsArgs, all: bool) -> Result<(), CliError> {
         api::print_names(names, args.json);
         return Ok(());
     }
-    let mut streams = api
-        .paged(
-            "stream ls",
-            "STREAM.LIST",
-            filter,
-            "streams",
-            STREAMS_LISTED_MAX,
-        )
-        .await?;
-    let before = streams.len();
+    let (mut streams, missing, offline) = list_streams(api, filter).await?;
+    let before = streams.len() + missing.len() + offline.len();
     if !all {
         streams.retain(|stream| !stream["config"]["name"].as_str().is_some_and(is_internal));
     }
-    if streams.is_empty() {
+    if streams.is_empty() && missing.is_empty() && offline.is_empty() {
         if before > 0 {
             line("No Streams defined, pass -a to include system streams");
         } else {
@@ -1066,7 +1058,56 @@ async fn ls(api: &Api, args: LsArgs, all: bool) -> Result<(), CliError> {
         &["Name", "Subjects", "Messages", "Size", "Consumers"],
         &rows,
     );
+    print_unlisted(&missing, &offline);
     Ok(())
+}
+
+/// Every page of STREAM.LIST: the streams, and those the server could not
+/// describe in time (`missing`: their leaders did not answer) or that are
+/// offline (name and reason).
+async fn list_streams(
+    api: &Api,
+    filter: Map<String, Value>,
+) -> Result<(Vec<Value>, Vec<String>, Vec<(String, String)>), CliError> {
+    let (mut streams, mut missing, mut offline) = (Vec::new(), Vec::new(), Vec::new());
+    let mut request = filter;
+    loop {
+        request.insert("offset".into(), json!(streams.len()));
+        let answer = api
+            .request("stream ls", "STREAM.LIST", &Value::Object(request.clone()))
+            .await?;
+        let page = answer["streams"].as_array().cloned().unwrap_or_default();
+        for name in answer["missing"].as_array().into_iter().flatten() {
+            missing.extend(name.as_str().map(String::from));
+        }
+        for (name, reason) in answer["offline"].as_object().into_iter().flatten() {
+            offline.push((name.clone(), reason.as_str().unwrap_or("").to_string()));
+        }
+        let total = answer["total"].as_u64().unwrap_or(0) as usize;
+        let empty = page.is_empty();
+        streams.extend(page);
+        if empty || streams.len() >= total || streams.len() >= STREAMS_LISTED_MAX {
+            streams.truncate(STREAMS_LISTED_MAX);
+            missing.sort();
+            missing.dedup();
+            return Ok((streams, missing, offline));
+        }
+    }
+}
+
+/// What the nats CLI prints under the table: the streams not described.
+fn print_unlisted(missing: &[String], offline: &[(String, String)]) {
+    if !missing.is_empty() {
+        line("");
+        line(format_args!("Inaccessible Streams: {}", missing.join(", ")));
+    }
+    if !offline.is_empty() {
+        line("");
+        line("Offline Streams:");
+        for (name, reason) in offline {
+            line(format_args!("  {name}: {reason}"));
+        }
+    }
 }
 
 /// The purge request: `--seq` and `--keep` do not go together (as the
