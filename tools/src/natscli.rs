@@ -617,6 +617,7 @@ pub const COMMANDS: &[NatsCommand] = &[
             "--archive audit.zip",
             "--reverse",
             "-R",
+            // tern's: JSON of the per-stream rows.
             "--json",
             "-j",
         ],
