@@ -661,6 +661,14 @@ mod tests {
     }
 
     #[test]
+    fn the_command_tree_is_consistent() {
+        // clap's own checks over every subcommand: no two arguments of a
+        // command (global ones included) share a name, a short or an id.
+        use clap::CommandFactory;
+        crate::Cli::command().debug_assert();
+    }
+
+    #[test]
     fn the_design_checklists_lines_parse() {
         for line in [
             "stream add ORDERS --subjects orders.> --storage file --replicas 3 --max-age 30d --max-bytes 500GB --defaults",
