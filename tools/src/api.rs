@@ -9,17 +9,51 @@ use serde_json::{Map, Value};
 
 use crate::error::CliError;
 
-/// Subjects of the API (jetstream-api.md §2).
-pub const API_PREFIX: &str = "$JS.API";
+/// Subjects of the API (jetstream-api.md §2), unless a domain or
+/// `--js-api-prefix` says otherwise.
+pub const API_PREFIX: &str = crate::connection::DEFAULT_API_PREFIX;
 
 pub struct Api {
     pub client: async_nats::Client,
     pub timeout: Duration,
+    /// `$JS.API`, `$JS.<domain>.API` or the operator's prefix.
+    pub prefix: String,
+    /// `--trace`: every request and answer on stderr.
+    pub trace: bool,
 }
 
 impl Api {
     pub fn new(client: async_nats::Client, timeout: Duration) -> Api {
-        Api { client, timeout }
+        Api {
+            client,
+            timeout,
+            prefix: API_PREFIX.to_string(),
+            trace: false,
+        }
+    }
+
+    pub fn with_prefix(mut self, prefix: String) -> Api {
+        self.prefix = prefix;
+        self
+    }
+
+    pub fn with_trace(mut self, trace: bool) -> Api {
+        self.trace = trace;
+        self
+    }
+
+    /// The API subject `<prefix>.<suffix>`.
+    pub fn subject(&self, suffix: &str) -> String {
+        format!("{}.{suffix}", self.prefix)
+    }
+
+    /// An async-nats JetStream context on the same connection, prefix and
+    /// timeout (KV, object store, publishes awaiting PubAcks).
+    pub fn jetstream(&self) -> async_nats::jetstream::Context {
+        async_nats::jetstream::ContextBuilder::new()
+            .timeout(self.timeout)
+            .api_prefix(self.prefix.clone())
+            .build(self.client.clone())
     }
 
     /// One request to `$JS.API.<suffix>`; an answer carrying `error` is an
@@ -30,12 +64,15 @@ impl Api {
         suffix: &str,
         body: &Value,
     ) -> Result<Value, CliError> {
-        let subject = format!("{API_PREFIX}.{suffix}");
+        let subject = self.subject(suffix);
         let payload = if body.is_null() {
             bytes::Bytes::new()
         } else {
             bytes::Bytes::from(serde_json::to_vec(body).expect("JSON values serialise"))
         };
+        if self.trace {
+            eprintln!(">>> {subject}\n{}\n", String::from_utf8_lossy(&payload));
+        }
         let request = async_nats::Request::new()
             .payload(payload)
             .timeout(Some(self.timeout));
@@ -43,6 +80,12 @@ impl Api {
             Ok(message) => message,
             Err(error) => return Err(request_error(action, &subject, self.timeout, error)),
         };
+        if self.trace {
+            eprintln!(
+                "<<< {subject}\n{}\n",
+                String::from_utf8_lossy(&message.payload)
+            );
+        }
         let answer: Value =
             serde_json::from_slice(&message.payload).map_err(|error| CliError::BadAnswer {
                 action: action.to_string(),
@@ -98,7 +141,7 @@ pub fn request_error(
         RequestErrorKind::NoResponders => CliError::NoResponders {
             action: action.to_string(),
             subject: subject.to_string(),
-            hint: if subject.starts_with(API_PREFIX) {
+            hint: if subject.starts_with("$JS.") {
                 " (JetStream is not enabled on the server, or the stream or consumer does not exist)"
             } else {
                 ""

@@ -536,14 +536,7 @@ pub async fn verify(connection: &ConnectionArgs, args: VerifyArgs) -> Result<(),
     };
     let context = match bucket_name(&args.target) {
         None => None,
-        Some(_) => {
-            let timeout = connection.timeout()?;
-            Some(
-                jetstream::ContextBuilder::new()
-                    .timeout(timeout)
-                    .build(connection.connect().await?),
-            )
-        }
+        Some(_) => Some(connection.api().await?.jetstream()),
     };
     let store = open_store(&args.target, context.as_ref(), false).await?;
     let files = read_export(&store).await.map_err(failed)?.ok_or_else(|| {
@@ -580,11 +573,7 @@ fn unix_ns_now() -> i64 {
     i64::try_from(since.as_nanos()).unwrap_or(i64::MAX)
 }
 
-pub async fn export(
-    client: &async_nats::Client,
-    timeout: Duration,
-    args: ExportArgs,
-) -> Result<(), CliError> {
+pub async fn export(api: &crate::api::Api, args: ExportArgs) -> Result<(), CliError> {
     let action = format!("stream export {} --to {}", args.stream, args.to);
     let failed = |error: ExportError| CliError::Failed {
         action: action.clone(),
@@ -601,9 +590,7 @@ pub async fn export(
             source,
         })
     })?;
-    let context = jetstream::ContextBuilder::new()
-        .timeout(timeout)
-        .build(client.clone());
+    let context = api.jetstream();
     let store = open_store(&args.to, Some(&context), true).await?;
     let now = unix_ns_now();
     let mut existing = read_export(&store).await.map_err(failed)?;
@@ -666,7 +653,7 @@ pub async fn export(
     let appended = append_new_messages(
         &context,
         &action,
-        timeout,
+        api.timeout,
         &mut manifest,
         &mut records,
         &mut last_hash,

@@ -25,6 +25,8 @@ mod iotune;
 mod kv;
 mod message;
 mod monitor;
+#[cfg(test)]
+mod natscli;
 mod nkey;
 mod nvme;
 mod object;
@@ -33,7 +35,10 @@ mod progress;
 mod server;
 mod storage;
 mod stream;
+mod subject;
+mod timestamp;
 mod top;
+mod translate;
 mod tune;
 mod units;
 
@@ -42,7 +47,6 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 use tern_bench::command::{self, BenchCommand};
 
-use crate::api::Api;
 use crate::connection::ConnectionArgs;
 use crate::error::CliError;
 
@@ -58,11 +62,11 @@ struct Cli {
 #[derive(Debug, Subcommand)]
 enum Command {
     /// JetStream streams: add, info, ls, edit, rm, purge, get, rmm
-    #[command(subcommand, visible_alias = "str")]
-    Stream(stream::StreamCommand),
+    #[command(visible_alias = "str", alias = "st", alias = "ms", alias = "s")]
+    Stream(stream::StreamArgs),
     /// JetStream consumers: add, info, ls, next, rm
-    #[command(subcommand, visible_alias = "con")]
-    Consumer(consumer::ConsumerCommand),
+    #[command(visible_alias = "con", alias = "obs", alias = "c")]
+    Consumer(consumer::ConsumerArgs),
     /// Publish messages (waiting for PubAcks on stream subjects)
     #[command(name = "pub", visible_alias = "publish")]
     Pub(message::PubArgs),
@@ -105,6 +109,33 @@ enum Command {
     Iotune(iotune::IotuneArgs),
 }
 
+impl Command {
+    /// True for the commands that connect through the client protocol
+    /// (and so read a nats CLI context).
+    fn uses_connection(&self) -> bool {
+        match self {
+            Command::Server(ServerCommand::Check(_)) => true,
+            Command::Server(_)
+            | Command::Top(_)
+            | Command::Completions(_)
+            | Command::Bench(_)
+            | Command::Storage(_)
+            | Command::Nkey(_)
+            | Command::Tune(_)
+            | Command::Check(_)
+            | Command::Nvme(_)
+            | Command::Iotune(_) => false,
+            Command::Stream(_)
+            | Command::Consumer(_)
+            | Command::Pub(_)
+            | Command::Sub(_)
+            | Command::Req(_)
+            | Command::Kv(_)
+            | Command::Object(_) => true,
+        }
+    }
+}
+
 #[derive(Debug, clap::Args)]
 struct CompletionsArgs {
     /// The shell
@@ -117,19 +148,26 @@ enum ServerCommand {
     /// critical, 3 unknown
     Check(check::CheckArgs),
     /// One node's summary from its monitoring endpoints
+    #[command(alias = "i")]
     Info(server::InfoArgs),
     /// A table of nodes, one row each
+    #[command(visible_alias = "list")]
     Ls(server::LsArgs),
     /// Reports from the monitoring endpoints: `jetstream`
-    #[command(subcommand)]
-    Report(server::ReportCommand),
+    #[command(alias = "rep")]
+    Report(server::ReportArgs),
 }
 
 fn main() -> ExitCode {
-    let cli = match Cli::try_parse() {
+    let mut cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(error) => return usage_error(error),
     };
+    if cli.command.uses_connection() {
+        if let Err(error) = cli.connection.apply_context() {
+            return finish(Err(error));
+        }
+    }
     match cli.command {
         Command::Storage(storage) => storage::execute(storage),
         Command::Nkey(nkey) => nkey::execute(nkey),
@@ -147,9 +185,10 @@ fn main() -> ExitCode {
                 ExitCode::from(2)
             }
         },
-        Command::Stream(stream::StreamCommand::Verify(args)) => {
-            finish(runtime().block_on(export::verify(&cli.connection, args)))
-        }
+        Command::Stream(stream::StreamArgs {
+            command: stream::StreamCommand::Verify(args),
+            ..
+        }) => finish(runtime().block_on(export::verify(&cli.connection, args))),
         Command::Server(ServerCommand::Check(args)) => {
             runtime().block_on(check::execute(&cli.connection, args))
         }
@@ -171,6 +210,16 @@ fn main() -> ExitCode {
         Command::Server(command) => {
             finish(runtime().block_on(monitoring(&cli.connection, command)))
         }
+        Command::Consumer(consumer::ConsumerArgs {
+            command: consumer::ConsumerCommand::Add(args),
+            ..
+        }) if args.validate || args.output.is_some() => {
+            finish(consumer::offline(&args, std::time::SystemTime::now()).map(drop))
+        }
+        Command::Stream(stream::StreamArgs {
+            command: stream::StreamCommand::Add(args),
+            ..
+        }) if args.validate || args.output.is_some() => finish(stream::offline(&args)),
         networked => finish(runtime().block_on(execute(&cli.connection, networked))),
     }
 }
@@ -192,9 +241,7 @@ async fn monitoring(connection: &ConnectionArgs, command: ServerCommand) -> Resu
     match command {
         ServerCommand::Info(args) => server::info(args, timeout).await,
         ServerCommand::Ls(args) => server::ls(args, timeout).await,
-        ServerCommand::Report(server::ReportCommand::Jetstream(args)) => {
-            server::report_jetstream(args, timeout).await
-        }
+        ServerCommand::Report(args) => server::report_jetstream(args, timeout).await,
         ServerCommand::Check(_) => unreachable!("dispatched in main"),
     }
 }
@@ -235,14 +282,18 @@ fn runtime() -> tokio::runtime::Runtime {
 /// headers), so bad input is named before any connection is tried.
 fn validate(command: &Command) -> Result<(), CliError> {
     match command {
-        Command::Stream(stream::StreamCommand::Add(args)) => stream::add_config(args).map(drop),
-        Command::Stream(stream::StreamCommand::Edit(args)) => {
-            args.config.apply(&mut serde_json::Map::new())
-        }
-        Command::Consumer(consumer::ConsumerCommand::Add(args)) => {
-            consumer::create_request(args, std::time::SystemTime::now()).map(drop)
-        }
-        Command::Pub(args) => message::headers(&args.headers).map(drop),
+        Command::Stream(stream::StreamArgs { command, .. }) => match command {
+            stream::StreamCommand::Add(args) => stream::add_config(args).map(drop),
+            stream::StreamCommand::Edit(args) => args.config.apply(&mut serde_json::Map::new()),
+            stream::StreamCommand::Purge(args) => stream::purge_request(args).map(drop),
+            _ => Ok(()),
+        },
+        Command::Consumer(consumer::ConsumerArgs {
+            command: consumer::ConsumerCommand::Add(args),
+            ..
+        }) => consumer::create_request(args, std::time::SystemTime::now()).map(drop),
+        Command::Pub(args) => message::check_publish(args),
+        Command::Sub(args) => message::check_subscribe(args),
         Command::Req(args) => message::headers(&args.headers).map(drop),
         Command::Kv(kv::KvCommand::Add(args)) => kv::bucket_config(args).map(drop),
         Command::Object(object::ObjectCommand::Add(args)) => object::bucket_config(args).map(drop),
@@ -251,12 +302,12 @@ fn validate(command: &Command) -> Result<(), CliError> {
 }
 
 async fn execute(connection: &ConnectionArgs, command: Command) -> Result<(), CliError> {
-    let timeout = connection.timeout()?;
+    connection.timeout()?;
     validate(&command)?;
-    let api = Api::new(connection.connect().await?, timeout);
+    let api = connection.api().await?;
     match command {
         Command::Stream(command) => stream::execute(&api, command).await,
-        Command::Consumer(command) => consumer::execute(&api, command).await,
+        Command::Consumer(command) => consumer::execute(&api, command.command).await,
         Command::Pub(args) => message::publish(&api, args).await,
         Command::Sub(args) => message::subscribe(&api, args).await,
         Command::Req(args) => message::request(&api, args).await,

@@ -26,7 +26,7 @@ fn health_checks_and_their_exit_codes() {
                     "check",
                     "connection",
                     "--rtt-warn",
-                    "0s",
+                    "1ns",
                     "--rtt-crit",
                     "1h",
                 ],

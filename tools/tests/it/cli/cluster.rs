@@ -17,7 +17,7 @@ use serde_json::Value;
 use super::{on_both_flavors, Flavor, Run, Server};
 
 /// Bound on the cluster electing its leaders and its replicas catching up.
-const CONVERGE: Duration = Duration::from_secs(20);
+pub(super) const CONVERGE: Duration = Duration::from_secs(20);
 /// Poll interval of the bounded waits below.
 const POLL: Duration = Duration::from_millis(50);
 const NODES: usize = 3;
@@ -51,6 +51,12 @@ pub struct Cluster {
 
 impl Cluster {
     pub fn start(flavor: Flavor) -> Cluster {
+        Cluster::start_with(flavor, "")
+    }
+
+    /// [`Cluster::start`], with `extra` appended to every node's config
+    /// file (TLS, authorization, …).
+    pub fn start_with(flavor: Flavor, extra: &str) -> Cluster {
         // A cluster name no other cluster of this run uses.
         static CLUSTERS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
         let serial = CLUSTERS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
@@ -75,7 +81,7 @@ impl Cluster {
                     "--routes".to_string(),
                     routes.clone(),
                 ];
-                Server::start_node(flavor, "", &args)
+                Server::start_node(flavor, extra, &args)
             })
             .collect();
         Cluster { nodes }

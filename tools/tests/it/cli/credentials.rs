@@ -11,7 +11,7 @@ use std::process::Command;
 use super::{on_both, run_command, tern, tern_command, Flavor, Run, Server};
 
 /// An NKey user pair from `tern nkey gen user`: (public key, seed file).
-fn nkey_user(directory: &Path) -> (String, std::path::PathBuf) {
+pub(super) fn nkey_user(directory: &Path) -> (String, std::path::PathBuf) {
     let seed = directory.join("user.nk");
     let run = tern(&[
         "nkey",
@@ -138,7 +138,7 @@ fn openssl(directory: &Path, args: &[&str]) {
 
 /// A CA, a server certificate for 127.0.0.1 and a client certificate,
 /// both signed by it (PEM files in `directory`).
-fn certificates(directory: &Path) {
+pub(super) fn certificates(directory: &Path) {
     openssl(
         directory,
         &[

@@ -12,11 +12,13 @@
 #![allow(clippy::disallowed_types)]
 
 mod buckets;
+mod checklist;
 mod checks;
 mod cluster;
 mod consumers;
 mod credentials;
 mod exports;
+mod flags;
 mod flow;
 mod messages;
 mod monitoring;
@@ -279,6 +281,32 @@ pub fn run_command(mut command: Command, args: &[&str]) -> Run {
     }
 }
 
+/// Runs a `tern` command with `input` on its stdin, waited for at most
+/// [`TIMEOUT`].
+pub fn run_with_input(mut command: Command, args: &[&str], input: &[u8]) -> Run {
+    let mut child = command
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run tern");
+    let mut stdin = child.stdin.take().expect("piped stdin");
+    let input = input.to_vec();
+    let writer = std::thread::spawn(move || {
+        use std::io::Write;
+        let _ = stdin.write_all(&input);
+    });
+    let stdout = drain(child.stdout.take().expect("piped stdout"));
+    let stderr = drain(child.stderr.take().expect("piped stderr"));
+    let status = wait_bounded(&mut child, args);
+    let _ = writer.join();
+    Run {
+        code: status.code(),
+        stdout: stdout.join().expect("stdout reader"),
+        stderr: stderr.join().expect("stderr reader"),
+    }
+}
+
 pub fn tern_command(args: &[&str]) -> Command {
     let mut command = Command::new(tern_program());
     for variable in [
@@ -291,9 +319,17 @@ pub fn tern_command(args: &[&str]) -> Command {
         "NATS_KEY",
         "NATS_CA",
         "NATS_TIMEOUT",
+        "NATS_CREDS",
+        "NATS_JWT",
+        "NATS_SEED",
+        "NATS_SOCKS_PROXY",
+        "NATS_COLOR",
+        "NATS_CONTEXT",
     ] {
         command.env_remove(variable);
     }
+    // No nats CLI context of the host's (~/.config/nats) reaches a test.
+    command.env("XDG_CONFIG_HOME", "/nonexistent/tern-test-config");
     command.args(args);
     command
 }

@@ -45,13 +45,13 @@ fn bad_input_is_one_line_and_a_non_zero_exit() {
         "object",
         "add",
         "B",
-        "--max-bytes",
+        "--max-bucket-size",
         "1QB",
     ]);
     assert!(
         object_size
             .one_line_error(1)
-            .starts_with("tern: --max-bytes: invalid size \"1QB\""),
+            .starts_with("tern: --max-bucket-size: invalid size \"1QB\""),
         "{object_size:?}"
     );
     let object_ttl = tern(&[
