@@ -161,9 +161,16 @@ fn open_node_identity(
     use crate::jetstream::identity::{self, Origin, Store};
     let root = store_dir.join("jetstream");
     let holds_data = root.join("layout").exists()
-        || crate::jetstream::layout::data_evidence(&root, &jetstream.journal_dir, jetstream.journal_segments)
-            .is_some()
-        || root.join("meta").join(crate::jetstream::persist::META_STATE_FILE).exists();
+        || crate::jetstream::layout::data_evidence(
+            &root,
+            &jetstream.journal_dir,
+            jetstream.journal_segments,
+        )
+        .is_some()
+        || root
+            .join("meta")
+            .join(crate::jetstream::persist::META_STATE_FILE)
+            .exists();
     let checkpoint_node = crate::jetstream::cluster::checkpoint_node(&root);
     let store = Store {
         root: &root,
@@ -174,9 +181,15 @@ fn open_node_identity(
         .map_err(|error| ServerError::JetStream(error.to_string()))?;
     match origin {
         Origin::Read => {}
-        Origin::Created => log::info!(target: "tern::jetstream", "new store: this node's Raft identity is {:016x} ({})", identity.id, root.join(identity::FILE).display()),
-        Origin::Restored => log::warn!(target: "tern::jetstream", "{} was missing: this node's Raft identity {:016x} restored from its meta checkpoint", root.join(identity::FILE).display(), identity.id),
-        Origin::Legacy => log::info!(target: "tern::jetstream", "store of an earlier version: this node's Raft identity is its name's hash, {:016x}, now kept in {}", identity.id, root.join(identity::FILE).display()),
+        Origin::Created => {
+            log::info!(target: "tern::jetstream", "new store: this node's Raft identity is {:016x} ({})", identity.id, root.join(identity::FILE).display())
+        }
+        Origin::Restored => {
+            log::warn!(target: "tern::jetstream", "{} was missing: this node's Raft identity {:016x} restored from its meta checkpoint", root.join(identity::FILE).display(), identity.id)
+        }
+        Origin::Legacy => {
+            log::info!(target: "tern::jetstream", "store of an earlier version: this node's Raft identity is its name's hash, {:016x}, now kept in {}", identity.id, root.join(identity::FILE).display())
+        }
     }
     Ok(identity)
 }
@@ -205,10 +218,9 @@ pub fn run(mut config: Config) -> Result<(), ServerError> {
     let mut node_identity = None;
     if let Some(jetstream) = config.jetstream.as_mut() {
         if clustered {
-            let name = config
-                .server_name
-                .as_deref()
-                .ok_or_else(|| ServerError::JetStream("jetstream cluster requires `server_name` to be set".into()))?;
+            let name = config.server_name.as_deref().ok_or_else(|| {
+                ServerError::JetStream("jetstream cluster requires `server_name` to be set".into())
+            })?;
             node_identity = Some(open_node_identity(&config.store_dir, jetstream, name)?);
         }
         let open = || {
@@ -356,7 +368,10 @@ pub fn run(mut config: Config) -> Result<(), ServerError> {
         spin_before_park: Some(config.spin_before_park),
     };
     let storage_usage = crate::jetstream::usage::StorageUsage::new(config.cores.len());
-    let node_id = node_identity.map_or_else(|| crate::cluster::node_id(&server_name), |identity| identity.id);
+    let node_id = node_identity.map_or_else(
+        || crate::cluster::node_id(&server_name),
+        |identity| identity.id,
+    );
     let shared = Arc::new(Shared {
         config,
         server_id,

@@ -531,20 +531,9 @@ impl JetStream {
                         .into(),
                 );
             }
-            {
-                let mut state = meta.state.borrow_mut();
-                state.voters = voters.clone();
-                // Named, so a voter that is down is still known by name.
-                for &voter in &voters {
-                    let name = match voter == meta.node_id {
-                        true => Some(self.server_name()),
-                        false => routes.known_node_name(voter),
-                    };
-                    if let Some(name) = name {
-                        state.names.insert(voter, name);
-                    }
-                }
-            }
+            // Their names go into the log once a leader is elected
+            // (`meta_membership`), so every member, a later one too, has them.
+            meta.state.borrow_mut().voters = voters.clone();
             meta.write_checkpoint().await?;
             *meta.snapshot.borrow_mut() = (0, 0, Bytes::from(meta.state.borrow().encode()));
             log::info!(target: "tern::jetstream", "meta group formed with {} voters: {:x?}", voters.len(), voters);

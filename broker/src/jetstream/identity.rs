@@ -98,7 +98,10 @@ impl NodeIdentity {
             !self.name.is_empty() && !self.name.contains(['\n', '\r']),
             "a server name on one line"
         );
-        let mut text = format!("tern-node {VERSION}\nname {}\nid {:016x}\n", self.name, self.id);
+        let mut text = format!(
+            "tern-node {VERSION}\nname {}\nid {:016x}\n",
+            self.name, self.id
+        );
         let sum = checksum(text.as_bytes());
         text.push_str(&format!("checksum {sum:08x}\n"));
         text
@@ -261,7 +264,11 @@ mod tests {
         let mut draws = [0, 0x42].into_iter();
         let (identity, origin) =
             open(&store(&root, false, None), "n1", || draws.next().unwrap()).unwrap();
-        assert_eq!((identity.id, origin), (0x42, Origin::Created), "0 is never drawn");
+        assert_eq!(
+            (identity.id, origin),
+            (0x42, Origin::Created),
+            "0 is never drawn"
+        );
         // Read back, whatever the store holds now and the generator says.
         let (again, origin) = open(&store(&root, true, Some(7)), "n1", || 9).unwrap();
         assert_eq!((again, origin), (identity, Origin::Read));
@@ -304,8 +311,15 @@ mod tests {
         ] {
             std::fs::write(&path, &damaged).unwrap();
             let error = open(&store(&root, true, Some(5)), "n1", || 5).unwrap_err();
-            assert!(matches!(error, IdentityError::Damaged { .. }), "{damaged:?}: {error}");
-            assert_eq!(std::fs::read_to_string(&path).unwrap(), damaged, "unchanged");
+            assert!(
+                matches!(error, IdentityError::Damaged { .. }),
+                "{damaged:?}: {error}"
+            );
+            assert_eq!(
+                std::fs::read_to_string(&path).unwrap(),
+                damaged,
+                "unchanged"
+            );
         }
     }
 

@@ -200,7 +200,12 @@ impl JetStream {
         match change {
             Err(JoinRefusal::Member) => {}
             Err(JoinRefusal::Removed) => {
-                if meta.membership().refusals_logged.borrow_mut().insert(join.node) {
+                if meta
+                    .membership()
+                    .refusals_logged
+                    .borrow_mut()
+                    .insert(join.node)
+                {
                     log::warn!(target: "tern::jetstream", "meta group: node {} ({:016x}) asks to join, but it was removed from the cluster for good; remove its JetStream data to join again as a new node", join.name, join.node);
                 }
             }
@@ -294,7 +299,13 @@ impl JetStream {
                 .and_then(|routes| routes.known_node_name(node)),
         };
         if let Some(name) = name {
-            self.propose_membership_change(MembershipChange::Name { node, name: name.clone() }, &name);
+            self.propose_membership_change(
+                MembershipChange::Name {
+                    node,
+                    name: name.clone(),
+                },
+                &name,
+            );
         }
     }
 
@@ -321,7 +332,11 @@ impl JetStream {
             .borrow_mut()
             .retain(|_, at| now < *at + REMAP_RETRY);
         for stream in stranded {
-            if membership.remaps_proposed.borrow().contains_key(&stream.name) {
+            if membership
+                .remaps_proposed
+                .borrow()
+                .contains_key(&stream.name)
+            {
                 continue;
             }
             let free: Vec<(NodeId, usize)> = candidates
@@ -339,7 +354,13 @@ impl JetStream {
                 .placement
                 .peers
                 .iter()
-                .map(|&peer| if peer == stream.stranded { chosen[0] } else { peer })
+                .map(|&peer| {
+                    if peer == stream.stranded {
+                        chosen[0]
+                    } else {
+                        peer
+                    }
+                })
                 .collect();
             let entry = MetaEntry::Remap {
                 name: stream.name.clone(),
@@ -353,7 +374,10 @@ impl JetStream {
                 .with_node(META_GROUP, |raft| raft.propose(Bytes::from(entry.encode())));
             if proposed.is_ok() {
                 log::info!(target: "tern::jetstream", "meta group: stream {}'s replica on {:016x}, no longer a voter, moves to {:016x}", stream.name, stream.stranded, chosen[0]);
-                membership.remaps_proposed.borrow_mut().insert(stream.name, now);
+                membership
+                    .remaps_proposed
+                    .borrow_mut()
+                    .insert(stream.name, now);
             }
         }
     }
@@ -410,16 +434,18 @@ impl JetStream {
         }
         let parsed: ServerRemoveRequest = json::decode_strict_with(payload, &SERVER_REMOVE_SCHEMA)?;
         let state = meta.state.borrow();
-        let found = state.voters.iter().copied().find(|&voter| {
-            match parsed.peer_id.is_empty() {
+        let found = state
+            .voters
+            .iter()
+            .copied()
+            .find(|&voter| match parsed.peer_id.is_empty() {
                 false => format!("{voter:x}") == parsed.peer_id,
                 true => {
                     !parsed.peer.is_empty()
                         && (state.names.get(&voter) == Some(&parsed.peer)
                             || (voter == meta.node_id && self.server_name() == parsed.peer))
                 }
-            }
-        });
+            });
         let found = found.ok_or_else(ApiError::server_not_member)?;
         if state.voters.len() <= 1 {
             return Err(ApiError::raft_general("raft: cannot remove the last peer"));

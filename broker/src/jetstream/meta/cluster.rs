@@ -74,7 +74,10 @@ pub enum MetaEntry {
         reply: Option<String>,
     },
     /// A node's server name, recorded before it joins the group.
-    Name { node: NodeId, name: String },
+    Name {
+        node: NodeId,
+        name: String,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -421,7 +424,10 @@ impl MetaCheckpoint {
     pub fn apply_membership(&mut self, node: NodeId, added: bool) {
         assert!(node != 0, "a node id is never 0");
         if added {
-            assert!(!self.removed.contains(&node), "a removed id never comes back");
+            assert!(
+                !self.removed.contains(&node),
+                "a removed id never comes back"
+            );
             if !self.voters.contains(&node) {
                 self.voters.push(node);
                 self.voters.sort_unstable();

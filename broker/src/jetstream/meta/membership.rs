@@ -45,7 +45,10 @@ pub struct MembershipView<'a> {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum MembershipChange {
     /// Record the node's server name (a `name` entry).
-    Name { node: NodeId, name: String },
+    Name {
+        node: NodeId,
+        name: String,
+    },
     Add(NodeId),
     Remove(NodeId),
 }
