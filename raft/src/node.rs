@@ -1050,6 +1050,12 @@ impl Node {
         self.propose_entry(EntryKind::Normal(data))
     }
 
+    /// Whether a membership change this leader proposed has not committed
+    /// yet (another one would be refused).
+    pub fn membership_change_pending(&self) -> bool {
+        self.role == Role::Leader && self.pending_membership_index > self.log.committed
+    }
+
     /// Adds or removes one voter; one change at a time.
     pub fn propose_membership(&mut self, change: EntryKind) -> Result<Index, ProposeError> {
         assert!(matches!(

@@ -1290,8 +1290,12 @@ impl JetStream {
                 &ApiError::stream_not_found(),
             );
         };
-        let removed = crate::cluster::node_id(&peer);
-        let Some(position) = placement.peers.iter().position(|node| *node == removed) else {
+        let removed = self.node_named(&meta, &peer);
+        let Some(position) = placement
+            .peers
+            .iter()
+            .position(|node| Some(*node) == removed)
+        else {
             return self.answer_error(
                 request.origin,
                 request.reply,
@@ -1344,11 +1348,39 @@ impl JetStream {
     /// there would never be answered).
     pub(super) fn placement_candidates(&self, meta: &Meta) -> Vec<(NodeId, usize)> {
         let reachable = self.voters_heard_recently(meta);
+        // A voter being removed takes nothing new.
+        let departing = self.departing_voter(meta);
         let state = meta.state.borrow();
         reachable
             .into_iter()
+            .filter(|node| Some(*node) != departing)
             .map(|node| (node, state.load(node)))
             .collect()
+    }
+
+    /// The node known by server name `name`: this one, a node the meta
+    /// group recorded (a voter's, or a former voter's), or one linked to.
+    pub(super) fn node_named(&self, meta: &Meta, name: &str) -> Option<NodeId> {
+        if self.server_name() == name {
+            return Some(meta.node_id);
+        }
+        let state = meta.state.borrow();
+        let recorded = |node: &NodeId| state.names.get(node).is_some_and(|known| known == name);
+        state
+            .voters
+            .iter()
+            .copied()
+            .find(recorded)
+            .or_else(|| state.names.keys().copied().find(recorded))
+            .or_else(|| {
+                let shard = self.shard();
+                let routes = shard.routes.as_ref()?;
+                routes
+                    .known_nodes()
+                    .into_iter()
+                    .find(|(_, known, _)| known == name)
+                    .map(|(node, _, _)| node)
+            })
     }
 
     /// This node and the voters it reaches: a route is open to each and,

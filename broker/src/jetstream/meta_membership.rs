@@ -11,8 +11,14 @@
 //!   applies the committed change to its checkpoint's voters.
 //! - `$JS.API.SERVER.REMOVE` (`{"peer":"<server name>"}` or
 //!   `{"peer_id":"<hex Raft id>"}`, nats-server's request) removes a voter
-//!   for good, answered once the removal applied; its streams' replicas
-//!   then move ([`JetStream::move_stranded_replicas`]).
+//!   for good, answered once the removal applied. The node is drained
+//!   first: it takes no new placements, and its replicated streams'
+//!   replicas move to other voters while it still applies the meta log
+//!   (a replica it leads hands leadership over, then leaves), so none
+//!   keeps a leader that no longer hears of placements; then it leaves the
+//!   group (after at most [`DRAIN_MAX`], or at once when nothing can move).
+//!   Replicas on a voter removed without draining (a replaced, dead
+//!   identity) move afterwards ([`JetStream::move_stranded_replicas`]).
 //!
 //! nats-server takes `SERVER.REMOVE` from its system account only; tern
 //! has no accounts yet and takes it from any client (as
@@ -24,7 +30,7 @@ use std::rc::Rc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use tern_raft::{EntryKind, Node, NodeId, ProposeError};
+use tern_raft::{EntryKind, Node, NodeId};
 
 use super::api::error::ApiError;
 use super::api::json::{self, GoSchema};
@@ -43,6 +49,9 @@ const JOIN_INTERVAL: Duration = Duration::from_secs(1);
 /// How long the leader waits for a stranded replica's move to apply
 /// before it proposes it again.
 const REMAP_RETRY: Duration = Duration::from_secs(5);
+/// How long a removal waits for the node's replicas to move before the
+/// node leaves the meta group anyway (those left keep it in their groups).
+const DRAIN_MAX: Duration = Duration::from_secs(30);
 /// How long a `SERVER.REMOVE` of the meta leader itself waits for the
 /// leadership it hands over to land before it goes to the new leader.
 const HANDOVER_WAIT: Duration = Duration::from_secs(3);
@@ -96,11 +105,15 @@ const SERVER_REMOVE_SCHEMA: GoSchema = GoSchema {
     field_types: &[("peer", "string"), ("peer_id", "string")],
 };
 
-/// A removal the leader proposed, answered once it applies.
+/// A removal the leader is carrying out, answered once it applies.
 struct PendingRemoval {
     node: NodeId,
     origin: usize,
     reply: Option<Bytes>,
+    /// When the node's replicas started to move off it.
+    draining_since: Instant,
+    /// The `RemoveVoter` is proposed (the replicas that could move did).
+    proposed: bool,
 }
 
 /// What a node keeps for the meta group's membership (shard 0).
@@ -126,6 +139,7 @@ impl JetStream {
             Some(leader) if leader == meta.node_id && meta.leader_caught_up(self) => {
                 self.name_unnamed_voters(meta);
                 self.move_stranded_replicas(meta);
+                self.finish_removal(meta);
             }
             Some(_) => {}
         }
@@ -313,14 +327,7 @@ impl JetStream {
     /// voter: each gets, in its place, the least loaded reachable voter it
     /// is not on (none: it waits for one, e.g. the replacement to join).
     fn move_stranded_replicas(self: &Rc<Self>, meta: &Meta) {
-        let stranded = {
-            let state = meta.state.borrow();
-            let placements = state
-                .streams
-                .iter()
-                .map(|(name, (_, placement))| (name, placement));
-            stranded_replicas(placements, &state.voters)
-        };
+        let stranded = self.stranded(meta);
         if stranded.is_empty() {
             return;
         }
@@ -382,6 +389,58 @@ impl JetStream {
         }
     }
 
+    /// Replicated streams with a replica on a node that is not a voter, or
+    /// on the voter being removed.
+    fn stranded(&self, meta: &Meta) -> Vec<super::meta::membership::Stranded> {
+        let departing = meta
+            .membership()
+            .removal
+            .borrow()
+            .as_ref()
+            .map(|removal| removal.node);
+        let state = meta.state.borrow();
+        let members: Vec<NodeId> = state
+            .voters
+            .iter()
+            .copied()
+            .filter(|voter| Some(*voter) != departing)
+            .collect();
+        let placements = state
+            .streams
+            .iter()
+            .map(|(name, (_, placement))| (name, placement));
+        stranded_replicas(placements, &members)
+    }
+
+    /// A removal under way: once no replica on the node can move (all
+    /// that could have: their moves applied), or after [`DRAIN_MAX`], the
+    /// node leaves the meta group.
+    fn finish_removal(&self, meta: &Meta) {
+        let (node, since) = match meta.membership().removal.borrow().as_ref() {
+            Some(removal) if !removal.proposed => (removal.node, removal.draining_since),
+            _ => return,
+        };
+        let candidates = self.placement_candidates(meta);
+        let movable = self.stranded(meta).into_iter().any(|stream| {
+            stream.stranded == node
+                && candidates
+                    .iter()
+                    .any(|(candidate, _)| !stream.placement.peers.contains(candidate))
+        });
+        if movable && Instant::now() < since + DRAIN_MAX {
+            return;
+        }
+        let proposed = self.groups().with_node(META_GROUP, |raft| {
+            raft.propose_membership(EntryKind::RemoveVoter(node))
+        });
+        if let Ok(index) = proposed {
+            log::info!(target: "tern::jetstream", "meta group: removing {node:016x} for good (index {index}){}", if movable { ", some of its replicas still on it" } else { "" });
+            if let Some(removal) = meta.membership().removal.borrow_mut().as_mut() {
+                removal.proposed = true;
+            }
+        }
+    }
+
     /// `$JS.API.SERVER.REMOVE` on shard 0 (handed to the meta leader).
     pub(super) fn server_remove(self: &Rc<Self>, request: ApiRequest) {
         assert_eq!(self.index, META_SHARD);
@@ -402,29 +461,22 @@ impl JetStream {
         if target == meta.node_id {
             return self.remove_leader_itself(&meta, request);
         }
-        let proposed = self.groups().with_node(META_GROUP, |raft| {
-            raft.propose_membership(EntryKind::RemoveVoter(target))
-        });
-        match proposed {
-            Ok(index) => {
-                log::info!(target: "tern::jetstream", "meta group: removing {target:016x} for good (index {index})");
-                *meta.membership().removal.borrow_mut() = Some(PendingRemoval {
-                    node: target,
-                    origin: request.origin,
-                    reply: request.reply,
-                });
-            }
-            Err(ProposeError::MembershipChangePending | ProposeError::Transferring) => {
-                let error = ApiError::member_change_in_flight();
-                self.answer_error(request.origin, request.reply, SERVER_REMOVE_KIND, &error)
-            }
-            Err(_) => self.answer_error(
-                request.origin,
-                request.reply,
-                SERVER_REMOVE_KIND,
-                &ApiError::cluster_unavailable(),
-            ),
+        let in_flight = self
+            .groups()
+            .node(META_GROUP, Node::membership_change_pending);
+        if in_flight {
+            let error = ApiError::member_change_in_flight();
+            return self.answer_error(request.origin, request.reply, SERVER_REMOVE_KIND, &error);
         }
+        log::info!(target: "tern::jetstream", "meta group: draining {target:016x} before it leaves for good");
+        *meta.membership().removal.borrow_mut() = Some(PendingRemoval {
+            node: target,
+            origin: request.origin,
+            reply: request.reply,
+            draining_since: Instant::now(),
+            proposed: false,
+        });
+        self.finish_removal(&meta);
     }
 
     /// The voter a removal names, with nats-server's errors.
@@ -433,6 +485,9 @@ impl JetStream {
             return Err(ApiError::bad_request());
         }
         let parsed: ServerRemoveRequest = json::decode_strict_with(payload, &SERVER_REMOVE_SCHEMA)?;
+        let by_name = (!parsed.peer.is_empty())
+            .then(|| self.node_named(meta, &parsed.peer))
+            .flatten();
         let state = meta.state.borrow();
         let found = state
             .voters
@@ -440,11 +495,7 @@ impl JetStream {
             .copied()
             .find(|&voter| match parsed.peer_id.is_empty() {
                 false => format!("{voter:x}") == parsed.peer_id,
-                true => {
-                    !parsed.peer.is_empty()
-                        && (state.names.get(&voter) == Some(&parsed.peer)
-                            || (voter == meta.node_id && self.server_name() == parsed.peer))
-                }
+                true => Some(voter) == by_name,
             });
         let found = found.ok_or_else(ApiError::server_not_member)?;
         if state.voters.len() <= 1 {
@@ -499,6 +550,17 @@ impl JetStream {
 impl Meta {
     fn membership(&self) -> &MetaMembership {
         &self.membership
+    }
+}
+
+impl JetStream {
+    /// The voter a removal is draining, if any (the leader's).
+    pub(super) fn departing_voter(&self, meta: &Meta) -> Option<NodeId> {
+        meta.membership()
+            .removal
+            .borrow()
+            .as_ref()
+            .map(|removal| removal.node)
     }
 }
 

@@ -1881,7 +1881,7 @@ async fn wait_copies_complete<S: AsRef<str>>(
 }
 
 /// The API's `data` (standard base64), decoded.
-fn base64_decode(text: &str) -> Vec<u8> {
+pub(crate) fn base64_decode(text: &str) -> Vec<u8> {
     use base64::Engine;
     base64::engine::general_purpose::STANDARD
         .decode(text)

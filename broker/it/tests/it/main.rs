@@ -13,6 +13,7 @@ mod cluster_failover;
 mod cluster_faults;
 mod cluster_jetstream;
 mod cluster_lists;
+mod cluster_membership;
 mod cluster_monitor;
 mod cluster_push;
 mod cluster_tls;
