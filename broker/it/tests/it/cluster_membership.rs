@@ -43,16 +43,21 @@ async fn system_client(server: &Server) -> async_nats::Client {
         .await
 }
 
-/// A JSON answer of a request through `client` (bounded).
+/// A JSON answer of a request through `client`, bounded by
+/// [`CONVERGE_TIMEOUT`]: a removal is answered once the node's replicas
+/// moved and the meta group applied it.
 async fn request(client: &async_nats::Client, subject: &str, body: Value) -> Value {
     let payload = match body {
         Value::Null => bytes::Bytes::new(),
         Value::String(text) => bytes::Bytes::from(text),
         body => bytes::Bytes::from(body.to_string()),
     };
+    let request = async_nats::Request::new()
+        .payload(payload)
+        .timeout(Some(CONVERGE_TIMEOUT));
     let reply = tokio::time::timeout(
-        common::TIMEOUT,
-        client.request(subject.to_string(), payload),
+        CONVERGE_TIMEOUT,
+        client.send_request(subject.to_string(), request),
     )
     .await
     .unwrap_or_else(|_| panic!("{subject}: no answer"))
@@ -224,6 +229,19 @@ async fn a_node_joins_and_is_removed(flavor: Flavor) {
         let nodes = [cluster.node(1), cluster.node(2), cluster.node(3), &fourth];
         wait_meta_members(&nodes, &["n1", "n2", "n3", "n4"]).await;
     }
+    // A stepdown to a node of the cluster that holds no replica: refused,
+    // leadership stays.
+    let answer = api_when_ready(
+        &client,
+        "$JS.API.STREAM.LEADER.STEPDOWN.GROW",
+        json!({"placement": {"preferred": "n3"}}),
+    )
+    .await;
+    assert_eq!(
+        answer,
+        json!({"type": "io.nats.jetstream.api.v1.stream_leader_stepdown_response",
+               "error": {"code": 400, "err_code": 10005, "description": "preferred server \"n3\" not known"}})
+    );
 
     let stop = Arc::new(AtomicBool::new(false));
     let publisher = spawn_publisher(cluster.connect(2).await, "grow.a".into(), "g", stop.clone());
