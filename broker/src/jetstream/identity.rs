@@ -199,6 +199,19 @@ pub fn open(
     Ok((identity, origin))
 }
 
+/// The identity file of the store under `root` as it is, read only:
+/// `Ok(None)` when there is none (a single server's store, or one a
+/// cluster node will write at its next start); `Err` with the reason when
+/// it is damaged (what refuses the server's start).
+pub fn examine(root: &Path) -> Result<Option<NodeIdentity>, String> {
+    let path = root.join(FILE);
+    match read(&path) {
+        Ok(None) => Ok(None),
+        Ok(Some(text)) => NodeIdentity::decode(&text).map(Some),
+        Err(error) => Err(error.to_string()),
+    }
+}
+
 /// A random id, never 0.
 fn new_id(mut random: impl FnMut() -> u64) -> u64 {
     loop {
@@ -321,6 +334,18 @@ mod tests {
                 "unchanged"
             );
         }
+    }
+
+    #[test]
+    fn examining_reads_without_creating() {
+        let directory = tempfile::tempdir().unwrap();
+        let root = directory.path().join("jetstream");
+        assert_eq!(examine(&root), Ok(None));
+        assert!(!root.join(FILE).exists(), "nothing created");
+        let (identity, _) = open(&store(&root, false, None), "n1", || 3).unwrap();
+        assert_eq!(examine(&root), Ok(Some(identity)));
+        std::fs::write(root.join(FILE), "tern-node 1\n").unwrap();
+        assert!(examine(&root).is_err());
     }
 
     #[test]

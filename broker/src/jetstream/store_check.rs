@@ -271,6 +271,22 @@ async fn check_store(options: &CheckOptions) -> Result<StoreReport, CheckError> 
         findings.extend(stream_findings);
     }
     findings.extend(directory_findings);
+    let root = options.jetstream_root();
+    match super::identity::examine(&root) {
+        Ok(None) => {}
+        Ok(Some(identity)) => findings.push(report::Finding::new(
+            Severity::Ok,
+            options.relative(&root.join(super::identity::FILE)),
+            format!("this cluster node's Raft identity: {} is {:016x}", identity.name, identity.id),
+        )),
+        Err(reason) => findings.push(report::Finding::new(
+            Severity::Damage,
+            options.relative(&root.join(super::identity::FILE)),
+            format!(
+                "{reason}: the node's Raft identity; the server refuses to start. Restore the file, or remove the store's JetStream data so the node joins its cluster as a new one"
+            ),
+        )),
+    }
     let mut journal_summaries = Vec::new();
     for journal in &journals {
         journal_summaries.push(JournalSummary {

@@ -242,6 +242,48 @@ fn an_intact_store_checks_as_intact() {
     );
 }
 
+/// A cluster node's identity file: intact, it is named (a note); damaged,
+/// it is damage the server would refuse to start on, and the check
+/// changes nothing.
+#[test]
+fn a_damaged_node_identity_is_damage() {
+    let directory = tempfile::tempdir().unwrap();
+    build_store(directory.path());
+    let root = directory.path().join("jetstream");
+    let store = crate::jetstream::identity::Store {
+        root: &root,
+        holds_data: false,
+        checkpoint_node: None,
+    };
+    crate::jetstream::identity::open(&store, "n1", || 0xabc).unwrap();
+    let report = check(&options(directory.path())).unwrap();
+    assert!(!report.damaged(), "{:#?}", report.findings);
+    assert!(report
+        .findings
+        .iter()
+        .any(|finding| finding.file == "jetstream/node"
+            && finding.reason.contains("0000000000000abc")));
+    let path = root.join(crate::jetstream::identity::FILE);
+    let damaged = std::fs::read_to_string(&path)
+        .unwrap()
+        .replace("abc", "abd");
+    std::fs::write(&path, &damaged).unwrap();
+    let report = check(&options(directory.path())).unwrap();
+    let found = damage_findings(&report);
+    assert_eq!(found.len(), 1, "{found:#?}");
+    assert_eq!(found[0].file, "jetstream/node");
+    assert!(
+        found[0].reason.contains("checksum mismatch"),
+        "{}",
+        found[0].reason
+    );
+    assert_eq!(
+        std::fs::read_to_string(&path).unwrap(),
+        damaged,
+        "unchanged"
+    );
+}
+
 #[test]
 fn check_changes_nothing_intact_or_damaged() {
     let directory = tempfile::tempdir().unwrap();
