@@ -11,7 +11,10 @@
 # publishes through another and is read through the third; a second
 # site.yml changes nothing; a rolling restart (playbooks/rolling.yml) keeps
 # every acknowledged message and the stream writable throughout; the
-# bench playbook fetches a report. Ends with "N passed, M failed".
+# bench playbook fetches a report; h3's store wiped, playbooks/replace.yml
+# brings it back under its own name with every acknowledged message
+# (TERN_E2E_SKIP_REPLACE=1 skips that; TERN_E2E_REPLACE_NEW_NAME=1 also
+# replaces h3 by a new host h4). Ends with "N passed, M failed".
 #
 # Needs root. Installs ansible, ansible-lint, debootstrap and
 # systemd-container when missing; the Debian base is cached in
@@ -36,6 +39,9 @@ finish() {
 }
 
 hosts=(h1 h2 h3)
+# TERN_E2E_REPLACE_NEW_NAME=1: a fourth host, h4, replaces h3 under its
+# own name at the end (about a minute more).
+[ -n "${TERN_E2E_REPLACE_NEW_NAME:-}" ] && hosts+=(h4)
 cleanup() {
   for host in "${hosts[@]}"; do
     if [ -f "$work/$host.pid" ]; then
@@ -131,8 +137,8 @@ ssh-keygen -q -t ed25519 -N '' -f "$work/ssh/id_ed25519"
     -keyout ca-key.pem -out ca.pem 2>/dev/null
   openssl req -newkey rsa:2048 -nodes -subj /CN=tern-e2e-node \
     -keyout server-key.pem -out server.csr 2>/dev/null
-  printf 'subjectAltName=IP:%s.11,IP:%s.12,IP:%s.13,IP:127.0.0.1,DNS:h1,DNS:h2,DNS:h3,DNS:localhost\nextendedKeyUsage=serverAuth,clientAuth\n' \
-    "$subnet" "$subnet" "$subnet" > ext.cnf
+  printf 'subjectAltName=IP:%s.11,IP:%s.12,IP:%s.13,IP:%s.14,IP:127.0.0.1,DNS:h1,DNS:h2,DNS:h3,DNS:h4,DNS:localhost\nextendedKeyUsage=serverAuth,clientAuth\n' \
+    "$subnet" "$subnet" "$subnet" "$subnet" > ext.cnf
   openssl x509 -req -in server.csr -CA ca.pem -CAkey ca-key.pem -CAcreateserial -days 2 \
     -extfile ext.cnf -out server-cert.pem 2>/dev/null
 )
@@ -161,13 +167,13 @@ ssh_options=(-o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -o LogL
 booted=0
 for attempt in $(seq 1 120); do
   booted=0
-  for number in 11 12 13; do
+  for number in $(seq 11 $((10 + ${#hosts[@]}))); do
     ip netns exec "$prefix-ctl" ssh "${ssh_options[@]}" "root@$subnet.$number" true 2>/dev/null && booted=$((booted + 1))
   done
-  [ "$booted" = 3 ] && break
+  [ "$booted" = ${#hosts[@]} ] && break
   sleep 0.5
 done
-if [ "$booted" = 3 ]; then pass "three hosts booted (systemd, sshd), attempt $attempt"; else fail "hosts boot"; finish; exit 1; fi
+if [ "$booted" = ${#hosts[@]} ]; then pass "${#hosts[@]} hosts booted (systemd, sshd), attempt $attempt"; else fail "hosts boot"; finish; exit 1; fi
 
 # --- inventory
 cat > "$work/inventory.yml" <<EOF
@@ -281,17 +287,32 @@ async def main(urls, ca, seed, stop_file, out):
     js = client.jetstream(timeout=2)
     acked, index, last_ack, longest = [], 0, time.monotonic(), 0.0
     import os
-    while not os.path.exists(stop_file):
-        index += 1
+    # A publish that failed is sent again (the same Nats-Msg-Id, so a copy
+    # stored before its ack was lost is deduplicated) until acknowledged,
+    # also after the stop (for at most 30 s), so every message stored is
+    # acknowledged.
+    retrying, stop_deadline = False, None
+    while True:
+        if os.path.exists(stop_file):
+            if not retrying:
+                break
+            stop_deadline = stop_deadline or time.monotonic() + 30
+            if time.monotonic() > stop_deadline:
+                break
+        if not retrying:
+            index += 1
         try:
             ack = await js.publish(f"e2e.rolling.{index}", f"rolling {index}".encode(),
                                    headers={"Nats-Msg-Id": f"rolling-{index}"})
             acked.append(ack.seq)
+            retrying = False
             now = time.monotonic()
             longest = max(longest, now - last_ack)
             last_ack = now
-        except Exception:
-            index -= 1  # the same message again (deduplicated by its id)
+        except Exception as error:
+            print(f"{time.strftime('%H:%M:%S')} e2e.rolling.{index}: {type(error).__name__}: {error}",
+                  file=sys.stderr, flush=True)
+            retrying = True
             await asyncio.sleep(0.05)
     await client.close()
     json.dump({"acked": acked, "longest_gap_s": longest}, open(out, "w"))
@@ -320,6 +341,30 @@ if [ -n "$acked" ] && [ "$acked" -gt 0 ] && [ "$stored" = "$expected" ]; then
   pass "every acknowledged publish kept through the rolling restart ($acked acked, stream $stored)"
 else
   cat "$work/publisher.log"; echo "$info"
+  # Which sequences differ: a subject stored twice (a retry not
+  # deduplicated) or stored and never acknowledged.
+  cat > "$work/stored.py" <<'PYEOF'
+import asyncio, json, ssl, sys
+import nats
+
+async def main(url, ca, seed, acked_file):
+    client = await nats.connect(servers=[url], tls=ssl.create_default_context(cafile=ca), nkeys_seed=seed)
+    js = client.jetstream(timeout=5)
+    acked = set(json.load(open(acked_file))["acked"])
+    info = await js.stream_info("E2E")
+    seqs = {}
+    for seq in range(1, info.state.last_seq + 1):
+        message = await js.get_msg("E2E", seq)
+        seqs.setdefault(message.subject, []).append(seq)
+    twice = {subject: found for subject, found in seqs.items() if len(found) > 1}
+    unacked = [(seq, subject) for subject, found in seqs.items() for seq in found
+               if seq not in acked and subject.startswith("e2e.rolling.")]
+    print("stored twice:", twice, "stored, not acked:", unacked)
+    await client.close()
+
+asyncio.run(main(*sys.argv[1:]))
+PYEOF
+  ip netns exec "$prefix-ctl" "$python" "$work/stored.py" "$(url 11)" "$work/pki/ca.pem" "$work/user.nk" "$work/rolling.json" 2>&1 | tail -3
   fail "rolling restart kept the acked publishes (acked $acked, stream $stored, expected $expected)"
 fi
 if [ -n "$gap" ] && "$python" -c "import sys; sys.exit(0 if $gap < 10 else 1)"; then
@@ -349,6 +394,91 @@ if playbook "$collection/playbooks/bench.yml" -e "tern_bench_workload=$work/benc
   pass "bench playbook fetched report.md and results.json"
 else
   tail -30 "$work/bench.log"; fail "bench playbook"
+fi
+
+# --- replace h3 under its own name: its store wiped (a new disk), the
+# playbook deploys it again; the new store joins under a new identity,
+# which replaces the old one, and the R3 stream's replica is rebuilt on it.
+# TERN_E2E_SKIP_REPLACE=1 skips it.
+if [ -z "${TERN_E2E_SKIP_REPLACE:-}" ]; then
+  on_h3() { ip netns exec "$prefix-ctl" ssh "${ssh_options[@]}" "root@$subnet.13" "$@"; }
+  state() { tern -s "$(url "$1")" stream info E2E --json 2>&1 |
+    "$python" -c 'import json,sys; s=json.load(sys.stdin)["state"]; print(s["messages"], s["first_seq"], s["last_seq"])' 2>/dev/null; }
+  before=$(state 11)
+  old_id=$(on_h3 'sed -n "s/^id //p" /var/lib/tern/jetstream/node')
+  started=$SECONDS
+  on_h3 'systemctl stop tern && find /var/lib/tern -mindepth 1 -delete'
+  if playbook "$collection/playbooks/replace.yml" -e tern_replace_host=h3 >"$work/replace.log" 2>&1; then
+    pass "replace.yml rebuilt h3 on an empty store under its own name; every node and replica current ($((SECONDS - started)) s)"
+  else
+    tail -40 "$work/replace.log"; fail "replace.yml (h3, empty store)"
+  fi
+  new_id=$(on_h3 'sed -n "s/^id //p" /var/lib/tern/jetstream/node')
+  if [ -n "$old_id" ] && [ -n "$new_id" ] && [ "$old_id" != "$new_id" ]; then
+    pass "h3 joined under a new Raft identity ($old_id, now $new_id)"
+  else
+    fail "h3's identity (before $old_id, after $new_id)"
+  fi
+  if grep -E '^h[12] +:' "$work/replace.log" | grep -q 'changed=0' &&
+     [ "$(grep -cE '^h[12] +:.*changed=0' "$work/replace.log")" = 2 ]; then
+    pass "h1 and h2 unchanged by the replacement (same inventory, no restart)"
+  else
+    grep -E '^h[123] +:' "$work/replace.log"; fail "h1 and h2 changed"
+  fi
+  after=$(state 13)
+  replicas=$(tern -s "$(url 13)" stream info E2E --json 2>/dev/null | "$python" -c '
+import json,sys
+c=json.load(sys.stdin)["cluster"]
+print(" ".join(sorted([c["leader"]] + [r["name"] for r in c.get("replicas", []) if r.get("current")])))' 2>/dev/null)
+  if [ -n "$before" ] && [ "$after" = "$before" ] && [ "$replicas" = "h1 h2 h3" ]; then
+    pass "every acknowledged message kept ($after), read through h3; replicas h1 h2 h3 current"
+  else
+    fail "the stream after the replacement (before $before, after $after, current $replicas)"
+  fi
+fi
+
+# --- replace h3 by a new host, h4 (TERN_E2E_REPLACE_NEW_NAME=1): h3's
+# machine dies, the inventory trades it for h4, the playbook deploys h4,
+# removes h3 for good (`tern server raft peer-remove h3 -f`, as the NKey
+# user) and rewrites h1's and h2's routes without restarting them.
+if [ -n "${TERN_E2E_REPLACE_NEW_NAME:-}" ]; then
+  on() { ip netns exec "$prefix-ctl" ssh "${ssh_options[@]}" "root@$subnet.$1" "${@:2}"; }
+  state() { tern -s "$(url "$1")" stream info E2E --json 2>&1 |
+    "$python" -c 'import json,sys; s=json.load(sys.stdin)["state"]; print(s["messages"], s["first_seq"], s["last_seq"])' 2>/dev/null; }
+  before=$(state 11)
+  pids_before="$(on 11 systemctl show -p MainPID --value tern) $(on 12 systemctl show -p MainPID --value tern)"
+  kill -TERM "$(cat "$work/h3.pid")"
+  for _ in $(seq 1 100); do kill -0 "$(cat "$work/h3.pid")" 2>/dev/null || break; sleep 0.1; done
+  ip netns exec "$prefix-ctl" scp -q "${ssh_options[@]}" "$work/user.nk" "root@$subnet.14:/root/admin.nk"
+  sed -e "s/^    h3: { ansible_host: $subnet.13 }/    h4: { ansible_host: $subnet.14 }/" "$work/inventory.yml" >"$work/inventory-h4.yml"
+  started=$SECONDS
+  if ip netns exec "$prefix-ctl" ansible-playbook -i "$work/inventory-h4.yml" "$collection/playbooks/replace.yml" \
+       -e tern_replace_host=h4 -e tern_replace_dead_host=h3 \
+       -e '{"tern_replace_cli_args": ["--nkey", "/root/admin.nk"]}' >"$work/replace-h4.log" 2>&1; then
+    pass "replace.yml: h4 joined, h3 removed for good, every node and replica current ($((SECONDS - started)) s)"
+  else
+    tail -40 "$work/replace-h4.log"; fail "replace.yml (h4 for h3)"
+  fi
+  size=$(ip netns exec "$prefix-ctl" curl -s "http://$subnet.11:8222/jsz" 2>/dev/null |
+    "$python" -c 'import json,sys; print(json.load(sys.stdin)["meta_cluster"]["cluster_size"])' 2>/dev/null)
+  [ "$size" = 3 ] && pass "the meta group has 3 voters" || fail "meta group size $size"
+  pids_after="$(on 11 systemctl show -p MainPID --value tern) $(on 12 systemctl show -p MainPID --value tern)"
+  if on 11 grep -q "$subnet.14:6222" /etc/tern/tern.toml && on 12 grep -q "$subnet.14:6222" /etc/tern/tern.toml &&
+     ! on 11 grep -q "$subnet.13:6222" /etc/tern/tern.toml && [ "$pids_before" = "$pids_after" ]; then
+    pass "h1's and h2's routes list h4, not h3, without a restart"
+  else
+    fail "h1's and h2's routes (PIDs before $pids_before, after $pids_after)"
+  fi
+  after=$(state 14)
+  replicas=$(tern -s "$(url 14)" stream info E2E --json 2>/dev/null | "$python" -c '
+import json,sys
+c=json.load(sys.stdin)["cluster"]
+print(" ".join(sorted([c["leader"]] + [r["name"] for r in c.get("replicas", []) if r.get("current")])))' 2>/dev/null)
+  if [ -n "$before" ] && [ "$after" = "$before" ] && [ "$replicas" = "h1 h2 h4" ]; then
+    pass "every acknowledged message kept ($after), read through h4; replicas h1 h2 h4 current"
+  else
+    fail "the stream after h4 replaced h3 (before $before, after $after, current $replicas)"
+  fi
 fi
 
 finish

@@ -5,9 +5,9 @@
 //! `host_check.rs`) work on files and processes; the rest talk to any NATS
 //! server (tern or nats-server) through the client protocol, with the
 //! `nats` CLI's command names and flags: `stream`, `consumer`, `pub`,
-//! `sub`, `req`, `kv`, `object` and `server check`; `server
-//! info|ls|report` and `top` read the monitoring endpoints instead
-//! (`server.rs`, `top.rs`); `completions` prints a shell's completion
+//! `sub`, `req`, `kv`, `object`, `server check` and `server cluster`
+//! (the meta group: `meta.rs`); `server info|ls|report` and `top` read
+//! the monitoring endpoints instead (`server.rs`, `top.rs`); `completions` prints a shell's completion
 //! script. docs/cli.md lists them and what differs from the `nats` CLI.
 //!
 //! Every networked command prints a failure as one line on stderr
@@ -24,6 +24,7 @@ mod host_check;
 mod iotune;
 mod kv;
 mod message;
+mod meta;
 mod monitor;
 #[cfg(test)]
 mod natscli;
@@ -82,7 +83,7 @@ enum Command {
     /// Object store buckets: add, put, get, ls, rm
     #[command(subcommand, visible_alias = "obj")]
     Object(object::ObjectCommand),
-    /// Server health checks (Nagios exit codes), info, ls, report
+    /// Server health checks (Nagios exit codes), info, ls, report, cluster
     #[command(subcommand)]
     Server(ServerCommand),
     /// A live view of a server: totals, rates, connections by message rate
@@ -114,7 +115,7 @@ impl Command {
     /// (and so read a nats CLI context).
     fn uses_connection(&self) -> bool {
         match self {
-            Command::Server(ServerCommand::Check(_)) => true,
+            Command::Server(ServerCommand::Check(_) | ServerCommand::Cluster(_)) => true,
             Command::Server(_)
             | Command::Top(_)
             | Command::Completions(_)
@@ -156,6 +157,9 @@ enum ServerCommand {
     /// Reports from the monitoring endpoints: `jetstream`
     #[command(alias = "rep")]
     Report(server::ReportArgs),
+    /// The JetStream meta group: peer-remove, step-down
+    #[command(subcommand, visible_alias = "raft", alias = "r")]
+    Cluster(meta::ClusterCommand),
 }
 
 fn main() -> ExitCode {
@@ -191,6 +195,9 @@ fn main() -> ExitCode {
         }) => finish(runtime().block_on(export::verify(&cli.connection, args))),
         Command::Server(ServerCommand::Check(args)) => {
             runtime().block_on(check::execute(&cli.connection, args))
+        }
+        Command::Server(ServerCommand::Cluster(command)) => {
+            finish(runtime().block_on(meta::execute(&cli.connection, command)))
         }
         Command::Top(args) => finish(
             cli.connection
@@ -242,7 +249,9 @@ async fn monitoring(connection: &ConnectionArgs, command: ServerCommand) -> Resu
         ServerCommand::Info(args) => server::info(args, timeout).await,
         ServerCommand::Ls(args) => server::ls(args, timeout).await,
         ServerCommand::Report(args) => server::report_jetstream(args, timeout).await,
-        ServerCommand::Check(_) => unreachable!("dispatched in main"),
+        ServerCommand::Check(_) | ServerCommand::Cluster(_) => {
+            unreachable!("dispatched in main")
+        }
     }
 }
 

@@ -622,6 +622,36 @@ pub const COMMANDS: &[NatsCommand] = &[
             "-j",
         ],
     },
+    NatsCommand {
+        path: "server cluster peer-remove",
+        positionals: "n3",
+        flags: &["--force", "-f", "--json", "-j"],
+    },
+    NatsCommand {
+        path: "server raft rm",
+        positionals: "n3",
+        flags: &["-f"],
+    },
+    NatsCommand {
+        path: "server cluster step-down",
+        positionals: "",
+        flags: &[
+            "--cluster east",
+            "--tags ssd",
+            "--host n2",
+            "--json",
+            "-j",
+            "--force",
+            "-f",
+            // tern's: where to read the leader before and after.
+            "--monitor http://127.0.0.1:8222",
+        ],
+    },
+    NatsCommand {
+        path: "server r sd",
+        positionals: "",
+        flags: &[],
+    },
 ];
 
 #[cfg(test)]

@@ -39,7 +39,7 @@ fn refuse_archive(archive: &Option<PathBuf>) -> Result<(), CliError> {
     }
 }
 
-fn monitors(text: &str) -> Vec<String> {
+pub fn monitors(text: &str) -> Vec<String> {
     text.split(',')
         .map(str::trim)
         .filter(|url| !url.is_empty())

@@ -78,31 +78,11 @@ impl Session {
         run_command(command, &args)
     }
 
-    /// A line that must succeed: its stdout.
-    ///
-    /// tern-only: tern-server answers a create of a replicated stream
-    /// (`kv add --replicas 3`, `object add --replicas 3`, a consumer of an
-    /// R3 stream) before the new group has a leader, so a line right after
-    /// it may get `503 JetStream system temporarily unavailable` (10008)
-    /// for a moment; nats-server answers the create once the group can
-    /// serve. On tern such a line is retried (bounded) and the 503 noted
-    /// on stderr; on nats-server it must succeed at once.
+    /// A line that must succeed (at once, on both servers): its stdout.
     fn ok(&self, line: &str) -> String {
-        let deadline = Instant::now() + CONVERGE;
-        loop {
-            let run = self.tern(line);
-            if run.code == Some(0) {
-                return run.stdout;
-            }
-            let unavailable = self.flavor == Flavor::Tern && run.stderr.contains("code 503");
-            assert!(
-                unavailable && Instant::now() < deadline,
-                "{:?}: {line}: {run:?}",
-                self.flavor
-            );
-            eprintln!("tern-only: {line}: {}; retried", run.stderr.trim());
-            std::thread::sleep(POLL);
-        }
+        let run = self.tern(line);
+        assert_eq!(run.code, Some(0), "{:?}: {line}: {run:?}", self.flavor);
+        run.stdout
     }
 
     /// `line` until its output satisfies `done` (a cluster's views
@@ -364,26 +344,11 @@ fn checklist(flavor: Flavor, directory: &Path, public_key: &str, seed: &Path) {
         "{flavor:?}: {all}"
     );
     let gone = user.tern("stream info ORDERS");
-    match flavor {
-        Flavor::Nats => assert!(
-            gone.one_line_error(1).starts_with(
-                "tern: stream info ORDERS: stream not found (code 404, err_code 10059)"
-            ),
-            "{flavor:?}: {gone:?}"
-        ),
-        // tern-only-skipped: right after `stream rm` answers, tern-server
-        // may still answer STREAM.INFO with the stream (the stream's
-        // leader applies the meta group's removal after the meta leader
-        // has answered the delete); nats-server answers 404 at once. A
-        // server gap, reported; the expectation stays nats-server's.
-        Flavor::Tern => {
-            if gone.code == Some(0) {
-                eprintln!(
-                    "tern-only-skipped: stream info ORDERS right after stream rm still answered"
-                );
-            }
-        }
-    }
+    assert_eq!(
+        gone.one_line_error(1),
+        "tern: stream info ORDERS: stream not found (code 404, err_code 10059)",
+        "{flavor:?}"
+    );
     eprintln!("{flavor:?}: the checklist in {:?}", started.elapsed());
 }
 
