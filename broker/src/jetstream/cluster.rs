@@ -1894,3 +1894,72 @@ fn leave_command(name: &str, origin: usize, before: &[NodeId], after: &[NodeId])
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_delete_is_answered_once_every_reachable_voter_carried_it_out() {
+        let voters = [1, 2, 3];
+        let reachable = |voter: NodeId| voter != 3;
+        let carried = |reported: [u64; 3]| move |voter: NodeId| reported[(voter - 1) as usize];
+        // This node (1) has not carried out entry 7 itself yet.
+        assert!(!carried_out_everywhere(
+            7,
+            1,
+            6,
+            &voters,
+            reachable,
+            carried([0, 9, 0])
+        ));
+        // Node 2 reached and behind: held.
+        assert!(!carried_out_everywhere(
+            7,
+            1,
+            7,
+            &voters,
+            reachable,
+            carried([0, 6, 0])
+        ));
+        // Node 2 through it; node 3 unreachable, not waited for.
+        assert!(carried_out_everywhere(
+            7,
+            1,
+            7,
+            &voters,
+            reachable,
+            carried([0, 7, 0])
+        ));
+        // Node 3 reachable again and behind: held.
+        assert!(!carried_out_everywhere(
+            7,
+            1,
+            7,
+            &voters,
+            |_| true,
+            carried([0, 7, 2])
+        ));
+        // A single voter answers on its own count.
+        assert!(carried_out_everywhere(7, 1, 7, &[1], |_| true, |_| 0));
+    }
+
+    #[test]
+    fn carried_out_reports_round_trip_and_refuse_garbage() {
+        let report = CarriedOut {
+            node: 0x0102_0304_0506_0708,
+            index: 42,
+        };
+        let bytes = report.encode();
+        assert_eq!(&bytes[..8], &[1, 2, 3, 4, 5, 6, 7, 8]);
+        assert_eq!(&bytes[8..], &42u64.to_be_bytes());
+        assert_eq!(CarriedOut::decode(&bytes), Some(report));
+        assert_eq!(CarriedOut::decode(&bytes[..15]), None, "short");
+        assert_eq!(
+            CarriedOut::decode(&[bytes.as_slice(), &[0]].concat()),
+            None,
+            "long"
+        );
+        assert_eq!(CarriedOut::decode(&[0; 16]), None, "node 0");
+    }
+}
