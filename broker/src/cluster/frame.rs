@@ -46,7 +46,9 @@ use bytes::Bytes;
 pub const FRAME_HEADER_BYTES: usize = 8;
 /// First bytes of every Hello: garbage on the cluster port fails here.
 pub const HELLO_MAGIC: &[u8; 4] = b"TERN";
-pub const PROTOCOL_VERSION: u16 = 2;
+pub const PROTOCOL_VERSION: u16 = 3;
+/// Hello flag: the sender's meta group exists.
+const HELLO_META_FORMED: u8 = 1;
 /// Longest name or URL in a Hello or Routes frame.
 pub const NAME_BYTES_MAX: usize = 256;
 /// Longest reason a Refuse carries.
@@ -90,6 +92,10 @@ pub struct Hello {
     /// `host:port` other nodes reach this node's cluster port on; a host of
     /// `0.0.0.0` or `::` means "the address you see me from".
     pub route_url: String,
+    /// The sender's JetStream meta group exists (its voters are fixed): a
+    /// node with a new store that sees one joins that group instead of
+    /// forming one of its own (`jetstream::cluster`).
+    pub meta_formed: bool,
     /// Route URLs of the other nodes the sender knows (gossip).
     pub known_routes: Vec<String>,
 }
@@ -289,6 +295,15 @@ fn decode_body(body: &[u8]) -> Result<Frame<'_>, FrameError> {
                 client_url: reader.name()?,
                 route_url: reader.name()?,
                 known_routes: reader.names()?,
+                meta_formed: false,
+            };
+            let flags = reader.u8()?;
+            if flags & !HELLO_META_FORMED != 0 {
+                return Err(FrameError::Malformed("hello"));
+            }
+            let hello = Hello {
+                meta_formed: flags & HELLO_META_FORMED != 0,
+                ..hello
             };
             reader.end()?;
             if hello.shard_count == 0 || hello.shard_index >= hello.shard_count {
@@ -475,6 +490,7 @@ pub fn push_hello(buffer: &mut Vec<u8>, hello: &Hello) {
         push_bytes(buffer, hello.client_url.as_bytes());
         push_bytes(buffer, hello.route_url.as_bytes());
         push_names(buffer, &hello.known_routes);
+        buffer.push(u8::from(hello.meta_formed) * HELLO_META_FORMED);
     });
 }
 
@@ -622,6 +638,7 @@ mod tests {
             client_url: "127.0.0.1:4222".into(),
             route_url: "0.0.0.0:6222".into(),
             known_routes: vec!["10.0.0.2:6222".into(), "10.0.0.3:6222".into()],
+            meta_formed: true,
         }
     }
 

@@ -152,6 +152,18 @@ impl Routes {
     /// one of them is connected (or found to be this node); `None` before.
     /// The meta group's first voters: every node lists every node.
     pub fn configured_peers(&self) -> Option<Vec<u64>> {
+        self.configured_peers_formed().map(|(peers, _)| peers)
+    }
+
+    /// [`Routes::configured_peers`], and whether any node this shard links
+    /// to said its meta group exists (then a node with a new store joins
+    /// it instead of forming one).
+    pub fn configured_peers_formed(&self) -> Option<(Vec<u64>, bool)> {
+        let formed = self
+            .links
+            .borrow()
+            .values()
+            .any(|link| link.is_open() && link.peer.meta_formed);
         let targets = self.targets.borrow();
         let links = self.links.borrow();
         let mut peers = Vec::new();
@@ -168,7 +180,7 @@ impl Routes {
         }
         peers.sort_unstable();
         peers.dedup();
-        Some(peers)
+        Some((peers, formed))
     }
 
     /// This node's Raft id.
@@ -254,6 +266,12 @@ impl Routes {
         let mut hello = self.hello.borrow().clone();
         hello.known_routes = self.known_routes();
         hello
+    }
+
+    /// Whether this node's JetStream meta group exists, as the Hellos it
+    /// sends from now on say (shard 0's JetStream keeps it current).
+    pub fn set_meta_formed(&self, formed: bool) {
+        self.hello.borrow_mut().meta_formed = formed;
     }
 
     /// Why a peer's Hello is refused, if it is.
@@ -537,6 +555,7 @@ async fn accept_one(shard: Rc<Shard>, stream: TcpStream) {
         server_id: hello.server_id,
         server_name: hello.server_name,
         node_id: hello.node_id,
+        meta_formed: hello.meta_formed,
         address,
         did_solicit: false,
     };
@@ -696,6 +715,7 @@ async fn dial(
         server_id: peer_hello.server_id,
         server_name: peer_hello.server_name,
         node_id: peer_hello.node_id,
+        meta_formed: peer_hello.meta_formed,
         address,
         did_solicit: true,
     };

@@ -468,6 +468,9 @@ impl JetStream {
         let mut announced = None;
         while !self.stopping() {
             self.announce_meta(&meta, &mut announced);
+            if let Some(routes) = self.shard().routes.as_ref() {
+                routes.set_meta_formed(!meta.voters().is_empty());
+            }
             // A new leader is told again; a leader's held answers go once
             // carried out everywhere, or at their deadline.
             self.report_carried_out(&meta);
@@ -503,17 +506,38 @@ impl JetStream {
     async fn start_meta(self: &Rc<Self>, meta: &Rc<Meta>) -> Result<(), String> {
         let shard = self.shard();
         let routes = shard.routes.as_ref().expect("clustered");
+        // The configured peers, when this store joins a meta group that
+        // exists instead of forming one.
+        let mut joining: Option<Vec<NodeId>> = None;
+        // The configured peers, when this node forms the group with them.
+        let mut founding: Option<Vec<NodeId>> = None;
         if meta.state.borrow().voters.is_empty() {
             log::info!(target: "tern::jetstream", "waiting for every configured route to connect, to form the meta group");
-            let peers = loop {
-                if let Some(peers) = routes.configured_peers() {
-                    break peers;
+            let (peers, formed) = loop {
+                if let Some(found) = routes.configured_peers_formed() {
+                    break found;
                 }
                 if self.stopping() {
                     return Ok(());
                 }
                 glommio::timer::sleep(FORMING_POLL).await;
             };
+            if formed {
+                // Another node's meta group exists: this store is new to
+                // it (a node added, or a wiped one back under a new
+                // identity). It joins that group through its leader and
+                // never forms one of its own: a configuration it made up
+                // could elect it without entries the group committed. Its
+                // Raft node starts outside any configuration it could
+                // campaign in and takes the leader's snapshot (every
+                // member's log starts after one) once the leader adds it.
+                log::info!(target: "tern::jetstream", "the cluster's meta group exists: this node asks its leader to join it");
+                joining = Some(peers);
+            } else {
+                founding = Some(peers);
+            }
+        }
+        if let Some(peers) = founding {
             let mut voters = peers;
             voters.push(meta.node_id);
             voters.sort_unstable();
@@ -547,7 +571,14 @@ impl JetStream {
                 hard_state = journaled;
             }
         }
-        let membership = Membership::new(state.voters.clone());
+        let membership = match &joining {
+            Some(peers) => Membership::new(peers.clone()),
+            None => Membership::new(state.voters.clone()),
+        };
+        assert!(
+            joining.is_none() || !membership.contains(meta.node_id),
+            "a joining node is outside its first configuration"
+        );
         // Entries must follow the checkpoint without a gap; a gap (the
         // checkpoint of an installed snapshot lost, or damage) drops them:
         // the node then waits to have them again before it votes.
@@ -661,6 +692,13 @@ impl JetStream {
             if entry.index <= meta.state.borrow().applied_index {
                 continue;
             }
+            if meta.state.borrow().voters.is_empty() {
+                // A joining node is sent the leader's snapshot first.
+                return Err(format!(
+                    "meta entry {} arrived before the leader's snapshot on a joining node",
+                    entry.index
+                ));
+            }
             match &entry.kind {
                 EntryKind::Normal(data) => match MetaEntry::decode(data) {
                     Ok(decoded) => {
@@ -691,7 +729,12 @@ impl JetStream {
         if let Some(journal) = self.journal_if_open() {
             journal.checkpoint(META_GROUP, applied_index);
         }
-        if applied_index >= meta.snapshot.borrow().0 + COMPACT_AFTER_ENTRIES {
+        // Every member's log starts after a snapshot from its first apply
+        // on: a node joining later is sent the snapshot (which names the
+        // voters), never the log from index 1 (whose first voters no entry
+        // names).
+        let snapshot_index = meta.snapshot.borrow().0;
+        if snapshot_index == 0 || applied_index >= snapshot_index + COMPACT_AFTER_ENTRIES {
             let voters = meta.state.borrow().voters.clone();
             *meta.snapshot.borrow_mut() = (
                 applied_index,
