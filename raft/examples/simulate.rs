@@ -1,7 +1,7 @@
 //! Runs the deterministic Raft simulator over a range of seeds.
 //!
 //! ```text
-//! cargo run --release -p tern-raft --example simulate -- --seeds N [--seed-start S] [--canary [vote|commit|chunk|lost|wipe-keeps-identity]]
+//! cargo run --release -p tern-raft --example simulate -- --seeds N [--seed-start S] [--canary [vote|commit|chunk|lost|wipe-keeps-identity|wipe-forms-configuration]]
 //! ```
 //!
 //! Prints each violation (seed, invariant and a readable trace; the full
@@ -67,6 +67,10 @@ fn parse(arguments: &[String]) -> Result<Options, String> {
                     options.host_canary = Some(HostCanary::WipeKeepsIdentity);
                     position += 2;
                 }
+                Some("wipe-forms-configuration") => {
+                    options.host_canary = Some(HostCanary::WipeFormsConfiguration);
+                    position += 2;
+                }
                 Some("vote") => {
                     options.canary = Some(Canary::VoteWithoutLogCheck);
                     position += 2;
@@ -89,7 +93,7 @@ fn main() -> ExitCode {
         Err(message) => {
             eprintln!("{message}");
             eprintln!(
-                "usage: simulate --seeds N [--seed-start S] [--canary [vote|commit|chunk|lost|wipe-keeps-identity]]"
+                "usage: simulate --seeds N [--seed-start S] [--canary [vote|commit|chunk|lost|wipe-keeps-identity|wipe-forms-configuration]]"
             );
             return ExitCode::from(2);
         }

@@ -136,6 +136,13 @@ pub enum HostCanary {
     /// state, as tern did before node identities: it may vote a second
     /// time in a term it voted in before the wipe.
     WipeKeepsIdentity,
+    /// A wiped store comes back under a new id, but starts with a
+    /// configuration it forms itself (the ids every host runs under now,
+    /// its own among them) instead of waiting for the leader to add it: it
+    /// campaigns, and with one other member whose log is empty too it is
+    /// elected without the entries committed with its old copy. (What
+    /// tern's `start_meta` does for a store without meta state.)
+    WipeFormsConfiguration,
 }
 
 /// What one run did.
@@ -920,7 +927,13 @@ impl Simulation {
             false => (None, None),
         };
         let seed = self.random.next_u64();
-        let restore = disk.restore(&self.initial_membership, seed);
+        let formed = self.config.host_canary == Some(HostCanary::WipeFormsConfiguration)
+            && slot(id) >= self.scenario.nodes as usize;
+        let restore = if formed {
+            disk.restore(&Membership::new(self.members.clone()), seed)
+        } else {
+            disk.restore(&self.initial_membership, seed)
+        };
         let acknowledged = restore.acknowledged_index;
         let durable_last = disk.durable_last();
         let machine = match disk.snapshot() {
@@ -967,7 +980,7 @@ impl Simulation {
         self.staging[slot(id)] = None;
         let comes_back_as = match self.config.host_canary {
             Some(HostCanary::WipeKeepsIdentity) => id,
-            None => {
+            None | Some(HostCanary::WipeFormsConfiguration) => {
                 let new = self.nodes.len() as NodeId + 1;
                 self.retired.insert(id);
                 self.names.insert(new, host_name(host));
@@ -1504,6 +1517,12 @@ mod tests {
     fn the_checkers_catch_a_wipe_that_keeps_its_identity() {
         let (found, _) = invariants(0..12, Some(HostCanary::WipeKeepsIdentity));
         assert!(found.contains(&SINGLE_VOTE), "{found:?}");
+    }
+
+    #[test]
+    fn the_checkers_catch_a_wiped_store_that_forms_its_own_configuration() {
+        let (found, _) = invariants(0..12, Some(HostCanary::WipeFormsConfiguration));
+        assert!(found.contains(&LEADER_COMPLETENESS), "{found:?}");
     }
 
     #[test]

@@ -102,6 +102,20 @@ fn canary_wipe_keeps_identity_is_caught() {
 }
 
 #[test]
+fn canary_wipe_forms_configuration_is_caught() {
+    let config = SimConfig {
+        host_canary: Some(HostCanary::WipeFormsConfiguration),
+        ..test_config()
+    };
+    let violation = first_violation(&config, CANARY_SEED_BOUND)
+        .expect("a wiped store campaigning in a configuration of its own went unnoticed");
+    println!(
+        "caught at seed {}: {}: {}",
+        violation.seed, violation.invariant, violation.detail
+    );
+}
+
+#[test]
 fn a_seed_reproduces_its_run() {
     let config = test_config();
     for seed in [3, 17] {
