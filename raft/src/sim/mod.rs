@@ -664,7 +664,9 @@ impl Simulation {
         }
         let node = self.nodes[slot(id)].as_ref().expect("node is live");
         let commit = node.commit_index();
-        let moved = self.leader_completeness.on_commit(id, node.log(), commit);
+        let moved = self
+            .leader_completeness
+            .on_commit(id, node.term(), node.log(), commit);
         if check(moved, LEADER_COMPLETENESS)? {
             self.record(TraceEvent::Commit {
                 node: id,
