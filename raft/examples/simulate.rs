@@ -1,7 +1,7 @@
 //! Runs the deterministic Raft simulator over a range of seeds.
 //!
 //! ```text
-//! cargo run --release -p tern-raft --example simulate -- --seeds N [--seed-start S] [--canary [vote|commit|chunk|lost]]
+//! cargo run --release -p tern-raft --example simulate -- --seeds N [--seed-start S] [--canary [vote|commit|chunk|lost|wipe-keeps-identity|wipe-forms-configuration]]
 //! ```
 //!
 //! Prints each violation (seed, invariant and a readable trace; the full
@@ -13,7 +13,7 @@
 use std::process::ExitCode;
 use std::time::Instant;
 
-use tern_raft::sim::{self, SimConfig};
+use tern_raft::sim::{self, HostCanary, SimConfig};
 use tern_raft::Canary;
 
 /// Violations printed with their whole trace; later ones get one line.
@@ -23,6 +23,7 @@ struct Options {
     seeds: u64,
     seed_start: u64,
     canary: Option<Canary>,
+    host_canary: Option<HostCanary>,
 }
 
 fn parse(arguments: &[String]) -> Result<Options, String> {
@@ -30,6 +31,7 @@ fn parse(arguments: &[String]) -> Result<Options, String> {
         seeds: 100,
         seed_start: 0,
         canary: None,
+        host_canary: None,
     };
     let mut position = 0;
     while position < arguments.len() {
@@ -61,6 +63,14 @@ fn parse(arguments: &[String]) -> Result<Options, String> {
                     options.canary = Some(Canary::ForgetLostEntries);
                     position += 2;
                 }
+                Some("wipe-keeps-identity" | "wipe") => {
+                    options.host_canary = Some(HostCanary::WipeKeepsIdentity);
+                    position += 2;
+                }
+                Some("wipe-forms-configuration") => {
+                    options.host_canary = Some(HostCanary::WipeFormsConfiguration);
+                    position += 2;
+                }
                 Some("vote") => {
                     options.canary = Some(Canary::VoteWithoutLogCheck);
                     position += 2;
@@ -83,7 +93,7 @@ fn main() -> ExitCode {
         Err(message) => {
             eprintln!("{message}");
             eprintln!(
-                "usage: simulate --seeds N [--seed-start S] [--canary [vote|commit|chunk|lost]]"
+                "usage: simulate --seeds N [--seed-start S] [--canary [vote|commit|chunk|lost|wipe-keeps-identity|wipe-forms-configuration]]"
             );
             return ExitCode::from(2);
         }
@@ -93,11 +103,16 @@ fn main() -> ExitCode {
     std::panic::set_hook(Box::new(|_| {}));
     let config = SimConfig {
         canary: options.canary,
+        host_canary: options.host_canary,
         ..SimConfig::default()
     };
     if let Some(canary) = options.canary {
         println!("canary={canary:?} (a known bug is on: violations are expected)");
     }
+    if let Some(canary) = options.host_canary {
+        println!("canary={canary:?} (a known bug of the host is on: violations are expected)");
+    }
+    let canary_on = options.canary.is_some() || options.host_canary.is_some();
     let started = Instant::now();
     let mut violations = 0u64;
     let mut first_violation: Option<u64> = None;
@@ -130,7 +145,7 @@ fn main() -> ExitCode {
         options.seeds,
         started.elapsed().as_secs_f64()
     );
-    if violations > 0 && options.canary.is_none() {
+    if violations > 0 && !canary_on {
         return ExitCode::FAILURE;
     }
     ExitCode::SUCCESS

@@ -8,6 +8,8 @@
 //!
 //! The disk also checks the write contract: entries are contiguous, the
 //! durable term never goes back, a durable vote never changes within a term.
+//! It hands the votes it made durable to the one-vote-per-term checker,
+//! which also sees past a wipe (a store replaced by an empty one).
 
 use std::collections::VecDeque;
 
@@ -16,7 +18,7 @@ use bytes::Bytes;
 use crate::message::Envelope;
 use crate::node::Restore;
 use crate::sim::random::Random;
-use crate::types::{Entry, HardState, Index, Membership, Snapshot, Term};
+use crate::types::{Entry, HardState, Index, Membership, NodeId, Snapshot, Term};
 
 /// A snapshot as the host keeps it: Raft's identity and the state
 /// machine's bytes.
@@ -66,6 +68,9 @@ pub struct Disk {
     /// of a later term arrives.
     lost_through_term: Term,
     pending: VecDeque<Write>,
+    /// Votes made durable since the simulator last took them (term,
+    /// candidate), for the one-vote-per-term checker.
+    durable_votes: Vec<(Term, NodeId)>,
 }
 
 impl Disk {
@@ -191,8 +196,18 @@ impl Disk {
                 durable.term, durable.vote, hard_state.vote
             ));
         }
+        if let Some(candidate) = hard_state.vote {
+            if durable.vote != hard_state.vote || durable.term != hard_state.term {
+                self.durable_votes.push((hard_state.term, candidate));
+            }
+        }
         self.hard_state = hard_state;
         Ok(())
+    }
+
+    /// The votes made durable since the last call, oldest first.
+    pub fn take_durable_votes(&mut self) -> Vec<(Term, NodeId)> {
+        std::mem::take(&mut self.durable_votes)
     }
 
     /// Power loss: writes not yet complete are lost, except that a prefix of
@@ -330,6 +345,35 @@ mod tests {
         disk.submit(write(2, 0, (cut..=5).map(|i| entry(i, 1)).collect()));
         disk.complete_due(0).unwrap();
         assert!(!disk.is_damaged());
+    }
+
+    #[test]
+    fn durable_votes_are_reported_once_and_lost_ones_never() {
+        let mut disk = Disk::new();
+        let hard = |term, vote| Write {
+            hard_state: Some(HardState { term, vote }),
+            ..Write::default()
+        };
+        disk.submit(hard(2, Some(1)));
+        disk.submit(hard(2, Some(1)));
+        disk.submit(hard(3, None));
+        disk.complete_due(0).unwrap();
+        assert_eq!(disk.take_durable_votes(), vec![(2, 1)]);
+        assert_eq!(disk.take_durable_votes(), vec![]);
+        disk.submit(Write {
+            due: 10,
+            ..hard(3, Some(2))
+        });
+        let mut random = Random::new(0);
+        disk.crash(&mut random).unwrap();
+        // Reported exactly when the crash left it durable.
+        let durable = disk.restore(&Membership::default(), 0).hard_state;
+        let expected = if durable.vote == Some(2) {
+            vec![(3, 2)]
+        } else {
+            vec![]
+        };
+        assert_eq!(disk.take_durable_votes(), expected);
     }
 
     #[test]

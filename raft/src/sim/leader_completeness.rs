@@ -3,9 +3,18 @@
 //!
 //! Every commit index any node reports is taken at its word: the entries up
 //! to it (as that node's log holds them) are recorded as committed, and a
-//! different entry committed at the same index is reported too. When a node
-//! becomes leader, its log must hold every entry recorded so far (all were
-//! committed in earlier terms: a new leader has committed nothing yet).
+//! different entry committed at the same index is reported too. A node in
+//! term `t` knows of commits made in `t` or earlier (a follower learns its
+//! commit index from the leader of its own term), so each entry is also
+//! recorded with the lowest term a node reporting it committed was in: it
+//! was committed in that term at the latest. When a node becomes leader of
+//! term `t`, its log must hold every entry recorded as committed in a term
+//! before `t`. Not every entry recorded so far: a candidate whose election
+//! ends late (a vote granted in its term arrives after the voter moved on)
+//! legitimately leads a term older than one in which entries were
+//! committed already, without them (simulator seed 31983: node 10 leads
+//! term 28 after entry 476 of term 29 was committed; it cannot commit, as
+//! its voters have moved on).
 
 use std::collections::BTreeMap;
 
@@ -14,8 +23,9 @@ use crate::types::{Index, NodeId, Term};
 
 #[derive(Debug, Default)]
 pub struct LeaderCompleteness {
-    /// index -> term of the entry committed there.
-    committed: BTreeMap<Index, Term>,
+    /// index -> the term of the entry committed there, and the term it was
+    /// committed in at the latest.
+    committed: BTreeMap<Index, (Term, Term)>,
     /// Highest commit index seen per node (since its last restart).
     seen: BTreeMap<NodeId, Index>,
     highest: Index,
@@ -36,10 +46,12 @@ impl LeaderCompleteness {
         self.seen.insert(node, commit);
     }
 
-    /// Returns whether `node`'s commit index moved.
+    /// `node`, in `node_term`, reports `commit`. Returns whether its commit
+    /// index moved.
     pub fn on_commit(
         &mut self,
         node: NodeId,
+        node_term: Term,
         log: &RaftLog,
         commit: Index,
     ) -> Result<bool, String> {
@@ -58,21 +70,24 @@ impl LeaderCompleteness {
                     log.last_index()
                 ));
             };
-            match self.committed.insert(index, term) {
-                Some(earlier) if earlier != term => {
-                    return Err(format!(
-                        "node {node} committed entry {index} of term {term}, but an entry of term {earlier} was committed there before"
-                    ));
-                }
-                _ => {}
+            let (earlier, committed_in) = self.committed.entry(index).or_insert((term, node_term));
+            if *earlier != term {
+                return Err(format!(
+                    "node {node} committed entry {index} of term {term}, but an entry of term {earlier} was committed there before"
+                ));
             }
+            *committed_in = (*committed_in).min(node_term);
         }
         Ok(true)
     }
 
     /// `node` just became leader of `term`.
     pub fn on_leader(&self, node: NodeId, term: Term, log: &RaftLog) -> Result<(), String> {
-        for (&index, &committed_term) in self.committed.range(log.snapshot_index()..) {
+        let committed = self.committed.range(log.snapshot_index()..);
+        for (&index, &(committed_term, committed_in)) in committed {
+            if committed_in >= term {
+                continue;
+            }
             match log.term_at(index) {
                 Some(held) if held == committed_term => {}
                 held => {
@@ -108,9 +123,26 @@ mod tests {
     #[test]
     fn a_leader_missing_a_committed_entry_is_reported() {
         let mut checker = LeaderCompleteness::new();
-        assert!(checker.on_commit(1, &log(&[1, 1, 2]), 3).unwrap());
+        assert!(checker.on_commit(1, 2, &log(&[1, 1, 2]), 3).unwrap());
         assert!(checker.on_leader(2, 3, &log(&[1, 1, 2, 3])).is_ok());
         assert!(checker.on_leader(3, 3, &log(&[1, 1])).is_err());
-        assert!(checker.on_commit(3, &log(&[1, 1, 3]), 3).is_err());
+        assert!(checker.on_commit(3, 3, &log(&[1, 1, 3]), 3).is_err());
+    }
+
+    /// Seed 31983's pattern: term 29 commits entry 3 while a candidate of
+    /// term 28 still waits for a vote; it leads term 28 without it.
+    #[test]
+    fn a_late_leader_of_an_older_term_needs_only_what_was_committed_before_it() {
+        let mut checker = LeaderCompleteness::new();
+        assert!(checker.on_commit(1, 29, &log(&[27, 27, 29]), 3).unwrap());
+        assert!(checker.on_leader(2, 28, &log(&[27, 27, 28])).is_ok());
+        assert!(
+            checker.on_leader(2, 28, &log(&[27])).is_ok(),
+            "nothing is known committed before term 28 yet"
+        );
+        // A follower of term 27 learns entry 2 committed: committed in 27.
+        assert!(checker.on_commit(3, 27, &log(&[27, 27]), 2).unwrap());
+        assert!(checker.on_leader(2, 28, &log(&[27])).is_err());
+        assert!(checker.on_leader(2, 30, &log(&[27, 27, 28])).is_err());
     }
 }

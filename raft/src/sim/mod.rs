@@ -12,9 +12,15 @@
 //! (`SimConfig::liveness_ticks` with nothing new durable or applied) and
 //! within `SimConfig::liveness_cap_ticks`.
 //!
+//! A node's whole store may be wiped (log, hard state, snapshot): its host
+//! comes back empty under a new id, and the leader replaces the old id with
+//! the new one through membership changes (`join`), as tern's meta leader
+//! does; `HostCanary::WipeKeepsIdentity` brings it back under the old id.
+//!
 //! Invariants are checked as the run goes, one checker per file (election
-//! safety, log matching, leader completeness, state machine safety, the
-//! client oracle, read-index safety), plus the write contract at the disk.
+//! safety, one vote per term, log matching, leader completeness, state
+//! machine safety, the client oracle, read-index safety), plus the write
+//! contract at the disk.
 //! A panic inside a node is caught and reported as a violation; every
 //! violation carries the seed and the last events of the run.
 //!
@@ -25,17 +31,20 @@
 pub mod client_oracle;
 pub mod disk;
 pub mod election_safety;
+pub mod join;
 pub mod leader_completeness;
 pub mod log_matching;
 pub mod network;
 pub mod random;
 pub mod read_index;
+pub mod single_vote;
 pub mod state_machine;
 pub mod state_machine_safety;
 pub mod trace;
 
 mod scenario;
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::panic::{self, AssertUnwindSafe};
 
@@ -48,11 +57,13 @@ use crate::types::{Entry, EntryKind, Index, Membership, NodeId, Term};
 use client_oracle::{ClientOracle, Proposal};
 use disk::{Disk, StoredSnapshot, Write};
 use election_safety::ElectionSafety;
+use join::{JoinRule, JoinView};
 use leader_completeness::LeaderCompleteness;
 use log_matching::LogMatching;
 use network::{Fate, Network, NetworkFaults};
 use random::Random;
 use read_index::ReadIndexSafety;
+use single_vote::SingleVote;
 use state_machine::{proposal_payload, StateMachine};
 use state_machine_safety::StateMachineSafety;
 use trace::{MessageSummary, Trace, TraceEvent};
@@ -90,6 +101,15 @@ pub struct SimConfig {
     pub liveness_cap_ticks: u64,
     /// A known bug to switch on in every node (proves the checkers can fail).
     pub canary: Option<Canary>,
+    /// A known bug of the host around the nodes (the simulator's part).
+    pub host_canary: Option<HostCanary>,
+    /// Whether a seed may draw store wipes. Off, every seed runs exactly as
+    /// it did before the wipe fault existed (the seeds recorded for earlier
+    /// bugs replay what they found).
+    pub wipes: bool,
+    /// How the leader brings a wiped host's new id into the group
+    /// ([`join::join_step`] unless a host passes its production rule).
+    pub join_rule: JoinRule,
     /// Events kept for the trace of a violation.
     pub trace_events: usize,
 }
@@ -101,9 +121,28 @@ impl Default for SimConfig {
             liveness_ticks: 1000,
             liveness_cap_ticks: 30_000,
             canary: None,
+            host_canary: None,
+            wipes: true,
+            join_rule: join::join_step,
             trace_events: 400,
         }
     }
+}
+
+/// Known bugs of a host the simulator must catch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HostCanary {
+    /// A wiped store comes back under the id it had, with an empty hard
+    /// state, as tern did before node identities: it may vote a second
+    /// time in a term it voted in before the wipe.
+    WipeKeepsIdentity,
+    /// A wiped store comes back under a new id, but starts with a
+    /// configuration it forms itself (the ids every host runs under now,
+    /// its own among them) instead of waiting for the leader to add it: it
+    /// campaigns, and with one other member whose log is empty too it is
+    /// elected without the entries committed with its old copy. (What
+    /// tern's `start_meta` does for a store without meta state.)
+    WipeFormsConfiguration,
 }
 
 /// What one run did.
@@ -115,6 +154,8 @@ pub struct Stats {
     pub duplicated: u64,
     pub crashes: u64,
     pub corruptions: u64,
+    /// Whole stores lost (each host comes back empty).
+    pub wipes: u64,
     pub partitions: u64,
     pub elections: u64,
     pub highest_commit: Index,
@@ -140,6 +181,7 @@ impl Stats {
         self.duplicated += other.duplicated;
         self.crashes += other.crashes;
         self.corruptions += other.corruptions;
+        self.wipes += other.wipes;
         self.partitions += other.partitions;
         self.elections += other.elections;
         self.highest_commit = self.highest_commit.max(other.highest_commit);
@@ -159,7 +201,7 @@ impl fmt::Display for Stats {
     fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             formatter,
-            "ticks={} delivered={} dropped={} duplicated={} crashes={} corruptions={} \
+            "ticks={} delivered={} dropped={} duplicated={} crashes={} corruptions={} wipes={} \
              partitions={} elections={} proposals={} acknowledged={} compactions={} \
              snapshots_installed={} snapshot_bytes_staged={} membership_changes={} transfers={} reads={} liveness_ticks={}",
             self.ticks,
@@ -168,6 +210,7 @@ impl fmt::Display for Stats {
             self.duplicated,
             self.crashes,
             self.corruptions,
+            self.wipes,
             self.partitions,
             self.elections,
             self.proposals,
@@ -218,6 +261,7 @@ pub fn run(seed: u64, config: &SimConfig) -> Result<Stats, Violation> {
 }
 
 const ELECTION_SAFETY: &str = "election safety";
+const SINGLE_VOTE: &str = "one vote per term";
 const LOG_MATCHING: &str = "log matching";
 const LEADER_COMPLETENESS: &str = "leader completeness";
 const STATE_MACHINE_SAFETY: &str = "state machine safety";
@@ -227,6 +271,9 @@ const DURABILITY: &str = "durability contract";
 const LIVENESS: &str = "liveness";
 const NODE_PANIC: &str = "node panic";
 const MESSAGE_STORM: &str = "message storm";
+
+/// Seeds the wipe stream apart from the run's (any constant would do).
+const WIPE_STREAM: u64 = 0x7769_7065_0000_0047;
 
 /// Messages in flight at once that mean the nodes multiply traffic (a
 /// healthy run of 5 nodes stays in the hundreds).
@@ -248,11 +295,25 @@ pub struct Simulation {
     config: SimConfig,
     scenario: Scenario,
     random: Random,
+    /// Wipe decisions, apart from `random` (see `Scenario::draw_wipes`).
+    wipe_random: Random,
     /// Simulated time, in steps.
     now: u64,
     tick: u64,
-    /// Member `id` is at position `id - 1`; `None` while crashed.
+    /// Member `id` is at position `id - 1`; `None` while crashed, and for
+    /// good once its store was wiped (its host runs under a new id, at the
+    /// end). Every per-node vector below is indexed the same way.
     nodes: Vec<Option<Node>>,
+    /// The host (a machine, named `n1`, `n2`, ...) each id ran on.
+    hosts: Vec<usize>,
+    /// The id each host runs under now.
+    members: Vec<NodeId>,
+    /// Every id's host name, as the group's leader knows them.
+    names: BTreeMap<NodeId, String>,
+    /// Ids whose store was wiped: never seen again.
+    retired: BTreeSet<NodeId>,
+    /// A wiped host not yet back in the group (at most one at a time).
+    joining: Option<NodeId>,
     disks: Vec<Disk>,
     machines: Vec<StateMachine>,
     /// Each node's latest snapshot (taken or installed), which its reads
@@ -272,6 +333,7 @@ pub struct Simulation {
     trace: Trace,
     stats: Stats,
     election_safety: ElectionSafety,
+    single_vote: SingleVote,
     log_matching: LogMatching,
     leader_completeness: LeaderCompleteness,
     state_machine_safety: StateMachineSafety,
@@ -282,7 +344,11 @@ pub struct Simulation {
 impl Simulation {
     pub fn new(seed: u64, config: SimConfig) -> Simulation {
         let mut random = Random::new(seed);
-        let scenario = Scenario::draw(&mut random);
+        let mut scenario = Scenario::draw(&mut random);
+        let mut wipe_random = Random::new(random::mix(seed ^ WIPE_STREAM));
+        if config.wipes {
+            scenario.draw_wipes(&mut wipe_random);
+        }
         let members = scenario.nodes as usize;
         let initial_membership = Membership::new((1..=scenario.initial_voters).collect());
         let mut simulation = Simulation {
@@ -291,9 +357,17 @@ impl Simulation {
             trace: Trace::new(config.trace_events),
             config,
             random,
+            wipe_random,
             now: 0,
             tick: 0,
             nodes: (0..members).map(|_| None).collect(),
+            hosts: (0..members).collect(),
+            members: (1..=members as NodeId).collect(),
+            names: (1..=members as NodeId)
+                .map(|id| (id, host_name(slot(id))))
+                .collect(),
+            retired: BTreeSet::new(),
+            joining: None,
             disks: (0..members).map(|_| Disk::new()).collect(),
             machines: vec![StateMachine::new(initial_membership.clone()); members],
             snapshots: vec![None; members],
@@ -306,6 +380,7 @@ impl Simulation {
             next_read_context: 1,
             stats: Stats::default(),
             election_safety: ElectionSafety::new(),
+            single_vote: SingleVote::new(),
             log_matching: LogMatching::new(),
             leader_completeness: LeaderCompleteness::new(),
             state_machine_safety: StateMachineSafety::new(),
@@ -396,8 +471,9 @@ impl Simulation {
         self.trace.record(self.tick, event);
     }
 
-    fn ids(&self) -> impl Iterator<Item = NodeId> {
-        1..=self.nodes.len() as NodeId
+    /// The ids the hosts run under now.
+    fn ids(&self) -> impl Iterator<Item = NodeId> + '_ {
+        self.members.iter().copied()
     }
 
     fn live_ids(&self) -> Vec<NodeId> {
@@ -428,6 +504,7 @@ impl Simulation {
         self.tick += 1;
         self.stats.ticks += 1;
         self.record(TraceEvent::Tick);
+        self.rejoin()?;
         let mut order = self.live_ids();
         self.random.shuffle(&mut order);
         for id in order {
@@ -524,6 +601,7 @@ impl Simulation {
             return Ok(());
         };
         let durable_last = disk.durable_last();
+        self.check_votes(id)?;
         self.record(TraceEvent::Persisted {
             node: id,
             ready: completed.number,
@@ -536,10 +614,18 @@ impl Simulation {
         self.after(id)
     }
 
+    /// Feeds the votes `id`'s disk made durable to the one-vote checker.
+    fn check_votes(&mut self, id: NodeId) -> Result<(), Failure> {
+        for (term, candidate) in self.disks[slot(id)].take_durable_votes() {
+            check(self.single_vote.on_vote(id, term, candidate), SINGLE_VOTE)?;
+        }
+        Ok(())
+    }
+
     fn persist_delay(&mut self, id: NodeId) -> u64 {
         let mut delay = self
             .random
-            .between(0, self.scenario.persist_delay_steps[slot(id)]);
+            .between(0, self.scenario.persist_delay_steps[self.hosts[slot(id)]]);
         if !self.healed && self.random.chance(self.scenario.persist_stall) {
             delay += self.random.between(1, 4 * STEPS_PER_TICK);
         }
@@ -578,7 +664,9 @@ impl Simulation {
         }
         let node = self.nodes[slot(id)].as_ref().expect("node is live");
         let commit = node.commit_index();
-        let moved = self.leader_completeness.on_commit(id, node.log(), commit);
+        let moved = self
+            .leader_completeness
+            .on_commit(id, node.term(), node.log(), commit);
         if check(moved, LEADER_COMPLETENESS)? {
             self.record(TraceEvent::Commit {
                 node: id,
@@ -778,6 +866,11 @@ impl Simulation {
                 self.crash(leader)?;
             }
         }
+        if self.wipe_random.chance(self.scenario.wipe_per_tick) && self.may_wipe() {
+            if let Some(victim) = self.wipe_random.pick(&self.live_ids()) {
+                self.wipe(victim);
+            }
+        }
         for leader in self.leaders() {
             let commit = self.node_mut(leader).commit_index();
             let ahead_of_disk = commit > self.disks[slot(leader)].durable_last();
@@ -795,6 +888,7 @@ impl Simulation {
         let disk = &mut self.disks[slot(id)];
         let lost_writes = check(disk.crash(&mut self.random), DURABILITY)?;
         let durable_last = disk.durable_last();
+        self.check_votes(id)?;
         let (low, high) = self.scenario.restart_after_ticks;
         self.restart_at[slot(id)] = Some(self.tick + self.random.between(low, high));
         self.stats.crashes += 1;
@@ -818,9 +912,10 @@ impl Simulation {
     /// Brings `id` back from its durable state, maybe finding an entry corrupt
     /// (only while no other member is damaged).
     fn restart(&mut self, id: NodeId) -> Result<(), Failure> {
-        let others_damaged = self
-            .ids()
-            .any(|other| other != id && self.disks[slot(other)].is_damaged());
+        let others_damaged = self.joining.is_some_and(|joiner| joiner != id)
+            || self
+                .ids()
+                .any(|other| other != id && self.disks[slot(other)].is_damaged());
         let corrupt = !self.healed
             && !others_damaged
             && self.random.chance(self.scenario.corruption_on_restart);
@@ -834,7 +929,13 @@ impl Simulation {
             false => (None, None),
         };
         let seed = self.random.next_u64();
-        let restore = disk.restore(&self.initial_membership, seed);
+        let formed = self.config.host_canary == Some(HostCanary::WipeFormsConfiguration)
+            && slot(id) >= self.scenario.nodes as usize;
+        let restore = if formed {
+            disk.restore(&Membership::new(self.members.clone()), seed)
+        } else {
+            disk.restore(&self.initial_membership, seed)
+        };
         let acknowledged = restore.acknowledged_index;
         let durable_last = disk.durable_last();
         let machine = match disk.snapshot() {
@@ -859,6 +960,100 @@ impl Simulation {
             lost_entries,
         });
         self.after(id)
+    }
+
+    /// One wipe at a time, and none while a disk is damaged: each loses
+    /// data, and a group survives losing one copy at a time. (A wiped host
+    /// counts as damaged until it is back in the group.)
+    fn may_wipe(&self) -> bool {
+        self.joining.is_none() && !self.ids().any(|id| self.disks[slot(id)].is_damaged())
+    }
+
+    /// Loses `id`'s whole store (log, hard state, snapshot, what was in
+    /// flight to it). Its host comes back empty after a restart delay under
+    /// a new id, which joins through the leader (`rejoin`), or, with
+    /// `HostCanary::WipeKeepsIdentity`, under `id` itself.
+    fn wipe(&mut self, id: NodeId) {
+        let host = self.hosts[slot(id)];
+        self.nodes[slot(id)] = None;
+        self.network.drop_node(id);
+        self.disks[slot(id)] = Disk::new();
+        self.snapshots[slot(id)] = None;
+        self.staging[slot(id)] = None;
+        let comes_back_as = match self.config.host_canary {
+            Some(HostCanary::WipeKeepsIdentity) => id,
+            None | Some(HostCanary::WipeFormsConfiguration) => {
+                let new = self.nodes.len() as NodeId + 1;
+                self.retired.insert(id);
+                self.names.insert(new, host_name(host));
+                self.nodes.push(None);
+                self.hosts.push(host);
+                self.disks.push(Disk::new());
+                self.machines
+                    .push(StateMachine::new(self.initial_membership.clone()));
+                self.snapshots.push(None);
+                self.staging.push(None);
+                self.restart_at.push(None);
+                self.observed.push((Role::Follower, 0));
+                self.members[host] = new;
+                new
+            }
+        };
+        let (low, high) = self.scenario.restart_after_ticks;
+        self.restart_at[slot(comes_back_as)] =
+            Some(self.tick + self.wipe_random.between(low, high));
+        self.joining = Some(comes_back_as);
+        self.stats.wipes += 1;
+        self.record(TraceEvent::Wipe {
+            node: id,
+            comes_back_as,
+        });
+    }
+
+    /// The leader's part in a wiped host's return, as tern's meta leader
+    /// answers a join request: from its applied state, once it applied an
+    /// entry of its own term, the next change by `SimConfig::join_rule`
+    /// (one at a time: a second waits until the first commits). The host
+    /// asks only once it is up.
+    fn rejoin(&mut self) -> Result<(), Failure> {
+        let Some(joiner) = self.joining else {
+            return Ok(());
+        };
+        if self.nodes[slot(joiner)].is_none() {
+            return Ok(());
+        }
+        let Some(leader) = self.current_leader() else {
+            return Ok(());
+        };
+        let node = self.nodes[slot(leader)].as_ref().expect("node is live");
+        let machine = &self.machines[slot(leader)];
+        if machine.applied_term != node.term() {
+            return Ok(());
+        }
+        let view = JoinView {
+            voters: &machine.membership.voters,
+            names: &self.names,
+            removed: &self.retired,
+            joiner,
+            name: &self.names[&joiner],
+        };
+        let Some(change) = (self.config.join_rule)(&view) else {
+            self.joining = None;
+            self.record(TraceEvent::Joined { node: joiner });
+            return Ok(());
+        };
+        if self
+            .node_mut(leader)
+            .propose_membership(change.clone())
+            .is_ok()
+        {
+            self.stats.membership_changes += 1;
+            self.record(TraceEvent::Membership {
+                node: leader,
+                change: format!("{change:?} (join)"),
+            });
+        }
+        self.after(leader)
     }
 
     fn change_partitions(&mut self) {
@@ -1002,7 +1197,11 @@ impl Simulation {
             return Ok(());
         };
         let voters = self.node_mut(leader).membership().voters.clone();
-        let outsiders: Vec<NodeId> = self.ids().filter(|id| !voters.contains(id)).collect();
+        // A wiped host's new id joins only through the leader's join rule.
+        let outsiders: Vec<NodeId> = self
+            .ids()
+            .filter(|id| !voters.contains(id) && self.joining != Some(*id))
+            .collect();
         let remove = voters.len() > 3 && (outsiders.is_empty() || self.random.chance(0.5));
         let change = if remove {
             EntryKind::RemoveVoter(self.random.pick(&voters).expect("voters"))
@@ -1233,6 +1432,11 @@ fn slot(id: NodeId) -> usize {
     (id - 1) as usize
 }
 
+/// The server name of host `host` (from 0).
+fn host_name(host: usize) -> String {
+    format!("n{}", host + 1)
+}
+
 fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
     if let Some(message) = payload.downcast_ref::<&str>() {
         (*message).to_string()
@@ -1264,6 +1468,63 @@ mod tests {
             .expect_err("the node asserts");
         assert_eq!(failure.invariant, NODE_PANIC);
         assert!(failure.detail.contains("wrong node"), "{}", failure.detail);
+    }
+
+    /// Seeds 0..12 under the default settings with `host_canary`: the
+    /// invariants that failed, and the counts of the runs that passed.
+    fn invariants(
+        seeds: std::ops::Range<u64>,
+        host_canary: Option<HostCanary>,
+    ) -> (Vec<&'static str>, Stats) {
+        let config = SimConfig {
+            host_canary,
+            ..SimConfig::default()
+        };
+        let mut found = Vec::new();
+        let mut total = Stats::default();
+        for seed in seeds {
+            match run(seed, &config) {
+                Ok(stats) => total.add(&stats),
+                Err(violation) => found.push(violation.invariant),
+            }
+        }
+        (found, total)
+    }
+
+    #[test]
+    fn wiped_nodes_rejoin_under_new_ids_without_violations() {
+        let (found, total) = invariants(0..12, None);
+        assert_eq!(found, Vec::<&str>::new());
+        assert!(total.wipes >= 12, "{total}");
+        // Each old id left the group; the hosts' new ids are voters.
+        for seed in 0..12 {
+            let mut simulation = Simulation::new(seed, SimConfig::default());
+            simulation.run_phases().expect("passes");
+            let leader = simulation
+                .current_leader()
+                .expect("a leader after liveness");
+            let voters = simulation.node_mut(leader).membership().voters.clone();
+            assert!(
+                voters
+                    .iter()
+                    .all(|voter| !simulation.retired.contains(voter)),
+                "seed {seed}: voters {voters:?}, wiped {:?}",
+                simulation.retired
+            );
+            assert_eq!(simulation.joining, None, "seed {seed}");
+        }
+    }
+
+    #[test]
+    fn the_checkers_catch_a_wipe_that_keeps_its_identity() {
+        let (found, _) = invariants(0..12, Some(HostCanary::WipeKeepsIdentity));
+        assert!(found.contains(&SINGLE_VOTE), "{found:?}");
+    }
+
+    #[test]
+    fn the_checkers_catch_a_wiped_store_that_forms_its_own_configuration() {
+        let (found, _) = invariants(0..12, Some(HostCanary::WipeFormsConfiguration));
+        assert!(found.contains(&LEADER_COMPLETENESS), "{found:?}");
     }
 
     #[test]

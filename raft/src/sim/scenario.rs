@@ -36,6 +36,10 @@ pub struct Scenario {
     /// A crashed node restarts after this many ticks (inclusive range).
     pub restart_after_ticks: (u64, u64),
     pub corruption_on_restart: f64,
+    /// Chance per tick that a node's whole store is wiped (log, hard state,
+    /// snapshot): it comes back empty after a restart delay. Drawn from a
+    /// stream of its own ([`Scenario::draw_wipes`]).
+    pub wipe_per_tick: f64,
     pub partition_per_tick: f64,
     pub partition_ticks: (u64, u64),
     /// Fsync latency of member `id` (at `id - 1`): uniform in `[0, steps]`.
@@ -80,6 +84,7 @@ impl Scenario {
             unsynced_leader_crash: random.pick(&[0.0, 0.05, 0.2]).expect("choices"),
             restart_after_ticks: (1, random.between(5, 80)),
             corruption_on_restart: random.pick(&[0.0, 0.2, 0.5]).expect("choices"),
+            wipe_per_tick: 0.0,
             partition_per_tick: random.pick(&[0.0, 0.005, 0.01, 0.03]).expect("choices"),
             partition_ticks: (5, random.between(20, 150)),
             persist_delay_steps: (0..nodes)
@@ -98,7 +103,17 @@ impl Scenario {
             max_snapshot_chunk_bytes: random.pick(&[1, 16, 256, 1 << 20]).expect("choices"),
         }
     }
+
+    /// Draws the wipe rate from `random`, a stream apart from the one
+    /// [`Scenario::draw`] and the run use: a seed that draws no wipes runs
+    /// exactly as it did before the wipe fault existed (so seeds recorded
+    /// for earlier bugs still run what they found).
+    pub fn draw_wipes(&mut self, random: &mut Random) {
+        self.wipe_per_tick = random.pick(&WIPES_PER_TICK).expect("choices");
+    }
 }
+
+const WIPES_PER_TICK: [f64; 4] = [0.0, 0.002, 0.005, 0.01];
 
 const PERSIST_DELAYS_STEPS: [u64; 5] = [
     0,
@@ -127,7 +142,7 @@ impl fmt::Display for Scenario {
             "nodes={} voters={} heartbeat_ticks={} max_append_entries={} max_append_bytes={} \
              max_inflight={} max_apply_entries={} pre_vote={} check_quorum={} loss={} duplicate={} \
              delay_steps={}..={} long_delay={} crash_per_tick={} leader_crash_per_tick={} unsynced_leader_crash={} restart_after_ticks={:?} \
-             corruption_on_restart={} partition_per_tick={} partition_ticks={:?} \
+             corruption_on_restart={} wipe_per_tick={} partition_per_tick={} partition_ticks={:?} \
              persist_delay_steps={:?} persist_stall={} propose_per_tick={} compact_after_entries={} \
              membership_per_tick={} transfer_per_tick={} read_per_tick={} max_snapshot_chunk_bytes={}",
             self.nodes,
@@ -149,6 +164,7 @@ impl fmt::Display for Scenario {
             self.unsynced_leader_crash,
             self.restart_after_ticks,
             self.corruption_on_restart,
+            self.wipe_per_tick,
             self.partition_per_tick,
             self.partition_ticks,
             self.persist_delay_steps,

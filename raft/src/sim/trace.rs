@@ -301,6 +301,15 @@ pub enum TraceEvent {
         /// Entries lost after the snapshot, the hard state kept.
         lost_entries: Option<usize>,
     },
+    /// A node's whole store was lost; its host comes back as `comes_back_as`.
+    Wipe {
+        node: NodeId,
+        comes_back_as: NodeId,
+    },
+    /// A wiped host's new id is a voter in the leader's applied state.
+    Joined {
+        node: NodeId,
+    },
     Network(String),
     Propose {
         node: NodeId,
@@ -422,6 +431,21 @@ impl fmt::Display for TraceEvent {
                 context,
                 index,
             } => write!(formatter, "read #{context} at node {node} -> index {index}"),
+            TraceEvent::Wipe {
+                node,
+                comes_back_as,
+            } if comes_back_as == node => write!(
+                formatter,
+                "node {node} WIPED: it comes back under the same id with an empty store"
+            ),
+            TraceEvent::Wipe {
+                node,
+                comes_back_as,
+            } => write!(
+                formatter,
+                "node {node} WIPED: its host comes back as node {comes_back_as}"
+            ),
+            TraceEvent::Joined { node } => write!(formatter, "node {node} joined"),
             TraceEvent::Compact { node, index } => {
                 write!(formatter, "node {node} compacts to {index}")
             }

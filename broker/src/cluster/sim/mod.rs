@@ -25,8 +25,12 @@
 //!
 //! A safety phase with faults is followed by a liveness phase that heals
 //! everything; the [`checker`] judges both. See docs/cluster-simulator.md.
+//!
+//! [`meta_join`] runs the Raft simulator (`tern_raft::sim`) with the meta
+//! leader's production join rule: wiped nodes rejoining under new ids.
 
 pub mod checker;
+pub mod meta_join;
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::hash::{Hash, Hasher};
