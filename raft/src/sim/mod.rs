@@ -141,7 +141,8 @@ pub enum HostCanary {
     /// its own among them) instead of waiting for the leader to add it: it
     /// campaigns, and with one other member whose log is empty too it is
     /// elected without the entries committed with its old copy. (What
-    /// tern's `start_meta` does for a store without meta state.)
+    /// tern's `start_meta` did for a store without meta state until it
+    /// learned, from its peers' Hellos, to join a group that exists.)
     WipeFormsConfiguration,
 }
 
