@@ -2078,7 +2078,15 @@ impl JetStream {
                                 origin,
                                 reply,
                                 payload: Bytes::new(),
-                                kind: StreamApi::Update { config, create },
+                                // A create of a stream that exists with
+                                // this config: one server says
+                                // `did_create`, a cluster does not (as
+                                // nats-server's meta leader answers it).
+                                kind: StreamApi::Update {
+                                    config,
+                                    create,
+                                    did_create: create && !self.is_clustered(),
+                                },
                             },
                         );
                         if !create {
@@ -2180,6 +2188,7 @@ impl JetStream {
                 kind: StreamApi::Update {
                     config,
                     create: true,
+                    did_create: true,
                 },
             },
         );

@@ -100,7 +100,7 @@ async fn pull_fetch_ack_and_info(flavor: Flavor) {
     let gone = api(&client, "$JS.API.CONSUMER.INFO.PULL.d", "").await;
     assert_eq!(gone["error"]["err_code"], 10014, "{gone:#}");
 }
-differential!(pull_fetch_ack_and_info);
+differential_cluster!(pull_fetch_ack_and_info);
 
 async fn filtered_consumer_and_nak(flavor: Flavor) {
     let server = js::start(flavor);
@@ -138,7 +138,7 @@ async fn filtered_consumer_and_nak(flavor: Flavor) {
     let numbers = info_numbers(&mut consumer).await;
     assert_eq!(numbers, [2, 2, 2, 2, 0, 1, 0, 0], "{}", flavor.name());
 }
-differential!(filtered_consumer_and_nak);
+differential_cluster!(filtered_consumer_and_nak);
 
 /// An advisory with its volatile fields checked for shape and removed.
 fn advisory_fields(message: &async_nats::Message) -> (String, serde_json::Value) {
@@ -152,15 +152,17 @@ fn advisory_fields(message: &async_nats::Message) -> (String, serde_json::Value)
     (message.subject.to_string(), value)
 }
 
-/// The next consumer advisory other than a creation's.
+/// The next consumer advisory other than a creation's or a leader
+/// election's.
 async fn next_advisory(advisories: &mut async_nats::Subscriber) -> (String, serde_json::Value) {
     loop {
         let message = tokio::time::timeout(TIMEOUT, advisories.next())
             .await
             .expect("advisory in time")
             .expect("subscription open");
-        // nats-server also announces the consumer's creation.
-        if !message.subject.contains(".CREATED.") {
+        // nats-server also announces the consumer's creation and, in a
+        // cluster, each election of its leader (tern sends neither).
+        if !message.subject.contains(".CREATED.") && !message.subject.contains(".LEADER_ELECTED.") {
             return advisory_fields(&message);
         }
     }
@@ -236,7 +238,7 @@ async fn nak_term_and_max_deliver_advisories(flavor: Flavor) {
         flavor.name()
     );
 }
-differential!(nak_term_and_max_deliver_advisories);
+differential_cluster!(nak_term_and_max_deliver_advisories, nats_cluster_in_ci);
 
 async fn ack_wait_and_backoff_redeliver(flavor: Flavor) {
     let server = js::start(flavor);
@@ -279,7 +281,7 @@ async fn ack_wait_and_backoff_redeliver(flavor: Flavor) {
     assert_eq!(info.num_redelivered, 1, "{}", flavor.name());
     assert_eq!(info.num_ack_pending, 1, "{}", flavor.name());
 }
-differential!(ack_wait_and_backoff_redeliver);
+differential_cluster!(ack_wait_and_backoff_redeliver);
 
 async fn acks_for_unknown_or_acked_messages(flavor: Flavor) {
     let server = js::start(flavor);
@@ -333,7 +335,7 @@ async fn acks_for_unknown_or_acked_messages(flavor: Flavor) {
     let next = js::fetch_one(&consumer).await;
     assert_eq!(next.subject.as_str(), "bad.b");
 }
-differential!(acks_for_unknown_or_acked_messages);
+differential_cluster!(acks_for_unknown_or_acked_messages);
 
 async fn num_pending_follows_deletes_and_purges(flavor: Flavor) {
     let server = js::start(flavor);
@@ -382,7 +384,7 @@ async fn num_pending_follows_deletes_and_purges(flavor: Flavor) {
     let last = api(&client, "$JS.API.CONSUMER.INFO.NP.LAST", "").await;
     assert_eq!(last["num_pending"], 0, "{}: {last}", flavor.name());
 }
-differential!(num_pending_follows_deletes_and_purges);
+differential_cluster!(num_pending_follows_deletes_and_purges);
 
 async fn several_filter_subjects(flavor: Flavor) {
     let server = js::start(flavor);
@@ -424,7 +426,7 @@ async fn several_filter_subjects(flavor: Flavor) {
         flavor.name()
     );
 }
-differential!(several_filter_subjects);
+differential_cluster!(several_filter_subjects);
 
 /// Sends a pull request on a raw connection and returns the status frame
 /// that ends it (from its `HMSG` line through the frame's end), skipping
@@ -533,7 +535,7 @@ async fn pull_status_replies_are_byte_exact(flavor: Flavor) {
         flavor.name()
     );
 }
-differential!(pull_status_replies_are_byte_exact);
+differential_cluster!(pull_status_replies_are_byte_exact);
 
 /// The first stream sequence a new pull consumer with `config` delivers.
 async fn first_delivered(
@@ -625,7 +627,7 @@ async fn deliver_policies_and_ack_all(flavor: Flavor) {
         flavor.name()
     );
 }
-differential!(deliver_policies_and_ack_all);
+differential_cluster!(deliver_policies_and_ack_all);
 
 /// Waits (bounded) until `consumer` reports `waiting` pull requests.
 async fn wait_num_waiting(consumer: &mut jetstream::consumer::PullConsumer, waiting: usize) {
@@ -700,4 +702,4 @@ async fn pull_requests_without_interest_are_dropped(flavor: Flavor) {
     client.flush().await.expect("flush");
     wait_num_waiting(&mut consumer, 0).await;
 }
-differential!(pull_requests_without_interest_are_dropped);
+differential_cluster!(pull_requests_without_interest_are_dropped);

@@ -104,7 +104,7 @@ async fn fetch_and_ack(
 /// 20 published, 10 fetched, 1..5 and 7 double-acked: INFO is the same
 /// after the restart; 6, 8, 9, 10 come back as redeliveries, then 11..20.
 async fn durable_resumes(flavor: Flavor, stop: Stop) {
-    let server = js::start(flavor);
+    let server = js::server(flavor);
     let client = server.connect().await;
     create(&client, json!({"name": STREAM, "subjects": ["work.>"]})).await;
     let subjects: Vec<String> = (1..=20).map(|n| format!("work.{n}")).collect();
@@ -188,7 +188,7 @@ differential!(durable_resumes_after_graceful_restart);
 /// messages of b and c (2, 3) the list skipped. tern does the same (the
 /// list is not part of the consumer's stored state).
 async fn last_per_subject_durable_resumes(flavor: Flavor, stop: Stop) {
-    let server = js::start(flavor);
+    let server = js::server(flavor);
     let client = server.connect().await;
     create(&client, json!({"name": STREAM, "subjects": ["work.>"]})).await;
     js::publish_all(
@@ -238,7 +238,7 @@ tern_only!(durable_resumes_after_sigkill);
 
 /// A deleted durable stays deleted, a kept one is kept, an ephemeral is gone.
 async fn deleted_and_ephemeral_consumers(flavor: Flavor, stop: Stop) {
-    let server = js::start(flavor);
+    let server = js::server(flavor);
     let client = server.connect().await;
     create(&client, json!({"name": STREAM, "subjects": ["work.>"]})).await;
     js::publish_all(&client, &["work.1", "work.2"]).await;
@@ -405,7 +405,7 @@ async fn sigkill_loop_keeps_acks() {
         .and_then(|kills| kills.parse().ok())
         .unwrap_or(6);
     let mut rng = Rng(seed);
-    let mut server = js::start(Flavor::Tern);
+    let mut server = js::server(Flavor::Tern);
     let client = server.connect().await;
     create(&client, json!({"name": STREAM, "subjects": ["work.>"]})).await;
     let context = jetstream::new(client.clone());
@@ -570,7 +570,7 @@ async fn receive_push(
 /// pushed, 1..5 and 7 double-acked; after the restart INFO is the same and
 /// a new subscriber gets 6, 8, 9, 10 again and then 11..20.
 async fn push_durable_resumes(flavor: Flavor, stop: Stop) {
-    let server = js::start(flavor);
+    let server = js::server(flavor);
     let client = server.connect().await;
     create(&client, json!({"name": STREAM, "subjects": ["work.>"]})).await;
     let subjects: Vec<String> = (1..=20).map(|n| format!("work.{n}")).collect();
@@ -670,7 +670,7 @@ tern_only!(push_durable_resumes_after_sigkill);
 async fn unlimited_ack_pending_waits_where_the_state_fits_a_record() {
     const MESSAGES: u64 = 100_000;
     const CHUNK: u64 = 5_000;
-    let server = js::start(Flavor::Tern);
+    let server = js::server(Flavor::Tern);
     let client = server.connect().await;
     create(&client, json!({"name": STREAM, "subjects": ["work.>"]})).await;
     let context = jetstream::new(client.clone());

@@ -70,7 +70,10 @@ async fn consumer_counts_follow_creates_deletes_and_restarts(flavor: Flavor) {
     let other = api_ok(&client, "$JS.API.STREAM.INFO.OTHER", "").await;
     assert_eq!(other["state"]["consumer_count"], 1);
 }
-differential!(consumer_counts_follow_creates_deletes_and_restarts);
+differential_cluster!(
+    consumer_counts_follow_creates_deletes_and_restarts,
+    nats_cluster_in_ci
+);
 
 async fn first_seq_numbers_the_first_message(flavor: Flavor) {
     let server = js::start(flavor);
@@ -112,7 +115,7 @@ async fn first_seq_numbers_the_first_message(flavor: Flavor) {
         .expect("ack");
     assert_eq!(next.sequence, 103);
 }
-differential!(first_seq_numbers_the_first_message);
+differential_cluster!(first_seq_numbers_the_first_message);
 
 async fn an_empty_first_seq_stream_keeps_its_start_over_a_restart(flavor: Flavor) {
     let server = js::start(flavor);
@@ -137,7 +140,7 @@ async fn an_empty_first_seq_stream_keeps_its_start_over_a_restart(flavor: Flavor
     let wrong = api(&client, "later", "").await;
     assert_eq!(wrong["seq"], 5001, "{wrong}");
 }
-differential!(an_empty_first_seq_stream_keeps_its_start_over_a_restart);
+differential_cluster!(an_empty_first_seq_stream_keeps_its_start_over_a_restart);
 
 async fn a_pull_request_to_a_push_consumer_gets_409(flavor: Flavor) {
     let server = js::start(flavor);
@@ -176,7 +179,7 @@ async fn a_pull_request_to_a_push_consumer_gets_409(flavor: Flavor) {
         js::request_message(&client, "$JS.API.CONSUMER.MSG.NEXT.PUSHED.p", None, b"").await;
     assert_eq!(answer.status.map(|status| status.as_u16()), Some(409));
 }
-differential!(a_pull_request_to_a_push_consumer_gets_409);
+differential_cluster!(a_pull_request_to_a_push_consumer_gets_409);
 
 /// Polls `condition` every 5 ms until it holds, or panics after [`TIMEOUT`].
 async fn wait_for(what: &str, mut condition: impl FnMut() -> bool) {

@@ -49,7 +49,7 @@ async fn messages(client: &async_nats::Client, stream: &str, last_seq: u64) -> V
 }
 
 async fn restart_keeps_messages(flavor: Flavor) {
-    let server = js::start(flavor);
+    let server = js::server(flavor);
     let client = server.connect().await;
     create(
         &client,
@@ -128,7 +128,7 @@ async fn restart_keeps_messages(flavor: Flavor) {
 differential!(restart_keeps_messages);
 
 async fn restart_max_msgs(flavor: Flavor) {
-    let server = js::start(flavor);
+    let server = js::server(flavor);
     let client = server.connect().await;
     create(
         &client,
@@ -166,7 +166,7 @@ async fn restart_max_msgs(flavor: Flavor) {
 differential!(restart_max_msgs);
 
 async fn restart_max_bytes(flavor: Flavor) {
-    let server = js::start(flavor);
+    let server = js::server(flavor);
     let client = server.connect().await;
     // Two 74-byte records fit in 160 bytes, three do not.
     create(
@@ -204,7 +204,7 @@ async fn restart_max_bytes(flavor: Flavor) {
 differential!(restart_max_bytes);
 
 async fn restart_max_msgs_per_subject(flavor: Flavor) {
-    let server = js::start(flavor);
+    let server = js::server(flavor);
     let client = server.connect().await;
     create(
         &client,
@@ -252,7 +252,7 @@ differential!(restart_max_msgs_per_subject);
 /// not copy (a removed message must not reappear).
 async fn restart_after_a_loosened_limit() {
     let flavor = Flavor::Tern;
-    let server = js::start(flavor);
+    let server = js::server(flavor);
     let client = server.connect().await;
     let config = json!({"name":"R_LOOSE","subjects":["rloose.>"],"max_msgs_per_subject":1});
     create(&client, config.clone()).await;
@@ -286,7 +286,7 @@ tern_only!(restart_after_a_loosened_limit);
 
 async fn restart_max_age_expires_during_downtime(flavor: Flavor) {
     const MAX_AGE: Duration = Duration::from_secs(1);
-    let mut server = js::start(flavor);
+    let mut server = js::server(flavor);
     let client = server.connect().await;
     let max_age_ns = MAX_AGE.as_nanos() as u64;
     create(
@@ -320,7 +320,7 @@ async fn restart_max_age_expires_during_downtime(flavor: Flavor) {
 differential!(restart_max_age_expires_during_downtime);
 
 async fn restart_discard_new(flavor: Flavor) {
-    let server = js::start(flavor);
+    let server = js::server(flavor);
     let client = server.connect().await;
     create(
         &client,
@@ -353,7 +353,7 @@ async fn restart_discard_new(flavor: Flavor) {
 differential!(restart_discard_new);
 
 async fn restart_after_purge(flavor: Flavor) {
-    let server = js::start(flavor);
+    let server = js::server(flavor);
     let client = server.connect().await;
     create(&client, json!({"name":"R_PURGE_ALL","subjects":["rpa.>"]})).await;
     create(
@@ -410,7 +410,7 @@ async fn restart_after_purge(flavor: Flavor) {
 differential!(restart_after_purge);
 
 async fn restart_after_message_delete(flavor: Flavor) {
-    let server = js::start(flavor);
+    let server = js::server(flavor);
     let client = server.connect().await;
     create(&client, json!({"name":"R_DEL","subjects":["rdel.>"]})).await;
     js::publish_all(&client, &["rdel.a", "rdel.b", "rdel.c", "rdel.d", "rdel.e"]).await;
@@ -492,7 +492,7 @@ async fn restart_after_message_delete(flavor: Flavor) {
 differential!(restart_after_message_delete);
 
 async fn restart_after_stream_delete(flavor: Flavor) {
-    let server = js::start(flavor);
+    let server = js::server(flavor);
     let client = server.connect().await;
     create(&client, json!({"name":"R_GONE","subjects":["rgone"]})).await;
     create(&client, json!({"name":"R_STAYS","subjects":["rstays"]})).await;
@@ -520,7 +520,7 @@ async fn restart_after_stream_delete(flavor: Flavor) {
 differential!(restart_after_stream_delete);
 
 async fn restart_keeps_config_update(flavor: Flavor) {
-    let server = js::start(flavor);
+    let server = js::server(flavor);
     let client = server.connect().await;
     create(&client, json!({"name":"R_UPD","subjects":["rupd.a"]})).await;
     js::publish_all(&client, &["rupd.a", "rupd.a", "rupd.a"]).await;
@@ -570,7 +570,7 @@ async fn restart_keeps_config_update(flavor: Flavor) {
 differential!(restart_keeps_config_update);
 
 async fn restart_memory_stream(flavor: Flavor) {
-    let server = js::start(flavor);
+    let server = js::server(flavor);
     let client = server.connect().await;
     create(
         &client,
@@ -610,7 +610,7 @@ async fn restart_memory_stream(flavor: Flavor) {
 differential!(restart_memory_stream);
 
 async fn restart_keeps_duplicate_window(flavor: Flavor) {
-    let server = js::start(flavor);
+    let server = js::server(flavor);
     let client = server.connect().await;
     // Default window: two minutes, far longer than the test.
     create(&client, json!({"name":"R_DUP","subjects":["rdup"]})).await;
@@ -665,7 +665,7 @@ differential!(restart_keeps_duplicate_window);
 /// larger than the block store's write buffer) is stored, survives a
 /// checkpoint and a SIGKILL, and reads back identical.
 async fn restart_keeps_a_max_payload_message(flavor: Flavor) {
-    let server = js::start(flavor);
+    let server = js::server(flavor);
     let client = server.connect().await;
     create(&client, json!({"name":"HUGE","subjects":["huge.>"]})).await;
     let max_payload = client.server_info().max_payload;
@@ -699,7 +699,7 @@ differential!(restart_keeps_a_max_payload_message);
 
 async fn restart_keeps_every_acked_message(flavor: Flavor) {
     const COUNT: u64 = 500;
-    let server = js::start(flavor);
+    let server = js::server(flavor);
     let client = server.connect().await;
     create(&client, json!({"name":"R_BURST","subjects":["rburst.*"]})).await;
     // Pipelined: every publish is sent before the first ack is awaited, so
@@ -774,7 +774,7 @@ tern_only!(relative_store_dir_works_and_restarts);
 /// other streams are unaffected, and repairing the file brings it back with
 /// every message.
 async fn corrupt_config_fails_closed_and_deletes_nothing() {
-    let server = js::start(Flavor::Tern);
+    let server = js::server(Flavor::Tern);
     let client = server.connect().await;
     create(&client, json!({"name":"DAMAGED","subjects":["damaged.>"]})).await;
     create(&client, json!({"name":"HEALTHY","subjects":["healthy.>"]})).await;

@@ -112,7 +112,7 @@ async fn work_queue_removes_acked_messages(flavor: Flavor) {
         "consumer in pull mode requires explicit ack policy on workqueue stream"
     );
 }
-differential!(work_queue_removes_acked_messages);
+differential_cluster!(work_queue_removes_acked_messages);
 
 async fn work_queue_filtered_consumers_must_not_overlap(flavor: Flavor) {
     let server = js::start(flavor);
@@ -144,7 +144,7 @@ async fn work_queue_filtered_consumers_must_not_overlap(flavor: Flavor) {
     let state = wait_state(&client, "WQF", "orders removed", messages_are(1)).await;
     assert_eq!(state["first_seq"], 2, "{}: {state}", flavor.name());
 }
-differential!(work_queue_filtered_consumers_must_not_overlap);
+differential_cluster!(work_queue_filtered_consumers_must_not_overlap);
 
 async fn interest_keeps_messages_until_every_consumer_acked(flavor: Flavor) {
     let server = js::start(flavor);
@@ -185,7 +185,7 @@ async fn interest_keeps_messages_until_every_consumer_acked(flavor: Flavor) {
     let state = wait_state(&client, "INT", "all released", messages_are(0)).await;
     assert_eq!(state["last_seq"], 4, "{}: {state}", flavor.name());
 }
-differential!(interest_keeps_messages_until_every_consumer_acked);
+differential_cluster!(interest_keeps_messages_until_every_consumer_acked);
 
 async fn interest_with_ack_none_releases_on_delivery(flavor: Flavor) {
     let server = js::start(flavor);
@@ -214,4 +214,4 @@ async fn interest_with_ack_none_releases_on_delivery(flavor: Flavor) {
     let state = wait_state(&client, "INTN", "delivered released", messages_are(0)).await;
     assert_eq!(state["last_seq"], 2, "{}: {state}", flavor.name());
 }
-differential!(interest_with_ack_none_releases_on_delivery);
+differential_cluster!(interest_with_ack_none_releases_on_delivery);

@@ -1,4 +1,6 @@
-//! nats-py against the real server, tern (2 shards) and nats-server alike.
+//! nats-py against the real server, tern (2 shards) and nats-server alike;
+//! the JetStream scripts also against a 3-node cluster of each
+//! (`*_cluster`, through the client proxy: `common/target.rs`).
 //! Each script under `tests/py/` takes the server URL, bounds itself, and
 //! prints `nats-py <name>: ok` when every check passed:
 //! - `smoke.py`: pub/sub, headers, request/reply, no-responders and a queue
@@ -19,7 +21,7 @@
 
 use crate::common;
 
-use common::{Flavor, Options, Server};
+use common::{Flavor, Options, Target};
 
 /// Runs `tests/py/<name>.py` against a server started with `options`.
 async fn run_script(flavor: Flavor, options: Options, name: &str) {
@@ -28,7 +30,7 @@ async fn run_script(flavor: Flavor, options: Options, name: &str) {
 
 /// [`run_script`] with more arguments after the server URL.
 async fn run_script_with(flavor: Flavor, options: Options, name: &str, arguments: &[&str]) {
-    let server = Server::start(flavor, options);
+    let server = Target::start(flavor, options);
     let script = format!("{}/tests/py/{name}.py", env!("CARGO_MANIFEST_DIR"));
     // The scripts bound themselves (60 s); this only catches a hung interpreter.
     let output = tokio::time::timeout(
@@ -60,14 +62,26 @@ async fn nats_py_smoke(flavor: Flavor) {
 differential!(nats_py_smoke);
 
 async fn nats_py_jetstream(flavor: Flavor) {
-    run_script(flavor, Options::jetstream(), "jetstream").await;
+    let replicas = common::target::default_replicas().to_string();
+    let gaps = if common::known_gap(flavor, common::KnownGap::ReadAfterDelete) {
+        common::KnownGap::ReadAfterDelete.name()
+    } else {
+        ""
+    };
+    run_script_with(
+        flavor,
+        Options::jetstream(),
+        "jetstream",
+        &[&replicas, gaps],
+    )
+    .await;
 }
-differential!(nats_py_jetstream);
+differential_cluster!(nats_py_jetstream, nats_cluster_in_ci);
 
 async fn nats_py_kv_object(flavor: Flavor) {
     run_script(flavor, Options::jetstream(), "kv_object").await;
 }
-differential!(nats_py_kv_object);
+differential_cluster!(nats_py_kv_object);
 
 async fn nats_py_auth(flavor: Flavor) {
     let key = nkeys::KeyPair::new_user();

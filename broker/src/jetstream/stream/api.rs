@@ -9,15 +9,28 @@ use super::super::api::error::ApiError;
 use super::super::api::requests::{self, MessageGet};
 use super::super::api::responses;
 use super::super::entry::Operation;
-use super::super::now_unix_ns;
 use super::super::persist;
 use super::super::replication::GroupView;
 use super::super::stepdown;
+use super::super::{now_unix_ns, JetStream};
 use super::config::{subject_matches, StreamConfig};
 use super::failure::StreamFailure;
 use super::leader::{Owed, OwedReply};
 use super::task::AWAITING_OFFICE_MAX;
 use super::*;
+
+/// What a stream's info is written for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum InfoAnswer {
+    /// STREAM.INFO: with its paging and the `cluster` block.
+    Info,
+    /// STREAM.INFO asked by the meta leader for its STREAM.LIST: as
+    /// [`InfoAnswer::Info`], without the config's dynamic metadata.
+    ListElement,
+    /// The answer to a create or an update (a `cluster` block only in a
+    /// cluster).
+    Config,
+}
 
 impl StreamTask {
     /// Proposes a client's `operation` and owes its answer (`owed`) once
@@ -48,6 +61,13 @@ impl StreamTask {
         } = call;
         match kind {
             StreamApi::Info => {
+                // The meta leader's STREAM.LIST asks each stream for its
+                // element of the list.
+                let answer = if JetStream::is_gather_reply(reply.as_deref()) {
+                    InfoAnswer::ListElement
+                } else {
+                    InfoAnswer::Info
+                };
                 let body = match requests::StreamInfoRequest::parse(&payload) {
                     Ok(request) => self.info_response(
                         "stream_info_response",
@@ -55,7 +75,7 @@ impl StreamTask {
                         request.subjects_filter.as_deref(),
                         request.deleted_details,
                         request.offset,
-                        true,
+                        answer,
                     ),
                     Err(error) => responses::error_response("stream_info_response", &error),
                 };
@@ -169,7 +189,11 @@ impl StreamTask {
                     self.direct_get(origin, reply, subject, &payload).await;
                 }
             }
-            StreamApi::Update { config, create } => {
+            StreamApi::Update {
+                config,
+                create,
+                did_create,
+            } => {
                 let kind = if create {
                     "stream_create_response"
                 } else {
@@ -184,10 +208,11 @@ impl StreamTask {
                     // office; the create waited for that); the others hold
                     // it in case they lead next.
                     if self.handle.is_replicated() && !self.is_elected() {
-                        self.hold_update_reply(origin, reply, config, true);
+                        self.hold_update_reply(origin, reply, config, Some(did_create));
                         return Ok(());
                     }
-                    let body = self.info_response(kind, create, None, false, 0, false);
+                    let body =
+                        self.info_response(kind, did_create, None, false, 0, InfoAnswer::Config);
                     self.js.respond(origin, reply, body);
                     return Ok(());
                 }
@@ -204,7 +229,7 @@ impl StreamTask {
                         self.desired_config = Some(config.clone());
                     }
                     if let Some(reply) = reply {
-                        self.hold_update_reply(origin, reply, config, false);
+                        self.hold_update_reply(origin, reply, config, None);
                     }
                     self.propose_desired_config()?;
                     self.answer_updates();
@@ -387,8 +412,9 @@ impl StreamTask {
         subjects_filter: Option<&str>,
         deleted_details: bool,
         offset: usize,
-        with_leader: bool,
+        answer: InfoAnswer,
     ) -> String {
+        let with_leader = answer != InfoAnswer::Config;
         let state = with_store!(&self.replica.state.store, log => log.state());
         let mut info_state = info_state(
             &state,
@@ -431,7 +457,9 @@ impl StreamTask {
                 // cluster (nats-server's are built with `clusterInfo`).
                 cluster: (with_leader || self.js.is_clustered()).then(|| self.cluster_block()),
                 paging: if with_leader { paging } else { None },
-                dynamic_metadata: true,
+                // nats-server lists a stream without `_nats.level` and
+                // `_nats.ver` (one server and a cluster alike).
+                dynamic_metadata: answer != InfoAnswer::ListElement,
             },
         )
     }

@@ -67,11 +67,14 @@ pub enum StreamApi {
     DirectGet {
         subject: Option<Bytes>,
     },
-    /// The meta shard accepted a new config; `did_create` answers a create
-    /// of an identical config.
+    /// The meta shard accepted a new config: `create` answers a create
+    /// (`stream_create_response`), with `"did_create":true` if
+    /// `did_create` (a new stream; on one server also a create of an
+    /// identical config, which nats-server's cluster answers without it).
     Update {
         config: Box<StreamConfig>,
         create: bool,
+        did_create: bool,
     },
     Delete,
     /// `$JS.API.STREAM.LEADER.STEPDOWN.<stream>` (in a cluster).

@@ -20,6 +20,7 @@ use super::super::entry::{Operation, CONSUMER_STATE_BYTES_MAX};
 use super::super::expiry::Expiry;
 use super::super::persist::{self, RaftState};
 use super::super::{now_unix_ns, JetStream};
+use super::api::InfoAnswer;
 use super::config::{StorageType, StreamConfig};
 use super::consumer_leader::Waiter;
 use super::failure::StreamFailure;
@@ -129,8 +130,9 @@ pub(super) struct UpdateReply {
     origin: usize,
     reply: Bytes,
     config: Box<StreamConfig>,
-    /// A create (answered as `stream_create_response`).
-    create: bool,
+    /// A create (answered as `stream_create_response`), with
+    /// `"did_create":true` or not; `None` for an update.
+    create: Option<bool>,
     held_at: Instant,
 }
 
@@ -690,10 +692,11 @@ impl StreamTask {
         self.update_replies = waiting;
         for held in applied {
             let kind = match held.create {
-                true => "stream_create_response",
-                false => "stream_update_response",
+                Some(_) => "stream_create_response",
+                None => "stream_update_response",
             };
-            let body = self.info_response(kind, held.create, None, false, 0, false);
+            let did_create = held.create.unwrap_or(false);
+            let body = self.info_response(kind, did_create, None, false, 0, InfoAnswer::Config);
             self.js.respond(held.origin, held.reply, body);
         }
     }
@@ -706,7 +709,7 @@ impl StreamTask {
         origin: usize,
         reply: Bytes,
         config: Box<StreamConfig>,
-        create: bool,
+        create: Option<bool>,
     ) {
         if self.update_replies.len() >= UPDATE_REPLIES_MAX {
             self.update_replies.remove(0);
@@ -1216,8 +1219,14 @@ impl StreamTask {
                     })
                     .collect();
                 for (origin, reply) in owed {
-                    let body =
-                        self.info_response("stream_update_response", false, None, false, 0, false);
+                    let body = self.info_response(
+                        "stream_update_response",
+                        false,
+                        None,
+                        false,
+                        0,
+                        InfoAnswer::Config,
+                    );
                     if let Some(reply) = reply {
                         self.js.respond(origin, reply, body);
                     }

@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use async_nats::{HeaderMap, Message, RequestErrorKind};
 use serde_json::{json, Value};
 
-use super::{Flavor, Options, Server, TIMEOUT};
+use super::{Flavor, Options, Server, Target, TIMEOUT};
 
 /// nats-server's zero `time.Time`, used for `first_ts`/`last_ts` of empty streams.
 pub const ZERO_TIME: &str = "0001-01-01T00:00:00Z";
@@ -24,11 +24,23 @@ pub const ZERO: &str = "<zero>";
 pub const TIME: &str = "<time>";
 /// What [`normalize`] puts in place of the server name in `cluster.leader`.
 pub const SERVER_NAME: &str = "<server>";
+/// What [`normalize`] puts in place of the cluster's name in `cluster.name`.
+pub const CLUSTER_NAME: &str = "<cluster>";
+/// What [`normalize`] puts in place of each of `cluster.replicas`.
+pub const REPLICA: &str = "<replica>";
 /// The default `duplicate_window`: two minutes in nanoseconds.
 pub const DEFAULT_DUPLICATE_WINDOW_NS: u64 = 120_000_000_000;
 
-/// A server with JetStream enabled and everything else default.
-pub fn start(flavor: Flavor) -> Server {
+/// The JetStream server of a client-level test, JetStream enabled and
+/// everything else default: one server, or a cluster in a `*_cluster`
+/// variant ([`super::target`]).
+pub fn start(flavor: Flavor) -> Target {
+    Target::start(flavor, Options::jetstream())
+}
+
+/// One JetStream server process, whatever the variant (for the tests of
+/// what only one process has: restarts of it, its files).
+pub fn server(flavor: Flavor) -> Server {
     Server::start(flavor, Options::jetstream())
 }
 
@@ -158,10 +170,31 @@ pub async fn wait_state(
     }
 }
 
+/// Polls `$JS.API.INFO` until `condition` holds (bounded by [`TIMEOUT`]).
+pub async fn wait_account_info(
+    client: &async_nats::Client,
+    what: &str,
+    mut condition: impl FnMut(&Value) -> bool,
+) -> Value {
+    let deadline = Instant::now() + TIMEOUT;
+    loop {
+        let info = api(client, "$JS.API.INFO", "").await;
+        if condition(&info) {
+            return info;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "account info: no {what} within {TIMEOUT:?}; last {info}"
+        );
+        // Poll interval of a bounded wait.
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
 /// Replaces volatile values, recursively: `created`, `ts`, `time` and every
 /// `*_ts` become [`ZERO`] (Go's zero time) or [`TIME`] (any other RFC 3339
 /// UTC time stamp, checked for shape); `metadata._nats.ver` is removed;
-/// `cluster.leader` becomes [`SERVER_NAME`].
+/// a `cluster` block is normalised as [`normalize_cluster`] says.
 pub fn normalize(mut value: Value) -> Value {
     normalize_in_place(&mut value);
     value
@@ -185,9 +218,8 @@ fn normalize_in_place(value: &mut Value) {
                     }
                 }
                 if key == "cluster" {
-                    if let Some(leader) = field.get_mut("leader") {
-                        *leader = Value::String(SERVER_NAME.to_string());
-                    }
+                    normalize_cluster(field);
+                    continue;
                 }
                 normalize_in_place(field);
             }
@@ -195,6 +227,67 @@ fn normalize_in_place(value: &mut Value) {
         Value::Array(items) => items.iter_mut().for_each(normalize_in_place),
         _ => {}
     }
+}
+
+/// A `cluster` block (stream, consumer): `leader` becomes [`SERVER_NAME`],
+/// `name` (the cluster's) [`CLUSTER_NAME`], each of `replicas` (checked to
+/// be named) [`REPLICA`]; the fields only nats-server writes
+/// (`raft_group`, `leader_since`, `system_account`, `traffic_account`)
+/// go. One server's block is `{"leader": …}`; see [`cluster_block`].
+fn normalize_cluster(block: &mut Value) {
+    let Value::Object(map) = block else { return };
+    map.retain(|key, _| {
+        ![
+            "raft_group",
+            "leader_since",
+            "system_account",
+            "traffic_account",
+        ]
+        .contains(&key.as_str())
+    });
+    if let Some(leader) = map.get_mut("leader") {
+        *leader = Value::String(SERVER_NAME.to_string());
+    }
+    if let Some(name) = map.get_mut("name") {
+        *name = Value::String(CLUSTER_NAME.to_string());
+    }
+    if let Some(Value::Array(replicas)) = map.get_mut("replicas") {
+        for replica in replicas.iter_mut() {
+            assert!(
+                replica["name"]
+                    .as_str()
+                    .is_some_and(|name| !name.is_empty()),
+                "a replica without a name: {replica}"
+            );
+            *replica = Value::String(REPLICA.to_string());
+        }
+    }
+}
+
+/// The normalised `cluster` block of a stream with the default replicas
+/// (or of one of its consumers), as STREAM.INFO shows it: one server's
+/// `{"leader": …}`, or a cluster's name, leader and the other replicas.
+pub fn cluster_block() -> Value {
+    if super::target::clustered() {
+        let replicas = super::target::default_replicas() as usize - 1;
+        json!({
+            "name": CLUSTER_NAME,
+            "leader": SERVER_NAME,
+            "replicas": vec![REPLICA; replicas],
+        })
+    } else {
+        json!({"leader": SERVER_NAME})
+    }
+}
+
+/// `answer` with the `cluster` block a cluster adds where one server has
+/// none (the answers to a stream create or update, each STREAM.LIST
+/// element: nats-server's and tern's alike); unchanged on one server.
+pub fn with_cluster_block(mut answer: Value) -> Value {
+    if super::target::clustered() {
+        answer["cluster"] = cluster_block();
+    }
+    answer
 }
 
 fn time_placeholder(text: &str) -> &'static str {
@@ -213,7 +306,9 @@ fn time_placeholder(text: &str) -> &'static str {
 
 /// The normalised config nats-server 2.15.1 echoes for `{"name":name,
 /// "subjects":subjects}` in create/update/info responses (LIST omits
-/// `_nats.level`, see [`list_config`]).
+/// `_nats.level`, see [`list_config`]); `num_replicas` is
+/// [`super::target::default_replicas`] (3 in a cluster variant, whose
+/// client proxy asks for it).
 pub fn default_config(name: &str, subjects: &[&str]) -> Value {
     json!({
         "name": name,
@@ -227,7 +322,7 @@ pub fn default_config(name: &str, subjects: &[&str]) -> Value {
         "max_msg_size": -1,
         "discard": "old",
         "storage": "file",
-        "num_replicas": 1,
+        "num_replicas": super::target::default_replicas(),
         "duplicate_window": DEFAULT_DUPLICATE_WINDOW_NS,
         "compression": "none",
         "allow_direct": false,

@@ -18,7 +18,11 @@
 pub mod capture;
 pub mod cluster;
 pub mod js;
+pub mod proxy;
+pub mod target;
 pub mod tls;
+
+pub use target::{known_gap, KnownGap, Target};
 
 use std::collections::VecDeque;
 use std::io::{BufRead, BufReader, Read, Write};
@@ -1339,6 +1343,60 @@ macro_rules! differential {
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn nats() {
                 super::$name($crate::common::Flavor::Nats).await
+            }
+        }
+    };
+}
+
+/// [`differential!`] plus the same body on a 3-node cluster of each
+/// server: `<name>::tern_cluster` and `<name>::nats_cluster`, where
+/// `js::start` (`Target::start`) starts a cluster and clients reach node 1
+/// through the client proxy (streams replicated, no leader on node 1; see
+/// `common/target.rs` and docs/testing.md).
+///
+/// `nats_cluster` is `#[ignore]`d unless the test is marked
+/// `differential_cluster!(name, nats_cluster_in_ci)`: a nats-server
+/// cluster takes seconds to form, and CI runs the nats-server half only
+/// where the test has a cluster-specific expectation (what proves it). Run
+/// every one with `cargo test -p tern-it -- --ignored ::nats_cluster` (or
+/// `TERN_IT_NATS_CLUSTER=1 .ci/run`).
+#[macro_export]
+macro_rules! differential_cluster {
+    ($name:ident) => {
+        $crate::differential_cluster!(@variants $name, #[ignore = "nats-server cluster: run with `-- --ignored ::nats_cluster` or TERN_IT_NATS_CLUSTER=1 .ci/run"]);
+    };
+    ($name:ident, nats_cluster_in_ci) => {
+        $crate::differential_cluster!(@variants $name,);
+    };
+    (@variants $name:ident, $(#[$nats_cluster:meta])?) => {
+        mod $name {
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn tern() {
+                super::$name($crate::common::Flavor::Tern).await
+            }
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn nats() {
+                super::$name($crate::common::Flavor::Nats).await
+            }
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn tern_cluster() {
+                $crate::common::target::run_on(
+                    $crate::common::target::Topology::Cluster,
+                    super::$name($crate::common::Flavor::Tern),
+                )
+                .await
+            }
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            $(#[$nats_cluster])?
+            async fn nats_cluster() {
+                $crate::common::target::run_on(
+                    $crate::common::target::Topology::Cluster,
+                    super::$name($crate::common::Flavor::Nats),
+                )
+                .await
             }
         }
     };
