@@ -203,14 +203,12 @@ async fn kv_bucket_put_get_status(flavor: Flavor) {
     .await;
 
     ok(&server, "delete bucket", context.delete_key_value("basic")).await;
-    if !common::known_gap(flavor, common::KnownGap::ReadAfterDelete) {
-        fails(
-            &server,
-            "open deleted bucket",
-            context.get_key_value("basic"),
-        )
-        .await;
-    }
+    fails(
+        &server,
+        "open deleted bucket",
+        context.get_key_value("basic"),
+    )
+    .await;
 }
 
 async fn kv_update_and_create(flavor: Flavor) {

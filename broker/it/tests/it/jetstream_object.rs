@@ -365,14 +365,12 @@ async fn object_overwrite_and_delete(flavor: Flavor) {
         context.delete_object_store("docs"),
     )
     .await;
-    if !common::known_gap(flavor, common::KnownGap::ReadAfterDelete) {
-        assert!(
-            tokio::time::timeout(TIMEOUT, context.get_object_store("docs"))
-                .await
-                .expect("open deleted bucket timed out")
-                .is_err()
-        );
-    }
+    assert!(
+        tokio::time::timeout(TIMEOUT, context.get_object_store("docs"))
+            .await
+            .expect("open deleted bucket timed out")
+            .is_err()
+    );
 }
 
 differential_cluster!(object_multi_chunk_round_trip);

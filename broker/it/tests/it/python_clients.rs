@@ -63,11 +63,7 @@ differential!(nats_py_smoke);
 
 async fn nats_py_jetstream(flavor: Flavor) {
     let replicas = common::target::default_replicas().to_string();
-    let gaps = if common::known_gap(flavor, common::KnownGap::ReadAfterDelete) {
-        common::KnownGap::ReadAfterDelete.name()
-    } else {
-        ""
-    };
+    let gaps = "";
     run_script_with(
         flavor,
         Options::jetstream(),

@@ -5,8 +5,8 @@ errors, get/delete message and purge.
 Usage: jetstream.py nats://127.0.0.1:PORT [REPLICAS [GAPS]]
 (REPLICAS: what a stream created without `num_replicas` gets; 1 on one
 server, 3 on a cluster whose client proxy asks for them. GAPS: the known
-gaps of the server under test, comma-separated, whose checks are skipped:
-`read-after-delete`; see common::KnownGap.)
+gaps of the server under test, comma-separated, whose checks are skipped;
+none at present; see common::KnownGap.)
 
 Every name carries a random suffix, so runs never collide. Exits 0 when
 every check passes; prints the failed step and a traceback otherwise.
@@ -289,17 +289,15 @@ async def main(url: str) -> None:
 
     step("delete_stream")
     assert await js.delete_stream(other) is True
-    if "read-after-delete" not in GAPS:
-        await expect_api_error(js.stream_info(other), NotFoundError, 10059, "stream not found")
+    await expect_api_error(js.stream_info(other), NotFoundError, 10059, "stream not found")
     await expect_api_error(js.delete_stream(other), NotFoundError, 10059, "stream not found")
     names = await stream_names(nc)
     assert other not in names and name in names, names
-    if "read-after-delete" not in GAPS:
-        try:
-            await js.publish(f"{other_prefix}.x", b"deleted stream")
-            raise AssertionError("publish into a deleted stream was acked")
-        except NoStreamResponseError:
-            pass
+    try:
+        await js.publish(f"{other_prefix}.x", b"deleted stream")
+        raise AssertionError("publish into a deleted stream was acked")
+    except NoStreamResponseError:
+        pass
 
     step("delete the first stream")
     assert await js.delete_stream(name) is True

@@ -79,12 +79,6 @@ pub fn default_replicas() -> u64 {
 /// ("Client-level tests on a cluster").
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum KnownGap {
-    /// A stream deleted through one node is still there for a moment:
-    /// STREAM.INFO answers it, a KV or object store bind succeeds, and a
-    /// publish to its subjects is stored and acknowledged (then lost): the
-    /// delete is answered by the meta leader before the stream's nodes
-    /// applied it (nats-server answers once they have).
-    ReadAfterDelete,
     /// A JetStream API request a node hands to another (to the meta
     /// leader, to a stream's leader) is counted in `$JS.API.INFO`'s
     /// `api.total` on both nodes: a fresh cluster's first INFO through a
@@ -118,7 +112,6 @@ pub enum KnownGap {
 impl KnownGap {
     pub fn name(self) -> &'static str {
         match self {
-            KnownGap::ReadAfterDelete => "read-after-delete",
             KnownGap::ApiCountedAtEveryHop => "api-counted-at-every-hop",
             KnownGap::InterestOrder => "interest-order",
             KnownGap::LeadershipFollowedLate => "leadership-followed-late",
