@@ -463,7 +463,7 @@ fn shard_routes(
         client_url: client_url.to_string(),
         route_url: route_url.to_string(),
         known_routes: Vec::new(),
-        meta_formed: false,
+        meta_voters: Vec::new(),
     };
     Some(crate::cluster::routes::Routes::new(
         cluster,

@@ -47,8 +47,8 @@ pub const FRAME_HEADER_BYTES: usize = 8;
 /// First bytes of every Hello: garbage on the cluster port fails here.
 pub const HELLO_MAGIC: &[u8; 4] = b"TERN";
 pub const PROTOCOL_VERSION: u16 = 3;
-/// Hello flag: the sender's meta group exists.
-const HELLO_META_FORMED: u8 = 1;
+/// Meta group voters a Hello names at most.
+pub const META_VOTERS_MAX: usize = 64;
 /// Longest name or URL in a Hello or Routes frame.
 pub const NAME_BYTES_MAX: usize = 256;
 /// Longest reason a Refuse carries.
@@ -92,10 +92,12 @@ pub struct Hello {
     /// `host:port` other nodes reach this node's cluster port on; a host of
     /// `0.0.0.0` or `::` means "the address you see me from".
     pub route_url: String,
-    /// The sender's JetStream meta group exists (its voters are fixed): a
-    /// node with a new store that sees one joins that group instead of
-    /// forming one of its own (`jetstream::cluster`).
-    pub meta_formed: bool,
+    /// The voters of the sender's JetStream meta group as its state holds
+    /// them; empty while it has none. A node with a new store that sees a
+    /// group it is not a voter of joins it instead of forming one of its
+    /// own, and one it is a voter of it forms with those voters
+    /// (`jetstream::cluster`).
+    pub meta_voters: Vec<u64>,
     /// Route URLs of the other nodes the sender knows (gossip).
     pub known_routes: Vec<String>,
 }
@@ -295,14 +297,20 @@ fn decode_body(body: &[u8]) -> Result<Frame<'_>, FrameError> {
                 client_url: reader.name()?,
                 route_url: reader.name()?,
                 known_routes: reader.names()?,
-                meta_formed: false,
+                meta_voters: Vec::new(),
             };
-            let flags = reader.u8()?;
-            if flags & !HELLO_META_FORMED != 0 {
+            let voters = reader.u16()? as usize;
+            if voters > META_VOTERS_MAX {
+                return Err(FrameError::Malformed("hello"));
+            }
+            let meta_voters = (0..voters)
+                .map(|_| reader.u64())
+                .collect::<Result<Vec<u64>, FrameError>>()?;
+            if meta_voters.contains(&0) {
                 return Err(FrameError::Malformed("hello"));
             }
             let hello = Hello {
-                meta_formed: flags & HELLO_META_FORMED != 0,
+                meta_voters,
                 ..hello
             };
             reader.end()?;
@@ -490,7 +498,11 @@ pub fn push_hello(buffer: &mut Vec<u8>, hello: &Hello) {
         push_bytes(buffer, hello.client_url.as_bytes());
         push_bytes(buffer, hello.route_url.as_bytes());
         push_names(buffer, &hello.known_routes);
-        buffer.push(u8::from(hello.meta_formed) * HELLO_META_FORMED);
+        let voters = &hello.meta_voters[..hello.meta_voters.len().min(META_VOTERS_MAX)];
+        buffer.extend_from_slice(&(voters.len() as u16).to_le_bytes());
+        for voter in voters {
+            buffer.extend_from_slice(&voter.to_le_bytes());
+        }
     });
 }
 
@@ -638,7 +650,7 @@ mod tests {
             client_url: "127.0.0.1:4222".into(),
             route_url: "0.0.0.0:6222".into(),
             known_routes: vec!["10.0.0.2:6222".into(), "10.0.0.3:6222".into()],
-            meta_formed: true,
+            meta_voters: vec![3, 1, 2],
         }
     }
 

@@ -21,8 +21,8 @@ pub struct PeerIdentity {
     pub server_name: String,
     /// Its Raft node id.
     pub node_id: u64,
-    /// Its meta group existed when it sent its Hello.
-    pub meta_formed: bool,
+    /// Its meta group's voters when it sent its Hello (empty: none).
+    pub meta_voters: Vec<u64>,
     /// `host:port` its clients connect to.
     pub client_url: String,
     /// `host:port` its cluster port is reached on.
@@ -271,7 +271,7 @@ mod tests {
                 server_id: "N2".into(),
                 server_name: "n2".into(),
                 node_id: crate::cluster::node_id("n2"),
-                meta_formed: false,
+                meta_voters: Vec::new(),
                 client_url: "127.0.0.1:4222".into(),
                 route_url: "127.0.0.1:6222".into(),
                 address: SocketAddr::from(([127, 0, 0, 1], 6222)),

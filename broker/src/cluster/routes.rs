@@ -152,18 +152,24 @@ impl Routes {
     /// one of them is connected (or found to be this node); `None` before.
     /// The meta group's first voters: every node lists every node.
     pub fn configured_peers(&self) -> Option<Vec<u64>> {
-        self.configured_peers_formed().map(|(peers, _)| peers)
+        self.configured_peers_formed(0).map(|(peers, _)| peers)
     }
 
-    /// [`Routes::configured_peers`], and whether any node this shard links
-    /// to said its meta group exists (then a node with a new store joins
-    /// it instead of forming one).
-    pub fn configured_peers_formed(&self) -> Option<(Vec<u64>, bool)> {
-        let formed = self
-            .links
-            .borrow()
-            .values()
-            .any(|link| link.is_open() && link.peer.meta_formed);
+    /// [`Routes::configured_peers`], and the meta group voters a node this
+    /// shard links to said it has (one naming `this` first), if any does:
+    /// then a node with a new store joins that group, or forms it with
+    /// those voters when it is one of them, instead of forming its own.
+    pub fn configured_peers_formed(&self, this: u64) -> Option<(Vec<u64>, Option<Vec<u64>>)> {
+        let formed = {
+            let links = self.links.borrow();
+            let mut groups: Vec<Vec<u64>> = links
+                .values()
+                .filter(|link| link.is_open() && !link.peer.meta_voters.is_empty())
+                .map(|link| link.peer.meta_voters.clone())
+                .collect();
+            groups.sort_by_key(|voters| !voters.contains(&this));
+            groups.into_iter().next()
+        };
         let targets = self.targets.borrow();
         let links = self.links.borrow();
         let mut peers = Vec::new();
@@ -268,10 +274,14 @@ impl Routes {
         hello
     }
 
-    /// Whether this node's JetStream meta group exists, as the Hellos it
-    /// sends from now on say (shard 0's JetStream keeps it current).
-    pub fn set_meta_formed(&self, formed: bool) {
-        self.hello.borrow_mut().meta_formed = formed;
+    /// This node's JetStream meta group's voters (empty: none yet), as
+    /// the Hellos it sends from now on say (shard 0's JetStream keeps it
+    /// current).
+    pub fn set_meta_voters(&self, voters: &[u64]) {
+        let mut hello = self.hello.borrow_mut();
+        if hello.meta_voters != voters {
+            hello.meta_voters = voters.to_vec();
+        }
     }
 
     /// Why a peer's Hello is refused, if it is.
@@ -555,7 +565,7 @@ async fn accept_one(shard: Rc<Shard>, stream: TcpStream) {
         server_id: hello.server_id,
         server_name: hello.server_name,
         node_id: hello.node_id,
-        meta_formed: hello.meta_formed,
+        meta_voters: hello.meta_voters,
         address,
         did_solicit: false,
     };
@@ -715,7 +725,7 @@ async fn dial(
         server_id: peer_hello.server_id,
         server_name: peer_hello.server_name,
         node_id: peer_hello.node_id,
-        meta_formed: peer_hello.meta_formed,
+        meta_voters: peer_hello.meta_voters,
         address,
         did_solicit: true,
     };

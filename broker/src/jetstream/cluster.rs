@@ -469,7 +469,7 @@ impl JetStream {
         while !self.stopping() {
             self.announce_meta(&meta, &mut announced);
             if let Some(routes) = self.shard().routes.as_ref() {
-                routes.set_meta_formed(!meta.voters().is_empty());
+                routes.set_meta_voters(&meta.voters());
             }
             // A new leader is told again; a leader's held answers go once
             // carried out everywhere, or at their deadline.
@@ -514,7 +514,7 @@ impl JetStream {
         if meta.state.borrow().voters.is_empty() {
             log::info!(target: "tern::jetstream", "waiting for every configured route to connect, to form the meta group");
             let (peers, formed) = loop {
-                if let Some(found) = routes.configured_peers_formed() {
+                if let Some(found) = routes.configured_peers_formed(meta.node_id) {
                     break found;
                 }
                 if self.stopping() {
@@ -522,19 +522,31 @@ impl JetStream {
                 }
                 glommio::timer::sleep(FORMING_POLL).await;
             };
-            if formed {
-                // Another node's meta group exists: this store is new to
-                // it (a node added, or a wiped one back under a new
-                // identity). It joins that group through its leader and
-                // never forms one of its own: a configuration it made up
-                // could elect it without entries the group committed. Its
-                // Raft node starts outside any configuration it could
-                // campaign in and takes the leader's snapshot (every
-                // member's log starts after one) once the leader adds it.
-                log::info!(target: "tern::jetstream", "the cluster's meta group exists: this node asks its leader to join it");
-                joining = Some(peers);
-            } else {
-                founding = Some(peers);
+            match formed {
+                // Formed at the same time by a peer, with this node among
+                // its voters (the first voters are the configured nodes):
+                // the same group, formed here with the same voters.
+                Some(voters) if voters.contains(&meta.node_id) => {
+                    founding = Some(
+                        voters
+                            .into_iter()
+                            .filter(|voter| *voter != meta.node_id)
+                            .collect(),
+                    );
+                }
+                Some(_) => {
+                    // Another node's meta group exists: this store is new to
+                    // it (a node added, or a wiped one back under a new
+                    // identity). It joins that group through its leader and
+                    // never forms one of its own: a configuration it made up
+                    // could elect it without entries the group committed. Its
+                    // Raft node starts outside any configuration it could
+                    // campaign in and takes the leader's snapshot (every
+                    // member's log starts after one) once the leader adds it.
+                    log::info!(target: "tern::jetstream", "the cluster's meta group exists: this node asks its leader to join it");
+                    joining = Some(peers);
+                }
+                None => founding = Some(peers),
             }
         }
         if let Some(peers) = founding {
@@ -1644,15 +1656,18 @@ impl JetStream {
         if !handle.is_replicated() || handle.leading.get() || handle.is_stopped() {
             return false;
         }
-        let leader = handle
-            .leader
-            .get()
-            .filter(|&leader| Some(leader) != self.node_id());
-        let another = (request.hops == 0)
+        let this = self.node_id();
+        let leader = self.replica_leader(handle);
+        let elsewhere = leader.filter(|&leader| Some(leader) != this);
+        // No leader known here: a client's own request is asked of
+        // another replica, which may know.
+        let another = (request.hops == 0 && leader.is_none())
             .then(|| self.other_peer(&handle.peers))
             .flatten();
-        match leader.or(another) {
+        match elsewhere.or(another) {
             Some(target) => self.hand_to(target, request, kind),
+            // No leader known, or this node's Raft node leads and its task
+            // has not taken office yet: the request waits here for either.
             None => {
                 let (js, handle, request, kind) = (
                     self.clone(),
@@ -1662,14 +1677,17 @@ impl JetStream {
                 );
                 glommio::spawn_local(async move {
                     let deadline = Instant::now() + LEADER_WAIT;
-                    while handle.leader.get().is_none()
-                        && !handle.is_stopped()
-                        && Instant::now() < deadline
-                    {
+                    let settled = |js: &JetStream| {
+                        handle.leading.get()
+                            || js
+                                .replica_leader(&handle)
+                                .is_some_and(|leader| Some(leader) != js.node_id())
+                    };
+                    while !settled(&js) && !handle.is_stopped() && Instant::now() < deadline {
                         // Bounded poll of the replica's leadership.
                         tern_shard::timer::sleep(Duration::from_millis(5)).await;
                     }
-                    if handle.leader.get().is_some() && !handle.is_stopped() {
+                    if settled(&js) && !handle.is_stopped() {
                         js.handle_request(request);
                     } else {
                         js.answer_unavailable(&request, &kind);
@@ -1679,6 +1697,16 @@ impl JetStream {
             }
         }
         true
+    }
+
+    /// A replicated stream's leader as this node sees it: its Raft node's
+    /// view (the task may not have followed a change yet), else the task's.
+    fn replica_leader(&self, handle: &super::stream::StreamHandle) -> Option<NodeId> {
+        self.groups
+            .get()
+            .and_then(|groups| groups.node_if_running(handle.group, Node::leader))
+            .flatten()
+            .or(handle.leader.get())
     }
 
     /// META.LEADER.STEPDOWN on shard 0: the meta leader hands leadership
@@ -1748,11 +1776,10 @@ impl JetStream {
             payload: Bytes::copy_from_slice(payload),
             hops,
         };
-        // The meta leader's own requests (listings) and the nodes' reports
-        // (`$JS.API.$TERN.…`) are not clients'.
-        if !Self::is_gather_reply(reply) && !subject.starts_with(b"$JS.API.$TERN.") {
-            self.api_total.set(self.api_total.get() + 1);
-        }
+        // Not counted in the API statistics: a client's request was counted
+        // once, where the client sent it (`on_api`); the meta leader's own
+        // requests (listings) and the nodes' reports (`$JS.API.$TERN.…`)
+        // are not clients'. (`$JS.API.INFO` sums every node's count.)
         self.dispatch_api(request);
     }
 }

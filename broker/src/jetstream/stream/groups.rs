@@ -63,6 +63,10 @@ pub trait GroupHost {
     fn persists_snapshots(&self) -> bool {
         false
     }
+    /// The group's role or leader changed on this node (a message from
+    /// another node moved it): the host follows at once, not at its next
+    /// turn.
+    fn leadership_moved(&self) {}
 }
 
 impl GroupHost for StreamHandle {
@@ -76,6 +80,10 @@ impl GroupHost for StreamHandle {
 
     fn snapshot_read(&self, read: tern_raft::SnapshotRead) {
         StreamHandle::snapshot_read(self, read)
+    }
+
+    fn leadership_moved(&self) {
+        StreamHandle::leadership_moved(self)
     }
 
     /// The task builds an installed snapshot into a staged store and
@@ -201,14 +209,22 @@ impl StreamGroups {
 
     /// A message from another node for `group`.
     pub fn step(&self, group: GroupId, envelope: Envelope) {
-        let persistence = self
-            .handles
-            .borrow()
-            .get(&group)
-            .map(|(persistence, _)| *persistence);
-        match persistence {
-            Some(persistence) => {
-                self.raft(persistence).borrow_mut().step(group, envelope);
+        let hosted = self.handles.borrow().get(&group).cloned();
+        match hosted {
+            Some((persistence, host)) => {
+                let moved = {
+                    let mut raft = self.raft(persistence).borrow_mut();
+                    let office = |raft: &MultiRaft| {
+                        raft.node(group)
+                            .map(|node| (node.role() == tern_raft::Role::Leader, node.leader()))
+                    };
+                    let before = office(&raft);
+                    raft.step(group, envelope);
+                    before != office(&raft)
+                };
+                if moved {
+                    host.leadership_moved();
+                }
                 self.notify();
             }
             None => self

@@ -144,6 +144,9 @@ pub struct StreamHandle {
     removed: Cell<bool>,
     /// Who waits for `removed` (an owner shard's delete).
     removal: Waiters,
+    /// Its group's leadership moved on this node since the task last
+    /// followed it (`StreamGroups::step`).
+    leadership_moved: Cell<bool>,
     /// Stored bytes last counted in the shard's storage usage.
     pub(crate) counted_bytes: Cell<u64>,
     /// Updated by the task after every turn (LIST, account info).
@@ -202,6 +205,7 @@ impl StreamHandle {
             stopped: Cell::new(false),
             removed: Cell::new(false),
             removal: Waiters::new(),
+            leadership_moved: Cell::new(false),
             counted_bytes: Cell::new(0),
             snapshot: RefCell::new(Snapshot_ {
                 config,
@@ -282,6 +286,17 @@ impl StreamHandle {
 
     pub fn is_stopped(&self) -> bool {
         self.stopped.get()
+    }
+
+    /// Its group's leadership moved: the task follows at once.
+    pub(super) fn leadership_moved(&self) {
+        self.leadership_moved.set(true);
+        self.wake.wake_all();
+    }
+
+    /// Whether leadership moved since the last call (the task's turn).
+    pub(super) fn take_leadership_moved(&self) -> bool {
+        self.leadership_moved.replace(false)
     }
 
     /// The shard forgot the stream: its copy is gone.

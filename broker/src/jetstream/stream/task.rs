@@ -800,6 +800,7 @@ impl StreamTask {
                     !handle.commands.borrow().is_empty()
                         || !handle.committed.borrow().is_empty()
                         || handle.has_snapshot_work()
+                        || handle.leadership_moved.get()
                         || (journal && groups.failure().is_some())
                         || js.stopping()
                 })
@@ -861,6 +862,7 @@ impl StreamTask {
             self.leave_group().await;
             return Ok(());
         }
+        self.handle.take_leadership_moved();
         if self.handle.is_replicated() {
             self.follow_replication().await?;
             if !self.awaiting_office.is_empty() && (self.is_leading() || !self.is_elected()) {

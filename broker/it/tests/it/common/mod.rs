@@ -22,7 +22,7 @@ pub mod proxy;
 pub mod target;
 pub mod tls;
 
-pub use target::{known_gap, KnownGap, Target};
+pub use target::Target;
 
 use std::collections::VecDeque;
 use std::io::{BufRead, BufReader, Read, Write};

@@ -79,12 +79,6 @@ pub fn default_replicas() -> u64 {
 /// ("Client-level tests on a cluster").
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum KnownGap {
-    /// A JetStream API request a node hands to another (to the meta
-    /// leader, to a stream's leader) is counted in `$JS.API.INFO`'s
-    /// `api.total` on both nodes: a fresh cluster's first INFO through a
-    /// node that is not the meta leader says `total` 1 (nats-server's
-    /// cluster: 0).
-    ApiCountedAtEveryHop,
     /// Interest and messages between two nodes take different routes
     /// (each shard has its own), so nothing orders a subscription before
     /// a message sent after it: a reply inbox subscribed right before its
@@ -112,7 +106,6 @@ pub enum KnownGap {
 impl KnownGap {
     pub fn name(self) -> &'static str {
         match self {
-            KnownGap::ApiCountedAtEveryHop => "api-counted-at-every-hop",
             KnownGap::InterestOrder => "interest-order",
             KnownGap::LeadershipFollowedLate => "leadership-followed-late",
         }
