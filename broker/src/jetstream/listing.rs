@@ -440,12 +440,17 @@ impl JetStream {
     }
 
     /// The account's usage as nats-server's `/jsz` account detail reports
-    /// it: this node's (`local`) and, in a cluster, every other node's a
-    /// route reaches (each replica counted where it is, as nats-server
-    /// sums every server's usage of the account). Shard 0.
-    pub async fn account_usage(self: &Rc<Self>, local: NodeUsage) -> NodeUsage {
-        let mut usage = local;
-        if self.is_clustered() {
+    /// it: this node's (from its shards' `parts`) and, in a cluster with
+    /// `cluster_wide`, every other node's a route reaches (each replica
+    /// counted where it is, as nats-server sums every server's usage of
+    /// the account). Shard 0.
+    pub async fn account_usage(
+        self: &Rc<Self>,
+        parts: &[Gathered],
+        cluster_wide: bool,
+    ) -> NodeUsage {
+        let mut usage = NodeUsage::of(parts);
+        if cluster_wide && self.is_clustered() {
             if let Some(others) = self.ask_node_usage() {
                 usage.add(&others.await);
             }

@@ -16,7 +16,6 @@ use futures_lite::{AsyncReadExt, AsyncWriteExt};
 use glommio::net::{TcpListener, TcpStream};
 use serde::Serialize;
 
-use crate::jetstream::listing::NodeUsage;
 use crate::mesh::message::ReportKind;
 use crate::monitor::stats::{ConnectionInfo, RouteInfo, ShardReport};
 use crate::monitor::{cluster, jsz};
@@ -186,12 +185,9 @@ impl Monitor {
                     consumers: options.lists_consumers().then_some(options.config),
                 };
                 let parts = jetstream.gather_with(detail).await;
-                let local = NodeUsage::of(&parts);
-                let account_usage = if options.lists_account() {
-                    jetstream.account_usage(local).await
-                } else {
-                    local
-                };
+                let account_usage = jetstream
+                    .account_usage(&parts, options.lists_account())
+                    .await;
                 let config = shard.config.jetstream.as_ref();
                 let settings = jsz::ServerSettings {
                     max_memory: config.map_or(-1, |config| config.max_memory_bytes),
