@@ -1562,8 +1562,8 @@ pub fn meta_peers_outcome(
     }
 }
 
-/// Streams' details in `/jsz?accounts=true&streams=true`: at the top
-/// (tern) or under each account (nats-server).
+/// Streams' details in `/jsz?accounts=true&streams=true`: under each
+/// account (nats-server, tern), or at the top (earlier tern servers).
 pub fn stream_details(jsz: &Value) -> Vec<&Value> {
     let mut details: Vec<&Value> = jsz["stream_detail"]
         .as_array()

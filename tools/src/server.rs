@@ -3,10 +3,10 @@
 //! terminal, `--json` for machines, with the nats CLI's flags (where the
 //! nats CLI asks the system account, tern reads the nodes' monitoring
 //! ports; docs/cli.md says what each flag means here). The summaries are
-//! pure functions of the endpoints' answers (unit-tested below); tern and
-//! nats-server lay `/jsz` out differently (streams' state at the top of a
-//! detail or under `state`, streams at the top or under each account),
-//! both are read.
+//! pure functions of the endpoints' answers (unit-tested below). `/jsz`
+//! is read in nats-server's layout (streams under each account, their
+//! state under `state`), tern's too; earlier tern servers' (streams at
+//! the top, their state in the detail) is read as well.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;

@@ -355,16 +355,7 @@ impl JetStream {
         let Some(meta) = self.meta.get().cloned() else {
             return;
         };
-        let this = self.node_id();
-        let others: Vec<u64> = {
-            let shard = self.shard();
-            let routes = shard.routes.as_ref().expect("clustered");
-            meta.voters()
-                .into_iter()
-                .filter(|&node| Some(node) != this && routes.link_to_node(node).is_some())
-                .collect()
-        };
-        let Some((id, gather)) = self.open_cluster_gather(others.len()) else {
+        let Some(others) = self.ask_node_usage() else {
             return self.answer_error(
                 request.origin,
                 Some(reply),
@@ -372,28 +363,10 @@ impl JetStream {
                 &ApiError::cluster_unavailable(),
             );
         };
-        let subject = format!("$JS.API.{}", NODE_USAGE_TOKENS.join("."));
-        for (slot, &node) in others.iter().enumerate() {
-            let asked = ApiRequest {
-                origin: self.index,
-                subject: Bytes::from(subject.clone()),
-                reply: Some(self.gather_inbox_of(id, slot)),
-                payload: Bytes::new(),
-                hops: 0,
-            };
-            // No route now: its 503 lands in the inbox and counts as no
-            // usage.
-            self.hand_to(node, &asked, kind);
-        }
         let js = self.clone();
         glommio::spawn_local(async move {
             let mut usage = NodeUsage::of(&js.gather().await);
-            for answer in js.finish_cluster_gather(id, &gather, others.len()).await {
-                let node_usage = answer
-                    .and_then(|body| serde_json::from_slice::<NodeUsage>(&body).ok())
-                    .unwrap_or_default();
-                usage.add(&node_usage);
-            }
+            usage.add(&others.await);
             let mut info = AccountInfo {
                 memory: usage.memory,
                 storage: usage.storage,
@@ -419,6 +392,70 @@ impl JetStream {
             );
         })
         .detach();
+    }
+
+    /// Asks every other voter a route reaches for its node's usage
+    /// ([`NODE_USAGE_TOKENS`]); the returned future sums the answers (a
+    /// node that does not answer within [`CLUSTER_GATHER_TIMEOUT`] adds
+    /// nothing). `None` while [`CLUSTER_GATHERS_MAX`] gathers run. Shard
+    /// 0 of a clustered node.
+    pub(super) fn ask_node_usage(
+        self: &Rc<Self>,
+    ) -> Option<impl std::future::Future<Output = NodeUsage>> {
+        let meta = self.meta.get().cloned()?;
+        let this = self.node_id();
+        let others: Vec<u64> = {
+            let shard = self.shard();
+            let routes = shard.routes.as_ref()?;
+            meta.voters()
+                .into_iter()
+                .filter(|&node| Some(node) != this && routes.link_to_node(node).is_some())
+                .collect()
+        };
+        let (id, gather) = self.open_cluster_gather(others.len())?;
+        let subject = format!("$JS.API.{}", NODE_USAGE_TOKENS.join("."));
+        for (slot, &node) in others.iter().enumerate() {
+            let asked = ApiRequest {
+                origin: self.index,
+                subject: Bytes::from(subject.clone()),
+                reply: Some(self.gather_inbox_of(id, slot)),
+                payload: Bytes::new(),
+                hops: 0,
+            };
+            // No route now: its 503 lands in the inbox and counts as no
+            // usage.
+            self.hand_to(node, &asked, "account_info_response");
+        }
+        let js = self.clone();
+        Some(async move {
+            let mut usage = NodeUsage::default();
+            for answer in js.finish_cluster_gather(id, &gather, others.len()).await {
+                let node_usage = answer
+                    .and_then(|body| serde_json::from_slice::<NodeUsage>(&body).ok())
+                    .unwrap_or_default();
+                usage.add(&node_usage);
+            }
+            usage
+        })
+    }
+
+    /// The account's usage as nats-server's `/jsz` account detail reports
+    /// it: this node's (from its shards' `parts`) and, in a cluster with
+    /// `cluster_wide`, every other node's a route reaches (each replica
+    /// counted where it is, as nats-server sums every server's usage of
+    /// the account). Shard 0.
+    pub async fn account_usage(
+        self: &Rc<Self>,
+        parts: &[Gathered],
+        cluster_wide: bool,
+    ) -> NodeUsage {
+        let mut usage = NodeUsage::of(parts);
+        if cluster_wide && self.is_clustered() {
+            if let Some(others) = self.ask_node_usage() {
+                usage.add(&others.await);
+            }
+        }
+        usage
     }
 
     /// The meta leader asked this node for its usage (shard 0).
@@ -498,6 +535,8 @@ mod tests {
             failure: None,
             consumers,
             leading,
+            group: 1,
+            replicated: false,
         };
         let parts = [
             Gathered {

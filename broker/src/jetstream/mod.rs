@@ -107,6 +107,10 @@ const QUEUED_OWNER_COMMANDS_MAX: usize = 65_536;
 const REMOVAL_TIMEOUT: Duration = Duration::from_secs(30);
 /// How long a gather (listing, account info) waits for the other shards.
 pub const GATHER_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long a shard waits for its streams' tasks to list their consumers
+/// (`/jsz?consumers=true`); a stream that has not answered by then is
+/// listed without them.
+pub const CONSUMER_DETAILS_TIMEOUT: Duration = Duration::from_secs(2);
 /// Paging limits (nats-server).
 pub const NAMES_LIMIT: usize = 1024;
 pub const LIST_LIMIT: usize = 256;
@@ -199,10 +203,15 @@ pub struct StreamSummary {
     pub last_unix_ns: u64,
     pub shard: usize,
     pub failure: Option<String>,
-    /// Consumers on the stream (durable and ephemeral).
+    /// Consumers of this replica: in office its live ones (durable and
+    /// ephemeral), otherwise the durables of its log.
     pub consumers: usize,
     /// This replica leads it (one replica always does).
     pub leading: bool,
+    /// Its Raft group.
+    pub group: u64,
+    /// More than one voter.
+    pub replicated: bool,
 }
 
 /// What rebuilding a damaged replica from its peers keeps of it
@@ -253,6 +262,18 @@ pub struct Gathered {
     pub missing: Vec<String>,
     /// The shard's Raft groups by role, and their counters.
     pub raft: replication::RaftReport,
+    /// Asked for ([`GatherDetail::consumers`]): each running stream's
+    /// consumers, by stream name (a stream that did not answer in
+    /// [`CONSUMER_DETAILS_TIMEOUT`] is not there).
+    pub consumer_details: BTreeMap<String, Vec<stream::ConsumerDetail>>,
+}
+
+/// What a gather asks of each shard besides its streams' summaries.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct GatherDetail {
+    /// Each stream's consumers as its task has them (`/jsz`), `Some(true)`
+    /// with their configs.
+    pub consumers: Option<bool>,
 }
 
 struct PendingGather {
@@ -1685,15 +1706,30 @@ impl JetStream {
                 self.shard()
                     .publish_internal(&reply, headers.len(), &message);
             }
-            ShardMessage::JetStreamGather { id, origin } => {
-                let gathered = self.gather_local();
-                self.send_to(
-                    origin,
-                    ShardMessage::JetStreamGathered {
-                        id,
-                        gathered: Box::new(gathered),
-                    },
-                );
+            ShardMessage::JetStreamGather { id, origin, detail } => {
+                if detail == GatherDetail::default() {
+                    let gathered = self.gather_local();
+                    return self.send_to(
+                        origin,
+                        ShardMessage::JetStreamGathered {
+                            id,
+                            gathered: Box::new(gathered),
+                        },
+                    );
+                }
+                // The streams' tasks answer in their turns.
+                let js = self.clone();
+                glommio::spawn_local(async move {
+                    let gathered = js.gather_local_with(detail).await;
+                    js.send_to(
+                        origin,
+                        ShardMessage::JetStreamGathered {
+                            id,
+                            gathered: Box::new(gathered),
+                        },
+                    );
+                })
+                .detach();
             }
             ShardMessage::JetStreamGathered { id, gathered } => {
                 let pending = self.gathers.borrow().get(&id).cloned();
@@ -2532,6 +2568,8 @@ impl JetStream {
                     failure: snapshot.failure.clone(),
                     consumers: snapshot.consumers,
                     leading: !handle.is_replicated() || handle.leading.get(),
+                    group: handle.group,
+                    replicated: handle.is_replicated(),
                 }
             })
             .collect();
@@ -2557,11 +2595,49 @@ impl JetStream {
             stream_groups: self.stream_group_reports(),
             missing: self.missing_streams(),
             raft: self.raft_report(),
+            consumer_details: BTreeMap::new(),
         }
+    }
+
+    /// This shard's part with what `detail` asks for.
+    async fn gather_local_with(&self, detail: GatherDetail) -> Gathered {
+        let mut gathered = self.gather_local();
+        if let Some(config) = detail.consumers {
+            gathered.consumer_details = self.consumer_details(config).await;
+        }
+        gathered
+    }
+
+    /// Each running stream's consumers, asked of its task, at most
+    /// [`CONSUMER_DETAILS_TIMEOUT`] in all.
+    async fn consumer_details(
+        &self,
+        config: bool,
+    ) -> BTreeMap<String, Vec<stream::ConsumerDetail>> {
+        let asked: Vec<(String, Rc<stream::ConsumerDetailsRequest>)> = self
+            .streams
+            .borrow()
+            .values()
+            .filter_map(|handle| Some((handle.name.clone(), handle.consumer_details(config)?)))
+            .collect();
+        let deadline = Instant::now() + CONSUMER_DETAILS_TIMEOUT;
+        let mut details = BTreeMap::new();
+        for (name, request) in asked {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if let Some(consumers) = request.wait(left).await {
+                details.insert(name, consumers);
+            }
+        }
+        details
     }
 
     /// Every shard's part, this one's included.
     pub async fn gather(self: &Rc<Self>) -> Vec<Gathered> {
+        self.gather_with(GatherDetail::default()).await
+    }
+
+    /// [`Self::gather`], each part with what `detail` asks for.
+    pub async fn gather_with(self: &Rc<Self>, detail: GatherDetail) -> Vec<Gathered> {
         let id = self.next_gather.get();
         self.next_gather.set(id + 1);
         let pending = Rc::new(PendingGather {
@@ -2577,6 +2653,7 @@ impl JetStream {
                 ShardMessage::JetStreamGather {
                     id,
                     origin: self.index,
+                    detail,
                 },
             );
         }
@@ -2586,7 +2663,7 @@ impl JetStream {
         let _ = tern_shard::timer::timeout(GATHER_TIMEOUT, all).await;
         self.gathers.borrow_mut().remove(&id);
         let mut parts = std::mem::take(&mut *pending.parts.borrow_mut());
-        parts.push(self.gather_local());
+        parts.push(self.gather_local_with(detail).await);
         parts
     }
 

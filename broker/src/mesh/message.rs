@@ -169,6 +169,7 @@ pub enum ShardMessage {
     JetStreamGather {
         id: u64,
         origin: usize,
+        detail: crate::jetstream::GatherDetail,
     },
     JetStreamGathered {
         id: u64,

@@ -17,6 +17,7 @@ use std::fmt::Write as _;
 
 use serde_json::{json, Value};
 
+use crate::jetstream::api::json;
 use crate::jetstream::api::responses::ClusterBlock;
 use crate::jetstream::replication::{
     GroupView, MetaStatus, NotCurrent, RaftReport, StreamGroupReport,
@@ -73,6 +74,47 @@ pub fn meta_cluster_json(status: &MetaStatus) -> Value {
     }
     meta["raft"] = raft;
     meta
+}
+
+/// `/jsz`'s `meta_cluster` in nats-server's field order (`MetaClusterInfo`:
+/// `name`, `leader`, `peer`, `replicas`, `cluster_size`, `quorum_needed`,
+/// `pending`, `pending_requests`, `pending_infos`, `snapshot`), then
+/// tern's `raft`: [`meta_cluster_json`]'s fields.
+pub fn write_meta_cluster(out: &mut String, status: &MetaStatus) {
+    let value = meta_cluster_json(status);
+    out.push_str("{\"name\":");
+    json::write_string(out, &status.cluster);
+    for key in ["leader", "peer"] {
+        if let Some(text) = value[key].as_str() {
+            let _ = write!(out, ",\"{key}\":");
+            json::write_string(out, text);
+        }
+    }
+    if !status.replicas.is_empty() {
+        // `{"replicas":[…]}` of a block with nothing else: its member.
+        let mut block = String::with_capacity(256);
+        ClusterBlock {
+            replicas: status.replicas.clone(),
+            ..ClusterBlock::default()
+        }
+        .write_json(&mut block);
+        out.push(',');
+        out.push_str(&block[1..block.len() - 1]);
+    }
+    for key in [
+        "cluster_size",
+        "quorum_needed",
+        "pending",
+        "pending_requests",
+        "pending_infos",
+    ] {
+        let _ = write!(out, ",\"{key}\":{}", value[key]);
+    }
+    let _ = write!(
+        out,
+        ",\"snapshot\":{{\"pending_entries\":{},\"pending_size\":{}}},\"raft\":{}}}",
+        status.pending_entries, status.pending_bytes, value["raft"]
+    );
 }
 
 /// A `cluster` block exactly as STREAM.INFO writes it.
@@ -231,22 +273,29 @@ impl std::fmt::Display for BadBoolean {
     }
 }
 
+/// A query parameter as nats-server's `decodeBool` reads it (Go's
+/// `strconv.ParseBool`; absent or empty: false).
+pub fn parse_go_bool(
+    query: &std::collections::BTreeMap<String, String>,
+    parameter: &str,
+) -> Result<bool, BadBoolean> {
+    match query.get(parameter).map(String::as_str) {
+        None | Some("") => Ok(false),
+        Some("1" | "t" | "T" | "TRUE" | "true" | "True") => Ok(true),
+        Some("0" | "f" | "F" | "FALSE" | "false" | "False") => Ok(false),
+        Some(value) => Err(BadBoolean {
+            parameter: parameter.to_string(),
+            value: value.to_string(),
+        }),
+    }
+}
+
 impl HealthOptions {
     /// From the query's decoded pairs; booleans as Go's `ParseBool`.
     pub fn parse(
         query: &std::collections::BTreeMap<String, String>,
     ) -> Result<HealthOptions, BadBoolean> {
-        let boolean = |parameter: &str| -> Result<bool, BadBoolean> {
-            match query.get(parameter).map(String::as_str) {
-                None | Some("") => Ok(false),
-                Some("1" | "t" | "T" | "TRUE" | "true" | "True") => Ok(true),
-                Some("0" | "f" | "F" | "FALSE" | "false" | "False") => Ok(false),
-                Some(value) => Err(BadBoolean {
-                    parameter: parameter.to_string(),
-                    value: value.to_string(),
-                }),
-            }
-        };
+        let boolean = |parameter: &str| parse_go_bool(query, parameter);
         let text = |parameter: &str| {
             query
                 .get(parameter)

@@ -16,11 +16,9 @@ use futures_lite::{AsyncReadExt, AsyncWriteExt};
 use glommio::net::{TcpListener, TcpStream};
 use serde::Serialize;
 
-use crate::jetstream::api::responses::ClusterBlock;
-use crate::jetstream::replication::StreamGroupReport;
 use crate::mesh::message::ReportKind;
-use crate::monitor::cluster;
 use crate::monitor::stats::{ConnectionInfo, RouteInfo, ShardReport};
+use crate::monitor::{cluster, jsz};
 use crate::nats::proto::info::{NATS_COMPATIBLE_VERSION, TERN_VERSION};
 use crate::shard::Shard;
 use crate::timestamp::{go_duration, Civil};
@@ -120,7 +118,7 @@ impl Monitor {
             "/varz" => json_response(&self.varz().await),
             "/connz" => json_response(&self.connz(&query).await),
             "/subsz" | "/subscriptionsz" => json_response(&self.subsz().await),
-            "/jsz" => json_response(&self.jsz(&query).await),
+            "/jsz" => self.jsz(&query).await,
             "/routez" => json_response(&self.routez().await),
             "/metrics" => {
                 let body = self.metrics().await;
@@ -159,109 +157,76 @@ impl Monitor {
         response(health.status_code, "application/json", &body)
     }
 
-    /// JetStream totals (nats-server's `/jsz` top-level fields) and, with
-    /// `?streams=true`, each stream with the shard that owns it (tern). In
-    /// a cluster also nats-server's `meta_cluster`, and each stream's
-    /// `cluster` block and Raft state (`monitor::cluster`).
-    async fn jsz(&self, query: &BTreeMap<String, String>) -> serde_json::Value {
-        let Some(jetstream) = self.shard.jetstream.get() else {
-            return serde_json::json!({
-                "server_id": self.shard.shared.server_id,
-                "disabled": true,
-            });
+    /// nats-server's `/jsz` (`monitor::jsz`): this node's JetStream
+    /// totals and, as asked, its account with the streams it holds a
+    /// replica of (their consumers, configs, Raft group names). The
+    /// account's usage is the cluster's (every node a route reaches is
+    /// asked), as nats-server's; consumers come from each stream's task.
+    /// A bad option is 400 with nats-server's text, as is `leader-only`
+    /// off the meta leader.
+    async fn jsz(&self, query: &BTreeMap<String, String>) -> Vec<u8> {
+        let options = match jsz::JszOptions::parse(query) {
+            Ok(options) => options,
+            Err(error) => return response(400, "text/plain", error.as_bytes()),
         };
-        let meta = jetstream.meta_status();
-        let parts = jetstream.gather().await;
-        let groups: BTreeMap<&str, &StreamGroupReport> = parts
-            .iter()
-            .flat_map(|part| &part.stream_groups)
-            .map(|report| (report.name.as_str(), report))
-            .collect();
-        let cluster_name = jetstream.cluster_name();
-        let (mut memory, mut storage, mut messages, mut bytes, mut count, mut consumers) =
-            (0u64, 0u64, 0u64, 0u64, 0u64, 0u64);
-        let mut streams = Vec::new();
-        for part in &parts {
-            for stream in &part.streams {
-                count += 1;
-                consumers += stream.consumers as u64;
-                messages += stream.state.messages;
-                bytes += stream.state.bytes;
-                match stream.config.storage {
-                    crate::jetstream::stream::config::StorageType::Memory => {
-                        memory += stream.state.bytes
-                    }
-                    crate::jetstream::stream::config::StorageType::File => {
-                        storage += stream.state.bytes
-                    }
-                }
-                let state = crate::jetstream::stream::info_state(
-                    &stream.state,
-                    stream.last_unix_ns,
-                    &stream.config,
-                    stream.consumers,
-                );
-                let mut detail = serde_json::json!({
-                    "name": stream.name,
-                    "shard": stream.shard,
-                    "messages": state.messages,
-                    "bytes": state.bytes,
-                    "first_seq": state.first_sequence,
-                    "last_seq": state.last_sequence,
-                    "consumer_count": state.consumer_count,
-                    "failure": stream.failure,
-                });
-                if let Some(cluster_name) = &cluster_name {
-                    match groups.get(stream.name.as_str()) {
-                        Some(report) => {
-                            detail["cluster"] = cluster::cluster_json(&report.cluster);
-                            detail["raft"] = cluster::stream_raft_json(report);
-                        }
-                        // One replica: it leads, on this node.
-                        None => {
-                            detail["cluster"] = cluster::cluster_json(&ClusterBlock {
-                                name: Some(cluster_name.clone()),
-                                leader: Some(jetstream.server_name()),
-                                replicas: Vec::new(),
-                            })
-                        }
-                    }
-                }
-                streams.push(detail);
+        let shard = &self.shard;
+        let server_name = shard.shared.server_name.clone();
+        let input = |jetstream| jsz::JszInput {
+            server_id: &shard.shared.server_id,
+            server_name: &server_name,
+            now_unix_ns: crate::jetstream::now_unix_ns(),
+            jetstream,
+        };
+        let rendered = match shard.jetstream.get() {
+            None => jsz::render(&options, &input(None)),
+            Some(jetstream) => {
+                let meta = jetstream.meta_status();
+                let detail = crate::jetstream::GatherDetail {
+                    consumers: options.lists_consumers().then_some(options.config),
+                };
+                let parts = jetstream.gather_with(detail).await;
+                let account_usage = jetstream
+                    .account_usage(&parts, options.lists_account())
+                    .await;
+                let config = shard.config.jetstream.as_ref();
+                let settings = jsz::ServerSettings {
+                    max_memory: config.map_or(-1, |config| config.max_memory_bytes),
+                    max_storage: config.map_or(-1, |config| config.max_file_bytes),
+                    store_dir: shard
+                        .config
+                        .store_dir
+                        .join("jetstream")
+                        .display()
+                        .to_string(),
+                    sync_always: config
+                        .is_some_and(|config| config.sync == tern_storage::SyncPolicy::Always),
+                };
+                let cluster_name = jetstream.cluster_name();
+                let view = jsz::JetStreamView {
+                    parts: &parts,
+                    meta: meta.as_ref(),
+                    cluster: cluster_name.as_deref(),
+                    settings,
+                    account_usage,
+                    journal: match jetstream.journal_if_open() {
+                        Some(journal) => format!("{:?}", journal.stats()),
+                        None => format!(
+                            "damaged: {}",
+                            jetstream.journal_damage().unwrap_or_default()
+                        ),
+                    },
+                };
+                jsz::render(&options, &input(Some(view)))
             }
-            for stream in &part.offline {
-                count += 1;
-                streams.push(serde_json::json!({
-                    "name": stream.name,
-                    "shard": stream.shard,
-                    "failure": format!("offline: {}", stream.reason),
-                }));
+        };
+        match rendered {
+            Ok(compact) => {
+                let mut body = jsz::indent(&compact).into_bytes();
+                body.push(b'\n');
+                response(200, "application/json", &body)
             }
+            Err(jsz::NotLeader) => response(400, "text/plain", jsz::NOT_LEADER.as_bytes()),
         }
-        streams.sort_by(|a, b| a["name"].as_str().cmp(&b["name"].as_str()));
-        let mut body = serde_json::json!({
-            "server_id": self.shard.shared.server_id,
-            "memory": memory,
-            "storage": storage,
-            "streams": count,
-            "consumers": consumers,
-            "messages": messages,
-            "bytes": bytes,
-            "journal": match jetstream.journal_if_open() {
-                Some(journal) => format!("{:?}", journal.stats()),
-                None => format!("damaged: {}", jetstream.journal_damage().unwrap_or_default()),
-            },
-        });
-        if let Some(meta) = &meta {
-            body["meta_cluster"] = cluster::meta_cluster_json(meta);
-        }
-        if query
-            .get("streams")
-            .is_some_and(|value| value == "true" || value == "1")
-        {
-            body["stream_detail"] = serde_json::Value::Array(streams);
-        }
-        body
     }
 
     fn sample_cpu(&self) -> f64 {

@@ -1,7 +1,8 @@
-//! Monitoring: the HTTP endpoints ([`http`]), what they add in a cluster
-//! ([`cluster`]) and the per-shard counters and reports they gather
-//! ([`stats`]).
+//! Monitoring: the HTTP endpoints ([`http`]), `/jsz` ([`jsz`]), what
+//! they add in a cluster ([`cluster`]) and the per-shard counters and
+//! reports they gather ([`stats`]).
 
 pub mod cluster;
 pub mod http;
+pub mod jsz;
 pub mod stats;

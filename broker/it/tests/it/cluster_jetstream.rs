@@ -1205,14 +1205,12 @@ async fn r3_leader_with_a_flipped_bit_rebuilds_from_its_peers_tern() {
     let deadline = Instant::now() + CONVERGE_TIMEOUT;
     loop {
         let jsz = cluster.node(leader).http_json("/jsz?streams=true");
-        let detail = jsz["stream_detail"]
-            .as_array()
+        let detail = common::js::jsz_streams(&jsz)
             .into_iter()
-            .flatten()
             .find(|stream| stream["name"] == "BITS")
-            .cloned()
             .unwrap_or_default();
-        if detail["messages"] == MESSAGES + 1 && detail["last_seq"] == MESSAGES + 1 {
+        let state = &detail["state"];
+        if state["messages"] == MESSAGES + 1 && state["last_seq"] == MESSAGES + 1 {
             break;
         }
         assert!(
@@ -1860,12 +1858,12 @@ async fn wait_copies_complete<S: AsRef<str>>(
     let deadline = Instant::now() + CONVERGE_TIMEOUT;
     loop {
         let jsz = cluster.node(node).http_json("/jsz?streams=true");
-        let complete = jsz["stream_detail"]
-            .as_array()
-            .into_iter()
-            .flatten()
+        let complete = common::js::jsz_streams(&jsz)
+            .iter()
             .filter(|stream| names.iter().any(|name| stream["name"] == name.as_ref()))
-            .filter(|stream| stream["messages"] == messages && stream["last_seq"] == messages)
+            .filter(|stream| {
+                stream["state"]["messages"] == messages && stream["state"]["last_seq"] == messages
+            })
             .count();
         if complete == names.len() {
             return;

@@ -809,9 +809,7 @@ fn large_options() -> Options {
 /// Each stream's shard, from `/jsz?streams=true`.
 fn shards(server: &Server) -> BTreeMap<String, usize> {
     let jsz = server.http_json("/jsz?streams=true");
-    jsz["stream_detail"]
-        .as_array()
-        .expect("/jsz stream_detail")
+    common::js::jsz_streams(&jsz)
         .iter()
         .map(|stream| {
             (
@@ -2016,12 +2014,9 @@ async fn check_offline(
     }
     let (_, jsz) = server.http_get("/jsz?streams=true");
     let jsz: Value = serde_json::from_str(&jsz).unwrap_or(Value::Null);
-    let listed = jsz["stream_detail"]
-        .as_array()
+    let listed = common::js::jsz_streams(&jsz)
         .into_iter()
-        .flatten()
-        .find(|stream| stream["name"] == name.as_str())
-        .cloned();
+        .find(|stream| stream["name"] == name.as_str());
     match listed {
         None => violations.push("/jsz does not list it".into()),
         Some(stream) if stream["failure"].is_null() => {

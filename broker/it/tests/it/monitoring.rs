@@ -237,3 +237,103 @@ async fn metrics() {
     }
 }
 tern_only!(metrics);
+
+/// `/jsz` on one server, as nats-server's: what the Prometheus exporter
+/// asks (`accounts`, `streams`, `consumers`, `config`) lists the account
+/// `$G` (its usage the server's) with every stream, each with a `cluster`
+/// block naming this server as leader and no cluster name, its config
+/// and state, and its durables (no `cluster` block on one server); no
+/// `meta_cluster`, no Raft group names; this server leads for
+/// `leader-only` and `raft`'s counts.
+async fn jsz_on_one_server(flavor: Flavor) {
+    let server = Server::start(flavor, common::Options::jetstream());
+    let client = server.connect().await;
+    for (name, storage) in [("FILES", "file"), ("MEMORY", "memory")] {
+        let config = serde_json::json!({
+            "name": name,
+            "subjects": [format!("{}.>", name.to_lowercase())],
+            "storage": storage,
+        });
+        common::js::api_ok(
+            &client,
+            &format!("$JS.API.STREAM.CREATE.{name}"),
+            &config.to_string(),
+        )
+        .await;
+    }
+    let durable = serde_json::json!({
+        "stream_name": "FILES",
+        "config": {"durable_name": "D", "ack_policy": "explicit", "description": "d"},
+    });
+    common::js::api_ok(
+        &client,
+        "$JS.API.CONSUMER.DURABLE.CREATE.FILES.D",
+        &durable.to_string(),
+    )
+    .await;
+    common::js::publish_all(&client, &["files.a", "files.b", "memory.a"]).await;
+    let name = server.varz()["server_name"]
+        .as_str()
+        .expect("a server name")
+        .to_string();
+
+    let jsz = server.http_json("/jsz?accounts=true&streams=true&consumers=true&config=true");
+    assert!(jsz.get("meta_cluster").is_none(), "{jsz}");
+    assert_eq!(
+        (&jsz["streams"], &jsz["consumers"], &jsz["messages"]),
+        (&2.into(), &1.into(), &3.into()),
+        "{jsz}"
+    );
+    assert!(jsz["now"].is_string() && jsz["config"].is_object(), "{jsz}");
+    assert_eq!(jsz["api"]["level"], 5, "{jsz}");
+    let account = &jsz["account_details"][0];
+    assert_eq!(account["name"], "$G", "{jsz}");
+    assert_eq!(account["storage"], jsz["storage"], "{jsz}");
+    assert_eq!(account["memory"], jsz["memory"], "{jsz}");
+    assert_eq!(account["reserved_storage"], u64::MAX, "{jsz}");
+    let mut streams = common::js::jsz_streams(&jsz);
+    streams.sort_by_key(|stream| stream["name"].as_str().map(str::to_string));
+    assert_eq!(streams.len(), 2, "{jsz}");
+    for stream in &streams {
+        assert_eq!(
+            stream["cluster"],
+            serde_json::json!({ "leader": name }),
+            "{stream}"
+        );
+        assert_eq!(stream["config"]["name"], stream["name"], "{stream}");
+        assert!(stream.get("stream_raft_group").is_none(), "{stream}");
+    }
+    assert_eq!(streams[0]["state"]["messages"], 2, "{jsz}");
+    assert_eq!(streams[0]["state"]["consumer_count"], 1, "{jsz}");
+    assert_eq!(streams[1]["config"]["storage"], "memory", "{jsz}");
+    assert!(streams[1].get("consumer_detail").is_none(), "{jsz}");
+    let consumers = streams[0]["consumer_detail"].as_array().expect("D");
+    assert_eq!(consumers.len(), 1, "{jsz}");
+    let consumer = &consumers[0];
+    assert_eq!(consumer["name"], "D", "{consumer}");
+    assert_eq!(consumer["config"]["description"], "d", "{consumer}");
+    assert_eq!(consumer["num_pending"], 2, "{consumer}");
+    assert!(
+        consumer.get("cluster").is_none(),
+        "none on one server: {consumer}"
+    );
+
+    let raft = server.http_json("/jsz?consumers=true&raft=true");
+    assert_eq!(
+        (&raft["streams_leader"], &raft["consumers_leader"]),
+        (&2.into(), &1.into())
+    );
+    for stream in common::js::jsz_streams(&raft) {
+        assert!(stream.get("stream_raft_group").is_none(), "{stream}");
+        assert!(stream.get("config").is_none(), "{stream}");
+    }
+    let (status, body) = server.http_get("/jsz?leader-only=true");
+    assert_eq!(status, 200, "one server leads: {body}");
+    let (status, body) = server.http_get("/jsz?raft=2");
+    assert_eq!(status, 400, "{body}");
+    assert_eq!(
+        body,
+        "Error decoding boolean for 'raft': strconv.ParseBool: parsing \"2\": invalid syntax"
+    );
+}
+differential!(jsz_on_one_server);

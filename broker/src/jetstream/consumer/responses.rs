@@ -107,12 +107,13 @@ fn write_sequence_pair(out: &mut String, pair: &SequencePair) {
     out.push('}');
 }
 
-/// Appends the fields of `ConsumerInfo` (no braces).
+/// Appends the fields of `ConsumerInfo` (no braces); `config` `None`
+/// leaves it out (`/jsz` without `config=true`).
 fn write_info_fields(
     out: &mut String,
     stream: &str,
     name: &str,
-    config: &ConsumerConfig,
+    config: Option<&ConsumerConfig>,
     created_unix_ns: u64,
     state: &ConsumerInfoState,
     now_unix_ns: u64,
@@ -124,8 +125,10 @@ fn write_info_fields(
     json::write_string(out, name);
     out.push_str(",\"created\":");
     json::write_time(out, created_unix_ns);
-    out.push_str(",\"config\":");
-    config.write_json(out, dynamic_metadata);
+    if let Some(config) = config {
+        out.push_str(",\"config\":");
+        config.write_json(out, dynamic_metadata);
+    }
     out.push_str(",\"delivered\":");
     write_sequence_pair(out, &state.delivered);
     out.push_str(",\"ack_floor\":");
@@ -188,7 +191,7 @@ pub fn consumer_info_response(
         &mut out,
         stream,
         name,
-        config,
+        Some(config),
         created_unix_ns,
         state,
         now_unix_ns,
@@ -224,6 +227,33 @@ pub fn consumer_info_object(
     stream: &str,
     name: &str,
     config: &ConsumerConfig,
+    created_unix_ns: u64,
+    state: &ConsumerInfoState,
+    now_unix_ns: u64,
+) -> String {
+    let mut out = String::with_capacity(768);
+    out.push('{');
+    write_info_fields(
+        &mut out,
+        stream,
+        name,
+        Some(config),
+        created_unix_ns,
+        state,
+        now_unix_ns,
+        false,
+    );
+    out.push('}');
+    out
+}
+
+/// One `consumer_detail` element of `/jsz` (nats-server's `ConsumerInfo`
+/// as `accountDetail` writes it): a CONSUMER.LIST element, its config
+/// only when asked (`config=true`).
+pub fn consumer_detail_object(
+    stream: &str,
+    name: &str,
+    config: Option<&ConsumerConfig>,
     created_unix_ns: u64,
     state: &ConsumerInfoState,
     now_unix_ns: u64,

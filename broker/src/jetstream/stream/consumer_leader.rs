@@ -191,6 +191,22 @@ fn live(
     Ok(consumer)
 }
 
+/// A logged consumer as a replica that does not lead has it (`/jsz`):
+/// its config and its last applied delivery state.
+pub(super) fn logged_view(
+    name: &str,
+    logged: &super::state::LoggedConsumer,
+) -> Result<(ConsumerConfig, DeliveryState), LoggedConsumerError> {
+    let consumer = live(
+        name,
+        logged.created_unix_ns,
+        &logged.config_json,
+        &logged.delivery_state,
+        PENDING_MAX,
+    )?;
+    Ok((consumer.config, consumer.delivery))
+}
+
 /// Whether a logged consumer (from a snapshot) is one a leader can run.
 pub(super) fn check_logged(
     name: &str,

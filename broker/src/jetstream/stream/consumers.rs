@@ -19,7 +19,7 @@ use super::super::consumer::responses::{
     self as consumer_responses, ConsumerInfoState, PullStatus, SequencePair,
 };
 use super::super::consumer::{Consumer, ConsumerSpec, Start};
-use super::consumer_leader::{last_per_subject, Created, Removed, Waiter};
+use super::consumer_leader::{last_per_subject, logged_view, Created, Removed, Waiter};
 use super::deliveries::{send_statuses_for, xorshift, Outlet};
 use super::{now_unix_ns, Retention, Store, StoreError, StreamTask};
 use crate::shard::Shard;
@@ -593,6 +593,81 @@ impl StreamTask {
                 .is_some_and(|spec| self.js.shard().has_interest(&spec.deliver_subject)),
             ..ConsumerInfoState::default()
         }
+    }
+
+    /// `/jsz`'s `consumer_detail` of this replica, by name (config only
+    /// when `config`). In office: its live consumers, each as a
+    /// CONSUMER.LIST element. Otherwise the durables its log holds, at
+    /// their last applied state, as a nats-server follower reports its
+    /// consumer replicas: delivered, ack floor and the pending and
+    /// redelivered counts of that state, no waiting requests and
+    /// `num_pending` 0 (a follower does not count it), no `last_active`
+    /// (not in the log), the `cluster` block as this replica sees it.
+    pub(super) fn consumer_details(&self, config: bool) -> Vec<super::ConsumerDetail> {
+        let now_ns = now_unix_ns();
+        let stream = &self.handle.name;
+        if self.replica.in_office() {
+            return self
+                .replica
+                .consumers
+                .values()
+                .take(super::CONSUMER_DETAILS_MAX)
+                .map(|consumer| super::ConsumerDetail {
+                    name: consumer.name.clone(),
+                    json: consumer_responses::consumer_detail_object(
+                        stream,
+                        &consumer.name,
+                        config.then_some(&consumer.config),
+                        consumer.created_unix_ns,
+                        &self.consumer_state(consumer),
+                        now_ns,
+                    ),
+                    logged: self.is_logged(&consumer.name),
+                })
+                .collect();
+        }
+        let cluster = self.js.is_clustered().then(|| self.cluster_block());
+        self.replica
+            .state
+            .logged_consumers
+            .iter()
+            .take(super::CONSUMER_DETAILS_MAX)
+            // One its build cannot read stays out (a leader would not run
+            // it either).
+            .filter_map(|(name, logged)| Some((name, logged, logged_view(name, logged).ok()?)))
+            .map(|(name, logged, (consumer_config, delivery))| {
+                let (delivered_consumer, delivered_stream) = delivery.delivered();
+                let (floor_consumer, floor_stream) = delivery.ack_floor();
+                let state = ConsumerInfoState {
+                    delivered: SequencePair {
+                        consumer_sequence: delivered_consumer,
+                        stream_sequence: delivered_stream,
+                        last_active_unix_ns: None,
+                    },
+                    ack_floor: SequencePair {
+                        consumer_sequence: floor_consumer,
+                        stream_sequence: floor_stream,
+                        last_active_unix_ns: None,
+                    },
+                    num_ack_pending: delivery.num_ack_pending() as u64,
+                    num_redelivered: delivery.num_redelivered() as u64,
+                    cluster: cluster.clone(),
+                    ..ConsumerInfoState::default()
+                };
+                super::ConsumerDetail {
+                    name: name.clone(),
+                    json: consumer_responses::consumer_detail_object(
+                        stream,
+                        name,
+                        config.then_some(&consumer_config),
+                        logged.created_unix_ns,
+                        &state,
+                        now_ns,
+                    ),
+                    logged: true,
+                }
+            })
+            .collect()
     }
 
     pub(super) fn consumer_info(&self, consumer: &Consumer, kind: &str) -> String {

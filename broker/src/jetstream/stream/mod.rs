@@ -125,6 +125,59 @@ pub enum Command {
     Publish(Inbound),
     Api(ApiCall),
     Consumer(ConsumerCommand),
+    /// `/jsz?consumers=true`: the stream's consumers as this replica has
+    /// them.
+    ConsumerDetails(Rc<ConsumerDetailsRequest>),
+}
+
+/// Consumers one `/jsz` lists of a stream at most (nats-server lists
+/// every one); the rest are left out.
+pub const CONSUMER_DETAILS_MAX: usize = 4096;
+
+/// One consumer in `/jsz`'s `consumer_detail`, rendered by its stream's
+/// task.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConsumerDetail {
+    pub name: String,
+    /// Its element: nats-server's `ConsumerInfo` (without the config
+    /// unless asked).
+    pub json: String,
+    /// In the stream's log (a durable): its Raft group is the stream's.
+    pub logged: bool,
+}
+
+/// A monitoring request for a stream's consumers, answered by its task
+/// in its turn (so the answer sees every change queued before it).
+pub struct ConsumerDetailsRequest {
+    /// Write each consumer's config (`config=true`).
+    pub config: bool,
+    answer: RefCell<Option<Vec<ConsumerDetail>>>,
+    answered: Waiters,
+}
+
+impl ConsumerDetailsRequest {
+    pub fn new(config: bool) -> Rc<ConsumerDetailsRequest> {
+        Rc::new(ConsumerDetailsRequest {
+            config,
+            answer: RefCell::new(None),
+            answered: Waiters::new(),
+        })
+    }
+
+    /// The task's answer (at most [`CONSUMER_DETAILS_MAX`], by name).
+    pub(super) fn answer(&self, mut details: Vec<ConsumerDetail>) {
+        details.truncate(CONSUMER_DETAILS_MAX);
+        *self.answer.borrow_mut() = Some(details);
+        self.answered.wake_all();
+    }
+
+    /// Waits for the answer, at most `timeout` (`None`: not answered in
+    /// time, or the stream stopped first).
+    pub async fn wait(&self, timeout: std::time::Duration) -> Option<Vec<ConsumerDetail>> {
+        let answered = self.answered.wait_until(|| self.answer.borrow().is_some());
+        let _ = tern_shard::timer::timeout(timeout, answered).await;
+        self.answer.borrow_mut().take()
+    }
 }
 
 /// What other parts of the shard hold of a stream: its command queue and a
@@ -240,6 +293,17 @@ impl StreamHandle {
         }
         self.push(Command::Api(call));
         Ok(())
+    }
+
+    /// Asks the task for its consumers (`/jsz`); `None` when the stream
+    /// stopped (its task is gone).
+    pub fn consumer_details(&self, config: bool) -> Option<Rc<ConsumerDetailsRequest>> {
+        if self.stopped.get() {
+            return None;
+        }
+        let request = ConsumerDetailsRequest::new(config);
+        self.push(Command::ConsumerDetails(request.clone()));
+        Some(request)
     }
 
     /// Pull requests and acks for the stream's consumers.

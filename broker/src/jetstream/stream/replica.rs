@@ -246,6 +246,12 @@ impl Replica {
         self.leads(NodeView::of(node))
     }
 
+    /// Whether it took office (and runs the live consumers) and has not
+    /// left it.
+    pub(super) fn in_office(&self) -> bool {
+        self.office_term.is_some()
+    }
+
     pub(super) fn leads(&self, view: NodeView) -> bool {
         view.leads && self.office_term == Some(view.term)
     }

@@ -894,6 +894,9 @@ impl StreamTask {
                     commands_now_ns = now_unix_ns();
                 }
                 Command::Consumer(command) => self.consumer_command(command, commands_now_ns),
+                Command::ConsumerDetails(request) => {
+                    request.answer(self.consumer_details(request.config))
+                }
             }
             if self.handle.stopped.get() {
                 return Ok(());
@@ -998,7 +1001,8 @@ impl StreamTask {
                     self.js
                         .answer_error(call.origin, call.reply, kind, &offline);
                 }
-                Command::Publish(_) | Command::Consumer(_) => {}
+                // Its waiter gives up at its timeout.
+                Command::Publish(_) | Command::Consumer(_) | Command::ConsumerDetails(_) => {}
             }
         }
     }
@@ -1031,7 +1035,14 @@ impl StreamTask {
         snapshot.state = with_store!(&self.replica.state.store, log => log.state());
         snapshot.last_unix_ns = self.replica.state.stored_last_unix_ns;
         snapshot.failure = self.failure.clone();
-        snapshot.consumers = self.replica.consumers.len();
+        // In office its live consumers (durables and ephemerals); a
+        // follower holds the durables of its log (as a nats-server
+        // follower counts the consumer replicas it holds).
+        snapshot.consumers = if self.replica.in_office() {
+            self.replica.consumers.len()
+        } else {
+            self.replica.state.logged_consumers.len()
+        };
         let bytes = snapshot.state.bytes;
         drop(snapshot);
         // A stopped stream keeps its last count until it is deleted

@@ -625,3 +625,15 @@ pub async fn publish_until_refused(
     }
     panic!("{attempts_max} publishes to {subject} were all accepted");
 }
+
+/// The streams `/jsz?streams=true` lists (nats-server's layout, tern's
+/// too): each account's `stream_detail`, in the order given.
+pub fn jsz_streams(jsz: &Value) -> Vec<Value> {
+    jsz["account_details"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .flat_map(|account| account["stream_detail"].as_array().into_iter().flatten())
+        .cloned()
+        .collect()
+}
