@@ -588,7 +588,9 @@ impl Shard {
                 }
                 Target::Node(interest) => {
                     if !from_node {
-                        add_node_forward(&mut node_forwards, &interest.route, None);
+                        if let Some(link) = interest.node.link() {
+                            add_node_forward(&mut node_forwards, &link, None);
+                        }
                     }
                 }
             }
@@ -783,7 +785,7 @@ impl Shard {
             match target {
                 Target::Local(subscription) => u64::from(!subscription.closed.get()),
                 Target::Remote(interest) if scope.shards => u64::from(interest.weight.get()),
-                Target::Node(interest) if scope.nodes && interest.route.is_open() => {
+                Target::Node(interest) if scope.nodes && interest.node.link().is_some() => {
                     u64::from(interest.weight.get())
                 }
                 Target::Remote(_) | Target::Node(_) | Target::Internal(_) => 0,
@@ -818,7 +820,9 @@ impl Shard {
                 }
                 Target::Remote(interest) => return QueueChoice::Forward(interest.shard),
                 Target::Node(interest) => {
-                    return QueueChoice::ForwardToNode(interest.route.clone())
+                    if let Some(link) = interest.node.link() {
+                        return QueueChoice::ForwardToNode(link);
+                    }
                 }
                 Target::Internal(_) => {}
             }
@@ -1010,6 +1014,26 @@ impl Shard {
                 self.export_interest();
                 self.interest_changed.wake_all();
                 self.links.acknowledge(peer, update.sequence);
+            }
+            ShardMessage::NodeInterest(relay) => {
+                // The relaying shard applied it first: refused there, it
+                // was never relayed.
+                self.router
+                    .borrow_mut()
+                    .apply_node(
+                        relay.node_id,
+                        peer,
+                        &relay.subject,
+                        relay.queue.as_deref(),
+                        relay.weight,
+                    )
+                    .expect("a relayed update was accepted by the shard that heard it");
+                self.interest_changed.wake_all();
+            }
+            ShardMessage::NodeSourceClosed { node_id } => {
+                log::debug!(target: "tern::interest", "shard {}: node {node_id:#x}'s interest heard on shard {peer}'s route forgotten", self.index);
+                self.router.borrow_mut().forget_node_source(node_id, peer);
+                self.interest_changed.wake_all();
             }
             ShardMessage::InterestApplied { sequence } => {
                 let ready = self.router.borrow_mut().record_applied(peer, sequence);

@@ -31,7 +31,9 @@ use tern_shard::Waiters;
 use crate::cluster::frame::{self, Frame, Hello};
 use crate::cluster::link::{LinkClose, PeerIdentity, RouteLink};
 use crate::config::{ClusterConfig, HostPort};
+use crate::mesh::message::{NodeInterestRelay, ShardMessage};
 use crate::nats::conn::SharedStream;
+use crate::nats::interest::{NodeInterestError, NODE_KEYS_MAX};
 use crate::shard::Shard;
 
 /// How long a handshake may take, either side.
@@ -755,11 +757,12 @@ async fn serve(shard: Rc<Shard>, peer: PeerIdentity, stream: SharedStream, lefto
     let id = routes.next_link_id.get();
     routes.next_link_id.set(id + 1);
     let link = Rc::new(RouteLink::new(id, peer, routes.pending_max_bytes));
-    {
+    let replaced = {
         let mut links = routes.links.borrow_mut();
-        if let Some(existing) = links.get(&link.peer.server_id).cloned() {
+        let existing = links.get(&link.peer.server_id).cloned();
+        if let Some(existing) = &existing {
             let own_id = routes.hello.borrow().server_id.clone();
-            if existing.is_open() && !keeps_new(&own_id, &existing, link.peer.did_solicit) {
+            if existing.is_open() && !keeps_new(&own_id, existing, link.peer.did_solicit) {
                 log::debug!(target: "tern::cluster", "shard {}: duplicate route to {} dropped", shard.index, link.peer.server_name);
                 return;
             }
@@ -770,14 +773,24 @@ async fn serve(shard: Rc<Shard>, peer: PeerIdentity, stream: SharedStream, lefto
             .known_nodes
             .borrow_mut()
             .insert(link.peer.node_id, link.peer.server_name.clone());
+        existing
+    };
+    // What the replaced link said is forgotten (frames still read from it
+    // are ignored): this one says it all again.
+    if let Some(replaced) = replaced {
+        forget_link_interest(&shard, &replaced);
     }
+    shard
+        .router
+        .borrow_mut()
+        .node_link_opened(link.peer.node_id, &link);
     log::info!(
         target: "tern::cluster",
         "shard {}: route connection to {} ({}, {}) established",
         shard.index, link.peer.server_name, link.peer.address,
         if link.peer.did_solicit { "dialed" } else { "accepted" }
     );
-    // Tell the node what this node subscribes to, and the others about it.
+    // Tell the node what this shard subscribes to, and the others about it.
     for export in shard.router.borrow().node_interest() {
         link.send_interest(&export.subject, export.queue.as_ref(), export.weight);
     }
@@ -797,17 +810,20 @@ async fn serve(shard: Rc<Shard>, peer: PeerIdentity, stream: SharedStream, lefto
     drop(pinger);
     writer.await;
     stream.shutdown();
-    {
+    let current = {
         let mut links = routes.links.borrow_mut();
-        if links
+        let current = links
             .get(&link.peer.server_id)
-            .is_some_and(|current| current.id == link.id)
-        {
+            .is_some_and(|current| current.id == link.id);
+        if current {
             links.remove(&link.peer.server_id);
         }
+        current
+    };
+    // A link replaced by another was forgotten when that one came.
+    if current {
+        forget_link_interest(&shard, &link);
     }
-    shard.router.borrow_mut().forget_node(link.id);
-    shard.interest_changed.wake_all();
     routes.changed.wake_all();
     shard.cluster_changed();
     let reason = link.close_reason();
@@ -820,6 +836,22 @@ async fn serve(shard: Rc<Shard>, peer: PeerIdentity, stream: SharedStream, lefto
             shard.index, link.peer.server_name, link.peer.address, reason
         );
     }
+}
+
+/// Forgets what the node said over a link that closed or was replaced,
+/// here and (relayed) on the node's other shards, after anything relayed
+/// from it before.
+fn forget_link_interest(shard: &Rc<Shard>, link: &Rc<RouteLink>) {
+    let node_id = link.peer.node_id;
+    {
+        let mut router = shard.router.borrow_mut();
+        router.node_link_closed(node_id, link.id);
+        router.forget_node_source(node_id, shard.index);
+    }
+    shard
+        .links
+        .broadcast(|| ShardMessage::NodeSourceClosed { node_id });
+    shard.interest_changed.wake_all();
 }
 
 async fn read_loop(
@@ -897,6 +929,11 @@ async fn read_loop(
             Some(Ok(count)) => {
                 buffer.truncate(end + count);
                 link.last_in.set(Instant::now());
+                // Act on this input only after what this node's other
+                // shards sent before it (their clients' subscriptions): a
+                // reply from another node to an inbox subscribed on
+                // another shard here finds it (as a client's input does).
+                shard.catch_up_with_peers().await;
             }
             Some(Err(_)) => {
                 buffer.truncate(end);
@@ -924,16 +961,35 @@ fn handle_frame(shard: &Rc<Shard>, link: &Rc<RouteLink>, frame: Frame<'_>) -> Re
             queue,
             weight,
         } => {
+            if !link.is_open() {
+                // Replaced (its interest forgotten) or closing.
+                return Ok(());
+            }
+            let node_id = link.peer.node_id;
             shard
                 .router
                 .borrow_mut()
-                .apply_node(link, subject, queue, weight)
-                .map_err(|_| {
-                    format!(
+                .apply_node(node_id, shard.index, subject, queue, weight)
+                .map_err(|error| match error {
+                    NodeInterestError::InvalidSubject => format!(
                         "invalid subject {:?} in an interest update",
                         String::from_utf8_lossy(subject)
-                    )
+                    ),
+                    NodeInterestError::TooManyKeys => {
+                        format!("more than {NODE_KEYS_MAX} subjects of interest")
+                    }
                 })?;
+            // The node's other shards learn it before any message this
+            // route carries after it (they share the ring's order).
+            let relay = NodeInterestRelay {
+                node_id,
+                subject: bytes::Bytes::copy_from_slice(subject),
+                queue: queue.map(bytes::Bytes::copy_from_slice),
+                weight,
+            };
+            shard
+                .links
+                .broadcast(|| ShardMessage::NodeInterest(relay.clone()));
             shard.interest_changed.wake_all();
         }
         Frame::Routes(urls) => {

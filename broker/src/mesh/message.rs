@@ -2,8 +2,9 @@
 //! `Bytes` (reference counted), nothing else is shared.
 //!
 //! Ordering: each ring between two shards is FIFO, and a shard sends its
-//! interest changes and its forwarded messages on the same ring, so a peer
-//! always learns of a subscription before any message that relies on it.
+//! interest changes (its own, and other nodes' it heard on its routes) and
+//! its forwarded messages on the same ring, so a peer always learns of a
+//! subscription before any message that relies on it.
 
 use bytes::Bytes;
 
@@ -119,9 +120,26 @@ pub enum ReportKind {
     Connections { subscriptions: bool },
 }
 
+/// Another node's interest update, heard by the sending shard on its route
+/// to node `node_id` and relayed to its node's other shards ahead of any
+/// later message from that route (`nats::interest`).
+#[derive(Debug, Clone)]
+pub struct NodeInterestRelay {
+    pub node_id: u64,
+    pub subject: Bytes,
+    pub queue: Option<Bytes>,
+    pub weight: u32,
+}
+
 #[derive(Debug)]
 pub enum ShardMessage {
     Interest(InterestUpdate),
+    NodeInterest(NodeInterestRelay),
+    /// The sender's route to node `node_id` closed or was replaced: what it
+    /// said is forgotten (a new link says it all again).
+    NodeSourceClosed {
+        node_id: u64,
+    },
     /// The sender has applied every interest update up to `sequence` from the receiver.
     InterestApplied {
         sequence: u64,

@@ -11,8 +11,20 @@
 //! queue members are picked uniformly across shards). A peer applies updates
 //! in order and acknowledges the highest sequence applied; a client's PONG
 //! waits until every peer has acknowledged that client's last announcement.
+//!
+//! Interest between nodes: every shard knows its whole node's client
+//! interest (the mesh updates carry the clients' part of each count) and
+//! tells the other nodes of its changes over its own routes, so a message
+//! that crosses to another shard here before it leaves finds its interest
+//! on that shard's route ahead of it. The shard that hears an update on a
+//! route applies it and relays it over the mesh to its node's other
+//! shards ahead of any later message from that route, so a message that
+//! crosses to another shard there finds it too. A shard keeps, per (node,
+//! subject, queue), the set of its node's shards whose routes say the
+//! interest is there (and the latest weight), and sends to that node over
+//! its own link to it.
 
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
 use std::rc::{Rc, Weak};
 
 use bytes::Bytes;
@@ -32,23 +44,84 @@ pub struct RemoteInterest {
     pub clients: Cell<u32>,
 }
 
-/// Another node's interest in a (subject, queue), learnt over this shard's
-/// route to it; `weight` is that node's number of queue members (1 for
-/// plain interest).
+/// This shard's way to another node: its own route link to it, while one
+/// is open. Shared by every [`NodeInterest`] of that node, so a link coming
+/// or going touches one cell.
+pub struct NodeRoute {
+    pub node_id: u64,
+    link: RefCell<Option<Rc<crate::cluster::link::RouteLink>>>,
+}
+
+impl NodeRoute {
+    /// The open link to the node, if any.
+    pub fn link(&self) -> Option<Rc<crate::cluster::link::RouteLink>> {
+        self.link
+            .borrow()
+            .as_ref()
+            .filter(|link| link.is_open())
+            .cloned()
+    }
+}
+
+/// Another node's interest in a (subject, queue): `weight` is that node's
+/// number of queue members (1 for plain interest), as the latest update
+/// said; `sources` the shards of this node whose routes to it said it is
+/// there (this shard's own, and the ones that relayed theirs). Messages go
+/// over this shard's own link to the node.
 pub struct NodeInterest {
-    pub route: Rc<crate::cluster::link::RouteLink>,
+    pub node: Rc<NodeRoute>,
     pub weight: Cell<u32>,
+    sources: RefCell<ShardSet>,
 }
 
 impl std::fmt::Debug for NodeInterest {
     fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             formatter,
-            "node {} weight {}",
-            self.route.peer.server_name,
+            "node {:#x} weight {}",
+            self.node.node_id,
             self.weight.get()
         )
     }
+}
+
+/// A set of this node's shards, by index (a bit each).
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct ShardSet(smallvec::SmallVec<[u64; 1]>);
+
+impl ShardSet {
+    fn new(shard_count: usize) -> ShardSet {
+        ShardSet(smallvec::smallvec![0; shard_count.div_ceil(64)])
+    }
+
+    /// Adds or removes `shard`; whether the set changed.
+    fn set(&mut self, shard: usize, present: bool) -> bool {
+        let (word, bit) = (shard / 64, 1u64 << (shard % 64));
+        let before = self.0[word];
+        if present {
+            self.0[word] |= bit;
+        } else {
+            self.0[word] &= !bit;
+        }
+        before != self.0[word]
+    }
+
+    fn is_empty(&self) -> bool {
+        self.0.iter().all(|&word| word == 0)
+    }
+}
+
+/// Most (subject, queue) keys of one other node a shard keeps: what a
+/// route may make it hold.
+pub const NODE_KEYS_MAX: usize = 1 << 20;
+
+/// A node interest update this shard refused (the sending node's protocol
+/// error).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NodeInterestError {
+    InvalidSubject,
+    /// The node is at [`NODE_KEYS_MAX`].
+    TooManyKeys,
 }
 
 /// A change of this node's client interest to tell the other nodes:
@@ -149,8 +222,10 @@ pub struct Router {
     node_counts: FxHashMap<InterestKey, u32>,
     /// Changes of `node_counts` not yet sent to the other nodes.
     exports: Vec<NodeExport>,
-    /// Other nodes' interest, per route link (by its id).
+    /// Other nodes' interest, per node (Raft id).
     nodes: FxHashMap<u64, FxHashMap<InterestKey, Rc<NodeInterest>>>,
+    /// This shard's link to each node it has heard of.
+    node_routes: FxHashMap<u64, Rc<NodeRoute>>,
     /// Sequence of the last update this shard broadcast.
     sequence: u64,
     /// Per peer: highest of our sequences it has applied.
@@ -177,6 +252,7 @@ impl Router {
             node_counts: FxHashMap::default(),
             exports: Vec::new(),
             nodes: FxHashMap::default(),
+            node_routes: FxHashMap::default(),
             sequence: 0,
             peer_applied: vec![0; shard_count],
             deferred_pongs: Vec::new(),
@@ -403,51 +479,124 @@ impl Router {
             .collect()
     }
 
-    /// Applies another node's interest update, heard on `route`. A subject
-    /// the sublist refuses is the peer's protocol error.
+    /// This shard's way to `node_id` (made on first use).
+    fn node_route(&mut self, node_id: u64) -> Rc<NodeRoute> {
+        self.node_routes
+            .entry(node_id)
+            .or_insert_with(|| {
+                Rc::new(NodeRoute {
+                    node_id,
+                    link: RefCell::new(None),
+                })
+            })
+            .clone()
+    }
+
+    /// Records this shard's open link to `node_id` (it replaces any other).
+    pub fn node_link_opened(&mut self, node_id: u64, link: &Rc<crate::cluster::link::RouteLink>) {
+        let route = self.node_route(node_id);
+        *route.link.borrow_mut() = Some(link.clone());
+    }
+
+    /// Forgets this shard's link to `node_id` if it is still `link_id`.
+    pub fn node_link_closed(&mut self, node_id: u64, link_id: u64) {
+        if let Some(route) = self.node_routes.get(&node_id) {
+            let mut current = route.link.borrow_mut();
+            if current.as_ref().is_some_and(|link| link.id == link_id) {
+                *current = None;
+            }
+        }
+    }
+
+    /// Applies another node's interest update, heard on the route of this
+    /// node's shard `source` (this one, or one that relayed it): `weight`
+    /// 0 means that route says there is none left. A subject the sublist
+    /// refuses is the sending node's protocol error; a refusal changes
+    /// nothing.
     pub fn apply_node(
         &mut self,
-        route: &Rc<crate::cluster::link::RouteLink>,
+        node_id: u64,
+        source: usize,
         subject: &[u8],
         queue: Option<&[u8]>,
         weight: u32,
-    ) -> Result<(), InvalidSubject> {
+    ) -> Result<(), NodeInterestError> {
+        assert!(source < self.shard_count);
         let key = (
             Bytes::copy_from_slice(subject),
             queue.map(Bytes::copy_from_slice),
         );
-        let table = self.nodes.entry(route.id).or_default();
-        self.generation += 1;
-        if weight == 0 {
-            if let Some(interest) = table.remove(&key) {
+        let table = self.nodes.entry(node_id).or_default();
+        if let Some(interest) = table.get(&key) {
+            let changed = interest.sources.borrow_mut().set(source, weight > 0);
+            if weight > 0 {
+                interest.weight.set(weight);
+            }
+            if changed && interest.sources.borrow().is_empty() {
+                let interest = table.remove(&key).expect("present");
+                if table.is_empty() {
+                    self.nodes.remove(&node_id);
+                }
                 let removed = self
                     .sublist
                     .remove(&key.0, key.1.as_ref(), &Target::Node(interest));
                 assert!(removed, "node interest was indexed");
+                self.generation += 1;
             }
             return Ok(());
         }
-        if let Some(interest) = table.get(&key) {
-            interest.weight.set(weight);
+        if weight == 0 {
+            if table.is_empty() {
+                self.nodes.remove(&node_id);
+            }
             return Ok(());
         }
+        if table.len() >= NODE_KEYS_MAX {
+            return Err(NodeInterestError::TooManyKeys);
+        }
+        let mut sources = ShardSet::new(self.shard_count);
+        sources.set(source, true);
         let interest = Rc::new(NodeInterest {
-            route: route.clone(),
+            node: self.node_route(node_id),
             weight: Cell::new(weight),
+            sources: RefCell::new(sources),
         });
         self.sublist
-            .insert(&key.0, key.1.as_ref(), Target::Node(interest.clone()))?;
-        table.insert(key, interest);
+            .insert(&key.0, key.1.as_ref(), Target::Node(interest.clone()))
+            .map_err(|_| NodeInterestError::InvalidSubject)?;
+        self.generation += 1;
+        self.nodes
+            .get_mut(&node_id)
+            .expect("made above")
+            .insert(key, interest);
         Ok(())
     }
 
-    /// Forgets everything heard on a route that closed.
-    pub fn forget_node(&mut self, route_id: u64) {
-        let Some(table) = self.nodes.remove(&route_id) else {
+    /// Forgets what the route of this node's shard `source` to `node_id`
+    /// said (the link closed, or a new one replaces it and will say it all
+    /// again).
+    pub fn forget_node_source(&mut self, node_id: u64, source: usize) {
+        let Some(table) = self.nodes.get_mut(&node_id) else {
             return;
         };
+        let mut gone = Vec::new();
+        table.retain(|key, interest| {
+            let mut sources = interest.sources.borrow_mut();
+            sources.set(source, false);
+            if sources.is_empty() {
+                gone.push((key.clone(), interest.clone()));
+                return false;
+            }
+            true
+        });
+        if table.is_empty() {
+            self.nodes.remove(&node_id);
+        }
+        if gone.is_empty() {
+            return;
+        }
         self.generation += 1;
-        for (key, interest) in table {
+        for (key, interest) in gone {
             let removed = self
                 .sublist
                 .remove(&key.0, key.1.as_ref(), &Target::Node(interest));
@@ -731,6 +880,79 @@ mod tests {
             .expect("clients crossed zero");
         assert_eq!((update.count, update.clients), (2, 1));
         assert_eq!(router.take_exports(), vec![export("orders.>", None, 1)]);
+    }
+
+    #[test]
+    fn node_interest_stays_while_any_shards_route_says_so() {
+        let mut router = Router::new(0, 2, 7);
+        let (node, other_node) = (0xA, 0xB);
+        let found = |router: &mut Router, subject: &[u8]| -> Vec<(u64, u32)> {
+            let matches = router.matches(subject);
+            let mut found: Vec<(u64, u32)> = matches
+                .plain
+                .iter()
+                .chain(matches.queues.iter().flat_map(|group| group.members.iter()))
+                .filter_map(|target| match target {
+                    Target::Node(interest) => Some((interest.node.node_id, interest.weight.get())),
+                    _ => None,
+                })
+                .collect();
+            found.sort();
+            found
+        };
+        // Heard on this shard's route and relayed from the other's: one
+        // entry per node, there while either says so.
+        router.apply_node(node, 0, b"in.1", None, 1).unwrap();
+        router.apply_node(node, 1, b"in.1", None, 1).unwrap();
+        router.apply_node(other_node, 1, b"in.1", None, 1).unwrap();
+        assert_eq!(
+            found(&mut router, b"in.1"),
+            vec![(node, 1), (other_node, 1)]
+        );
+        router.apply_node(node, 0, b"in.1", None, 0).unwrap();
+        assert_eq!(
+            found(&mut router, b"in.1"),
+            vec![(node, 1), (other_node, 1)]
+        );
+        router.apply_node(node, 1, b"in.1", None, 0).unwrap();
+        assert_eq!(found(&mut router, b"in.1"), vec![(other_node, 1)]);
+        // A removal from a route that never said it changes nothing.
+        router.apply_node(node, 1, b"in.2", None, 0).unwrap();
+        assert!(found(&mut router, b"in.2").is_empty());
+        // Queue weights: the latest said.
+        router.apply_node(node, 0, b"jobs", Some(b"q"), 3).unwrap();
+        router.apply_node(node, 1, b"jobs", Some(b"q"), 4).unwrap();
+        assert_eq!(found(&mut router, b"jobs"), vec![(node, 4)]);
+        // A route that closes takes only what it alone said.
+        router.apply_node(node, 1, b"only.one", None, 1).unwrap();
+        router.forget_node_source(node, 1);
+        assert_eq!(found(&mut router, b"jobs"), vec![(node, 4)]);
+        assert!(found(&mut router, b"only.one").is_empty());
+        assert_eq!(found(&mut router, b"in.1"), vec![(other_node, 1)]);
+        router.forget_node_source(node, 0);
+        assert!(found(&mut router, b"jobs").is_empty());
+        // A bad subject is refused and changes nothing.
+        let entries = router.sublist().count();
+        assert_eq!(
+            router.apply_node(node, 0, b"a..b", None, 1),
+            Err(NodeInterestError::InvalidSubject)
+        );
+        assert_eq!(router.sublist().count(), entries);
+        // Without a link to the node there is no way to it.
+        assert!(router.node_route(node).link().is_none());
+    }
+
+    #[test]
+    fn shard_sets_span_words() {
+        let mut set = ShardSet::new(130);
+        assert!(set.is_empty());
+        assert!(set.set(129, true));
+        assert!(!set.set(129, true), "no change");
+        assert!(set.set(3, true));
+        assert!(set.set(129, false));
+        assert!(!set.is_empty());
+        assert!(set.set(3, false));
+        assert!(set.is_empty());
     }
 
     #[test]

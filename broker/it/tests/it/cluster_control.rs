@@ -18,6 +18,7 @@ use crate::cluster_jetstream::{
     api_when_ready, publish_acked, stream_config, stream_leader, wait_replicas_current,
     wait_replicas_current_at, CONVERGE_TIMEOUT,
 };
+use futures::StreamExt;
 
 /// Stepdowns each test allows before every replica must have led.
 ///
@@ -505,3 +506,94 @@ async fn when_ready<T, E: std::fmt::Display, F: std::future::Future<Output = Res
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
+
+/// Requests per node in [`replies_reach_inboxes_subscribed_just_before`].
+const INBOX_ROUNDS: usize = 150;
+
+/// Threads that keep both CPUs busy while they live: the interest-order
+/// race (a reply racing its inbox's interest between two nodes) showed
+/// only under contention (tern lost about a third of the replies with
+/// three such loops, none on an idle machine).
+struct BusyLoops {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    threads: Vec<std::thread::JoinHandle<()>>,
+}
+
+impl BusyLoops {
+    fn start(count: usize) -> BusyLoops {
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let threads = (0..count)
+            .map(|_| {
+                let stop = stop.clone();
+                std::thread::spawn(move || {
+                    let mut spins = 0u64;
+                    while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                        spins = std::hint::black_box(spins.wrapping_add(1));
+                    }
+                })
+            })
+            .collect();
+        BusyLoops { stop, threads }
+    }
+}
+
+impl Drop for BusyLoops {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        for thread in self.threads.drain(..) {
+            let _ = thread.join();
+        }
+    }
+}
+
+/// A client subscribes a fresh inbox and at once sends a request naming
+/// it, through a node that does not lead the stream (as async-nats'
+/// `double_ack` and every request with a new inbox do): the leader's
+/// answer must find the inbox. The subscription and the request leave on
+/// one connection in that order, so nats-server's route carries them in
+/// that order; tern's answer comes back on another core's route than the
+/// request went out on, and must still find the interest
+/// (`nats::interest`: a node's interest is relayed to its shards ahead of
+/// later messages, and a route's input waits for what the node's other
+/// shards sent before it). Under contention, with both CPUs busy.
+async fn replies_reach_inboxes_subscribed_just_before(flavor: Flavor) {
+    let cluster = Cluster::meshed(flavor, 3, Options::jetstream()).await;
+    let admin = cluster.connect(1).await;
+    let config = json!({"name": "INBOXES", "subjects": ["inboxes.>"], "num_replicas": 3, "allow_direct": true});
+    let created = api_when_ready(&admin, "$JS.API.STREAM.CREATE.INBOXES", config).await;
+    assert!(created.get("error").is_none(), "{created}");
+    publish_acked(&admin, "inboxes.a", "x").await;
+    wait_replicas_current(&admin, "INBOXES").await;
+    let leader = stream_leader(&admin, "INBOXES").await;
+    let _load = BusyLoops::start(3);
+    for node in (1..=3).filter(|&node| node != leader) {
+        // Several connections land on different cores of the node.
+        for connection in 0..3 {
+            let client = cluster.connect(node).await;
+            for round in 0..INBOX_ROUNDS / 3 {
+                let inbox = client.new_inbox();
+                let mut replies = client.subscribe(inbox.clone()).await.expect("subscribe");
+                client
+                    .publish_with_reply(
+                        "$JS.API.DIRECT.GET.INBOXES",
+                        inbox,
+                        r#"{"last_by_subj":"inboxes.a"}"#.into(),
+                    )
+                    .await
+                    .expect("publish");
+                let reply = tokio::time::timeout(Duration::from_secs(5), replies.next())
+                    .await
+                    .ok()
+                    .flatten();
+                let reply = reply.unwrap_or_else(|| {
+                    panic!(
+                        "n{node} (connection {connection}, round {round}; stream led by n{leader}): \
+                         no answer to a direct get on an inbox subscribed just before it"
+                    )
+                });
+                assert_eq!(&reply.payload[..], b"x");
+            }
+        }
+    }
+}
+differential!(replies_reach_inboxes_subscribed_just_before);
