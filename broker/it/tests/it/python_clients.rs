@@ -63,14 +63,7 @@ differential!(nats_py_smoke);
 
 async fn nats_py_jetstream(flavor: Flavor) {
     let replicas = common::target::default_replicas().to_string();
-    let gaps = "";
-    run_script_with(
-        flavor,
-        Options::jetstream(),
-        "jetstream",
-        &[&replicas, gaps],
-    )
-    .await;
+    run_script_with(flavor, Options::jetstream(), "jetstream", &[&replicas]).await;
 }
 differential_cluster!(nats_py_jetstream, nats_cluster_in_ci);
 

@@ -2,11 +2,9 @@
 stream management (add/update/info/list/names/delete), publish and PubAck,
 Nats-Msg-Id de-duplication, expected-last-sequence / expected-stream
 errors, get/delete message and purge.
-Usage: jetstream.py nats://127.0.0.1:PORT [REPLICAS [GAPS]]
+Usage: jetstream.py nats://127.0.0.1:PORT [REPLICAS]
 (REPLICAS: what a stream created without `num_replicas` gets; 1 on one
-server, 3 on a cluster whose client proxy asks for them. GAPS: the known
-gaps of the server under test, comma-separated, whose checks are skipped;
-none at present; see common::KnownGap.)
+server, 3 on a cluster whose client proxy asks for them.)
 
 Every name carries a random suffix, so runs never collide. Exits 0 when
 every check passes; prints the failed step and a traceback otherwise.
@@ -30,7 +28,6 @@ from nats.js.errors import (
 TIMEOUT_SECONDS = 5
 STEP = {"name": "connect"}
 REPLICAS = int(sys.argv[2]) if len(sys.argv) > 2 else 1
-GAPS = set(filter(None, sys.argv[3].split(","))) if len(sys.argv) > 3 else set()
 
 
 def step(name: str) -> None:

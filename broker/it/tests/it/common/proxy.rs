@@ -27,24 +27,14 @@
 //!    consumer (nats-server's ephemerals) cannot move and may stay on the
 //!    client's node.
 //!
-//! 3. **Harness probes taken out.** The interest probes of
-//!    [`Settle::inboxes`] reach the client's inbox through the proxy,
-//!    which drops them.
-//!
 //! And it waits where a cluster is known to answer before it is ready
 //! ([`Settle`]; docs/cluster-jetstream.md, "Client-level tests on a
 //! cluster"):
 //!
 //! - both servers: the answer to a stream create is held until every node
 //!   names the leader and a publish through each shard of the client's
-//!   node reaches it (nats-server seldom answers before that, tern often:
-//!   [`KnownGap::InterestOrder`]);
-//! - tern, [`KnownGap::LeadershipFollowedLate`]: also until an INFO
-//!   through the client's node is answered (after a create, a move, and
-//!   for every stream after a restart of the cluster:
-//!   [`ClientProxy::wait_streams_answer`]); and [`KnownGap::InterestOrder`]:
-//!   a client's `SUB` of an inbox holds what the client sends next until
-//!   every shard of every node sends there;
+//!   node reaches it (both servers can answer a create before the
+//!   client's node knows the leader's subscription);
 //! - nats-server, whose consumers read their own server's copy of the
 //!   stream and whose replicas all answer direct gets
 //!   ([`Settle::copies`]): a consumer create, a pull request, a consumer
@@ -53,12 +43,11 @@
 //!   a purge.
 //!
 //! Leadership that moves back to the client's node later (an election
-//! under load) is not undone. The stepdowns and the INFO probes are
-//! JetStream API requests: a cluster's `$JS.API.INFO` API counters count
-//! them (no cluster variant asserts those).
+//! under load) is not undone. The stepdowns are JetStream API requests: a
+//! cluster's `$JS.API.INFO` API counters count them (no cluster variant
+//! asserts those).
 
-use std::collections::{HashMap, HashSet};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -68,7 +57,7 @@ use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::{TcpListener, TcpStream};
 
 use super::cluster::Cluster;
-use super::target::{KnownGap, CLUSTER_NODES};
+use super::target::CLUSTER_NODES;
 use super::{Flavor, TIMEOUT};
 
 /// How long an answer is held while its stream's leader moves: below
@@ -105,16 +94,8 @@ pub struct Settle {
     /// After a stream create's answer, until a publish through each shard
     /// of the client's node reaches the leader: both servers can answer a
     /// create before the client's node knows the leader's subscription
-    /// (nats-server seldom: once in about 160 creates; tern often:
-    /// [`KnownGap::InterestOrder`]).
+    /// (nats-server seldom: once in about 160 creates).
     pub creates: bool,
-    /// After a stream create's answer, a move, or a restart of every node,
-    /// until an INFO through the client's node is answered (tern:
-    /// [`KnownGap::LeadershipFollowedLate`]).
-    pub infos: bool,
-    /// After a `SUB` of an inbox, until every shard of every node sends
-    /// there (tern: [`KnownGap::InterestOrder`]).
-    pub inboxes: bool,
     /// Before a consumer create, a pull request, a consumer info or a
     /// direct get, and after a message delete's or a purge's answer, until
     /// every node's copy of the stream holds the same messages
@@ -127,29 +108,17 @@ pub struct Settle {
 struct Shared {
     flavor: Flavor,
     upstream_port: u16,
-    /// The client node's server name (`n1`) and index in `http_ports`.
+    /// The client node's server name (`n1`).
     client_node: String,
-    client_index: usize,
     /// Every node's monitoring port (for `/jsz`).
     http_ports: Vec<u16>,
-    /// Per node, a connection on each of its shards (one on nats-server):
-    /// the probes of interest and of the path publishes take. The stepdown
-    /// requests go through another node's first.
-    shard_clients: Vec<Vec<async_nats::Client>>,
-    /// The node the stepdowns are asked through.
-    side_index: usize,
+    /// A connection on each shard of the client's node (one on
+    /// nats-server): the probes of the path publishes take.
+    client_shards: Vec<async_nats::Client>,
+    /// A connection to another node, which the stepdowns are asked
+    /// through.
+    side_client: async_nats::Client,
     settle: Settle,
-    /// Interest probes that came back through the proxy (by id).
-    probes_back: Mutex<HashSet<u64>>,
-    probe_came_back: tokio::sync::Notify,
-    probe_ids: AtomicU64,
-}
-
-impl Shared {
-    /// A connection on the client's node.
-    fn client_node_probe(&self) -> &async_nats::Client {
-        &self.shard_clients[self.client_index][0]
-    }
 }
 
 /// A connection to `node` on each of its shards (tern spreads
@@ -196,22 +165,12 @@ impl ClientProxy {
             flavor: cluster.flavor,
             upstream_port: cluster.node(node).client_port(),
             client_node: format!("n{node}"),
-            client_index: node - 1,
             http_ports: (1..=cluster.len())
                 .map(|number| cluster.node(number).http_port())
                 .collect(),
-            shard_clients: {
-                let mut clients = Vec::new();
-                for number in 1..=cluster.len() {
-                    clients.push(connect_every_shard(cluster, number).await);
-                }
-                clients
-            },
-            side_index: side_node - 1,
+            client_shards: connect_every_shard(cluster, node).await,
+            side_client: cluster.connect(side_node).await,
             settle,
-            probes_back: Mutex::default(),
-            probe_came_back: tokio::sync::Notify::new(),
-            probe_ids: AtomicU64::new(0),
         });
         let connections: Arc<Mutex<Vec<tokio::task::AbortHandle>>> = Arc::default();
         let accept = {
@@ -234,33 +193,6 @@ impl ClientProxy {
 
     pub fn port(&self) -> u16 {
         self.port
-    }
-
-    /// [`Settle::infos`] after a restart of every node: waits until an
-    /// INFO of each stream the client's node holds is answered through it
-    /// (bounded per stream; at once without [`Settle::infos`]).
-    pub async fn wait_streams_answer(&self) {
-        if !self.shared.settle.infos {
-            return;
-        }
-        let port = self.shared.http_ports[self.shared.client_index];
-        let names: Vec<String> = match jsz(port) {
-            Ok(jsz) => stream_details(&jsz)
-                .into_iter()
-                .filter_map(|detail| detail["name"].as_str().map(str::to_string))
-                .collect(),
-            Err(error) => panic!("{}: {error}", self.shared.client_node),
-        };
-        for stream in names {
-            let asked = wait_api_reaches_leader(&self.shared, &stream).await;
-            if !matches!(asked, Ok(1)) {
-                eprintln!(
-                    "client proxy: known gap `{}`: after the restart, an INFO of {stream} answered through {} after {asked:?}",
-                    KnownGap::LeadershipFollowedLate.name(),
-                    self.shared.client_node
-                );
-            }
-        }
     }
 }
 
@@ -476,20 +408,6 @@ async fn to_server(
         let mut at = 0;
         while let Some(frame) = Frame::first(&buffer[at..]) {
             let bytes = &buffer[at..at + frame.len];
-            if shared.settle.inboxes {
-                let rest = &buffer[at + frame.len..];
-                if let Some(inbox) = inbox_subscribed(&bytes[..frame.line_end], rest) {
-                    // The subscription goes first; what follows waits.
-                    out.extend_from_slice(bytes);
-                    at += frame.len;
-                    if to.write_all(&out).await.is_err() {
-                        break 'read;
-                    }
-                    out.clear();
-                    wait_interest_known(shared, &inbox).await;
-                    continue;
-                }
-            }
             let (forwarded, reads) = rewrite_request(bytes, &frame, pending);
             if let Some(stream) = reads.filter(|_| shared.settle.copies) {
                 // What went before goes first; the request waits.
@@ -509,26 +427,6 @@ async fn to_server(
         out.clear();
     }
     let _ = to.shutdown().await;
-}
-
-/// The subject of a `SUB` of an inbox (`_INBOX.…`), unless `rest` (what
-/// the client sent after it) limits it to a number of messages (an
-/// `UNSUB <sid> <max>`: a probe would use one up).
-fn inbox_subscribed(line: &[u8], rest: &[u8]) -> Option<String> {
-    let (op, args) = tokens(line)?;
-    if op != "SUB" || !(2..=3).contains(&args.len()) || !args[0].starts_with("_INBOX.") {
-        return None;
-    }
-    let sid = args[args.len() - 1];
-    let limited = String::from_utf8_lossy(rest).lines().any(|line| {
-        let mut words = line.split_ascii_whitespace();
-        words
-            .next()
-            .is_some_and(|op| op.eq_ignore_ascii_case("UNSUB"))
-            && words.next() == Some(sid)
-            && words.next().is_some()
-    });
-    (!limited).then(|| args[0].to_string())
 }
 
 /// One client frame as it goes to the node, and the stream it reads a
@@ -586,8 +484,7 @@ fn rewrite_request(
 }
 
 /// Node to client: every frame as it is, the watched answers after their
-/// leader moved off the client's node (or the cluster settled), and the
-/// harness's interest probes taken out.
+/// leader moved off the client's node (or the cluster settled).
 async fn to_client(
     shared: &Shared,
     mut from: OwnedReadHalf,
@@ -612,14 +509,6 @@ async fn to_client(
                 continue;
             };
             let body = &bytes[start + header_len..start + total_len];
-            if let Some(id) = body.strip_prefix(INTEREST_PROBE) {
-                let id = std::str::from_utf8(id).ok().and_then(|id| id.parse().ok());
-                if let Some(id) = id {
-                    shared.probes_back.lock().unwrap().insert(id);
-                    shared.probe_came_back.notify_waiters();
-                }
-                continue;
-            }
             let watched = message_subject(&bytes[..frame.line_end])
                 .and_then(|subject| pending.lock().unwrap().remove(&subject));
             if let Some(watched) = watched {
@@ -639,69 +528,6 @@ async fn to_client(
         out.clear();
     }
     let _ = to.shutdown().await;
-}
-
-/// The payload of the harness's interest probes, before their id.
-const INTEREST_PROBE: &[u8] = b"\x00tern-harness-interest-probe ";
-
-/// [`KnownGap::InterestOrder`]: after a client subscribed `subject` (an
-/// inbox), waits until a message published to it on every shard of every
-/// node comes back through the proxy: every node then sends there what
-/// the client's next request gets answered with. The probes are taken out
-/// of what the client receives. Bounded by [`MOVE_TIMEOUT`].
-async fn wait_interest_known(shared: &Shared, subject: &str) {
-    let target = match subject.rsplit_once('.') {
-        Some((prefix, "*" | ">")) => format!("{prefix}.harness_probe"),
-        _ => subject.to_string(),
-    };
-    let started = Instant::now();
-    let deadline = started + MOVE_TIMEOUT;
-    let mut probes = 0;
-    for (node, clients) in shared.shard_clients.iter().enumerate() {
-        for (shard, client) in clients.iter().enumerate() {
-            let mut sent = Vec::new();
-            loop {
-                probes += 1;
-                let id = shared.probe_ids.fetch_add(1, Ordering::Relaxed);
-                sent.push(id);
-                let mut payload = INTEREST_PROBE.to_vec();
-                payload.extend_from_slice(id.to_string().as_bytes());
-                let came_back = shared.probe_came_back.notified();
-                if client
-                    .publish(target.clone(), payload.into())
-                    .await
-                    .is_err()
-                {
-                    return;
-                }
-                let _ = client.flush().await;
-                // Poll interval of a bounded wait: 20 ms for each probe.
-                let _ = tokio::time::timeout(POLL, came_back).await;
-                let mut back = shared.probes_back.lock().unwrap();
-                if sent.iter().any(|id| back.contains(id)) {
-                    back.retain(|id| !sent.contains(id));
-                    break;
-                }
-                drop(back);
-                if Instant::now() >= deadline {
-                    eprintln!(
-                        "client proxy: known gap `{}`: {subject} still unknown on n{} shard {shard} after {MOVE_TIMEOUT:?}",
-                        KnownGap::InterestOrder.name(),
-                        node + 1
-                    );
-                    return;
-                }
-            }
-        }
-    }
-    let shards: usize = shared.shard_clients.iter().map(Vec::len).sum();
-    if probes > shards {
-        eprintln!(
-            "client proxy: known gap `{}`: {subject} known everywhere after {probes} probes ({:?})",
-            KnownGap::InterestOrder.name(),
-            started.elapsed()
-        );
-    }
 }
 
 /// What the proxy does with a watched answer before it goes on: a move
@@ -768,16 +594,6 @@ async fn move_off_client_node(
         None => wait_publishes_reach_leader(shared, &answer["config"]).await,
         Some(_) => Ok(0),
     };
-    if shared.settle.infos {
-        let asked = wait_api_reaches_leader(shared, stream).await;
-        if !matches!(asked, Ok(1)) {
-            eprintln!(
-                "client proxy: known gap `{}`: an INFO of {stream} through {} answered after {asked:?}",
-                KnownGap::LeadershipFollowedLate.name(),
-                shared.client_node
-            );
-        }
-    }
     eprintln!(
         "client proxy: {what} moved from {} to {leader} in {moved:?}; a publish through {} reaches it after {reached:?} more probes ({:?} in all)",
         shared.client_node,
@@ -788,8 +604,7 @@ async fn move_off_client_node(
 
 /// [`Settle::creates`]: holds a create's answer until every node names
 /// the stream's leader and a publish through the client's node reaches it
-/// (and, with [`Settle::infos`], an INFO through the client's node is
-/// answered).
+/// (bounded; stderr says so if that does not happen).
 async fn settle_create(shared: &Shared, stream: &str, answer: &Value) {
     let started = Instant::now();
     let deadline = started + MOVE_TIMEOUT;
@@ -799,55 +614,13 @@ async fn settle_create(shared: &Shared, stream: &str, answer: &Value) {
         led = leaders(shared, stream, None);
     }
     let published = wait_publishes_reach_leader(shared, &answer["config"]).await;
-    let asked = match shared.settle.infos {
-        true => wait_api_reaches_leader(shared, stream).await,
-        false => Ok(1),
-    };
-    if led.is_err() || !matches!(published, Ok(0)) || !matches!(asked, Ok(1)) {
-        let gaps = match shared.flavor {
-            Flavor::Tern => format!(
-                "known gaps `{}`, `{}`",
-                KnownGap::InterestOrder.name(),
-                KnownGap::LeadershipFollowedLate.name()
-            ),
-            Flavor::Nats => "nats-server".to_string(),
-        };
+    if led.is_err() || !matches!(published, Ok(0)) {
         eprintln!(
-            "client proxy: {gaps}: stream {stream} led by {led:?}; through {} a publish reaches it after {published:?} more probes, an INFO after {asked:?} ({:?})",
+            "client proxy: {}: stream {stream} led by {led:?}; through {} a publish reaches it after {published:?} more probes ({:?})",
+            shared.flavor.name(),
             shared.client_node,
             started.elapsed()
         );
-    }
-}
-
-/// Asks `$JS.API.STREAM.INFO.<stream>` through the client's node until
-/// it is answered without an error (bounded by [`MOVE_TIMEOUT`]); the
-/// requests it took, or the last answer.
-async fn wait_api_reaches_leader(shared: &Shared, stream: &str) -> Result<u32, String> {
-    let deadline = Instant::now() + MOVE_TIMEOUT;
-    let subject = format!("$JS.API.STREAM.INFO.{stream}");
-    let mut attempts = 0;
-    loop {
-        attempts += 1;
-        let request = async_nats::Request::new().timeout(Some(PROBE_TIMEOUT));
-        let last = match shared
-            .client_node_probe()
-            .send_request(subject.clone(), request)
-            .await
-        {
-            Ok(reply) => {
-                let body: Value = serde_json::from_slice(&reply.payload).unwrap_or(Value::Null);
-                if body.get("error").is_none() && !body.is_null() {
-                    return Ok(attempts);
-                }
-                body.to_string()
-            }
-            Err(error) => error.to_string(),
-        };
-        if Instant::now() >= deadline {
-            return Err(format!("{attempts} requests, last: {last}"));
-        }
-        tokio::time::sleep(POLL).await;
     }
 }
 
@@ -888,7 +661,7 @@ async fn wait_publishes_reach_leader(shared: &Shared, config: &Value) -> Result<
     let deadline = Instant::now() + MOVE_TIMEOUT;
     let mut headers = async_nats::HeaderMap::new();
     headers.insert("Nats-Expected-Stream", "_harness_no_such_stream");
-    let clients = &shared.shard_clients[shared.client_index];
+    let clients = &shared.client_shards;
     let mut attempts = 0;
     for client in clients {
         loop {
@@ -942,7 +715,8 @@ async fn move_leader(
         if client_leads && asked.is_none_or(|at| at.elapsed() >= STEPDOWN_RETRY) {
             let answer = tokio::time::timeout(
                 TIMEOUT,
-                shared.shard_clients[shared.side_index][0]
+                shared
+                    .side_client
                     .request(stepdown.clone(), bytes::Bytes::new()),
             )
             .await;

@@ -14,8 +14,8 @@
 //! leader, and every stored message is replicated.
 //!
 //! Which topology runs is a task-local ([`topology`]) set by the test
-//! macro, so helpers (`js::default_config`, `known_gap`) can follow it
-//! without the test body passing it around.
+//! macro, so helpers (`js::default_config`, `default_replicas`) can
+//! follow it without the test body passing it around.
 
 use std::future::Future;
 use std::time::{Duration, Instant};
@@ -72,70 +72,6 @@ pub fn default_replicas() -> u64 {
     }
 }
 
-/// A difference of the tern cluster from nats-server's cluster that is
-/// recorded, not fixed yet: the assertion it names is skipped on the tern
-/// cluster (and only there), so the rest of the test keeps running. Each
-/// is listed with its test and reproduction in docs/cluster-jetstream.md
-/// ("Client-level tests on a cluster").
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum KnownGap {
-    /// Interest and messages between two nodes take different routes
-    /// (each shard has its own), so nothing orders a subscription before
-    /// a message sent after it: a reply inbox subscribed right before its
-    /// request may be unknown where the answer is sent (the answer is
-    /// dropped), and a new stream's subjects, subscribed by its leader
-    /// before it answers the create, may be unknown on the client's node
-    /// when the answer arrives (a publish gets no responders; without a
-    /// reply it is lost). nats-server sends both over one route. Tests
-    /// warm a fresh inbox up first; the client proxy holds a create's
-    /// answer until a publish through the client's node reaches the
-    /// leader ([`super::proxy::Settle`]).
-    InterestOrder,
-    /// A stream's task follows its node's Raft leadership only on its
-    /// next turn, which nothing but other work starts: a replica that
-    /// lost leadership keeps its subjects subscribed (the first publish
-    /// through its node gets 500 10009), and a replica whose node learned
-    /// the new leader does not name it yet (API requests through its node
-    /// bounce between replicas: 503 10008), for up to a heartbeat or two.
-    /// The client proxy holds a create's answer, and a restarted cluster
-    /// is waited for, until an INFO through the client's node is answered
-    /// ([`super::proxy::Settle`]).
-    LeadershipFollowedLate,
-}
-
-impl KnownGap {
-    pub fn name(self) -> &'static str {
-        match self {
-            KnownGap::InterestOrder => "interest-order",
-            KnownGap::LeadershipFollowedLate => "leadership-followed-late",
-        }
-    }
-}
-
-impl KnownGap {
-    /// True where the gap is: on the tern cluster, unless
-    /// `TERN_IT_KNOWN_GAPS=off` (which runs every gated assertion and
-    /// turns the client proxy's waits for tern's gaps off: the gaps'
-    /// reproduction).
-    pub fn applies(flavor: Flavor) -> bool {
-        let off = std::env::var("TERN_IT_KNOWN_GAPS").is_ok_and(|value| value == "off");
-        flavor == Flavor::Tern && clustered() && !off
-    }
-}
-
-/// True where `gap` applies (the tern cluster): the caller skips the
-/// assertion. Says so on stderr, shown with a failing test's output.
-pub fn known_gap(flavor: Flavor, gap: KnownGap) -> bool {
-    let applies = KnownGap::applies(flavor);
-    if applies {
-        eprintln!(
-            "known gap `{}`: assertion skipped on the tern cluster",
-            gap.name()
-        );
-    }
-    applies
-}
-
 /// A cluster whose nodes' last log lines go to stderr when it is dropped
 /// by a failing test (a panic's message rarely names the node that
 /// misbehaved).
@@ -150,21 +86,11 @@ impl Drop for LoggedCluster {
 }
 
 /// Where the client proxy waits for the cluster to settle (see
-/// [`Settle`]): both servers after a create; tern for its known gaps;
-/// nats-server where its consumers read lagging copies.
+/// [`Settle`]): both servers after a create; nats-server where its
+/// consumers read lagging copies.
 fn settle(flavor: Flavor) -> Settle {
-    let gaps = KnownGap::applies(flavor);
-    if gaps {
-        eprintln!(
-            "known gaps `{}`, `{}`: the client proxy waits after creates, inbox subscriptions and restarts",
-            KnownGap::InterestOrder.name(),
-            KnownGap::LeadershipFollowedLate.name()
-        );
-    }
     Settle {
         creates: true,
-        infos: gaps,
-        inboxes: gaps,
         copies: flavor == Flavor::Nats,
     }
 }
@@ -321,9 +247,7 @@ impl Target {
                     nodes.wait_formed().await;
                     wait_jetstream_ready(nodes).await;
                     wait_streams_led(nodes).await;
-                    let proxy = ClientProxy::start(nodes, CLIENT_NODE, settle(flavor)).await;
-                    proxy.wait_streams_answer().await;
-                    proxy
+                    ClientProxy::start(nodes, CLIENT_NODE, settle(flavor)).await
                 });
                 Shape::Cluster { cluster, proxy }
             }
