@@ -1,6 +1,6 @@
 //! Runs the deterministic cluster simulator over a range of seeds: the
 //! production stream replicas and multi-Raft driver on 3 and 5 simulated
-//! nodes under faults (see `tern_broker::cluster::sim`).
+//! nodes under faults (see `tern_broker::jetstream::sim`).
 //!
 //! ```text
 //! cargo run --release -p tern-broker --example simulate_cluster -- --seeds N [--seed-start S] [--canary ack-before-quorum|local-expiry|ack-before-state|local-interest|snapshot-without-removals|limit-evicts-newest]
@@ -15,7 +15,7 @@
 use std::process::ExitCode;
 use std::time::Instant;
 
-use tern_broker::cluster::sim::{self, Outcome, SimConfig};
+use tern_broker::jetstream::sim::{self, Outcome, SimConfig};
 use tern_broker::jetstream::stream::replica::StreamCanary;
 
 /// Violations printed with their trace; later ones get one line.

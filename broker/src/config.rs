@@ -566,11 +566,11 @@ impl Config {
                         file: Option<DurationValue>,
                         default: Duration| {
             match (flag, file) {
-                (Some(text), _) => parse_duration(&text).map_err(|message| invalid(field, message)),
+                (Some(text), _) => crate::duration::parse_duration(&text)
+                    .map_err(|error| invalid(field, error.to_string())),
                 (None, Some(DurationValue::Seconds(seconds))) => Ok(Duration::from_secs(seconds)),
-                (None, Some(DurationValue::Text(text))) => {
-                    parse_duration(&text).map_err(|message| invalid(field, message))
-                }
+                (None, Some(DurationValue::Text(text))) => crate::duration::parse_duration(&text)
+                    .map_err(|error| invalid(field, error.to_string())),
                 (None, None) => Ok(default),
             }
         };
@@ -905,45 +905,23 @@ pub fn parse_size(text: &str) -> Result<usize, String> {
     usize::try_from(bytes).map_err(|_| format!("{text:?} is too large"))
 }
 
-/// `30` (seconds), `500ms`, `2m`, `1h`, `1m30s`, `1.5s`.
-pub fn parse_duration(text: &str) -> Result<Duration, String> {
-    let text = text.trim();
-    if text.is_empty() {
-        return Err("empty duration".into());
+/// glommio opens directories by absolute path only (a relative one fails
+/// with EBADF): the data paths resolved against the working directory, at
+/// start and on every reload.
+pub fn absolute_data_paths(config: &mut Config) {
+    let absolute = |path: &std::path::Path| {
+        if path.is_absolute() {
+            path.to_path_buf()
+        } else {
+            std::env::current_dir()
+                .map(|directory| directory.join(path))
+                .unwrap_or_else(|_| path.to_path_buf())
+        }
+    };
+    config.store_dir = absolute(&config.store_dir);
+    if let Some(jetstream) = config.jetstream.as_mut() {
+        jetstream.journal_dir = absolute(&jetstream.journal_dir);
     }
-    if text.bytes().all(|b| b.is_ascii_digit()) {
-        return text
-            .parse::<u64>()
-            .map(Duration::from_secs)
-            .map_err(|error| error.to_string());
-    }
-    let mut total = Duration::ZERO;
-    let mut rest = text;
-    while !rest.is_empty() {
-        let number_end = rest
-            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-            .unwrap_or(rest.len());
-        let (number, after) = rest.split_at(number_end);
-        let unit_end = after
-            .find(|c: char| c.is_ascii_digit() || c == '.')
-            .unwrap_or(after.len());
-        let (unit, next) = after.split_at(unit_end);
-        let value: f64 = number
-            .parse()
-            .map_err(|_| format!("{text:?} is not a duration"))?;
-        let seconds = match unit {
-            "ns" => value / 1e9,
-            "us" | "µs" => value / 1e6,
-            "ms" => value / 1e3,
-            "s" => value,
-            "m" => value * 60.0,
-            "h" => value * 3600.0,
-            _ => return Err(format!("{text:?}: unknown duration unit {unit:?}")),
-        };
-        total += Duration::from_secs_f64(seconds);
-        rest = next;
-    }
-    Ok(total)
 }
 
 #[cfg(test)]
@@ -956,6 +934,15 @@ mod tests {
                 .chain(args.iter().copied())
                 .map(String::from),
         )
+    }
+
+    #[test]
+    fn sizes() {
+        assert_eq!(parse_size("1024"), Ok(1024));
+        assert_eq!(parse_size("64KB"), Ok(65536));
+        assert_eq!(parse_size("1MiB"), Ok(1 << 20));
+        assert_eq!(parse_size("2 mb"), Ok(2 << 20));
+        assert!(parse_size("1XB").is_err());
     }
 
     #[test]
@@ -1221,20 +1208,5 @@ mod tests {
         let path = dir.path().join("bad.toml");
         std::fs::write(&path, "no_such_option = 1\n").unwrap();
         assert!(config(&["-c", path.to_str().unwrap()]).is_err());
-    }
-
-    #[test]
-    fn sizes_and_durations() {
-        assert_eq!(parse_size("1024"), Ok(1024));
-        assert_eq!(parse_size("64KB"), Ok(65536));
-        assert_eq!(parse_size("1MiB"), Ok(1 << 20));
-        assert_eq!(parse_size("2 mb"), Ok(2 << 20));
-        assert!(parse_size("1XB").is_err());
-        assert_eq!(parse_duration("30"), Ok(Duration::from_secs(30)));
-        assert_eq!(parse_duration("100ms"), Ok(Duration::from_millis(100)));
-        assert_eq!(parse_duration("2m"), Ok(Duration::from_secs(120)));
-        assert_eq!(parse_duration("1m30s"), Ok(Duration::from_secs(90)));
-        assert_eq!(parse_duration("1.5s"), Ok(Duration::from_millis(1500)));
-        assert!(parse_duration("5y").is_err());
     }
 }

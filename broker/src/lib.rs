@@ -7,37 +7,45 @@
 //! ARCHITECTURE.md for the publish paths.
 //!
 //! Module map:
-//! - [`config`]: flags, TOML file, limits.
+//! - [`config`]: flags, TOML file, limits; [`duration`]: durations as
+//!   operators write them.
 //! - [`auth`]: who may connect (token, user/password with bcrypt, NKeys)
 //!   and per-user publish/subscribe permissions.
-//! - [`nats`]: the client protocol ([`nats::proto`]: parser, encoder,
-//!   CONNECT/INFO, subjects, `-ERR` texts), one connection's state and tasks
-//!   ([`nats::conn`]), the subject trie ([`nats::sublist`]) and interest:
-//!   local subscriptions, internal (JetStream) ones and other shards'
-//!   ([`nats::interest`]).
+//! - [`proto`]: the client protocol's codec: parser, encoder, CONNECT/INFO,
+//!   subjects, `-ERR` texts.
+//! - [`routing`]: who is subscribed where: the subject trie
+//!   ([`routing::sublist`]); the interest index and publish path move here.
+//! - [`nats`]: one connection's state and tasks ([`nats::conn`]) and a
+//!   shard's interest: local subscriptions, internal (JetStream) ones,
+//!   other shards' and other nodes' ([`nats::interest`]).
 //! - [`mesh`]: between the shards of one process: what crosses
 //!   ([`mesh::message`]) and the outboxes ([`mesh::outbox`]).
 //! - [`cluster`]: many Raft groups per shard, and the cluster simulator.
 //! - [`jetstream`]: streams, consumers, their API, journal, Raft groups and
 //!   recovery.
 //! - [`shard`]: one shard's connections and the publish path.
-//! - [`monitor`]: `/healthz`, `/varz`, `/connz`, `/subsz`, `/metrics`
-//!   ([`monitor::http`]) and the reports behind them ([`monitor::stats`]).
+//! - [`monitor`]: `/healthz`, `/varz`, `/connz`, `/subsz`, `/metrics`,
+//!   `/jsz` ([`monitor::http`]); [`stats`]: the shard counters and reports
+//!   behind them.
 //! - [`server`]: start-up and shard wiring.
 //! - [`reload`]: SIGHUP, the configuration read again while running.
 
 pub mod auth;
 pub mod cluster;
 pub mod config;
+pub mod duration;
 pub mod io_profile;
 pub mod jetstream;
 pub mod logger;
 pub mod mesh;
 pub mod monitor;
 pub mod nats;
+pub mod proto;
 pub mod random;
 pub mod reload;
+pub mod routing;
 pub mod server;
 pub mod shard;
+pub mod stats;
 pub mod timestamp;
 pub mod tls;

@@ -3,6 +3,19 @@
 //! deterministic per seed so tests and the simulator can replay it.
 
 use std::cell::Cell;
+use std::hash::{BuildHasher, Hasher};
+
+/// A random u64 from the standard library's per-process hasher keys and
+/// the clock: for seeds and identities, not secrets.
+pub fn random_u64() -> u64 {
+    let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
+    hasher.write_u128(
+        std::time::SystemTime::now()
+            .duration_since(std::time::SystemTime::UNIX_EPOCH)
+            .map_or(0, |since| since.as_nanos()),
+    );
+    hasher.finish()
+}
 
 #[derive(Debug)]
 pub struct Xorshift {

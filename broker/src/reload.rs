@@ -171,7 +171,7 @@ fn read(running: &Config) -> Result<Config, ReloadError> {
         return Err(ReloadError::NoConfigFile);
     }
     let mut new = Config::resolve(running.source.flags.clone())?;
-    crate::server::absolute_data_paths(&mut new);
+    crate::config::absolute_data_paths(&mut new);
     Ok(new)
 }
 

@@ -1,8 +1,6 @@
 //! Starting the node: check the host, reserve the ports, start one shard per
 //! configured CPU, and wire each shard's listener, peers and monitor.
 
-use std::collections::hash_map::RandomState;
-use std::hash::{BuildHasher, Hasher};
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::rc::Rc;
 use std::sync::atomic::AtomicUsize;
@@ -12,12 +10,14 @@ use std::time::SystemTime;
 use glommio::net::TcpListener;
 use tern_shard::{run_shards, ShardContext, ShardSpec};
 
+use crate::config::absolute_data_paths;
 use crate::config::Config;
 use crate::jetstream::JetStream;
 use crate::mesh::message::ShardMessage;
 use crate::mesh::outbox::PeerLinks;
 use crate::monitor::http::Monitor;
-use crate::nats::proto::info::{generate_server_id, NATS_COMPATIBLE_VERSION, TERN_VERSION};
+use crate::proto::info::{generate_server_id, NATS_COMPATIBLE_VERSION, TERN_VERSION};
+use crate::random::random_u64;
 use crate::shard::{Shard, Shared};
 
 #[derive(Debug, thiserror::Error)]
@@ -46,17 +46,6 @@ pub enum ServerError {
     JetStream(String),
     #[error("{0}")]
     Cluster(String),
-}
-
-/// A random u64 from the standard library's per-process hasher keys.
-pub fn random_u64() -> u64 {
-    let mut hasher = RandomState::new().build_hasher();
-    hasher.write_u128(
-        SystemTime::now()
-            .duration_since(SystemTime::UNIX_EPOCH)
-            .map_or(0, |d| d.as_nanos()),
-    );
-    hasher.finish()
 }
 
 fn resolve(host: &str, port: u16) -> Result<SocketAddr, ServerError> {
@@ -101,25 +90,6 @@ fn reserve_port(address: SocketAddr) -> Result<(socket2::Socket, u16), ServerErr
 const STARTUP_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(300);
 /// How long shutdown waits for streams to checkpoint.
 const SHUTDOWN_CHECKPOINT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
-
-/// glommio opens directories by absolute path only (a relative one fails
-/// with EBADF): the data paths resolved against the working directory, at
-/// start and on every reload.
-pub fn absolute_data_paths(config: &mut Config) {
-    let absolute = |path: &std::path::Path| {
-        if path.is_absolute() {
-            path.to_path_buf()
-        } else {
-            std::env::current_dir()
-                .map(|directory| directory.join(path))
-                .unwrap_or_else(|_| path.to_path_buf())
-        }
-    };
-    config.store_dir = absolute(&config.store_dir);
-    if let Some(jetstream) = config.jetstream.as_mut() {
-        jetstream.journal_dir = absolute(&jetstream.journal_dir);
-    }
-}
 
 /// Runs the server until SIGINT/SIGTERM (SIGHUP reloads: `crate::reload`).
 /// Rebuilds a damaged or missing `layout` from the journals when they name

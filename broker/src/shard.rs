@@ -32,14 +32,14 @@ use crate::config::Config;
 use crate::jetstream::JetStream;
 use crate::mesh::message::{InterestUpdate, ReportKind, RoutedMessage, ShardMessage};
 use crate::mesh::outbox::PeerLinks;
-use crate::monitor::stats::{self, ConnectionInfo, RouteInfo, ShardCounters, ShardReport};
 use crate::nats::conn::{self, Client, CloseReason, Subscription};
 use crate::nats::interest::{InternalHandler, InternalSubscription, Router, Target};
-use crate::nats::proto::encode::{self, Delivery};
-use crate::nats::proto::errors;
-use crate::nats::proto::info::{ServerInfo, NATS_COMPATIBLE_VERSION, TERN_VERSION};
-use crate::nats::proto::parser::Publish;
-use crate::nats::sublist::QueueMatches;
+use crate::proto::encode::{self, Delivery};
+use crate::proto::errors;
+use crate::proto::info::{ServerInfo, NATS_COMPATIBLE_VERSION, TERN_VERSION};
+use crate::proto::parser::Publish;
+use crate::routing::sublist::QueueMatches;
+use crate::stats::{self, ConnectionInfo, RouteInfo, ShardCounters, ShardReport};
 use crate::timestamp::{go_duration, Civil};
 
 /// How long monitoring waits for the other shards' reports.

@@ -345,7 +345,7 @@ fn resolve_timeout(value: Option<TimeoutValue>) -> Result<Duration, TlsError> {
                 "timeout: {seconds} is not a positive number of seconds"
             )))
         }
-        Some(TimeoutValue::Text(text)) => crate::config::parse_duration(&text)
+        Some(TimeoutValue::Text(text)) => crate::duration::parse_duration(&text)
             .map_err(|message| TlsError::Invalid(format!("timeout: {message}")))?,
     };
     if timeout.is_zero() || timeout > TIMEOUT_MAX {

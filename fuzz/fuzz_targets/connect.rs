@@ -11,7 +11,7 @@ use libfuzzer_sys::fuzz_target;
 use tern_broker::auth::config::{resolve, AuthFlags};
 use tern_broker::auth::{Authorization, Outcome};
 use tern_broker::config::parse_file;
-use tern_broker::nats::proto::connect::ConnectOptions;
+use tern_broker::proto::connect::ConnectOptions;
 
 const USERS: &str = r#"
 [authorization]

@@ -4,7 +4,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use tern_broker::nats::proto::parser::{ClientOp, Parser, ParserLimits, Step};
+use tern_broker::proto::parser::{ClientOp, Parser, ParserLimits, Step};
 
 const LIMITS: ParserLimits = ParserLimits { max_control_line_bytes: 256, max_payload_bytes: 1024 };
 

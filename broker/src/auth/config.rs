@@ -160,8 +160,8 @@ fn parse_timeout(path: &str, value: &toml::Value) -> Result<Duration, AuthConfig
     let seconds = match value {
         toml::Value::Integer(seconds) => *seconds as f64,
         toml::Value::Float(seconds) => *seconds,
-        toml::Value::String(text) => crate::config::parse_duration(text)
-            .map_err(|reason| error(path, reason))?
+        toml::Value::String(text) => crate::duration::parse_duration(text)
+            .map_err(|reason| error(path, reason.to_string()))?
             .as_secs_f64(),
         other => {
             return Err(error(
@@ -428,8 +428,8 @@ fn parse_responses(
                     responses.expires = Some(Duration::from_secs(*seconds as u64))
                 }
                 toml::Value::String(text) => {
-                    let expires = crate::config::parse_duration(text)
-                        .map_err(|reason| error(&path, reason))?;
+                    let expires = crate::duration::parse_duration(text)
+                        .map_err(|reason| error(&path, reason.to_string()))?;
                     if !expires.is_zero() {
                         responses.expires = Some(expires);
                     }

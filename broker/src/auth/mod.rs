@@ -27,7 +27,7 @@ use std::time::Duration;
 
 use rustc_hash::FxHashMap;
 
-use crate::nats::proto::connect::ConnectOptions;
+use crate::proto::connect::ConnectOptions;
 use nkey::{PublicKey, SignatureError};
 use password::Credential;
 use permissions::Permissions;

@@ -122,7 +122,7 @@ impl Permissions {
     /// the same answers, as a delivery that no deny rule overlaps passes.)
     pub fn filters_delivery(&self, subject: &[u8], queue: Option<&[u8]>) -> bool {
         self.subscribe_deny.is_some()
-            && (queue.is_some() || crate::nats::proto::subject::has_wildcard(subject))
+            && (queue.is_some() || crate::proto::subject::has_wildcard(subject))
     }
 
     /// nats-server `checkDenySub`: a delivery the deny rules refuse.

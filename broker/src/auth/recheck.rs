@@ -20,7 +20,7 @@ use std::sync::Arc;
 
 use super::permissions::Permissions;
 use super::{Authorization, Method, Outcome, PendingBcrypt, Refusal};
-use crate::nats::proto::connect::ConnectOptions;
+use crate::proto::connect::ConnectOptions;
 
 /// The verdict on one authenticated connection after a reload.
 #[derive(Debug)]

@@ -15,7 +15,7 @@
 
 use rustc_hash::FxHashMap;
 
-use crate::nats::proto::subject;
+use crate::proto::subject;
 
 /// What a subscribe rule may say besides its subject: a queue group.
 #[derive(Debug, Default)]

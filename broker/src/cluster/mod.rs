@@ -1,14 +1,12 @@
 //! What runs between nodes: route connections between same-index shards
-//! of the nodes ([`frame`], [`steer`], [`link`], [`routes`]), many Raft
-//! groups per shard ([`multiraft`]), and the deterministic cluster
-//! simulator that proves the replicated stream code before it goes on the
-//! network ([`sim`]).
+//! of the nodes ([`frame`], [`steer`], [`link`], [`routes`]) and many Raft
+//! groups per shard ([`multiraft`]). The deterministic cluster simulator
+//! that proves the replicated stream code is `jetstream::sim`.
 
 pub mod frame;
 pub mod link;
 pub mod multiraft;
 pub mod routes;
-pub mod sim;
 pub mod steer;
 
 /// The Raft id of a node without a JetStream store (and of a store written

@@ -618,7 +618,7 @@ impl JetStream {
                 membership,
                 acknowledged_index,
                 entries_lost_through_term,
-                seed: meta.node_id ^ crate::server::random_u64(),
+                seed: meta.node_id ^ crate::random::random_u64(),
             },
         );
         self.groups()
@@ -1209,7 +1209,7 @@ impl JetStream {
             MetaChange::Create { config, group } => {
                 let replicas = config.num_replicas.max(1) as usize;
                 let candidates = self.placement_candidates(&meta);
-                let random = crate::server::random_u64();
+                let random = crate::random::random_u64();
                 let Some(peers) = meta::place(replicas, &candidates, |node| {
                     (node ^ random).wrapping_mul(0x9E37_79B9_7F4A_7C15)
                 }) else {
@@ -1304,7 +1304,7 @@ impl JetStream {
             .into_iter()
             .filter(|(node, _)| !placement.peers.contains(node))
             .collect();
-        let random = crate::server::random_u64();
+        let random = crate::random::random_u64();
         let added = meta::place(replicas - current, &candidates, |node| {
             (node ^ random).wrapping_mul(0x9E37_79B9_7F4A_7C15)
         })
@@ -1363,7 +1363,7 @@ impl JetStream {
             .into_iter()
             .filter(|(node, _)| !placement.peers.contains(node))
             .collect();
-        let random = crate::server::random_u64();
+        let random = crate::random::random_u64();
         let replacement = meta::place(1, &candidates, |node| {
             (node ^ random).wrapping_mul(0x9E37_79B9_7F4A_7C15)
         });

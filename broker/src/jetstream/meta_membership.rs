@@ -351,7 +351,7 @@ impl JetStream {
                 .copied()
                 .filter(|(node, _)| !stream.placement.peers.contains(node))
                 .collect();
-            let random = crate::server::random_u64();
+            let random = crate::random::random_u64();
             let Some(chosen) = meta::place(1, &free, |node| {
                 (node ^ random).wrapping_mul(0x9E37_79B9_7F4A_7C15)
             }) else {

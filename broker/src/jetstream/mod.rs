@@ -55,6 +55,7 @@ pub mod meta;
 pub mod meta_membership;
 pub mod persist;
 pub mod replication;
+pub mod sim;
 pub mod stepdown;
 pub mod store_check;
 pub mod stream;
@@ -1450,7 +1451,7 @@ impl JetStream {
         }
         let trash = self.root.join("trash");
         std::fs::create_dir_all(&trash).map_err(|error| error.to_string())?;
-        let target = trash.join(format!("{name}.{:016x}", crate::server::random_u64()));
+        let target = trash.join(format!("{name}.{:016x}", crate::random::random_u64()));
         std::fs::rename(&directory, &target).map_err(|error| error.to_string())?;
         std::fs::File::open(self.root.join("streams"))
             .and_then(|directory| directory.sync_all())
@@ -1954,7 +1955,7 @@ impl JetStream {
             .catalog
             .borrow()
             .check(operation, name, &request.payload, || {
-                crate::server::random_u64() | 1
+                crate::random::random_u64() | 1
             });
         let error = match checked {
             Ok(change) => return Some(change),

@@ -8,7 +8,7 @@
 
 use bytes::Bytes;
 
-use crate::monitor::stats::ShardReport;
+use crate::stats::ShardReport;
 
 /// A shard's interest in `subject` (and `queue`) changed: it now has `count`
 /// local subscriptions for it (0 = none), `clients` of them clients' (for a

@@ -17,10 +17,10 @@ use glommio::net::{TcpListener, TcpStream};
 use serde::Serialize;
 
 use crate::mesh::message::ReportKind;
-use crate::monitor::stats::{ConnectionInfo, RouteInfo, ShardReport};
 use crate::monitor::{cluster, jsz};
-use crate::nats::proto::info::{NATS_COMPATIBLE_VERSION, TERN_VERSION};
+use crate::proto::info::{NATS_COMPATIBLE_VERSION, TERN_VERSION};
 use crate::shard::Shard;
+use crate::stats::{ConnectionInfo, RouteInfo, ShardReport};
 use crate::timestamp::{go_duration, Civil};
 
 pub const REQUEST_HEAD_BYTES_MAX: usize = 16 * 1024;

@@ -5,4 +5,3 @@
 pub mod cluster;
 pub mod http;
 pub mod jsz;
-pub mod stats;

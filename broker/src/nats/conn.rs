@@ -24,13 +24,13 @@ use tern_shard::Waiters;
 use crate::auth::permissions::{ConnectionPermissions, Permissions};
 use crate::auth::recheck::{recheck, Recheck};
 use crate::auth::{Authenticated, Authorization, Identity, Outcome, PendingBcrypt, Refusal};
-use crate::monitor::stats;
-use crate::nats::proto::connect::{ConnectError, ConnectOptions};
-use crate::nats::proto::encode::{self, Delivery};
-use crate::nats::proto::errors;
-use crate::nats::proto::parser::{ClientOp, ParseError, Parser, ParserLimits, Publish, Step};
-use crate::nats::proto::subject;
+use crate::proto::connect::{ConnectError, ConnectOptions};
+use crate::proto::encode::{self, Delivery};
+use crate::proto::errors;
+use crate::proto::parser::{ClientOp, ParseError, Parser, ParserLimits, Publish, Step};
+use crate::proto::subject;
 use crate::shard::Shard;
+use crate::stats;
 use crate::tls;
 
 /// Read buffer size a connection starts with and returns to when idle.
@@ -817,7 +817,7 @@ async fn read_loop(shard: &Rc<Shard>, client: &Rc<Client>, mut stream: SharedStr
     // and blanks) plus the largest payload and its CRLF.
     let limit_bytes = limits.max_control_line_bytes
         + limits.max_payload_bytes
-        + crate::nats::proto::parser::OPERATION_PREFIX_BYTES_MAX
+        + crate::proto::parser::OPERATION_PREFIX_BYTES_MAX
         + 16;
     let mut buffer = ReadBuffer::new(limit_bytes.max(READ_BUFFER_BUSY_BYTES));
     let mut bytes_needed = None;

@@ -32,7 +32,7 @@ use rustc_hash::FxHashMap;
 
 use crate::mesh::message::InterestUpdate;
 use crate::nats::conn::{Client, Subscription};
-use crate::nats::sublist::{InvalidSubject, Matches, Sublist, SublistEntry};
+use crate::routing::sublist::{InvalidSubject, Matches, Sublist, SublistEntry};
 
 /// Another shard's interest in a (subject, queue); `weight` is its number of
 /// local queue members (1 for plain interest); `clients` the part of it that
@@ -650,7 +650,7 @@ impl Router {
     }
 
     /// Matches cached by the first `prefix_tokens` tokens (see
-    /// [`crate::nats::sublist::Sublist::matches_by_prefix`]).
+    /// [`crate::routing::sublist::Sublist::matches_by_prefix`]).
     pub fn matches_by_prefix(
         &mut self,
         subject: &[u8],

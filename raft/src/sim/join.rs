@@ -11,7 +11,7 @@
 //!
 //! A host that links this crate's simulator with the production rule
 //! passes its own as [`crate::sim::SimConfig::join_rule`] (the broker's
-//! `cluster::sim` tests do), so the simulator runs the production code.
+//! `jetstream::sim` tests do), so the simulator runs the production code.
 
 use std::collections::{BTreeMap, BTreeSet};
 

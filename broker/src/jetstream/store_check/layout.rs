@@ -114,7 +114,7 @@ pub(super) fn examine(
         }
         Err(error) => return Err(error.into()),
     };
-    let rebuild = rebuild(options, streams, crate::server::random_u64)?;
+    let rebuild = rebuild(options, streams, crate::random::random_u64)?;
     let mut findings = Vec::new();
     let effective = match &rebuild {
         Rebuild::Unambiguous { layout, notes } => {

@@ -1675,7 +1675,7 @@ pub fn strip_server_metadata(metadata: &mut BTreeMap<String, String>) {
 }
 
 pub fn is_valid_subject(subject: &str) -> bool {
-    crate::nats::proto::subject::is_valid_subject(subject.as_bytes())
+    crate::proto::subject::is_valid_subject(subject.as_bytes())
 }
 
 /// nats-server's `SubjectsCollide`: whether some literal subject could match
@@ -1723,7 +1723,7 @@ pub fn any_subjects_overlap(a: &[String], b: &[String]) -> bool {
 /// Whether the literal `subject` matches `filter` (wildcards allowed in the
 /// filter only).
 pub fn subject_matches(filter: &str, subject: &str) -> bool {
-    crate::nats::proto::subject::matches(filter.as_bytes(), subject.as_bytes())
+    crate::proto::subject::matches(filter.as_bytes(), subject.as_bytes())
 }
 
 /// nats-server's `subjectIsSubsetMatch(subject, test)`: every subject

@@ -30,7 +30,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use bytes::Bytes;
 use tern_raft::NodeId;
 
-use super::super::multiraft::GroupId;
+use crate::cluster::multiraft::GroupId;
 use crate::jetstream::consumer::delivery::{AckMode, DeliveryConfig, DeliveryState};
 
 #[derive(Debug, Clone)]

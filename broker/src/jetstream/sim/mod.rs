@@ -41,7 +41,7 @@ use tern_raft::sim::random::Random;
 use tern_raft::wire::{self, DecodeLimits};
 use tern_raft::{Config, Entry, EntryKind, HardState, Membership, Node, NodeId, Restore, Snapshot};
 
-use super::multiraft::{Durable, Flush, GroupId, GroupWrite, MultiRaft, SnapshotStep};
+use crate::cluster::multiraft::{Durable, Flush, GroupId, GroupWrite, MultiRaft, SnapshotStep};
 use crate::jetstream::consumer::delivery::Delivery;
 use crate::jetstream::entry::{Operation, PendingMessage};
 use crate::jetstream::stream::config as stream_config;

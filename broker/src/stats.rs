@@ -6,7 +6,7 @@ use std::cell::Cell;
 
 use serde::Serialize;
 
-use crate::nats::sublist::SublistStats;
+use crate::routing::sublist::SublistStats;
 
 /// One shard's running totals.
 #[derive(Debug, Default)]

@@ -14,7 +14,7 @@ use std::rc::Rc;
 use bytes::Bytes;
 use rustc_hash::FxHashMap;
 
-use crate::nats::proto::subject::{self, is_full_wildcard, is_single_wildcard};
+use crate::proto::subject::{self, is_full_wildcard, is_single_wildcard};
 
 /// Match results cached at most; past it a quarter is evicted.
 pub const CACHE_ENTRIES_MAX: usize = 1024;
