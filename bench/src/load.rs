@@ -234,23 +234,37 @@ pub struct ProducerOutcome {
     pub send_lag: LatencyHistogram,
 }
 
+/// When one producer sends and how long it waits: the run's clock and
+/// phases, the producer's own pacing, and how long a send or a window slot
+/// may take before it counts as an error.
+#[derive(Clone, Copy, Debug)]
+pub struct ProducerSchedule {
+    pub clock: Clock,
+    pub phases: Phases,
+    pub pacing: Pacing,
+    pub timeout: Duration,
+}
+
 /// Runs one producer on the current (blocking) thread until `phases.end`.
 /// `send(index, origin_nanos)` must hand the message to the client; it runs
 /// inside `handle.block_on` (of a multi-threaded runtime).
 pub fn run_producer<F, Fut, E>(
     handle: &tokio::runtime::Handle,
-    clock: Clock,
-    phases: Phases,
-    pacing: Pacing,
+    schedule: ProducerSchedule,
     window: &Window,
     counters: &Counters,
-    timeout: Duration,
     mut send: F,
 ) -> ProducerOutcome
 where
     F: FnMut(u64, u64) -> Fut,
     Fut: std::future::Future<Output = Result<(), E>>,
 {
+    let ProducerSchedule {
+        clock,
+        phases,
+        pacing,
+        timeout,
+    } = schedule;
     // A current-thread runtime drives its timers only inside its own
     // `block_on`: every bounded wait here would hang.
     assert_eq!(
@@ -393,12 +407,14 @@ mod tests {
         let counters = Counters::default();
         let outcome = run_producer(
             runtime.handle(),
-            Clock::new(),
-            phases,
-            Pacing::for_producer(&workload, 0),
+            ProducerSchedule {
+                clock: Clock::new(),
+                phases,
+                pacing: Pacing::for_producer(&workload, 0),
+                timeout: Duration::from_millis(40),
+            },
             &Window::new(1024),
             &counters,
-            Duration::from_millis(40),
             |_, _| std::future::pending::<Result<(), ()>>(),
         );
         assert!(start.elapsed() < Duration::from_millis(500));
@@ -447,12 +463,14 @@ mod tests {
         let mut origins = Vec::new();
         let outcome = run_producer(
             runtime.handle(),
-            clock,
-            phases,
-            Pacing::for_producer(&workload, 0),
+            ProducerSchedule {
+                clock,
+                phases,
+                pacing: Pacing::for_producer(&workload, 0),
+                timeout: Duration::from_secs(1),
+            },
             &window,
             &counters,
-            Duration::from_secs(1),
             |index, origin| {
                 origins.push((index, origin));
                 std::thread::sleep(Duration::from_millis(if index == 0 { 50 } else { 0 }));

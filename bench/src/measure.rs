@@ -27,7 +27,9 @@ use futures::StreamExt;
 use tokio::sync::watch;
 
 use crate::histogram::LatencyHistogram;
-use crate::load::{self, Clock, Counters, Pacing, Phases, ProducerOutcome, Window};
+use crate::load::{
+    self, Clock, Counters, Pacing, Phases, ProducerOutcome, ProducerSchedule, Window,
+};
 use crate::system::{self, ServerSource, SystemUsage};
 use crate::workload::{Kind, Storage, Workload};
 
@@ -626,32 +628,28 @@ async fn paced(
         let run = run.to_string();
         let reply_inbox = inbox(producer);
         producers.push(tokio::task::spawn_blocking(move || {
-            let pacing = Pacing::for_producer(&workload, producer);
-            load::run_producer(
-                &handle,
+            let schedule = ProducerSchedule {
                 clock,
                 phases,
-                pacing,
-                &window,
-                &counters,
-                workload.timeout(),
-                |index, origin| {
-                    let client = client.clone();
-                    let subject = subject(&workload, &run, producer, index);
-                    let payload = load::payload(origin, producer, workload.payload_bytes);
-                    let reply = match workload.kind {
-                        Kind::CorePubSub => None,
-                        Kind::RequestReply => Some(reply_inbox.clone()),
-                        _ => Some(format!("{reply_inbox}.{origin}")),
-                    };
-                    async move {
-                        match reply {
-                            None => client.publish(subject, payload).await,
-                            Some(reply) => client.publish_with_reply(subject, reply, payload).await,
-                        }
+                pacing: Pacing::for_producer(&workload, producer),
+                timeout: workload.timeout(),
+            };
+            load::run_producer(&handle, schedule, &window, &counters, |index, origin| {
+                let client = client.clone();
+                let subject = subject(&workload, &run, producer, index);
+                let payload = load::payload(origin, producer, workload.payload_bytes);
+                let reply = match workload.kind {
+                    Kind::CorePubSub => None,
+                    Kind::RequestReply => Some(reply_inbox.clone()),
+                    _ => Some(format!("{reply_inbox}.{origin}")),
+                };
+                async move {
+                    match reply {
+                        None => client.publish(subject, payload).await,
+                        Some(reply) => client.publish_with_reply(subject, reply, payload).await,
                     }
-                },
-            )
+                }
+            })
         }));
     }
     let mut outcome = ProducerOutcome::default();

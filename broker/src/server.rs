@@ -18,7 +18,7 @@ use crate::mesh::outbox::PeerLinks;
 use crate::monitor::http::Monitor;
 use crate::proto::info::{generate_server_id, NATS_COMPATIBLE_VERSION, TERN_VERSION};
 use crate::random::random_u64;
-use crate::shard::{Shard, Shared};
+use crate::shard::{Shard, ShardLinks, ShardPosition, Shared};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ServerError {
@@ -463,25 +463,30 @@ async fn shard_main(
     let receivers = mesh.take_receivers();
     let links = PeerLinks::new(Rc::new(mesh));
     links.start();
-    let shard = Shard::new(
+    let routes = shard_routes(
+        &shared,
         index,
         context.shard_count,
-        context.cpu,
+        route_listeners
+            .as_ref()
+            .map_or(0, |listeners| listeners.port),
+        seed ^ index as u64,
+    );
+    let shard = Shard::new(
+        ShardPosition {
+            index,
+            shard_count: context.shard_count,
+            cpu: context.cpu,
+        },
         shared.clone(),
-        links,
-        ring_progress,
+        ShardLinks {
+            peers: links,
+            ring_progress,
+            routes,
+        },
         shutdown.clone(),
         seed.wrapping_add(index as u64)
             .wrapping_mul(0x9E37_79B9_7F4A_7C15),
-        shard_routes(
-            &shared,
-            index,
-            context.shard_count,
-            route_listeners
-                .as_ref()
-                .map_or(0, |listeners| listeners.port),
-            seed ^ index as u64,
-        ),
     );
     for (peer, receiver) in receivers {
         glommio::spawn_local(shard.clone().receive_from(peer, receiver)).detach();

@@ -169,6 +169,36 @@ enum Origin<'a> {
     },
 }
 
+/// One message on the publish path, borrowed from wherever it was read:
+/// interest is matched against `routing`, subscribers see it as `subject`
+/// (the two differ only for a JetStream delivery, routed to its inbox).
+#[derive(Clone, Copy)]
+struct Routed<'a> {
+    routing: &'a [u8],
+    subject: &'a [u8],
+    reply: Option<&'a [u8]>,
+    header_bytes: usize,
+    message: &'a [u8],
+}
+
+/// Which shard this is: its index among `shard_count` shards, and the CPU
+/// it runs on.
+#[derive(Debug, Clone, Copy)]
+pub struct ShardPosition {
+    pub index: usize,
+    pub shard_count: usize,
+    pub cpu: usize,
+}
+
+/// How a shard reaches the others: the rings to the other shards of this
+/// node (and how far it has handled each peer's), and its routes to the
+/// other nodes (clustered only).
+pub struct ShardLinks {
+    pub peers: Rc<PeerLinks>,
+    pub ring_progress: Vec<(usize, Rc<RingProgress>)>,
+    pub routes: Option<Routes>,
+}
+
 /// Which members a queue group's pick may land on.
 #[derive(Clone, Copy)]
 struct QueueScope {
@@ -178,16 +208,22 @@ struct QueueScope {
 
 impl Shard {
     pub fn new(
-        index: usize,
-        shard_count: usize,
-        cpu: usize,
+        position: ShardPosition,
         shared: Arc<Shared>,
-        links: Rc<PeerLinks>,
-        ring_progress: Vec<(usize, Rc<RingProgress>)>,
+        links: ShardLinks,
         shutdown: Shutdown,
         seed: u64,
-        routes: Option<Routes>,
     ) -> Rc<Shard> {
+        let ShardPosition {
+            index,
+            shard_count,
+            cpu,
+        } = position;
+        let ShardLinks {
+            peers: links,
+            ring_progress,
+            routes,
+        } = links;
         let config_authorization = shared.config.authorization.clone();
         let tls = shared.tls_at_start.clone();
         let started = shared.started;
@@ -468,11 +504,13 @@ impl Shard {
             Origin::ThisNode,
             Some(publisher),
             Caching::Cached,
-            publish.subject,
-            publish.subject,
-            publish.reply,
-            publish.header_bytes,
-            publish.message,
+            Routed {
+                routing: publish.subject,
+                subject: publish.subject,
+                reply: publish.reply,
+                header_bytes: publish.header_bytes,
+                message: publish.message,
+            },
         );
     }
 
@@ -483,11 +521,13 @@ impl Shard {
             Origin::ThisNode,
             None,
             Caching::Transient,
-            subject,
-            subject,
-            None,
-            header_bytes,
-            message,
+            Routed {
+                routing: subject,
+                subject,
+                reply: None,
+                header_bytes,
+                message,
+            },
         );
     }
 
@@ -506,11 +546,13 @@ impl Shard {
             Origin::ThisNode,
             None,
             Caching::Cached,
-            inbox,
-            subject,
-            reply,
-            header_bytes,
-            message,
+            Routed {
+                routing: inbox,
+                subject,
+                reply,
+                header_bytes,
+                message,
+            },
         );
     }
 
@@ -524,28 +566,32 @@ impl Shard {
             },
             None,
             Caching::Cached,
-            message.routing,
-            message.subject,
-            message.reply,
-            message.header_bytes,
-            message.message,
+            Routed {
+                routing: message.routing,
+                subject: message.subject,
+                reply: message.reply,
+                header_bytes: message.header_bytes,
+                message: message.message,
+            },
         );
     }
 
     /// Routes by `routing` (interest is matched against it) and delivers as
     /// `subject` (the same but for JetStream deliveries).
-    #[allow(clippy::too_many_arguments)]
     fn route(
         &self,
         origin: Origin<'_>,
         publisher: Option<&Rc<Client>>,
         caching: Caching,
-        routing: &[u8],
-        subject: &[u8],
-        reply: Option<&[u8]>,
-        header_bytes: usize,
-        message: &[u8],
+        routed: Routed<'_>,
     ) {
+        let Routed {
+            routing,
+            subject,
+            reply,
+            header_bytes,
+            message,
+        } = routed;
         let matches = if routing.starts_with(ACK_SUBJECT_PREFIX) {
             // Every ack subject is unique, but the subscriptions that tell
             // apart acks of one consumer almost never exist.

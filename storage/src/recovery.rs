@@ -378,9 +378,11 @@ pub(crate) async fn recover<D: Device>(
         let newest_live = position + 1 == live.len();
         let end = scan_segment(
             &context,
-            contents.as_ref(),
-            segment,
-            &header,
+            SegmentRead {
+                segment,
+                header: &header,
+                bytes: contents.as_ref(),
+            },
             ScanPosition {
                 next_sequence: &mut next_sequence,
                 chain: &mut chain,
@@ -627,19 +629,30 @@ struct ScanPosition<'a> {
     chain: &'a mut u32,
 }
 
+/// One live segment as read from the device: its number, its verified (or
+/// rebuilt) header and its whole contents.
+#[derive(Clone, Copy)]
+struct SegmentRead<'a> {
+    segment: u32,
+    header: &'a SegmentHeader,
+    bytes: &'a [u8],
+}
+
 /// Replays the batches of one segment (rule 4); returns where they end.
-#[allow(clippy::too_many_arguments)]
 fn scan_segment<D: Device>(
     context: &Context<'_, D>,
-    bytes: &[u8],
-    segment: u32,
-    header: &SegmentHeader,
+    read: SegmentRead<'_>,
     position: ScanPosition<'_>,
     state: &mut SegmentState,
     report: &mut RecoveryReport,
     rewrites: &mut Vec<(u32, u64, Vec<u8>)>,
     on_record: &mut impl FnMut(RecordView<'_>),
 ) -> Result<SegmentEnd, JournalError> {
+    let SegmentRead {
+        segment,
+        header,
+        bytes,
+    } = read;
     let ScanPosition {
         next_sequence,
         chain,

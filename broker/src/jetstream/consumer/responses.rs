@@ -107,18 +107,33 @@ fn write_sequence_pair(out: &mut String, pair: &SequencePair) {
     out.push('}');
 }
 
-/// Appends the fields of `ConsumerInfo` (no braces); `config` `None`
-/// leaves it out (`/jsz` without `config=true`).
-fn write_info_fields(
-    out: &mut String,
-    stream: &str,
-    name: &str,
-    config: Option<&ConsumerConfig>,
+/// What one `ConsumerInfo` object says, as [`write_info_fields`] writes it.
+#[derive(Clone, Copy)]
+struct InfoFields<'a> {
+    stream: &'a str,
+    name: &'a str,
+    /// `None`: left out (`/jsz` without `config=true`).
+    config: Option<&'a ConsumerConfig>,
     created_unix_ns: u64,
-    state: &ConsumerInfoState,
+    state: &'a ConsumerInfoState,
+    /// `ts`: when the info was taken.
     now_unix_ns: u64,
+    /// The config's metadata with the dynamic `_nats.*` keys (API
+    /// responses), or as stored (list elements, `/jsz`).
     dynamic_metadata: bool,
-) {
+}
+
+/// Appends the fields of `ConsumerInfo` (no braces).
+fn write_info_fields(out: &mut String, info: &InfoFields<'_>) {
+    let InfoFields {
+        stream,
+        name,
+        config,
+        created_unix_ns,
+        state,
+        now_unix_ns,
+        dynamic_metadata,
+    } = *info;
     out.push_str("\"stream_name\":");
     json::write_string(out, stream);
     out.push_str(",\"name\":");
@@ -189,13 +204,15 @@ pub fn consumer_info_response(
     out.push(',');
     write_info_fields(
         &mut out,
-        stream,
-        name,
-        Some(config),
-        created_unix_ns,
-        state,
-        now_unix_ns,
-        true,
+        &InfoFields {
+            stream,
+            name,
+            config: Some(config),
+            created_unix_ns,
+            state,
+            now_unix_ns,
+            dynamic_metadata: true,
+        },
     );
     out.push('}');
     out
@@ -235,13 +252,15 @@ pub fn consumer_info_object(
     out.push('{');
     write_info_fields(
         &mut out,
-        stream,
-        name,
-        Some(config),
-        created_unix_ns,
-        state,
-        now_unix_ns,
-        false,
+        &InfoFields {
+            stream,
+            name,
+            config: Some(config),
+            created_unix_ns,
+            state,
+            now_unix_ns,
+            dynamic_metadata: false,
+        },
     );
     out.push('}');
     out
@@ -262,13 +281,15 @@ pub fn consumer_detail_object(
     out.push('{');
     write_info_fields(
         &mut out,
-        stream,
-        name,
-        config,
-        created_unix_ns,
-        state,
-        now_unix_ns,
-        false,
+        &InfoFields {
+            stream,
+            name,
+            config,
+            created_unix_ns,
+            state,
+            now_unix_ns,
+            dynamic_metadata: false,
+        },
     );
     out.push('}');
     out

@@ -32,6 +32,50 @@ pub(super) enum InfoAnswer {
     Config,
 }
 
+/// What a stream info answer holds beyond the config and state: its
+/// response type, and what the request asked for.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct InfoQuery<'a> {
+    /// The response type (`stream_info_response`, `stream_create_response`, …).
+    pub(super) kind: &'a str,
+    /// A create's `did_create`: the stream did not exist before.
+    pub(super) did_create: bool,
+    /// STREAM.INFO `subjects_filter`: the matching subjects and their
+    /// counts, a page from `offset` on.
+    pub(super) subjects_filter: Option<&'a str>,
+    pub(super) offset: usize,
+    /// STREAM.INFO `deleted_details`: the deleted sequences.
+    pub(super) deleted_details: bool,
+    pub(super) answer: InfoAnswer,
+}
+
+impl<'a> InfoQuery<'a> {
+    /// The answer to a create or an update (`kind`): the config and state,
+    /// nothing asked for (`did_create` false).
+    pub(super) fn config(kind: &'a str) -> InfoQuery<'a> {
+        InfoQuery {
+            kind,
+            did_create: false,
+            subjects_filter: None,
+            offset: 0,
+            deleted_details: false,
+            answer: InfoAnswer::Config,
+        }
+    }
+}
+
+/// How a direct-get batch is sent: at most `messages_max` messages and
+/// (when non-zero) about `bytes_max`, then the end-of-batch status.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct DirectBatchReply {
+    pub(super) messages_max: usize,
+    pub(super) bytes_max: usize,
+    /// `no_hdr`: the payloads alone.
+    pub(super) no_headers: bool,
+    /// `Nats-UpTo-Sequence` in the end-of-batch status (multi_last).
+    pub(super) up_to_sequence: Option<u64>,
+}
+
 impl StreamTask {
     /// Proposes a client's `operation` and owes its answer (`owed`) once
     /// it applies; with leadership moving, answers 500 10009 (`kind`) at
@@ -69,14 +113,14 @@ impl StreamTask {
                     InfoAnswer::Info
                 };
                 let body = match requests::StreamInfoRequest::parse(&payload) {
-                    Ok(request) => self.info_response(
-                        "stream_info_response",
-                        false,
-                        request.subjects_filter.as_deref(),
-                        request.deleted_details,
-                        request.offset,
+                    Ok(request) => self.info_response(InfoQuery {
+                        kind: "stream_info_response",
+                        did_create: false,
+                        subjects_filter: request.subjects_filter.as_deref(),
+                        offset: request.offset,
+                        deleted_details: request.deleted_details,
                         answer,
-                    ),
+                    }),
                     Err(error) => responses::error_response("stream_info_response", &error),
                 };
                 if let Some(reply) = reply {
@@ -211,8 +255,10 @@ impl StreamTask {
                         self.hold_update_reply(origin, reply, config, Some(did_create));
                         return Ok(());
                     }
-                    let body =
-                        self.info_response(kind, did_create, None, false, 0, InfoAnswer::Config);
+                    let body = self.info_response(InfoQuery {
+                        did_create,
+                        ..InfoQuery::config(kind)
+                    });
                     self.js.respond(origin, reply, body);
                     return Ok(());
                 }
@@ -405,15 +451,15 @@ impl StreamTask {
         }
     }
 
-    pub(super) fn info_response(
-        &self,
-        kind: &str,
-        did_create: bool,
-        subjects_filter: Option<&str>,
-        deleted_details: bool,
-        offset: usize,
-        answer: InfoAnswer,
-    ) -> String {
+    pub(super) fn info_response(&self, query: InfoQuery<'_>) -> String {
+        let InfoQuery {
+            kind,
+            did_create,
+            subjects_filter,
+            offset,
+            deleted_details,
+            answer,
+        } = query;
         let with_leader = answer != InfoAnswer::Config;
         let state = with_store!(&self.replica.state.store, log => log.state());
         let mut info_state = info_state(
@@ -631,23 +677,23 @@ impl StreamTask {
         (Bytes::from(block), payload)
     }
 
-    /// Sends `sequences` (ascending) as a direct-get batch, at most `limit`
-    /// messages and (when non-zero) about `max_bytes`, then the end-of-batch
-    /// status. `up_to` adds `Nats-UpTo-Sequence` (multi_last).
-    #[allow(clippy::too_many_arguments)]
+    /// Sends `sequences` (ascending) as a direct-get batch, as `batch` says.
     pub(super) async fn send_direct_batch(
         &self,
         origin: usize,
         reply: Bytes,
         sequences: &[u64],
-        limit: usize,
-        max_bytes: usize,
-        no_headers: bool,
-        up_to: Option<u64>,
+        batch: DirectBatchReply,
     ) {
+        let DirectBatchReply {
+            messages_max,
+            bytes_max,
+            no_headers,
+            up_to_sequence,
+        } = batch;
         let total = sequences.len() as u64;
         let (mut sent, mut sent_bytes, mut previous) = (0u64, 0usize, 0u64);
-        for &sequence in sequences.iter().take(limit.max(1)) {
+        for &sequence in sequences.iter().take(messages_max.max(1)) {
             let message = match self.read_message(sequence).await {
                 Ok(Some(message)) => message,
                 Ok(None) => continue,
@@ -663,7 +709,7 @@ impl StreamTask {
             self.js
                 .respond_message(origin, reply.clone(), headers, payload);
             previous = sequence;
-            if max_bytes > 0 && sent_bytes >= max_bytes {
+            if bytes_max > 0 && sent_bytes >= bytes_max {
                 break;
             }
         }
@@ -671,7 +717,7 @@ impl StreamTask {
             "NATS/1.0 204 EOB\r\nNats-Num-Pending: {}\r\nNats-Last-Sequence: {previous}\r\n",
             total - sent
         );
-        if let Some(up_to) = up_to {
+        if let Some(up_to) = up_to_sequence {
             end.push_str(&format!("Nats-UpTo-Sequence: {up_to}\r\n"));
         }
         end.push_str("\r\n");
@@ -718,10 +764,12 @@ impl StreamTask {
             origin,
             reply,
             &sequences,
-            batch.size,
-            batch.max_bytes,
-            no_headers,
-            None,
+            DirectBatchReply {
+                messages_max: batch.size,
+                bytes_max: batch.max_bytes,
+                no_headers,
+                up_to_sequence: None,
+            },
         )
         .await;
     }
@@ -787,10 +835,12 @@ impl StreamTask {
             origin,
             reply,
             &sequences,
-            limit,
-            multi_last.max_bytes,
-            no_headers,
-            Some(up_to),
+            DirectBatchReply {
+                messages_max: limit,
+                bytes_max: multi_last.max_bytes,
+                no_headers,
+                up_to_sequence: Some(up_to),
+            },
         )
         .await;
     }

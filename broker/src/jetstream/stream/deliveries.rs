@@ -109,6 +109,20 @@ pub struct DeliveryScratch {
     ack_subject: String,
 }
 
+/// What one round of deliveries draws on: the stream the messages come
+/// from, and the round's clock and settings.
+#[derive(Clone, Copy)]
+pub(super) struct DeliveryRound<'a> {
+    /// The stream's replicated state (its store) and its name.
+    pub(super) state: &'a ReplicatedState,
+    pub(super) stream: &'a str,
+    /// What a paced push consumer's bucket holds.
+    pub(super) burst_bytes: u64,
+    /// Tags flow control requests.
+    pub(super) seed: u64,
+    pub(super) now_ns: u64,
+}
+
 /// What one round of deliveries did.
 #[derive(Debug, Default)]
 pub(super) struct Delivered {
@@ -355,20 +369,14 @@ impl ConsumerLeader {
         }
     }
 
-    /// Serves waiting pull requests and active push consumers of stream
-    /// `stream` from `state`'s store at `now_ns`, at most
-    /// [`DELIVERIES_PER_TURN_MAX`] deliveries. `burst_bytes`: a paced push
-    /// consumer's bucket; `seed` tags flow control requests.
-    #[allow(clippy::too_many_arguments)]
+    /// Serves waiting pull requests and active push consumers of the
+    /// round's stream from its store at its `now_ns`, at most
+    /// [`DELIVERIES_PER_TURN_MAX`] deliveries.
     pub(super) async fn deliver(
         &mut self,
         outlet: &mut impl Outlet,
-        state: &ReplicatedState,
-        stream: &str,
+        round: DeliveryRound<'_>,
         scratch: &mut DeliveryScratch,
-        burst_bytes: u64,
-        seed: u64,
-        now_ns: u64,
     ) -> Result<Delivered, StoreError> {
         let generation = outlet.interest_generation();
         let mut names: Vec<String> = Vec::new();
@@ -390,19 +398,8 @@ impl ConsumerLeader {
         let mut delivered = Delivered::default();
         for name in names {
             let budget = DELIVERIES_PER_TURN_MAX - delivered.messages;
-            self.deliver_to(
-                outlet,
-                state,
-                stream,
-                &name,
-                budget,
-                scratch,
-                burst_bytes,
-                seed,
-                now_ns,
-                &mut delivered,
-            )
-            .await?;
+            self.deliver_to(outlet, round, scratch, &name, budget, &mut delivered)
+                .await?;
             if delivered.messages >= DELIVERIES_PER_TURN_MAX {
                 break;
             }
@@ -412,20 +409,22 @@ impl ConsumerLeader {
 
     /// Delivers to one consumer (its waiting pull requests, or its deliver
     /// subject), at most `budget` messages.
-    #[allow(clippy::too_many_arguments)]
     async fn deliver_to(
         &mut self,
         outlet: &mut impl Outlet,
-        state: &ReplicatedState,
-        stream: &str,
+        round: DeliveryRound<'_>,
+        scratch: &mut DeliveryScratch,
         name: &str,
         budget: usize,
-        scratch: &mut DeliveryScratch,
-        burst_bytes: u64,
-        seed: u64,
-        now_ns: u64,
         totals: &mut Delivered,
     ) -> Result<(), StoreError> {
+        let DeliveryRound {
+            state,
+            stream,
+            burst_bytes,
+            seed,
+            now_ns,
+        } = round;
         let mut delivered = 0;
         let mut replies = Vec::new();
         let mut end_of_stream = false;

@@ -566,24 +566,18 @@ impl Leader {
             .collect();
         let mut removals = Vec::new();
         for sequence in due {
-            self.expire_message(
-                state,
-                consumers,
-                node,
-                name,
-                now_ns,
-                sequence,
-                &mut removals,
-            );
+            if self.expire_message(state, consumers, node, name, now_ns, sequence) {
+                removals.push(sequence);
+            }
         }
         self.propose_expired(node, name, removals);
     }
 
-    /// Leader: an expired message (TTL or max_age) is to be removed, added
-    /// to `removals`. With delete markers, a subject's last message is
-    /// replaced by a marker instead: a new message through the log whose
-    /// `Nats-Rollup: sub` removes the old one.
-    #[allow(clippy::too_many_arguments)]
+    /// Leader: an expired message (TTL or max_age); returns whether it is
+    /// to be removed (the caller proposes the removals together). With
+    /// delete markers, a subject's last message is replaced by a marker
+    /// instead: a new message through the log whose `Nats-Rollup: sub`
+    /// removes the old one.
     fn expire_message(
         &mut self,
         state: &mut ReplicatedState,
@@ -592,18 +586,16 @@ impl Leader {
         name: &str,
         now_ns: u64,
         sequence: u64,
-        removals: &mut Vec<u64>,
-    ) {
+    ) -> bool {
         if self.expiring.contains(&sequence) {
-            return; // proposed already
+            return false; // proposed already
         }
         let Some(subject) =
             with_store!(&state.store, log => log.subject_of(sequence).map(<[u8]>::to_vec))
         else {
             // Removed already (a note that outlived its message): the
             // entry drops the note on every replica.
-            removals.push(sequence);
-            return;
+            return true;
         };
         let marker_ttl_seconds =
             (state.config.subject_delete_marker_ttl_ns.max(0) as u64) / 1_000_000_000;
@@ -626,11 +618,11 @@ impl Leader {
                 if let Some(expiry) = &mut state.expiry {
                     expiry.start_replacing(sequence);
                 }
-                return;
+                return false;
             }
             // Refused (a limit, deny_purge): remove without a marker.
         }
-        removals.push(sequence);
+        true
     }
 
     /// Leader: proposes [`Operation::Expire`] entries for `removals`.
@@ -689,15 +681,11 @@ impl Leader {
                 Some(expiry) if expiry.never_expires(sequence) || expiry.is_replacing(sequence) => {
                     continue
                 }
-                Some(_) => self.expire_message(
-                    state,
-                    consumers,
-                    node,
-                    name,
-                    now_ns,
-                    sequence,
-                    &mut removals,
-                ),
+                Some(_) => {
+                    if self.expire_message(state, consumers, node, name, now_ns, sequence) {
+                        removals.push(sequence);
+                    }
+                }
                 None => removals.push(sequence),
             }
         }

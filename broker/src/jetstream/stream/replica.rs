@@ -29,7 +29,7 @@ use super::config::{Retention, StreamConfig};
 use super::consumer_leader::{
     ConsumerLeader, LoggedConsumerError, Removed, StateEntryTooLarge, Waiter,
 };
-use super::deliveries::{Delivered, DeliveryScratch, Outlet};
+use super::deliveries::{Delivered, DeliveryRound, DeliveryScratch, Outlet};
 use super::leader::{EntryApplied, Ingested, Leader, Owed};
 use super::persistence::ConsumerOwed;
 use super::snapshot::SnapshotError;
@@ -732,16 +732,15 @@ impl Replica {
             size if size > 0 => size as u64,
             _ => max_payload_bytes,
         };
+        let round = DeliveryRound {
+            state: &self.state,
+            stream: &self.name,
+            burst_bytes,
+            seed,
+            now_ns,
+        };
         self.consumers
-            .deliver(
-                outlet,
-                &self.state,
-                &self.name,
-                &mut self.scratch,
-                burst_bytes,
-                seed,
-                now_ns,
-            )
+            .deliver(outlet, round, &mut self.scratch)
             .await
     }
 

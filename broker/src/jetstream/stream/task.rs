@@ -20,7 +20,7 @@ use super::super::entry::{Operation, CONSUMER_STATE_BYTES_MAX};
 use super::super::expiry::Expiry;
 use super::super::persist::{self, RaftState};
 use super::super::{now_unix_ns, JetStream};
-use super::api::InfoAnswer;
+use super::api::InfoQuery;
 use super::config::{StorageType, StreamConfig};
 use super::consumer_leader::Waiter;
 use super::failure::StreamFailure;
@@ -233,7 +233,6 @@ pub(super) const AWAITING_OFFICE_MAX: usize = 1024;
 impl StreamTask {
     /// Opens the stream's store and Raft node, replays what the journal
     /// holds past the last checkpoint, and returns the task ready to run.
-    #[allow(clippy::too_many_arguments)]
     pub async fn open(
         js: Rc<JetStream>,
         handle: Rc<StreamHandle>,
@@ -696,7 +695,10 @@ impl StreamTask {
                 None => "stream_update_response",
             };
             let did_create = held.create.unwrap_or(false);
-            let body = self.info_response(kind, did_create, None, false, 0, InfoAnswer::Config);
+            let body = self.info_response(InfoQuery {
+                did_create,
+                ..InfoQuery::config(kind)
+            });
             self.js.respond(held.origin, held.reply, body);
         }
     }
@@ -1232,14 +1234,7 @@ impl StreamTask {
                     })
                     .collect();
                 for (origin, reply) in owed {
-                    let body = self.info_response(
-                        "stream_update_response",
-                        false,
-                        None,
-                        false,
-                        0,
-                        InfoAnswer::Config,
-                    );
+                    let body = self.info_response(InfoQuery::config("stream_update_response"));
                     if let Some(reply) = reply {
                         self.js.respond(origin, reply, body);
                     }
