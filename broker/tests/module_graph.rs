@@ -24,8 +24,10 @@
 //! close it; an allowed cycle that shrank fails until the baseline is updated
 //! to what is left, so the baseline only ever moves down.
 
+mod source_tree;
+use source_tree::{read_sources, SourceFile};
+
 use std::collections::{BTreeMap, BTreeSet};
-use std::fs;
 use std::path::{Path, PathBuf};
 
 /// The cycles between top-level modules (depth 1) allowed today, each sorted.
@@ -86,51 +88,9 @@ fn check_against_baseline(depth: usize, allowed: &[&[&str]], constant_name: &str
 // ---------------------------------------------------------------------------
 // Reading the sources
 
-/// One Rust file of the crate: its path under `src/` (`/`-separated) and text.
-struct SourceFile {
-    relative_path: String,
-    text: String,
-}
-
 /// `broker/src`, wherever the repository is checked out.
 fn source_directory() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("src")
-}
-
-/// Every `.rs` file under `directory`, sorted by path.
-fn read_sources(directory: &Path) -> Vec<SourceFile> {
-    let mut files = Vec::new();
-    collect_sources(directory, "", &mut files);
-    files.sort_by(|left, right| left.relative_path.cmp(&right.relative_path));
-    assert!(
-        !files.is_empty(),
-        "no .rs files under {}",
-        directory.display()
-    );
-    files
-}
-
-/// Adds the `.rs` files under `directory` (whose path under `src/` is
-/// `prefix`) to `files`, descending into subdirectories.
-fn collect_sources(directory: &Path, prefix: &str, files: &mut Vec<SourceFile>) {
-    let entries = fs::read_dir(directory)
-        .unwrap_or_else(|error| panic!("reading {}: {error}", directory.display()));
-    for entry in entries {
-        let entry = entry.expect("a directory entry of the source tree");
-        let name = entry.file_name().to_string_lossy().into_owned();
-        let relative_path = format!("{prefix}{name}");
-        let file_type = entry.file_type().expect("the type of a source tree entry");
-        if file_type.is_dir() {
-            collect_sources(&entry.path(), &format!("{relative_path}/"), files);
-        } else if name.ends_with(".rs") {
-            let bytes = fs::read(entry.path()).expect("a readable source file");
-            let text = String::from_utf8_lossy(&bytes).into_owned();
-            files.push(SourceFile {
-                relative_path,
-                text,
-            });
-        }
-    }
 }
 
 // ---------------------------------------------------------------------------
