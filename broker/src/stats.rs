@@ -148,3 +148,12 @@ impl ShardReport {
         }
     }
 }
+
+/// What monitoring asks a shard for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReportKind {
+    /// Counters only.
+    Counters,
+    /// Counters and every connection (for `/connz`).
+    Connections { subscriptions: bool },
+}

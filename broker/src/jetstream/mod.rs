@@ -51,6 +51,7 @@ pub mod identity;
 pub mod journal_location;
 pub mod layout;
 pub mod listing;
+pub mod message;
 pub mod meta;
 pub mod meta_membership;
 pub mod persist;
@@ -77,12 +78,13 @@ use tern_storage::free_space::{filesystem_free_bytes, filesystem_space_bytes, Fr
 use tern_storage::{Journal, JournalConfig, JournalError};
 
 use crate::config::JetStreamConfig;
-use crate::mesh::message::ShardMessage;
+use crate::mesh::PeerSender;
 use crate::nats::interest::{InternalHandler, InternalSubscription};
 use crate::shard::Shard;
 use api::error::ApiError;
 use api::{requests, responses};
 use journal_location::JournalLocation;
+use message::JetStreamMessage;
 use meta::{Catalog, MetaChange, MetaOperation, MetaRefusal, StoreLimits};
 use stream::config::{self as stream_config, StorageType, StreamConfig};
 use stream::groups::StreamGroups;
@@ -175,7 +177,7 @@ pub enum OwnerCommand {
         reply: Option<Bytes>,
         /// In a cluster: the meta entry (its index) whose apply asked for
         /// this deletion; shard 0 is told when it is done
-        /// ([`ShardMessage::JetStreamDeleted`]), so the meta leader answers
+        /// ([`JetStreamMessage::Deleted`]), so the meta leader answers
         /// a delete only once every node it reaches has carried it out.
         meta_index: Option<u64>,
     },
@@ -1484,20 +1486,25 @@ impl JetStream {
             message.extend_from_slice(&payload);
             shard.publish_internal(&reply, headers.len(), &message);
         } else {
-            shard.links.send(
+            self.peers().send(
                 origin,
-                ShardMessage::JetStreamReply(Box::new((reply, headers, payload))),
+                JetStreamMessage::Reply(Box::new((reply, headers, payload))),
             );
         }
     }
 
-    fn send_to(self: &Rc<Self>, target: usize, message: ShardMessage) {
+    fn send_to(self: &Rc<Self>, target: usize, message: JetStreamMessage) {
         if target == self.index {
             let js = self.clone();
             glommio::spawn_local(async move { js.handle_shard_message(message) }).detach();
         } else {
-            self.shard().links.send(target, message);
+            self.peers().send(target, message);
         }
+    }
+
+    /// How this JetStream reaches the other shards' (the node's outboxes).
+    fn peers(&self) -> Rc<dyn PeerSender<JetStreamMessage>> {
+        self.shard().links.clone()
     }
 
     /// The cluster's name, in a cluster.
@@ -1580,7 +1587,7 @@ impl JetStream {
             // In a cluster the names, the list and the account's figures
             // are the meta leader's (shard 0).
             ["INFO"] | ["STREAM", "NAMES" | "LIST"] if self.is_clustered() => {
-                self.send_to(META_SHARD, ShardMessage::JetStreamApi(Box::new(request)));
+                self.send_to(META_SHARD, JetStreamMessage::Api(Box::new(request)));
             }
             ["INFO"] => {
                 let js = self.clone();
@@ -1610,7 +1617,7 @@ impl JetStream {
                 self.on_join_request(&request)
             }
             ["SERVER", "REMOVE"] if self.is_clustered() => {
-                self.send_to(META_SHARD, ShardMessage::JetStreamApi(Box::new(request)));
+                self.send_to(META_SHARD, JetStreamMessage::Api(Box::new(request)));
             }
             ["STREAM", "NAMES"] | ["STREAM", "LIST"] => {
                 let js = self.clone();
@@ -1618,7 +1625,7 @@ impl JetStream {
                 glommio::spawn_local(async move { js.names_or_list(request, list).await }).detach();
             }
             ["STREAM", "CREATE" | "UPDATE" | "DELETE", _] => {
-                self.send_to(META_SHARD, ShardMessage::JetStreamApi(Box::new(request)));
+                self.send_to(META_SHARD, JetStreamMessage::Api(Box::new(request)));
             }
             ["STREAM", "INFO" | "PURGE", name]
             | ["STREAM", "MSG", "GET" | "DELETE", name]
@@ -1627,18 +1634,18 @@ impl JetStream {
             | ["CONSUMER", "NAMES" | "LIST", name]
             | ["CONSUMER", "DURABLE", "CREATE", name, ..] => {
                 let owner = owner_of(name, self.shard_count);
-                self.send_to(owner, ShardMessage::JetStreamApi(Box::new(request)));
+                self.send_to(owner, JetStreamMessage::Api(Box::new(request)));
             }
             ["STREAM", "LEADER", "STEPDOWN", name] if self.is_clustered() => {
                 let owner = owner_of(name, self.shard_count);
-                self.send_to(owner, ShardMessage::JetStreamApi(Box::new(request)));
+                self.send_to(owner, JetStreamMessage::Api(Box::new(request)));
             }
             ["META", "LEADER", "STEPDOWN"] if self.is_clustered() => {
-                self.send_to(META_SHARD, ShardMessage::JetStreamApi(Box::new(request)));
+                self.send_to(META_SHARD, JetStreamMessage::Api(Box::new(request)));
             }
             ["CONSUMER", "LEADER", "STEPDOWN", name, _] if self.is_clustered() => {
                 let owner = owner_of(name, self.shard_count);
-                self.send_to(owner, ShardMessage::JetStreamApi(Box::new(request)));
+                self.send_to(owner, JetStreamMessage::Api(Box::new(request)));
             }
             ["CONSUMER", "LEADER", "STEPDOWN", _, _] => {
                 self.answer_here(
@@ -1655,7 +1662,7 @@ impl JetStream {
                 );
             }
             ["STREAM", "PEER", "REMOVE", _] if self.is_clustered() => {
-                self.send_to(META_SHARD, ShardMessage::JetStreamApi(Box::new(request)));
+                self.send_to(META_SHARD, JetStreamMessage::Api(Box::new(request)));
             }
             ["STREAM", "PEER", "REMOVE", _] => {
                 self.answer_here(
@@ -1684,22 +1691,22 @@ impl JetStream {
     }
 
     /// Handles what another shard (or this one) sent JetStream.
-    pub fn handle_shard_message(self: &Rc<Self>, message: ShardMessage) {
+    pub fn handle_shard_message(self: &Rc<Self>, message: JetStreamMessage) {
         match message {
-            ShardMessage::JetStreamApi(request) => self.handle_request(*request),
-            ShardMessage::JetStreamOwner(command) => self.queue_owner_command(*command),
-            ShardMessage::JetStreamDeleted { meta_index } => self.deletion_done(meta_index),
-            ShardMessage::JetStreamCreateFailed { name } => {
+            JetStreamMessage::Api(request) => self.handle_request(*request),
+            JetStreamMessage::Owner(command) => self.queue_owner_command(*command),
+            JetStreamMessage::Deleted { meta_index } => self.deletion_done(meta_index),
+            JetStreamMessage::CreateFailed { name } => {
                 // In a cluster the meta group's catalog keeps it (the
                 // stream is offline on its node, not gone).
                 if self.meta.get().is_none() {
                     self.catalog.borrow_mut().forget(&name);
                 }
             }
-            ShardMessage::JetStreamPlacement { name, peers } => self.set_placement(name, peers),
-            ShardMessage::JetStreamMetaReady(ready) => self.meta_ready.set(ready),
-            ShardMessage::JetStreamMetaLeader(leader) => self.set_meta_leader(leader),
-            ShardMessage::JetStreamReply(reply) => {
+            JetStreamMessage::Placement { name, peers } => self.set_placement(name, peers),
+            JetStreamMessage::MetaReady(ready) => self.meta_ready.set(ready),
+            JetStreamMessage::MetaLeader(leader) => self.set_meta_leader(leader),
+            JetStreamMessage::Reply(reply) => {
                 let (reply, headers, payload) = *reply;
                 let mut message = Vec::with_capacity(headers.len() + payload.len());
                 message.extend_from_slice(&headers);
@@ -1707,12 +1714,12 @@ impl JetStream {
                 self.shard()
                     .publish_internal(&reply, headers.len(), &message);
             }
-            ShardMessage::JetStreamGather { id, origin, detail } => {
+            JetStreamMessage::Gather { id, origin, detail } => {
                 if detail == GatherDetail::default() {
                     let gathered = self.gather_local();
                     return self.send_to(
                         origin,
-                        ShardMessage::JetStreamGathered {
+                        JetStreamMessage::Gathered {
                             id,
                             gathered: Box::new(gathered),
                         },
@@ -1724,7 +1731,7 @@ impl JetStream {
                     let gathered = js.gather_local_with(detail).await;
                     js.send_to(
                         origin,
-                        ShardMessage::JetStreamGathered {
+                        JetStreamMessage::Gathered {
                             id,
                             gathered: Box::new(gathered),
                         },
@@ -1732,14 +1739,13 @@ impl JetStream {
                 })
                 .detach();
             }
-            ShardMessage::JetStreamGathered { id, gathered } => {
+            JetStreamMessage::Gathered { id, gathered } => {
                 let pending = self.gathers.borrow().get(&id).cloned();
                 if let Some(pending) = pending {
                     pending.parts.borrow_mut().push(*gathered);
                     pending.arrived.wake_all();
                 }
             }
-            other => unreachable!("not a JetStream message: {other:?}"),
         }
     }
 
@@ -1939,7 +1945,7 @@ impl JetStream {
             },
         };
         let owner = owner_of(name, self.shard_count);
-        self.send_to(owner, ShardMessage::JetStreamOwner(Box::new(command)));
+        self.send_to(owner, JetStreamMessage::Owner(Box::new(command)));
     }
 
     /// The catalog's decision on a create, update or delete (a new
@@ -2085,7 +2091,7 @@ impl JetStream {
                     Err(error) => {
                         log::error!(target: "tern::jetstream", "creating stream {name}: {error}");
                         let _ = self.remove_stream_files(&name).await;
-                        self.send_to(META_SHARD, ShardMessage::JetStreamCreateFailed { name });
+                        self.send_to(META_SHARD, JetStreamMessage::CreateFailed { name });
                         if let Some(reply) = reply.filter(|_| answers_failure) {
                             self.respond(
                                 origin,
@@ -2156,7 +2162,7 @@ impl JetStream {
             } => {
                 self.delete_copy(&name, origin, reply).await;
                 if let Some(meta_index) = meta_index {
-                    self.send_to(META_SHARD, ShardMessage::JetStreamDeleted { meta_index });
+                    self.send_to(META_SHARD, JetStreamMessage::Deleted { meta_index });
                 }
             }
         }
@@ -2647,17 +2653,11 @@ impl JetStream {
             arrived: Waiters::new(),
         });
         self.gathers.borrow_mut().insert(id, pending.clone());
-        let shard = self.shard();
-        for peer in shard.links.peers() {
-            shard.links.send(
-                peer,
-                ShardMessage::JetStreamGather {
-                    id,
-                    origin: self.index,
-                    detail,
-                },
-            );
-        }
+        self.peers().broadcast(&mut || JetStreamMessage::Gather {
+            id,
+            origin: self.index,
+            detail,
+        });
         let all = pending
             .arrived
             .wait_until(|| pending.parts.borrow().len() >= pending.expected);

@@ -30,8 +30,8 @@ use std::rc::{Rc, Weak};
 use bytes::Bytes;
 use rustc_hash::FxHashMap;
 
-use crate::mesh::message::InterestUpdate;
 use crate::nats::conn::{Client, Subscription};
+use crate::routing::message::InterestUpdate;
 use crate::routing::sublist::{InvalidSubject, Matches, Sublist, SublistEntry};
 
 /// Another shard's interest in a (subject, queue); `weight` is its number of
