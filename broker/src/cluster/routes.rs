@@ -32,7 +32,7 @@ use crate::cluster::frame::{self, Frame, Hello};
 use crate::cluster::link::{LinkClose, PeerIdentity, RouteLink};
 use crate::config::{ClusterConfig, HostPort};
 use crate::nats::conn::SharedStream;
-use crate::nats::interest::{NodeInterestError, NODE_KEYS_MAX};
+use crate::routing::interest::{NodeInterestError, NODE_KEYS_MAX};
 use crate::routing::message::{NodeInterestRelay, RoutingMessage};
 use crate::shard::Shard;
 

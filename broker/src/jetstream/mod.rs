@@ -57,6 +57,7 @@ pub mod meta_membership;
 pub mod persist;
 pub mod replication;
 pub mod sim;
+pub mod sink;
 pub mod stepdown;
 pub mod store_check;
 pub mod stream;
@@ -78,8 +79,8 @@ use tern_storage::free_space::{filesystem_free_bytes, filesystem_space_bytes, Fr
 use tern_storage::{Journal, JournalConfig, JournalError};
 
 use crate::config::JetStreamConfig;
+use crate::internal::{InternalScope, InternalSink, InternalSubscription};
 use crate::mesh::PeerSender;
-use crate::nats::interest::{InternalHandler, InternalSubscription};
 use crate::shard::Shard;
 use api::error::ApiError;
 use api::{requests, responses};
@@ -312,6 +313,8 @@ pub struct JetStream {
     config: JetStreamConfig,
     root: PathBuf,
     shard: Weak<Shard>,
+    /// This JetStream, for the sinks it hands the router.
+    this: Weak<JetStream>,
     journal: OnceCell<Rc<Journal<DmaDevice>>>,
     /// The Raft groups of the streams this shard owns, and their driver.
     groups: OnceCell<Rc<StreamGroups>>,
@@ -394,12 +397,13 @@ impl JetStream {
                 root.display()
             );
         }
-        let js = Rc::new(JetStream {
+        let js = Rc::new_cyclic(|this| JetStream {
             index,
             shard_count,
             config: config.clone(),
             root: root.clone(),
             shard: Rc::downgrade(shard),
+            this: this.clone(),
             journal: OnceCell::new(),
             groups: OnceCell::new(),
             journal_damage: RefCell::new(None),
@@ -989,16 +993,7 @@ impl JetStream {
                 .insert(name, Box::new(config));
         }
         // 4. The API.
-        let api = Rc::new(InternalSubscription {
-            subject: Bytes::from_static(b"$JS.API.>"),
-            announced: false,
-            handler: InternalHandler::JetStreamApi,
-        });
-        shard
-            .router
-            .borrow_mut()
-            .add_internal(&api)
-            .expect("a valid subject");
+        js.subscribe_api();
         if let Some(meta) = js.meta.get() {
             js.subscribe_gather_inbox(meta.node_id);
         }
@@ -1329,19 +1324,47 @@ impl JetStream {
         Ok(handle)
     }
 
+    /// `$JS.API.>` on this shard only: every shard takes its clients'
+    /// requests and forwards what another shard answers.
+    fn subscribe_api(&self) {
+        let api = Rc::new(InternalSubscription::new(
+            Bytes::from_static(b"$JS.API.>"),
+            InternalScope::Shard,
+            self.sink(sink::Role::Api),
+        ));
+        let update = self.shard().router.borrow_mut().add_internal(&api);
+        assert!(matches!(update, Ok(None)), "a valid subject, not announced");
+    }
+
+    /// A sink for the router that hands JetStream (this shard's) what it
+    /// matched, as `role`.
+    fn sink(&self, role: sink::Role) -> Rc<dyn InternalSink> {
+        Rc::new(sink::JetStreamSink {
+            js: self.this.clone(),
+            role,
+        })
+    }
+
     fn stream_subscriptions(
+        &self,
         handle: &Rc<StreamHandle>,
         config: &StreamConfig,
     ) -> Vec<Rc<InternalSubscription>> {
+        let subscription = |subject: Bytes, role: sink::Role| {
+            Rc::new(InternalSubscription::new(
+                subject,
+                InternalScope::Cluster,
+                self.sink(role),
+            ))
+        };
         let mut subscriptions: Vec<Rc<InternalSubscription>> = config
             .subjects
             .iter()
             .map(|subject| {
-                Rc::new(InternalSubscription {
-                    subject: Bytes::copy_from_slice(subject.as_bytes()),
-                    announced: true,
-                    handler: InternalHandler::Stream(handle.clone()),
-                })
+                subscription(
+                    Bytes::copy_from_slice(subject.as_bytes()),
+                    sink::Role::Stream(handle.clone()),
+                )
             })
             .collect();
         // Acks, and push consumers' flow control replies.
@@ -1349,22 +1372,20 @@ impl JetStream {
             format!("$JS.ACK.{}.>", config.name),
             format!("$JS.FC.{}.>", config.name),
         ] {
-            subscriptions.push(Rc::new(InternalSubscription {
-                subject: Bytes::from(subject),
-                announced: true,
-                handler: InternalHandler::Ack(handle.clone()),
-            }));
+            subscriptions.push(subscription(
+                Bytes::from(subject),
+                sink::Role::Ack(handle.clone()),
+            ));
         }
         if config.allow_direct {
             for subject in [
                 format!("$JS.API.DIRECT.GET.{}", config.name),
                 format!("$JS.API.DIRECT.GET.{}.>", config.name),
             ] {
-                subscriptions.push(Rc::new(InternalSubscription {
-                    subject: Bytes::from(subject),
-                    announced: true,
-                    handler: InternalHandler::DirectGet(handle.clone()),
-                }));
+                subscriptions.push(subscription(
+                    Bytes::from(subject),
+                    sink::Role::DirectGet(handle.clone()),
+                ));
             }
         }
         subscriptions
@@ -1372,7 +1393,7 @@ impl JetStream {
 
     fn subscribe_stream(&self, handle: &Rc<StreamHandle>, config: &StreamConfig) {
         let shard = self.shard();
-        let subscriptions = Self::stream_subscriptions(handle, config);
+        let subscriptions = self.stream_subscriptions(handle, config);
         for subscription in &subscriptions {
             let update = shard.router.borrow_mut().add_internal(subscription);
             match update {

@@ -113,7 +113,7 @@ impl RoutedMessage {
 
 /// Another node's interest update, heard by the sending shard on its route
 /// to node `node_id` and relayed to its node's other shards ahead of any
-/// later message from that route (`nats::interest`).
+/// later message from that route (`routing::interest`).
 #[derive(Debug, Clone)]
 pub struct NodeInterestRelay {
     pub node_id: u64,

@@ -29,14 +29,15 @@ use crate::cluster::frame::RoutedFrame;
 use crate::cluster::link::RouteLink;
 use crate::cluster::routes::Routes;
 use crate::config::Config;
+use crate::internal::InternalSubscription;
 use crate::jetstream::JetStream;
 use crate::mesh::outbox::PeerLinks;
 use crate::nats::conn::{self, Client, CloseReason, Subscription};
-use crate::nats::interest::{InternalHandler, InternalSubscription, Router, Target};
 use crate::proto::encode::{self, Delivery};
 use crate::proto::errors;
 use crate::proto::info::{ServerInfo, NATS_COMPATIBLE_VERSION, TERN_VERSION};
 use crate::proto::parser::Publish;
+use crate::routing::interest::{Router, Target};
 use crate::routing::message::RoutingMessage::{self, Deliver};
 use crate::routing::message::{InterestUpdate, RoutedMessage};
 use crate::routing::sublist::QueueMatches;
@@ -697,62 +698,16 @@ impl Shard {
         }
     }
 
-    /// Hands a message to JetStream. The API subscription is local to each
-    /// shard, so a forwarded message (`local` false) never reaches it twice.
+    /// Hands a message to the server's own subscriber (JetStream). A
+    /// forwarded message (`local` false) reaches a sink on every shard
+    /// (the API's) only where it was published.
     fn deliver_internal(
         &self,
         internal: &InternalSubscription,
         delivery: &Delivery<'_>,
         local: bool,
     ) -> bool {
-        let Some(jetstream) = self.jetstream.get() else {
-            return false;
-        };
-        match &internal.handler {
-            InternalHandler::JetStreamApi => {
-                local
-                    && jetstream.on_api(
-                        delivery.subject,
-                        delivery.reply,
-                        delivery.header_bytes,
-                        delivery.message,
-                    )
-            }
-            InternalHandler::Stream(handle) => {
-                jetstream.on_stream_publish(
-                    handle,
-                    delivery.subject,
-                    delivery.reply,
-                    delivery.header_bytes,
-                    delivery.message,
-                );
-                true
-            }
-            InternalHandler::Ack(handle) => {
-                jetstream.on_ack(
-                    handle,
-                    delivery.subject,
-                    delivery.reply,
-                    &delivery.message[delivery.header_bytes..],
-                );
-                true
-            }
-            InternalHandler::GatherReply => {
-                jetstream
-                    .on_gather_reply(delivery.subject, &delivery.message[delivery.header_bytes..]);
-                true
-            }
-            InternalHandler::DirectGet(handle) => {
-                jetstream.on_direct_get(
-                    handle,
-                    delivery.subject,
-                    delivery.reply,
-                    delivery.header_bytes,
-                    delivery.message,
-                );
-                true
-            }
-        }
+        internal.sink.receive(delivery, local)
     }
 
     /// Waits (bounded) until every peer applied this shard's interest updates.
