@@ -12,7 +12,7 @@ use tern_shard::{run_shards, ShardContext, ShardSpec};
 
 use crate::config::absolute_data_paths;
 use crate::config::Config;
-use crate::jetstream::JetStream;
+use crate::jetstream::{JetStream, INTEREST_TIMEOUT};
 use crate::mesh::outbox::PeerLinks;
 use crate::monitor::http::Monitor;
 use crate::proto::info::{generate_server_id, NATS_COMPATIBLE_VERSION, TERN_VERSION};
@@ -491,7 +491,7 @@ async fn shard_main(
     for (peer, receiver) in receivers {
         glommio::spawn_local(shard.clone().receive_from(peer, receiver)).detach();
     }
-    let spinner = glommio::spawn_local(shard.spinner.clone().run());
+    let spinner = glommio::spawn_local(shard.routing.spinner().clone().run());
     if let Some(jetstream_config) = config.jetstream.clone() {
         let opened = futures_lite::future::or(
             async { Some(JetStream::open(&shard, jetstream_config).await) },
@@ -512,9 +512,8 @@ async fn shard_main(
             }
         }
         // Clients connect once every shard routes every stream's subjects.
-        shard
-            .wait_interest_applied(crate::jetstream::INTEREST_TIMEOUT)
-            .await;
+        let routing = &shard.routing;
+        routing.wait_interest_applied(INTEREST_TIMEOUT).await;
         if index == 0 {
             hold_startup_for_tests(&shutdown).await;
         }

@@ -33,7 +33,6 @@ use crate::cluster::link::{LinkClose, PeerIdentity, RouteLink};
 use crate::config::{ClusterConfig, HostPort};
 use crate::nats::conn::SharedStream;
 use crate::routing::interest::{NodeInterestError, NODE_KEYS_MAX};
-use crate::routing::message::{NodeInterestRelay, RoutingMessage};
 use crate::shard::Shard;
 
 /// How long a handshake may take, either side.
@@ -780,10 +779,7 @@ async fn serve(shard: Rc<Shard>, peer: PeerIdentity, stream: SharedStream, lefto
     if let Some(replaced) = replaced {
         forget_link_interest(&shard, &replaced);
     }
-    shard
-        .router
-        .borrow_mut()
-        .node_link_opened(link.peer.node_id, &link);
+    shard.routing.node_link_opened(link.peer.node_id, &link);
     log::info!(
         target: "tern::cluster",
         "shard {}: route connection to {} ({}, {}) established",
@@ -791,7 +787,7 @@ async fn serve(shard: Rc<Shard>, peer: PeerIdentity, stream: SharedStream, lefto
         if link.peer.did_solicit { "dialed" } else { "accepted" }
     );
     // Tell the node what this shard subscribes to, and the others about it.
-    for export in shard.router.borrow().node_interest() {
+    for export in shard.routing.router.borrow().node_interest() {
         link.send_interest(&export.subject, export.queue.as_ref(), export.weight);
     }
     let new_route = vec![link.peer.route_url.clone()];
@@ -842,16 +838,7 @@ async fn serve(shard: Rc<Shard>, peer: PeerIdentity, stream: SharedStream, lefto
 /// here and (relayed) on the node's other shards, after anything relayed
 /// from it before.
 fn forget_link_interest(shard: &Rc<Shard>, link: &Rc<RouteLink>) {
-    let node_id = link.peer.node_id;
-    {
-        let mut router = shard.router.borrow_mut();
-        router.node_link_closed(node_id, link.id);
-        router.forget_node_source(node_id, shard.index);
-    }
-    shard
-        .links
-        .broadcast(|| RoutingMessage::NodeSourceClosed { node_id }.into());
-    shard.interest_changed.wake_all();
+    shard.routing.node_link_closed(link.peer.node_id, link.id);
 }
 
 async fn read_loop(
@@ -879,8 +866,8 @@ async fn read_loop(
                     }
                     handled += 1;
                     if handled % READ_BATCH_FRAMES == 0 {
-                        shard.flush_inline();
-                        shard.stall_for_consumers().await;
+                        shard.routing.flush_inline();
+                        shard.routing.stall_for_consumers().await;
                         futures_lite::future::yield_now().await;
                     }
                 }
@@ -893,8 +880,8 @@ async fn read_loop(
             }
         }
         if handled > 0 {
-            shard.flush_inline();
-            shard.stall_for_consumers().await;
+            shard.routing.flush_inline();
+            shard.routing.stall_for_consumers().await;
         }
         if !link.is_open() {
             return;
@@ -954,7 +941,7 @@ fn handle_frame(shard: &Rc<Shard>, link: &Rc<RouteLink>, frame: Frame<'_>) -> Re
     match frame {
         Frame::Message(message) => {
             link.in_msgs.set(link.in_msgs.get() + 1);
-            shard.deliver_from_route(&message);
+            shard.routing.deliver_from_route(&message);
         }
         Frame::Interest {
             subject,
@@ -965,11 +952,9 @@ fn handle_frame(shard: &Rc<Shard>, link: &Rc<RouteLink>, frame: Frame<'_>) -> Re
                 // Replaced (its interest forgotten) or closing.
                 return Ok(());
             }
-            let node_id = link.peer.node_id;
             shard
-                .router
-                .borrow_mut()
-                .apply_node(node_id, shard.index, subject, queue, weight)
+                .routing
+                .apply_node_interest(link.peer.node_id, subject, queue, weight)
                 .map_err(|error| match error {
                     NodeInterestError::InvalidSubject => format!(
                         "invalid subject {:?} in an interest update",
@@ -979,18 +964,6 @@ fn handle_frame(shard: &Rc<Shard>, link: &Rc<RouteLink>, frame: Frame<'_>) -> Re
                         format!("more than {NODE_KEYS_MAX} subjects of interest")
                     }
                 })?;
-            // The node's other shards learn it before any message this
-            // route carries after it (they share the ring's order).
-            let relay = NodeInterestRelay {
-                node_id,
-                subject: bytes::Bytes::copy_from_slice(subject),
-                queue: queue.map(bytes::Bytes::copy_from_slice),
-                weight,
-            };
-            shard
-                .links
-                .broadcast(|| RoutingMessage::NodeInterest(relay.clone()).into());
-            shard.interest_changed.wake_all();
         }
         Frame::Routes(urls) => {
             for url in urls {
@@ -1002,7 +975,7 @@ fn handle_frame(shard: &Rc<Shard>, link: &Rc<RouteLink>, frame: Frame<'_>) -> Re
         }
         Frame::Pong => {}
         Frame::Raft { from, to, messages } => {
-            let own = shard.routes.as_ref().map_or(0, Routes::node_id);
+            let own = shard.routes.as_ref().map_or(0, |routes| routes.node_id());
             if from != link.peer.node_id || to != own {
                 return Err(format!(
                     "Raft frame from node {from:#x} to {to:#x} on the link from {:#x} to {own:#x}",

@@ -159,14 +159,15 @@ impl JetStream {
         ));
         let shard = self.shard();
         let update = shard
+            .routing
             .router
             .borrow_mut()
             .add_internal(&subscription)
             .expect("a valid subject");
         if let Some(update) = update {
-            shard.broadcast_interest(update);
+            shard.routing.broadcast_interest(update);
         }
-        shard.export_interest();
+        shard.routing.export_interest();
         *self.gather_inbox.borrow_mut() = Some(subscription);
     }
 

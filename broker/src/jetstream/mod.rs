@@ -1332,7 +1332,7 @@ impl JetStream {
             InternalScope::Shard,
             self.sink(sink::Role::Api),
         ));
-        let update = self.shard().router.borrow_mut().add_internal(&api);
+        let update = self.shard().routing.router.borrow_mut().add_internal(&api);
         assert!(matches!(update, Ok(None)), "a valid subject, not announced");
     }
 
@@ -1395,9 +1395,9 @@ impl JetStream {
         let shard = self.shard();
         let subscriptions = self.stream_subscriptions(handle, config);
         for subscription in &subscriptions {
-            let update = shard.router.borrow_mut().add_internal(subscription);
+            let update = shard.routing.router.borrow_mut().add_internal(subscription);
             match update {
-                Ok(Some(update)) => shard.broadcast_interest(update),
+                Ok(Some(update)) => shard.routing.broadcast_interest(update),
                 Ok(None) => {}
                 Err(error) => {
                     log::error!(target: "tern::jetstream", "stream {}: subject {:?}: {error:?}", handle.name, subscription.subject)
@@ -1408,7 +1408,7 @@ impl JetStream {
             .borrow_mut()
             .insert(handle.name.clone(), subscriptions);
         // Other nodes route the stream's subjects here.
-        shard.export_interest();
+        shard.routing.export_interest();
     }
 
     fn unsubscribe_stream(&self, name: &str) {
@@ -1417,12 +1417,16 @@ impl JetStream {
             return;
         };
         for subscription in subscriptions {
-            let update = shard.router.borrow_mut().remove_internal(&subscription);
+            let update = shard
+                .routing
+                .router
+                .borrow_mut()
+                .remove_internal(&subscription);
             if let Some(update) = update {
-                shard.broadcast_interest(update);
+                shard.routing.broadcast_interest(update);
             }
         }
-        shard.export_interest();
+        shard.routing.export_interest();
     }
 
     /// A stream's config changed: its subscriptions follow.
@@ -1442,11 +1446,16 @@ impl JetStream {
         if let Some(subscriptions) = old_subscriptions {
             let shard = self.shard();
             for subscription in subscriptions {
-                if let Some(update) = shard.router.borrow_mut().remove_internal(&subscription) {
-                    shard.broadcast_interest(update);
+                if let Some(update) = shard
+                    .routing
+                    .router
+                    .borrow_mut()
+                    .remove_internal(&subscription)
+                {
+                    shard.routing.broadcast_interest(update);
                 }
             }
-            shard.export_interest();
+            shard.routing.export_interest();
         }
     }
 
@@ -1486,7 +1495,7 @@ impl JetStream {
 
     /// Publishes a reply from this shard (PubAcks, direct gets on the owner).
     pub fn publish_reply(&self, reply: &[u8], payload: &[u8]) {
-        self.shard().publish_internal(reply, 0, payload);
+        self.shard().routing.publish_internal(reply, 0, payload);
     }
 
     /// Sends an API response to the origin shard, which publishes it.
@@ -1505,7 +1514,9 @@ impl JetStream {
             let mut message = Vec::with_capacity(headers.len() + payload.len());
             message.extend_from_slice(&headers);
             message.extend_from_slice(&payload);
-            shard.publish_internal(&reply, headers.len(), &message);
+            shard
+                .routing
+                .publish_internal(&reply, headers.len(), &message);
         } else {
             self.peers().send(
                 origin,
@@ -1521,6 +1532,13 @@ impl JetStream {
         } else {
             self.peers().send(target, message);
         }
+    }
+
+    /// Waits (bounded) until this node's other shards applied this shard's
+    /// interest changes (a new stream's subjects).
+    async fn wait_interest_applied(&self) {
+        let shard = self.shard();
+        shard.routing.wait_interest_applied(INTEREST_TIMEOUT).await;
     }
 
     /// How this JetStream reaches the other shards' (the node's outboxes).
@@ -1733,6 +1751,7 @@ impl JetStream {
                 message.extend_from_slice(&headers);
                 message.extend_from_slice(&payload);
                 self.shard()
+                    .routing
                     .publish_internal(&reply, headers.len(), &message);
             }
             JetStreamMessage::Gather { id, origin, detail } => {
@@ -2105,7 +2124,7 @@ impl JetStream {
                         }
                         // Every shard must route the stream's subjects here
                         // before the creator hears it exists.
-                        self.shard().wait_interest_applied(INTEREST_TIMEOUT).await;
+                        self.wait_interest_applied().await;
                         let config = Box::new(handle.snapshot.borrow().config.as_ref().clone());
                         self.answer_create(&handle, config, origin, reply);
                     }
@@ -2154,7 +2173,7 @@ impl JetStream {
                             },
                         );
                         if !create {
-                            self.shard().wait_interest_applied(INTEREST_TIMEOUT).await;
+                            self.wait_interest_applied().await;
                         }
                     }
                     None => {
@@ -2467,7 +2486,9 @@ impl JetStream {
                 let head = b"NATS/1.0 429 Too Many Requests\r\n\r\n";
                 let mut message = head.to_vec();
                 message.extend_from_slice(body.as_bytes());
-                self.shard().publish_internal(&reply, head.len(), &message);
+                self.shard()
+                    .routing
+                    .publish_internal(&reply, head.len(), &message);
             } else {
                 self.publish_reply(&reply, body.as_bytes());
             }
@@ -2537,7 +2558,9 @@ impl JetStream {
     pub fn no_responders(&self, reply: Option<Bytes>) {
         if let Some(reply) = reply {
             let head = b"NATS/1.0 503\r\n\r\n";
-            self.shard().publish_internal(&reply, head.len(), head);
+            self.shard()
+                .routing
+                .publish_internal(&reply, head.len(), head);
         }
     }
 

@@ -23,6 +23,10 @@ pub trait PeerSender<M> {
     fn index(&self) -> usize;
     /// Shards in this node.
     fn shard_count(&self) -> usize;
+    /// Records that interest updates from `peer` up to `sequence` are
+    /// applied here; the acknowledgement is coalesced and sent by the
+    /// outbox ([`MeshMessage::acknowledgement`]).
+    fn acknowledge(&self, peer: usize, sequence: u64);
     /// Sends `make()` to every other shard.
     fn broadcast(&self, make: &mut dyn FnMut() -> M) {
         for peer in (0..self.shard_count()).filter(|&peer| peer != self.index()) {

@@ -185,4 +185,8 @@ where
     fn shard_count(&self) -> usize {
         PeerLinks::shard_count(self)
     }
+
+    fn acknowledge(&self, peer: usize, sequence: u64) {
+        PeerLinks::acknowledge(self, peer, sequence);
+    }
 }

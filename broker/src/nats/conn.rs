@@ -30,7 +30,7 @@ use crate::proto::errors;
 use crate::proto::parser::{ClientOp, ParseError, Parser, ParserLimits, Publish, Step};
 use crate::proto::subject;
 use crate::shard::Shard;
-use crate::stats;
+use crate::stats::{self, ShardCounters};
 use crate::tls;
 
 /// Read buffer size a connection starts with and returns to when idle.
@@ -425,9 +425,14 @@ impl Client {
         }
     }
 
+    /// Forgets a subscription the router removed.
+    pub fn forget_subscription(&self, sid: &[u8]) {
+        self.subscriptions.borrow_mut().remove(sid);
+    }
+
     /// Queues one message delivery; false if the connection cannot take it.
     /// Exceeding `max_pending` closes the connection as a slow consumer.
-    pub fn queue_delivery(&self, shard: &Shard, delivery: &Delivery<'_>) -> bool {
+    pub fn queue_delivery(&self, counters: &ShardCounters, delivery: &Delivery<'_>) -> bool {
         if !self.is_open() {
             return false;
         }
@@ -444,8 +449,8 @@ impl Client {
         };
         stats::add(&self.out_msgs, 1);
         stats::add(&self.out_bytes, body_bytes as u64);
-        stats::add(&shard.counters.out_msgs, 1);
-        stats::add(&shard.counters.out_bytes, body_bytes as u64);
+        stats::add(&counters.out_msgs, 1);
+        stats::add(&counters.out_bytes, body_bytes as u64);
         if pending > self.max_pending_bytes {
             log::info!(
                 target: "tern::client",
@@ -454,7 +459,7 @@ impl Client {
                 self.id,
                 self.max_pending_bytes
             );
-            stats::add(&shard.counters.slow_consumers, 1);
+            stats::add(&counters.slow_consumers, 1);
             self.close_now(CloseReason::SlowConsumerPendingBytes);
             return true;
         }
@@ -887,10 +892,10 @@ async fn read_loop(shard: &Rc<Shard>, client: &Rc<Client>, mut stream: SharedStr
         // clients this batch delivered to may not run before the next batch:
         // push large backlogs out now (as nats-server flushes its clients at
         // the end of each read) rather than let a burst pile up unsent.
-        shard.flush_inline();
+        shard.routing.flush_inline();
         // Backpressure: consumers on this shard past 75 % of max_pending, and
         // peer shards that cannot keep up, slow this publisher.
-        shard.stall_for_consumers().await;
+        shard.routing.stall_for_consumers().await;
         if shard.links.congested() {
             shard.links.wait_for_space().await;
         }
@@ -1178,7 +1183,7 @@ async fn authentication_timeout(shard: Rc<Shard>, client: Rc<Client>, timeout: D
 fn handle_ping(shard: &Rc<Shard>, client: &Rc<Client>, now: Instant) {
     client.last_in.set(now);
     let needed = client.interest_needed.get();
-    let mut router = shard.router.borrow_mut();
+    let mut router = shard.routing.router.borrow_mut();
     if router.all_applied(needed) {
         drop(router);
         log::debug!(target: "tern::interest", "shard {} cid {}: PONG now (needs {needed})", shard.index, client.id);
@@ -1246,9 +1251,9 @@ fn handle_subscribe(
                 .is_some_and(|permissions| permissions.rules().filters_delivery(subject, queue)),
         ),
     });
-    let added = shard.router.borrow_mut().add_local(&subscription);
-    shard.export_interest();
-    shard.interest_changed.wake_all();
+    let added = shard.routing.router.borrow_mut().add_local(&subscription);
+    shard.routing.export_interest();
+    shard.routing.interest_changed.wake_all();
     match added {
         Err(_) => {
             client.queue_err(errors::INVALID_SUBJECT);
@@ -1270,7 +1275,7 @@ fn handle_subscribe(
                     update.count
                 );
                 client.interest_needed.set(update.sequence);
-                shard.broadcast_interest(update);
+                shard.routing.broadcast_interest(update);
             }
             client.queue_ok();
         }
@@ -1298,17 +1303,7 @@ fn handle_unsubscribe(
 
 /// Removes one subscription of `client` everywhere.
 pub fn unsubscribe(shard: &Shard, client: &Client, subscription: &Rc<Subscription>) {
-    if subscription.closed.replace(true) {
-        return;
-    }
-    client.subscriptions.borrow_mut().remove(&subscription.sid);
-    stats::subtract(&shard.counters.subscriptions, 1);
-    let update = shard.router.borrow_mut().remove_local(subscription);
-    shard.export_interest();
-    shard.interest_changed.wake_all();
-    if let Some(update) = update {
-        shard.broadcast_interest(update);
-    }
+    shard.routing.unsubscribe(client, subscription);
 }
 
 /// Removes every subscription of a closing client.
@@ -1370,7 +1365,7 @@ fn handle_publish(shard: &Rc<Shard>, client: &Rc<Client>, publish: &Publish<'_>,
         }
     }
     client.queue_ok();
-    shard.route_publish(client, publish);
+    shard.routing.route_publish(client, publish);
 }
 
 async fn write_loop(shard: Rc<Shard>, client: Rc<Client>, mut stream: SharedStream) {
@@ -1442,6 +1437,7 @@ async fn ping_loop(shard: Rc<Shard>, client: Rc<Client>) {
     let first = interval.min(FIRST_PING_INTERVAL);
     // nats-server adds up to 20 % jitter to the first PING.
     let jitter_ns = shard
+        .routing
         .router
         .borrow()
         .random_below((first.as_nanos() as u64 / 5).max(1));

@@ -608,6 +608,11 @@ impl Router {
     }
 
     /// Last sequence this shard broadcast.
+    /// This shard's index.
+    pub fn index(&self) -> usize {
+        self.index
+    }
+
     pub fn sequence(&self) -> u64 {
         self.sequence
     }

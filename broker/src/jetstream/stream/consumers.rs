@@ -60,11 +60,11 @@ pub(super) struct ShardOutlet(Rc<Shard>);
 
 impl Outlet for ShardOutlet {
     fn interest_generation(&self) -> u64 {
-        self.0.interest_generation()
+        self.0.routing.interest_generation()
     }
 
     fn has_interest(&self, subject: &[u8]) -> bool {
-        self.0.has_interest(subject)
+        self.0.routing.has_interest(subject)
     }
 
     fn deliver(
@@ -76,11 +76,12 @@ impl Outlet for ShardOutlet {
         body: &[u8],
     ) {
         self.0
+            .routing
             .publish_delivery(inbox, subject, reply, header_bytes, body);
     }
 
     fn publish(&mut self, subject: &[u8], header_bytes: usize, body: &[u8]) {
-        self.0.publish_internal(subject, header_bytes, body);
+        self.0.routing.publish_internal(subject, header_bytes, body);
     }
 }
 
@@ -590,7 +591,7 @@ impl StreamTask {
                 .spec
                 .push
                 .as_ref()
-                .is_some_and(|spec| self.js.shard().has_interest(&spec.deliver_subject)),
+                .is_some_and(|spec| self.js.shard().routing.has_interest(&spec.deliver_subject)),
             ..ConsumerInfoState::default()
         }
     }

@@ -816,8 +816,9 @@ impl StreamTask {
                 Some(generation) => {
                     let shard = self.js.shard();
                     shard
+                        .routing
                         .interest_changed
-                        .wait_until(|| shard.interest_generation() != generation)
+                        .wait_until(|| shard.routing.interest_generation() != generation)
                         .await;
                 }
                 None => std::future::pending::<()>().await,
