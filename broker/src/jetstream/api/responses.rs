@@ -12,6 +12,7 @@
 
 use std::fmt::Write as _;
 
+use super::super::persist::StreamFilesError;
 use super::super::stream::config::{StreamConfig, API_LEVEL};
 use super::error::ApiError;
 use super::json;
@@ -378,12 +379,12 @@ pub fn delete_response() -> String {
 }
 
 /// The answer to a stream delete that removed its files, or failed to.
-pub fn delete_result(result: Result<(), String>) -> String {
+pub fn delete_result(result: Result<(), StreamFilesError>) -> String {
     match result {
         Ok(()) => delete_response(),
         Err(error) => error_response(
             "stream_delete_response",
-            &ApiError::stream_delete_failed(&error),
+            &ApiError::stream_delete_failed(&error.to_string()),
         ),
     }
 }
