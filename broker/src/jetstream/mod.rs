@@ -24,7 +24,9 @@
 //! Module map:
 //! - [`api`]: the API's bodies: request decoding with nats-server's error
 //!   texts ([`api::requests`], [`api::json`]), responses and PubAcks
-//!   ([`api::responses`]), errors with their codes ([`api::error`]).
+//!   ([`api::responses`]; an answer is an [`api::responses::ApiReply`],
+//!   an error only when built from an [`ApiError`], and counted in
+//!   [`JetStream::respond`]), errors with their codes ([`api::error`]).
 //! - [`stream`]: one stream: its config ([`stream::config`]: parsing,
 //!   normalisation, validation, update rules, its JSON as nats-server
 //!   writes it), the replicated state and its apply, the leader's side,
@@ -33,6 +35,10 @@
 //! - [`headers`]: reading publish headers.
 //! - [`entry`]: what a stream's Raft log and the journal carry.
 //! - [`persist`]: a stream's checksummed config and Raft state files.
+//! - [`recovery`]: opening JetStream on a shard (the store's streams, the
+//!   meta checkpoint, the journal and the votes file recovered), with what
+//!   refuses the start ([`recovery::RecoveryError`]) and what only keeps
+//!   streams offline ([`recovery::JournalDamage`]).
 //! - [`expiry`], [`advisory`], [`usage`], [`layout`], [`store_check`]:
 //!   TTLs, advisories, account usage, the on-disk layout and its checker.
 //! - [`cluster`], [`meta`], [`replication`], [`listing`]: across nodes
@@ -82,6 +88,7 @@ use crate::mesh::message::ShardMessage;
 use crate::nats::interest::{InternalHandler, InternalSubscription};
 use crate::shard::Shard;
 use api::error::ApiError;
+use api::responses::{ApiReply, Outcome};
 use api::{requests, responses};
 use meta::{Catalog, MetaChange, MetaOperation, MetaRefusal, StoreLimits};
 use persist::StreamFilesError;
@@ -640,13 +647,16 @@ impl JetStream {
         self.shard().publish_internal(reply, 0, payload);
     }
 
-    /// Sends an API response to the origin shard, which publishes it.
-    pub fn respond(&self, origin: usize, reply: Bytes, body: String) {
+    /// Sends an API answer to the origin shard, which publishes it; an
+    /// error is counted here, and only here.
+    pub fn respond(&self, origin: usize, reply: Bytes, answer: impl Into<ApiReply>) {
+        let answer = answer.into();
         // The meta leader's own requests are not counted (see `listing`).
-        if body.contains("\"error\":{") && !Self::is_gather_reply(Some(&reply)) {
+        if answer.outcome() == Outcome::Error && !Self::is_gather_reply(Some(&reply)) {
             self.api_errors.set(self.api_errors.get() + 1);
         }
-        self.respond_message(origin, reply, Bytes::new(), Bytes::from(body));
+        let body = Bytes::from(answer.into_body());
+        self.respond_message(origin, reply, Bytes::new(), body);
     }
 
     /// Sends a reply message with a header block to the origin shard.
@@ -853,7 +863,7 @@ impl JetStream {
     /// Answers an API call with an error, if it asked for an answer.
     pub fn answer_error(&self, origin: usize, reply: Option<Bytes>, kind: &str, error: &ApiError) {
         if let Some(reply) = reply {
-            self.respond(origin, reply, responses::error_response(kind, error));
+            self.respond(origin, reply, ApiReply::error(kind, error));
         }
     }
 
@@ -1267,7 +1277,7 @@ impl JetStream {
                             self.respond(
                                 origin,
                                 reply,
-                                responses::error_response(
+                                ApiReply::error(
                                     "stream_create_response",
                                     &ApiError::stream_create_failed(&error.to_string()),
                                 ),
@@ -1312,7 +1322,7 @@ impl JetStream {
                             self.respond(
                                 origin,
                                 reply,
-                                responses::error_response(
+                                ApiReply::error(
                                     if create {
                                         "stream_create_response"
                                     } else {
