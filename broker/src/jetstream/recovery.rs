@@ -4,15 +4,16 @@
 //! 1. the stream directories (`streams/<name>/{config,raft}`): the streams
 //!    this shard owns with their checkpoint; on the meta shard, every
 //!    stream's config for the catalog;
-//! 2. in a cluster, on shard 0, the meta group's checkpoint (`meta/state`);
-//! 3. the shard's journal, replayed into each group's records past its
-//!    checkpoint;
-//! 4. in a cluster, the votes file (the second copy of every group's term
-//!    and vote): a damaged journal is replaced when every group can rejoin
-//!    from its peers, a lost meta checkpoint rejoins, and the file is
-//!    written again;
-//! 5. the Raft groups' driver, the meta group, then each stream (rebuilt
-//!    from its peers when its own files are damaged and it has peers).
+//! 2. the shard's journal, replayed into each group's records past its
+//!    checkpoint (in a cluster, shard 0's meta group too, after its
+//!    checkpoint `meta/state`); in a cluster, the votes file (the second
+//!    copy of every group's term and vote): a damaged journal is replaced
+//!    when every group can rejoin from its peers, a lost meta checkpoint
+//!    rejoins, and the file is written again; then the Raft groups' driver
+//!    and the meta group run;
+//! 3. each stream, started from its checkpoint and the journal (rebuilt
+//!    from its peers when its own files are damaged and it has peers);
+//! 4. the API's subscription.
 //!
 //! What cannot be read is either refused, and the server does not start
 //! ([`RecoveryError`]: another server's journal, an unreadable directory, a
@@ -200,6 +201,20 @@ impl From<PersistError> for StreamStartError {
     fn from(error: PersistError) -> StreamStartError {
         StreamStartError::Files(error.into())
     }
+}
+
+/// Why a stream found with its checkpoint stays offline.
+#[derive(Debug, thiserror::Error)]
+enum StreamOffline {
+    /// Its task could not start on its files.
+    #[error("{0}")]
+    Failed(StreamFailure),
+    /// Its files are damaged, and rebuilding it from its peers failed.
+    #[error("{failure}; rebuilding from its peers: {rebuild}")]
+    NotRebuilt {
+        failure: StreamFailure,
+        rebuild: StreamStartError,
+    },
 }
 
 /// Which journal `open_journal` opens.
@@ -730,7 +745,7 @@ impl JetStream {
         }
     }
 
-    /// Step 4, in a cluster: the votes file read; a damaged journal
+    /// Step 2, in a cluster: the votes file read; a damaged journal
     /// replaced when the votes file is there (`journal_damage` cleared);
     /// a lost meta checkpoint rejoins or refuses the start; every group's
     /// newest term and vote written back (unless the journal is damaged).
@@ -911,7 +926,7 @@ impl JetStream {
         }
     }
 
-    /// Step 5: each stream found with its checkpoint starts from it and
+    /// Step 3: each stream found with its checkpoint starts from it and
     /// the contiguous entries after it; a damaged replica of a replicated
     /// stream rebuilds from its peers; the rest stay offline with why
     /// (`journal_damage`: every file stream).
@@ -938,7 +953,9 @@ impl JetStream {
             let config = found.config.clone();
             if let Err(error) = self.start_found_stream(found, recovered).await {
                 log::error!(target: "tern::jetstream", "stream {name}: {error}; the stream stays offline (nothing was deleted)");
-                self.damaged.borrow_mut().insert(name.clone(), error);
+                self.damaged
+                    .borrow_mut()
+                    .insert(name.clone(), error.to_string());
                 self.damaged_configs
                     .borrow_mut()
                     .insert(name, Box::new(config));
@@ -952,7 +969,7 @@ impl JetStream {
         self: &Rc<Self>,
         found: Found,
         mut recovered: Recovered,
-    ) -> Result<(), String> {
+    ) -> Result<(), StreamOffline> {
         // Only a contiguous run after the checkpoint is usable; the
         // node acknowledged the rest and must have it again before it
         // votes (a gap: an installed snapshot's checkpoint not written).
@@ -1005,10 +1022,10 @@ impl JetStream {
             {
                 match self.rebuild_from_peers(rebuild, &failure.to_string()).await {
                     Ok(_) => Ok(()),
-                    Err(error) => Err(format!("{failure}; rebuilding from its peers: {error}")),
+                    Err(rebuild) => Err(StreamOffline::NotRebuilt { failure, rebuild }),
                 }
             }
-            Err(failure) => Err(failure.to_string()),
+            Err(failure) => Err(StreamOffline::Failed(failure)),
         }
     }
 
