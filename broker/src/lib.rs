@@ -14,12 +14,16 @@
 //! - [`proto`]: the client protocol's codec: parser, encoder, CONNECT/INFO,
 //!   subjects, `-ERR` texts.
 //! - [`routing`]: who is subscribed where: the subject trie
-//!   ([`routing::sublist`]); the interest index and publish path move here.
-//! - [`nats`]: one connection's state and tasks ([`nats::conn`]) and a
-//!   shard's interest: local subscriptions, internal (JetStream) ones,
-//!   other shards' and other nodes' ([`nats::interest`]).
-//! - [`mesh`]: between the shards of one process: what crosses
-//!   ([`mesh::message`]) and the outboxes ([`mesh::outbox`]).
+//!   ([`routing::sublist`]) and a shard's interest: local subscriptions,
+//!   internal ones, other shards' and other nodes'
+//!   ([`routing::interest`]), and what shards tell each other about it
+//!   ([`routing::message`]); the publish path moves here.
+//! - [`internal`]: the server's own subscriptions and the sinks the router
+//!   delivers them through (JetStream's are `jetstream::sink`).
+//! - [`nats`]: one connection's state and tasks ([`nats::conn`]).
+//! - [`mesh`]: between the shards of one process: the outboxes
+//!   ([`mesh::outbox`]), generic over the node's message
+//!   (`shard::message`), and the sender each layer holds.
 //! - [`cluster`]: many Raft groups per shard, and the cluster simulator.
 //! - [`jetstream`]: streams, consumers, their API, journal, Raft groups and
 //!   recovery.
@@ -34,6 +38,7 @@ pub mod auth;
 pub mod cluster;
 pub mod config;
 pub mod duration;
+pub mod internal;
 pub mod io_profile;
 pub mod jetstream;
 pub mod logger;

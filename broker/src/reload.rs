@@ -17,7 +17,7 @@ use std::sync::Arc;
 
 use crate::auth::Authorization;
 use crate::config::{Config, ConfigError};
-use crate::mesh::message::ShardMessage;
+use crate::shard::message::ShardMessage;
 use crate::shard::Shard;
 use crate::tls::{TlsError, TlsServer};
 

@@ -14,11 +14,11 @@ use crate::config::absolute_data_paths;
 use crate::config::Config;
 use crate::jetstream::recovery::RecoveryError;
 use crate::jetstream::JetStream;
-use crate::mesh::message::ShardMessage;
 use crate::mesh::outbox::PeerLinks;
 use crate::monitor::http::Monitor;
 use crate::proto::info::{generate_server_id, NATS_COMPATIBLE_VERSION, TERN_VERSION};
 use crate::random::random_u64;
+use crate::shard::message::ShardMessage;
 use crate::shard::{Shard, ShardLinks, ShardPosition, Shared};
 
 #[derive(Debug, thiserror::Error)]

@@ -6,8 +6,6 @@ use std::cell::Cell;
 
 use serde::Serialize;
 
-use crate::routing::sublist::SublistStats;
-
 /// One shard's running totals.
 #[derive(Debug, Default)]
 pub struct ShardCounters {
@@ -147,4 +145,24 @@ impl ShardReport {
             ..ShardReport::default()
         }
     }
+}
+
+/// What monitoring asks a shard for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReportKind {
+    /// Counters only.
+    Counters,
+    /// Counters and every connection (for `/connz`).
+    Connections { subscriptions: bool },
+}
+
+/// A sublist's counters for `/subsz` (`routing::sublist` keeps them).
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct SublistStats {
+    pub inserts: u64,
+    pub removes: u64,
+    pub matches: u64,
+    pub cache_hits: u64,
+    pub fanout_max: u64,
+    pub fanout_total: u64,
 }

@@ -32,26 +32,33 @@ use std::path::{Path, PathBuf};
 
 /// The cycles between top-level modules (depth 1) allowed today, each sorted.
 /// Only ever remove modules from it, never add: see the module comment.
-const ALLOWED_CYCLES: &[&[&str]] = &[&["cluster", "jetstream", "mesh", "nats", "reload", "shard"]];
+///
+/// `routing` is here because the interest index moved into it from
+/// `nats/interest.rs` (the same code, still reached from `nats/conn.rs`,
+/// which imports `shard`): a move, not a new edge. It leaves when the
+/// connections, routes and JetStream reach the node through the interfaces
+/// it hands them.
+const ALLOWED_CYCLES: &[&[&str]] =
+    &[&["cluster", "jetstream", "nats", "reload", "routing", "shard"]];
 
 /// The cycles between second-level modules (depth 2: `jetstream/stream`,
 /// `nats/conn`, ...) allowed today, each sorted. Only ever remove modules.
 ///
-/// This covers every depth-2 module, not only `jetstream/`: the cycle through
-/// `jetstream/stream` runs through `shard`, `nats/interest` and others, so the
-/// `jetstream/` modules alone form no cycle today and a jetstream-only check
-/// would pin nothing; and a cycle inside one top-level module (`auth/`,
-/// `nats/`, `jetstream/`) is one node at depth 1, so only this check sees it.
+/// This covers every depth-2 module, not only `jetstream/`: the cycle left
+/// runs through `shard`, `routing/interest` and others, so the `jetstream/`
+/// modules alone form no cycle today and a jetstream-only check would pin
+/// nothing; and a cycle inside one top-level module (`auth/`, `routing/`,
+/// `jetstream/`) is one node at depth 1, so only this check sees it.
+/// `routing/interest` is `nats/interest` moved (see `ALLOWED_CYCLES`);
+/// `jetstream/stream` left when the router stopped naming stream handles.
 const ALLOWED_SUBMODULE_CYCLES: &[&[&str]] = &[&[
     "cluster/routes",
     "jetstream",
-    "jetstream/stream",
-    "mesh/message",
-    "mesh/outbox",
     "nats/conn",
-    "nats/interest",
     "reload",
+    "routing/interest",
     "shard",
+    "shard/message",
 ]];
 
 /// How the failure messages name a source file: the repository path.

@@ -31,9 +31,9 @@ use tern_shard::Waiters;
 use crate::cluster::frame::{self, Frame, Hello};
 use crate::cluster::link::{LinkClose, PeerIdentity, RouteLink};
 use crate::config::{ClusterConfig, HostPort};
-use crate::mesh::message::{NodeInterestRelay, ShardMessage};
 use crate::nats::conn::SharedStream;
-use crate::nats::interest::{NodeInterestError, NODE_KEYS_MAX};
+use crate::routing::interest::{NodeInterestError, NODE_KEYS_MAX};
+use crate::routing::message::{NodeInterestRelay, RoutingMessage};
 use crate::shard::Shard;
 
 /// How long a handshake may take, either side.
@@ -850,7 +850,7 @@ fn forget_link_interest(shard: &Rc<Shard>, link: &Rc<RouteLink>) {
     }
     shard
         .links
-        .broadcast(|| ShardMessage::NodeSourceClosed { node_id });
+        .broadcast(|| RoutingMessage::NodeSourceClosed { node_id }.into());
     shard.interest_changed.wake_all();
 }
 
@@ -989,7 +989,7 @@ fn handle_frame(shard: &Rc<Shard>, link: &Rc<RouteLink>, frame: Frame<'_>) -> Re
             };
             shard
                 .links
-                .broadcast(|| ShardMessage::NodeInterest(relay.clone()));
+                .broadcast(|| RoutingMessage::NodeInterest(relay.clone()).into());
             shard.interest_changed.wake_all();
         }
         Frame::Routes(urls) => {

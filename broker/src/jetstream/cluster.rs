@@ -40,7 +40,7 @@ use super::stepdown::{choose_target, StepdownGroup, StepdownRequest, StepdownTar
 use super::stream::groups::{GroupHost, Persistence};
 use super::{owner_of, persist, ApiRequest, JetStream, OwnerCommand, META_SHARD};
 use crate::cluster::multiraft::{GroupError, SnapshotStep};
-use crate::mesh::message::ShardMessage;
+use crate::jetstream::message::JetStreamMessage;
 
 /// How often a node waiting for its configured routes looks again.
 const FORMING_POLL: Duration = Duration::from_millis(100);
@@ -1204,7 +1204,7 @@ impl JetStream {
 
     fn send_owner(self: &Rc<Self>, command: OwnerCommand) {
         let owner = owner_of(command.stream_name(), self.shard_count);
-        self.send_to(owner, ShardMessage::JetStreamOwner(Box::new(command)));
+        self.send_to(owner, JetStreamMessage::Owner(Box::new(command)));
     }
 
     /// Tells `name`'s owner shard where the stream lives (`None`: gone).
@@ -1212,7 +1212,7 @@ impl JetStream {
         let owner = owner_of(name, self.shard_count);
         self.send_to(
             owner,
-            ShardMessage::JetStreamPlacement {
+            JetStreamMessage::Placement {
                 name: name.to_string(),
                 peers: placement.map(|placement| placement.peers.clone()),
             },
@@ -1596,8 +1596,8 @@ impl JetStream {
         if *announced != Some((leader, caught_up)) {
             *announced = Some((leader, caught_up));
             for shard in 0..self.shard_count {
-                self.send_to(shard, ShardMessage::JetStreamMetaLeader(leader));
-                self.send_to(shard, ShardMessage::JetStreamMetaReady(caught_up));
+                self.send_to(shard, JetStreamMessage::MetaLeader(leader));
+                self.send_to(shard, JetStreamMessage::MetaReady(caught_up));
             }
         }
     }

@@ -41,7 +41,7 @@ use super::api::responses::{self, AccountInfo};
 use super::replication;
 use super::stream::config::StorageType;
 use super::{now_unix_ns, ApiRequest, Gathered, JetStream, LIST_LIMIT};
-use crate::nats::interest::{InternalHandler, InternalSubscription};
+use crate::internal::{InternalScope, InternalSubscription};
 
 /// How long the meta leader waits for the answers (nats-server's 4 s).
 pub const CLUSTER_GATHER_TIMEOUT: Duration = Duration::from_secs(4);
@@ -152,11 +152,11 @@ impl JetStream {
     /// Shard 0 of a clustered node: subscribes its gather inbox, which
     /// other nodes route here.
     pub(super) fn subscribe_gather_inbox(&self, node: u64) {
-        let subscription = Rc::new(InternalSubscription {
-            subject: Bytes::from(format!("{GATHER_INBOX_PREFIX}{node:x}.>")),
-            announced: true,
-            handler: InternalHandler::GatherReply,
-        });
+        let subscription = Rc::new(InternalSubscription::new(
+            Bytes::from(format!("{GATHER_INBOX_PREFIX}{node:x}.>")),
+            InternalScope::Cluster,
+            self.sink(super::sink::Role::GatherReply),
+        ));
         let shard = self.shard();
         let update = shard
             .router

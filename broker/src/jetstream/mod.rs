@@ -57,12 +57,14 @@ pub mod identity;
 pub mod journal_location;
 pub mod layout;
 pub mod listing;
+pub mod message;
 pub mod meta;
 pub mod meta_membership;
 pub mod persist;
 pub mod recovery;
 pub mod replication;
 pub mod sim;
+pub mod sink;
 pub mod stepdown;
 pub mod store_check;
 pub mod stream;
@@ -84,12 +86,13 @@ use tern_storage::free_space::{filesystem_free_bytes, FreeSpace};
 use tern_storage::Journal;
 
 use crate::config::JetStreamConfig;
-use crate::mesh::message::ShardMessage;
-use crate::nats::interest::{InternalHandler, InternalSubscription};
+use crate::internal::{InternalScope, InternalSink, InternalSubscription};
+use crate::mesh::PeerSender;
 use crate::shard::Shard;
 use api::error::ApiError;
 use api::responses::{ApiReply, Outcome};
 use api::{requests, responses};
+use message::JetStreamMessage;
 use meta::{Catalog, MetaChange, MetaOperation, MetaRefusal, StoreLimits};
 use persist::StreamFilesError;
 use recovery::StreamStartError;
@@ -184,7 +187,7 @@ pub enum OwnerCommand {
         reply: Option<Bytes>,
         /// In a cluster: the meta entry (its index) whose apply asked for
         /// this deletion; shard 0 is told when it is done
-        /// ([`ShardMessage::JetStreamDeleted`]), so the meta leader answers
+        /// ([`JetStreamMessage::Deleted`]), so the meta leader answers
         /// a delete only once every node it reaches has carried it out.
         meta_index: Option<u64>,
     },
@@ -298,6 +301,8 @@ pub struct JetStream {
     config: JetStreamConfig,
     root: PathBuf,
     shard: Weak<Shard>,
+    /// This JetStream, for the sinks it hands the router.
+    this: Weak<JetStream>,
     journal: OnceCell<Rc<Journal<DmaDevice>>>,
     /// The Raft groups of the streams this shard owns, and their driver.
     groups: OnceCell<Rc<StreamGroups>>,
@@ -350,17 +355,18 @@ impl JetStream {
         config: JetStreamConfig,
         root: PathBuf,
         free_space: FreeSpace,
-    ) -> JetStream {
+    ) -> Rc<JetStream> {
         let limits = StoreLimits {
             max_file_bytes: config.max_file_bytes,
             max_memory_bytes: config.max_memory_bytes,
         };
-        JetStream {
+        Rc::new_cyclic(|this| JetStream {
             index: shard.index,
             shard_count: shard.shard_count,
             config,
             root,
             shard: Rc::downgrade(shard),
+            this: this.clone(),
             journal: OnceCell::new(),
             groups: OnceCell::new(),
             journal_damage: RefCell::new(None),
@@ -384,7 +390,7 @@ impl JetStream {
             stop_waiters: Waiters::new(),
             free_space: RefCell::new(free_space),
             storage_refusing: Cell::new(false),
-        }
+        })
     }
 
     /// The shard's journal. Only file streams use it, and none runs on a
@@ -507,19 +513,47 @@ impl JetStream {
         Ok(handle)
     }
 
+    /// `$JS.API.>` on this shard only: every shard takes its clients'
+    /// requests and forwards what another shard answers.
+    fn subscribe_api(&self) {
+        let api = Rc::new(InternalSubscription::new(
+            Bytes::from_static(b"$JS.API.>"),
+            InternalScope::Shard,
+            self.sink(sink::Role::Api),
+        ));
+        let update = self.shard().router.borrow_mut().add_internal(&api);
+        assert!(matches!(update, Ok(None)), "a valid subject, not announced");
+    }
+
+    /// A sink for the router that hands JetStream (this shard's) what it
+    /// matched, as `role`.
+    fn sink(&self, role: sink::Role) -> Rc<dyn InternalSink> {
+        Rc::new(sink::JetStreamSink {
+            js: self.this.clone(),
+            role,
+        })
+    }
+
     fn stream_subscriptions(
+        &self,
         handle: &Rc<StreamHandle>,
         config: &StreamConfig,
     ) -> Vec<Rc<InternalSubscription>> {
+        let subscription = |subject: Bytes, role: sink::Role| {
+            Rc::new(InternalSubscription::new(
+                subject,
+                InternalScope::Cluster,
+                self.sink(role),
+            ))
+        };
         let mut subscriptions: Vec<Rc<InternalSubscription>> = config
             .subjects
             .iter()
             .map(|subject| {
-                Rc::new(InternalSubscription {
-                    subject: Bytes::copy_from_slice(subject.as_bytes()),
-                    announced: true,
-                    handler: InternalHandler::Stream(handle.clone()),
-                })
+                subscription(
+                    Bytes::copy_from_slice(subject.as_bytes()),
+                    sink::Role::Stream(handle.clone()),
+                )
             })
             .collect();
         // Acks, and push consumers' flow control replies.
@@ -527,22 +561,20 @@ impl JetStream {
             format!("$JS.ACK.{}.>", config.name),
             format!("$JS.FC.{}.>", config.name),
         ] {
-            subscriptions.push(Rc::new(InternalSubscription {
-                subject: Bytes::from(subject),
-                announced: true,
-                handler: InternalHandler::Ack(handle.clone()),
-            }));
+            subscriptions.push(subscription(
+                Bytes::from(subject),
+                sink::Role::Ack(handle.clone()),
+            ));
         }
         if config.allow_direct {
             for subject in [
                 format!("$JS.API.DIRECT.GET.{}", config.name),
                 format!("$JS.API.DIRECT.GET.{}.>", config.name),
             ] {
-                subscriptions.push(Rc::new(InternalSubscription {
-                    subject: Bytes::from(subject),
-                    announced: true,
-                    handler: InternalHandler::DirectGet(handle.clone()),
-                }));
+                subscriptions.push(subscription(
+                    Bytes::from(subject),
+                    sink::Role::DirectGet(handle.clone()),
+                ));
             }
         }
         subscriptions
@@ -550,7 +582,7 @@ impl JetStream {
 
     fn subscribe_stream(&self, handle: &Rc<StreamHandle>, config: &StreamConfig) {
         let shard = self.shard();
-        let subscriptions = Self::stream_subscriptions(handle, config);
+        let subscriptions = self.stream_subscriptions(handle, config);
         for subscription in &subscriptions {
             let update = shard.router.borrow_mut().add_internal(subscription);
             match update {
@@ -668,20 +700,25 @@ impl JetStream {
             message.extend_from_slice(&payload);
             shard.publish_internal(&reply, headers.len(), &message);
         } else {
-            shard.links.send(
+            self.peers().send(
                 origin,
-                ShardMessage::JetStreamReply(Box::new((reply, headers, payload))),
+                JetStreamMessage::Reply(Box::new((reply, headers, payload))),
             );
         }
     }
 
-    fn send_to(self: &Rc<Self>, target: usize, message: ShardMessage) {
+    fn send_to(self: &Rc<Self>, target: usize, message: JetStreamMessage) {
         if target == self.index {
             let js = self.clone();
             glommio::spawn_local(async move { js.handle_shard_message(message) }).detach();
         } else {
-            self.shard().links.send(target, message);
+            self.peers().send(target, message);
         }
+    }
+
+    /// How this JetStream reaches the other shards' (the node's outboxes).
+    fn peers(&self) -> Rc<dyn PeerSender<JetStreamMessage>> {
+        self.shard().links.clone()
     }
 
     /// The cluster's name, in a cluster.
@@ -764,7 +801,7 @@ impl JetStream {
             // In a cluster the names, the list and the account's figures
             // are the meta leader's (shard 0).
             ["INFO"] | ["STREAM", "NAMES" | "LIST"] if self.is_clustered() => {
-                self.send_to(META_SHARD, ShardMessage::JetStreamApi(Box::new(request)));
+                self.send_to(META_SHARD, JetStreamMessage::Api(Box::new(request)));
             }
             ["INFO"] => {
                 let js = self.clone();
@@ -794,7 +831,7 @@ impl JetStream {
                 self.on_join_request(&request)
             }
             ["SERVER", "REMOVE"] if self.is_clustered() => {
-                self.send_to(META_SHARD, ShardMessage::JetStreamApi(Box::new(request)));
+                self.send_to(META_SHARD, JetStreamMessage::Api(Box::new(request)));
             }
             ["STREAM", "NAMES"] | ["STREAM", "LIST"] => {
                 let js = self.clone();
@@ -802,7 +839,7 @@ impl JetStream {
                 glommio::spawn_local(async move { js.names_or_list(request, list).await }).detach();
             }
             ["STREAM", "CREATE" | "UPDATE" | "DELETE", _] => {
-                self.send_to(META_SHARD, ShardMessage::JetStreamApi(Box::new(request)));
+                self.send_to(META_SHARD, JetStreamMessage::Api(Box::new(request)));
             }
             ["STREAM", "INFO" | "PURGE", name]
             | ["STREAM", "MSG", "GET" | "DELETE", name]
@@ -811,18 +848,18 @@ impl JetStream {
             | ["CONSUMER", "NAMES" | "LIST", name]
             | ["CONSUMER", "DURABLE", "CREATE", name, ..] => {
                 let owner = owner_of(name, self.shard_count);
-                self.send_to(owner, ShardMessage::JetStreamApi(Box::new(request)));
+                self.send_to(owner, JetStreamMessage::Api(Box::new(request)));
             }
             ["STREAM", "LEADER", "STEPDOWN", name] if self.is_clustered() => {
                 let owner = owner_of(name, self.shard_count);
-                self.send_to(owner, ShardMessage::JetStreamApi(Box::new(request)));
+                self.send_to(owner, JetStreamMessage::Api(Box::new(request)));
             }
             ["META", "LEADER", "STEPDOWN"] if self.is_clustered() => {
-                self.send_to(META_SHARD, ShardMessage::JetStreamApi(Box::new(request)));
+                self.send_to(META_SHARD, JetStreamMessage::Api(Box::new(request)));
             }
             ["CONSUMER", "LEADER", "STEPDOWN", name, _] if self.is_clustered() => {
                 let owner = owner_of(name, self.shard_count);
-                self.send_to(owner, ShardMessage::JetStreamApi(Box::new(request)));
+                self.send_to(owner, JetStreamMessage::Api(Box::new(request)));
             }
             ["CONSUMER", "LEADER", "STEPDOWN", _, _] => {
                 self.answer_here(
@@ -839,7 +876,7 @@ impl JetStream {
                 );
             }
             ["STREAM", "PEER", "REMOVE", _] if self.is_clustered() => {
-                self.send_to(META_SHARD, ShardMessage::JetStreamApi(Box::new(request)));
+                self.send_to(META_SHARD, JetStreamMessage::Api(Box::new(request)));
             }
             ["STREAM", "PEER", "REMOVE", _] => {
                 self.answer_here(
@@ -868,22 +905,22 @@ impl JetStream {
     }
 
     /// Handles what another shard (or this one) sent JetStream.
-    pub fn handle_shard_message(self: &Rc<Self>, message: ShardMessage) {
+    pub fn handle_shard_message(self: &Rc<Self>, message: JetStreamMessage) {
         match message {
-            ShardMessage::JetStreamApi(request) => self.handle_request(*request),
-            ShardMessage::JetStreamOwner(command) => self.queue_owner_command(*command),
-            ShardMessage::JetStreamDeleted { meta_index } => self.deletion_done(meta_index),
-            ShardMessage::JetStreamCreateFailed { name } => {
+            JetStreamMessage::Api(request) => self.handle_request(*request),
+            JetStreamMessage::Owner(command) => self.queue_owner_command(*command),
+            JetStreamMessage::Deleted { meta_index } => self.deletion_done(meta_index),
+            JetStreamMessage::CreateFailed { name } => {
                 // In a cluster the meta group's catalog keeps it (the
                 // stream is offline on its node, not gone).
                 if self.meta.get().is_none() {
                     self.catalog.borrow_mut().forget(&name);
                 }
             }
-            ShardMessage::JetStreamPlacement { name, peers } => self.set_placement(name, peers),
-            ShardMessage::JetStreamMetaReady(ready) => self.meta_ready.set(ready),
-            ShardMessage::JetStreamMetaLeader(leader) => self.set_meta_leader(leader),
-            ShardMessage::JetStreamReply(reply) => {
+            JetStreamMessage::Placement { name, peers } => self.set_placement(name, peers),
+            JetStreamMessage::MetaReady(ready) => self.meta_ready.set(ready),
+            JetStreamMessage::MetaLeader(leader) => self.set_meta_leader(leader),
+            JetStreamMessage::Reply(reply) => {
                 let (reply, headers, payload) = *reply;
                 let mut message = Vec::with_capacity(headers.len() + payload.len());
                 message.extend_from_slice(&headers);
@@ -891,12 +928,12 @@ impl JetStream {
                 self.shard()
                     .publish_internal(&reply, headers.len(), &message);
             }
-            ShardMessage::JetStreamGather { id, origin, detail } => {
+            JetStreamMessage::Gather { id, origin, detail } => {
                 if detail == GatherDetail::default() {
                     let gathered = self.gather_local();
                     return self.send_to(
                         origin,
-                        ShardMessage::JetStreamGathered {
+                        JetStreamMessage::Gathered {
                             id,
                             gathered: Box::new(gathered),
                         },
@@ -908,7 +945,7 @@ impl JetStream {
                     let gathered = js.gather_local_with(detail).await;
                     js.send_to(
                         origin,
-                        ShardMessage::JetStreamGathered {
+                        JetStreamMessage::Gathered {
                             id,
                             gathered: Box::new(gathered),
                         },
@@ -916,14 +953,13 @@ impl JetStream {
                 })
                 .detach();
             }
-            ShardMessage::JetStreamGathered { id, gathered } => {
+            JetStreamMessage::Gathered { id, gathered } => {
                 let pending = self.gathers.borrow().get(&id).cloned();
                 if let Some(pending) = pending {
                     pending.parts.borrow_mut().push(*gathered);
                     pending.arrived.wake_all();
                 }
             }
-            other => unreachable!("not a JetStream message: {other:?}"),
         }
     }
 
@@ -1126,7 +1162,7 @@ impl JetStream {
             },
         };
         let owner = owner_of(name, self.shard_count);
-        self.send_to(owner, ShardMessage::JetStreamOwner(Box::new(command)));
+        self.send_to(owner, JetStreamMessage::Owner(Box::new(command)));
     }
 
     /// The catalog's decision on a create, update or delete (a new
@@ -1272,7 +1308,7 @@ impl JetStream {
                     Err(error) => {
                         log::error!(target: "tern::jetstream", "creating stream {name}: {error}");
                         let _ = self.remove_stream_files(&name).await;
-                        self.send_to(META_SHARD, ShardMessage::JetStreamCreateFailed { name });
+                        self.send_to(META_SHARD, JetStreamMessage::CreateFailed { name });
                         if let Some(reply) = reply.filter(|_| answers_failure) {
                             self.respond(
                                 origin,
@@ -1343,7 +1379,7 @@ impl JetStream {
             } => {
                 self.delete_copy(&name, origin, reply).await;
                 if let Some(meta_index) = meta_index {
-                    self.send_to(META_SHARD, ShardMessage::JetStreamDeleted { meta_index });
+                    self.send_to(META_SHARD, JetStreamMessage::Deleted { meta_index });
                 }
             }
         }
@@ -1714,17 +1750,11 @@ impl JetStream {
             arrived: Waiters::new(),
         });
         self.gathers.borrow_mut().insert(id, pending.clone());
-        let shard = self.shard();
-        for peer in shard.links.peers() {
-            shard.links.send(
-                peer,
-                ShardMessage::JetStreamGather {
-                    id,
-                    origin: self.index,
-                    detail,
-                },
-            );
-        }
+        self.peers().broadcast(&mut || JetStreamMessage::Gather {
+            id,
+            origin: self.index,
+            detail,
+        });
         let all = pending
             .arrived
             .wait_until(|| pending.parts.borrow().len() >= pending.expected);

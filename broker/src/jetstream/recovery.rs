@@ -24,7 +24,6 @@
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
 
-use bytes::Bytes;
 use rustc_hash::{FxHashMap, FxHashSet};
 use tern_storage::block_store::DmaFiles;
 use tern_storage::dma::{DmaDevice, SyncMethod};
@@ -45,7 +44,6 @@ use super::{
     META_SHARD,
 };
 use crate::config::JetStreamConfig;
-use crate::nats::interest::{InternalHandler, InternalSubscription};
 use crate::shard::Shard;
 
 /// Why JetStream cannot open on this shard: the server does not start.
@@ -472,7 +470,7 @@ impl JetStream {
                 std::fs::remove_dir_all(&trash).map_err(RecoveryError::io(&trash))?;
             }
         }
-        let js = Rc::new(JetStream::new(shard, config, root, free_space));
+        let js = JetStream::new(shard, config, root, free_space);
         // 1. Stream configs (and, for owned streams, Raft state).
         let found = js.find_streams(shard).await?;
         // 2. The journal: records of owned streams past their checkpoint.
@@ -512,7 +510,10 @@ impl JetStream {
         js.rebuild_lost_checkpoints(found.checkpoint_lost, &votes.kept, damage.is_some())
             .await;
         // 4. The API.
-        js.subscribe_api(shard);
+        js.subscribe_api();
+        if let Some(meta) = js.meta.get() {
+            js.subscribe_gather_inbox(meta.node_id);
+        }
         assert!(js.groups.get().is_some(), "the Raft groups' driver runs");
         Ok(js)
     }
@@ -1071,24 +1072,6 @@ impl JetStream {
             self.damaged_configs
                 .borrow_mut()
                 .insert(name, Box::new(config));
-        }
-    }
-
-    /// The API's subscription (`$JS.API.>`, this node's own), and on the
-    /// meta shard of a cluster the gather inbox.
-    fn subscribe_api(&self, shard: &Rc<Shard>) {
-        let api = Rc::new(InternalSubscription {
-            subject: Bytes::from_static(b"$JS.API.>"),
-            announced: false,
-            handler: InternalHandler::JetStreamApi,
-        });
-        shard
-            .router
-            .borrow_mut()
-            .add_internal(&api)
-            .expect("a valid subject");
-        if let Some(meta) = self.meta.get() {
-            self.subscribe_gather_inbox(meta.node_id);
         }
     }
 

@@ -16,13 +16,13 @@ use std::task::{Poll, Waker};
 
 use tern_shard::{Mesh, MeshError, Waiters};
 
-use crate::mesh::message::ShardMessage;
+use crate::mesh::{MeshMessage, PeerSender};
 
 /// Messages an outbox holds before senders that can wait are made to.
 pub const OUTBOX_MESSAGES_MAX: usize = 4096;
 
-struct Link {
-    queue: RefCell<VecDeque<ShardMessage>>,
+struct Link<M> {
+    queue: RefCell<VecDeque<M>>,
     /// The sender task holds a message it popped and is sending it.
     in_flight: Cell<bool>,
     /// Highest interest sequence from this peer applied here, not yet acknowledged.
@@ -31,7 +31,7 @@ struct Link {
     space_waiters: Waiters,
 }
 
-impl Link {
+impl<M> Link<M> {
     fn wake_sender(&self) {
         if let Some(waker) = self.sender_waker.borrow_mut().take() {
             waker.wake();
@@ -39,14 +39,14 @@ impl Link {
     }
 }
 
-pub struct PeerLinks {
-    mesh: Rc<Mesh<ShardMessage>>,
-    links: Vec<Link>,
+pub struct PeerLinks<M: Send + 'static> {
+    mesh: Rc<Mesh<M>>,
+    links: Vec<Link<M>>,
     dropped: Cell<u64>,
 }
 
-impl PeerLinks {
-    pub fn new(mesh: Rc<Mesh<ShardMessage>>) -> Rc<PeerLinks> {
+impl<M: MeshMessage + Send + 'static> PeerLinks<M> {
+    pub fn new(mesh: Rc<Mesh<M>>) -> Rc<PeerLinks<M>> {
         let links = (0..mesh.shard_count())
             .map(|_| Link {
                 queue: RefCell::new(VecDeque::new()),
@@ -86,7 +86,7 @@ impl PeerLinks {
     }
 
     /// Queues `message` for `peer` without waiting.
-    pub fn send(&self, peer: usize, message: ShardMessage) {
+    pub fn send(&self, peer: usize, message: M) {
         let link = &self.links[peer];
         let idle = link.queue.borrow().is_empty() && !link.in_flight.get();
         let message = if idle {
@@ -106,7 +106,7 @@ impl PeerLinks {
     }
 
     /// Sends `message` to every peer (`make` builds each copy).
-    pub fn broadcast(&self, mut make: impl FnMut() -> ShardMessage) {
+    pub fn broadcast(&self, mut make: impl FnMut() -> M) {
         for peer in self.peers() {
             self.send(peer, make());
         }
@@ -146,7 +146,7 @@ impl PeerLinks {
         loop {
             let next = std::future::poll_fn(|context| {
                 if let Some(sequence) = link.pending_ack.take() {
-                    return Poll::Ready(ShardMessage::InterestApplied { sequence });
+                    return Poll::Ready(M::acknowledgement(sequence));
                 }
                 if let Some(message) = link.queue.borrow_mut().pop_front() {
                     return Poll::Ready(message);
@@ -166,5 +166,23 @@ impl PeerLinks {
                 link.space_waiters.wake_all();
             }
         }
+    }
+}
+
+impl<M, S> PeerSender<S> for PeerLinks<M>
+where
+    M: MeshMessage + Send + 'static,
+    S: Into<M>,
+{
+    fn send(&self, peer: usize, message: S) {
+        PeerLinks::send(self, peer, message.into());
+    }
+
+    fn index(&self) -> usize {
+        PeerLinks::index(self)
+    }
+
+    fn shard_count(&self) -> usize {
+        PeerLinks::shard_count(self)
     }
 }

@@ -16,10 +16,10 @@ use futures_lite::{AsyncReadExt, AsyncWriteExt};
 use glommio::net::{TcpListener, TcpStream};
 use serde::Serialize;
 
-use crate::mesh::message::ReportKind;
 use crate::monitor::{cluster, jsz};
 use crate::proto::info::{NATS_COMPATIBLE_VERSION, TERN_VERSION};
 use crate::shard::Shard;
+use crate::stats::ReportKind;
 use crate::stats::{ConnectionInfo, RouteInfo, ShardReport};
 use crate::timestamp::{go_duration, Civil};
 

@@ -1,7 +1,5 @@
 //! The NATS client protocol's connections: one connection's state and
-//! tasks ([`conn`]) and the interest index of a shard ([`interest`]; it
-//! moves to `routing/` with the publish path). The codec is
-//! [`crate::proto`]; the subject trie [`crate::routing::sublist`].
+//! tasks ([`conn`]). The codec is [`crate::proto`]; interest and the
+//! publish path are [`crate::routing`]'s.
 
 pub mod conn;
-pub mod interest;

@@ -1,5 +1,9 @@
-//! Who is subscribed where and how a message finds them. Today: the subject
-//! trie ([`sublist`]); the interest index and the publish path move here
-//! from `nats/interest.rs` and `shard.rs` (docs/ARCHITECTURE: layers).
+//! Who is subscribed where and how a message finds them: the subject trie
+//! ([`sublist`]), one shard's interest index over its clients', its
+//! internal sinks', other shards' and other nodes' subscriptions
+//! ([`interest`]), and what shards tell each other about it ([`message`]).
+//! The publish path moves here from `shard.rs` (docs/ARCHITECTURE: layers).
 
+pub mod interest;
+pub mod message;
 pub mod sublist;

@@ -15,6 +15,7 @@ use bytes::Bytes;
 use rustc_hash::FxHashMap;
 
 use crate::proto::subject::{self, is_full_wildcard, is_single_wildcard};
+pub use crate::stats::SublistStats;
 
 /// Match results cached at most; past it a quarter is evicted.
 pub const CACHE_ENTRIES_MAX: usize = 1024;
@@ -111,17 +112,6 @@ impl<T> Node<T> {
             && self.plain.is_empty()
             && self.queues.is_empty()
     }
-}
-
-/// Counters for `/subsz`.
-#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
-pub struct SublistStats {
-    pub inserts: u64,
-    pub removes: u64,
-    pub matches: u64,
-    pub cache_hits: u64,
-    pub fanout_max: u64,
-    pub fanout_total: u64,
 }
 
 pub struct Sublist<T> {

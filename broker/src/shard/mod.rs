@@ -29,18 +29,23 @@ use crate::cluster::frame::RoutedFrame;
 use crate::cluster::link::RouteLink;
 use crate::cluster::routes::Routes;
 use crate::config::Config;
+use crate::internal::InternalSubscription;
 use crate::jetstream::JetStream;
-use crate::mesh::message::{InterestUpdate, ReportKind, RoutedMessage, ShardMessage};
 use crate::mesh::outbox::PeerLinks;
 use crate::nats::conn::{self, Client, CloseReason, Subscription};
-use crate::nats::interest::{InternalHandler, InternalSubscription, Router, Target};
 use crate::proto::encode::{self, Delivery};
 use crate::proto::errors;
 use crate::proto::info::{ServerInfo, NATS_COMPATIBLE_VERSION, TERN_VERSION};
 use crate::proto::parser::Publish;
+use crate::routing::interest::{Router, Target};
+use crate::routing::message::RoutingMessage::{self, Deliver};
+use crate::routing::message::{InterestUpdate, RoutedMessage};
 use crate::routing::sublist::QueueMatches;
-use crate::stats::{self, ConnectionInfo, RouteInfo, ShardCounters, ShardReport};
+use crate::stats::{self, ConnectionInfo, ReportKind, RouteInfo, ShardCounters, ShardReport};
 use crate::timestamp::{go_duration, Civil};
+use message::ShardMessage;
+
+pub mod message;
 
 /// How long monitoring waits for the other shards' reports.
 pub const REPORT_TIMEOUT: Duration = Duration::from_secs(2);
@@ -104,7 +109,7 @@ pub struct Shard {
     pub config: Config,
     pub shared: Arc<Shared>,
     pub router: RefCell<Router>,
-    pub links: Rc<PeerLinks>,
+    pub links: Rc<PeerLinks<ShardMessage>>,
     pub counters: ShardCounters,
     pub shutdown: Shutdown,
     clients: RefCell<FxHashMap<u64, Rc<Client>>>,
@@ -194,7 +199,7 @@ pub struct ShardPosition {
 /// node (and how far it has handled each peer's), and its routes to the
 /// other nodes (clustered only).
 pub struct ShardLinks {
-    pub peers: Rc<PeerLinks>,
+    pub peers: Rc<PeerLinks<ShardMessage>>,
     pub ring_progress: Vec<(usize, Rc<RingProgress>)>,
     pub routes: Option<Routes>,
 }
@@ -433,7 +438,7 @@ impl Shard {
 
     pub fn broadcast_interest(&self, update: InterestUpdate) {
         self.links
-            .broadcast(|| ShardMessage::Interest(update.clone()));
+            .broadcast(|| RoutingMessage::Interest(update.clone()).into());
     }
 
     /// Tells the other nodes (over this shard's routes) how this node's
@@ -665,7 +670,7 @@ impl Shard {
             let mut routed =
                 RoutedMessage::routed_as(routing, subject, reply, header_bytes, message, queues);
             routed.from_node = from_node;
-            self.links.send(peer, ShardMessage::Deliver(routed));
+            self.links.send(peer, Deliver(routed).into());
             stats::add(&self.counters.forwarded_msgs, 1);
             delivered = true;
         }
@@ -693,62 +698,16 @@ impl Shard {
         }
     }
 
-    /// Hands a message to JetStream. The API subscription is local to each
-    /// shard, so a forwarded message (`local` false) never reaches it twice.
+    /// Hands a message to the server's own subscriber (JetStream). A
+    /// forwarded message (`local` false) reaches a sink on every shard
+    /// (the API's) only where it was published.
     fn deliver_internal(
         &self,
         internal: &InternalSubscription,
         delivery: &Delivery<'_>,
         local: bool,
     ) -> bool {
-        let Some(jetstream) = self.jetstream.get() else {
-            return false;
-        };
-        match &internal.handler {
-            InternalHandler::JetStreamApi => {
-                local
-                    && jetstream.on_api(
-                        delivery.subject,
-                        delivery.reply,
-                        delivery.header_bytes,
-                        delivery.message,
-                    )
-            }
-            InternalHandler::Stream(handle) => {
-                jetstream.on_stream_publish(
-                    handle,
-                    delivery.subject,
-                    delivery.reply,
-                    delivery.header_bytes,
-                    delivery.message,
-                );
-                true
-            }
-            InternalHandler::Ack(handle) => {
-                jetstream.on_ack(
-                    handle,
-                    delivery.subject,
-                    delivery.reply,
-                    &delivery.message[delivery.header_bytes..],
-                );
-                true
-            }
-            InternalHandler::GatherReply => {
-                jetstream
-                    .on_gather_reply(delivery.subject, &delivery.message[delivery.header_bytes..]);
-                true
-            }
-            InternalHandler::DirectGet(handle) => {
-                jetstream.on_direct_get(
-                    handle,
-                    delivery.subject,
-                    delivery.reply,
-                    delivery.header_bytes,
-                    delivery.message,
-                );
-                true
-            }
-        }
+        internal.sink.receive(delivery, local)
     }
 
     /// Waits (bounded) until every peer applied this shard's interest updates.
@@ -1046,8 +1005,36 @@ impl Shard {
 
     fn handle_peer_message(self: &Rc<Self>, peer: usize, message: ShardMessage) {
         match message {
-            ShardMessage::Deliver(routed) => self.deliver_routed(&routed),
-            ShardMessage::Interest(update) => {
+            ShardMessage::Routing(message) => self.handle_routing_message(peer, message),
+            ShardMessage::ReportRequest { id, kind } => {
+                let report = Box::new(self.report(kind));
+                self.links.send(peer, ShardMessage::Report { id, report });
+            }
+            ShardMessage::Started => {
+                self.started_peers.set(self.started_peers.get() + 1);
+                self.started_waiters.wake_all();
+            }
+            ShardMessage::JetStream(message) => match self.jetstream.get() {
+                Some(jetstream) => jetstream.handle_shard_message(message),
+                None => {
+                    log::error!(target: "tern::jetstream", "shard {}: JetStream message without JetStream: {message:?}", self.index)
+                }
+            },
+            ShardMessage::Reload(settings) => self.apply_reload(&settings),
+            ShardMessage::Report { id, report } => {
+                let pending = self.pending_reports.borrow().get(&id).cloned();
+                if let Some(pending) = pending {
+                    pending.reports.borrow_mut().push(*report);
+                    pending.arrived.wake_all();
+                }
+            }
+        }
+    }
+
+    fn handle_routing_message(&self, peer: usize, message: RoutingMessage) {
+        match message {
+            RoutingMessage::Deliver(routed) => self.deliver_routed(&routed),
+            RoutingMessage::Interest(update) => {
                 log::debug!(
                     target: "tern::interest",
                     "shard {}: apply {} from shard {peer}: {:?} count {}",
@@ -1061,7 +1048,7 @@ impl Shard {
                 self.interest_changed.wake_all();
                 self.links.acknowledge(peer, update.sequence);
             }
-            ShardMessage::NodeInterest(relay) => {
+            RoutingMessage::NodeInterest(relay) => {
                 // The relaying shard applied it first: refused there, it
                 // was never relayed.
                 self.router
@@ -1076,12 +1063,12 @@ impl Shard {
                     .expect("a relayed update was accepted by the shard that heard it");
                 self.interest_changed.wake_all();
             }
-            ShardMessage::NodeSourceClosed { node_id } => {
+            RoutingMessage::NodeSourceClosed { node_id } => {
                 log::debug!(target: "tern::interest", "shard {}: node {node_id:#x}'s interest heard on shard {peer}'s route forgotten", self.index);
                 self.router.borrow_mut().forget_node_source(node_id, peer);
                 self.interest_changed.wake_all();
             }
-            ShardMessage::InterestApplied { sequence } => {
+            RoutingMessage::InterestApplied { sequence } => {
                 let ready = self.router.borrow_mut().record_applied(peer, sequence);
                 self.interest_applied.wake_all();
                 log::debug!(
@@ -1092,37 +1079,6 @@ impl Shard {
                 );
                 for client in ready {
                     client.send_pong(self);
-                }
-            }
-            ShardMessage::ReportRequest { id, kind } => {
-                let report = Box::new(self.report(kind));
-                self.links.send(peer, ShardMessage::Report { id, report });
-            }
-            ShardMessage::Started => {
-                self.started_peers.set(self.started_peers.get() + 1);
-                self.started_waiters.wake_all();
-            }
-            message @ (ShardMessage::JetStreamApi(_)
-            | ShardMessage::JetStreamOwner(_)
-            | ShardMessage::JetStreamCreateFailed { .. }
-            | ShardMessage::JetStreamPlacement { .. }
-            | ShardMessage::JetStreamDeleted { .. }
-            | ShardMessage::JetStreamMetaReady(_)
-            | ShardMessage::JetStreamMetaLeader(_)
-            | ShardMessage::JetStreamReply(_)
-            | ShardMessage::JetStreamGather { .. }
-            | ShardMessage::JetStreamGathered { .. }) => match self.jetstream.get() {
-                Some(jetstream) => jetstream.handle_shard_message(message),
-                None => {
-                    log::error!(target: "tern::jetstream", "shard {}: JetStream message without JetStream: {message:?}", self.index)
-                }
-            },
-            ShardMessage::Reload(settings) => self.apply_reload(&settings),
-            ShardMessage::Report { id, report } => {
-                let pending = self.pending_reports.borrow().get(&id).cloned();
-                if let Some(pending) = pending {
-                    pending.reports.borrow_mut().push(*report);
-                    pending.arrived.wake_all();
                 }
             }
         }

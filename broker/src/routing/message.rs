@@ -1,5 +1,7 @@
-//! What crosses between shards. Only these messages cross; payloads cross as
-//! `Bytes` (reference counted), nothing else is shared.
+//! What the routing layers of two shards tell each other: interest changes
+//! (a shard's own, and other nodes' it heard on its routes), their
+//! acknowledgements, and forwarded messages. Payloads cross as `Bytes`
+//! (reference counted), nothing else is shared.
 //!
 //! Ordering: each ring between two shards is FIFO, and a shard sends its
 //! interest changes (its own, and other nodes' it heard on its routes) and
@@ -7,8 +9,6 @@
 //! subscription before any message that relies on it.
 
 use bytes::Bytes;
-
-use crate::stats::ShardReport;
 
 /// A shard's interest in `subject` (and `queue`) changed: it now has `count`
 /// local subscriptions for it (0 = none), `clients` of them clients' (for a
@@ -111,18 +111,9 @@ impl RoutedMessage {
     }
 }
 
-/// What monitoring asks a shard for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ReportKind {
-    /// Counters only.
-    Counters,
-    /// Counters and every connection (for `/connz`).
-    Connections { subscriptions: bool },
-}
-
 /// Another node's interest update, heard by the sending shard on its route
 /// to node `node_id` and relayed to its node's other shards ahead of any
-/// later message from that route (`nats::interest`).
+/// later message from that route (`routing::interest`).
 #[derive(Debug, Clone)]
 pub struct NodeInterestRelay {
     pub node_id: u64,
@@ -131,8 +122,9 @@ pub struct NodeInterestRelay {
     pub weight: u32,
 }
 
+/// What the routing layer of one shard tells another's.
 #[derive(Debug)]
-pub enum ShardMessage {
+pub enum RoutingMessage {
     Interest(InterestUpdate),
     NodeInterest(NodeInterestRelay),
     /// The sender's route to node `node_id` closed or was replaced: what it
@@ -145,56 +137,6 @@ pub enum ShardMessage {
         sequence: u64,
     },
     Deliver(RoutedMessage),
-    ReportRequest {
-        id: u64,
-        kind: ReportKind,
-    },
-    Report {
-        id: u64,
-        report: Box<ShardReport>,
-    },
-    /// The sender finished starting (JetStream recovered, its streams'
-    /// interest applied everywhere); clients may connect once all have.
-    Started,
-    /// A `$JS.API` request for the shard that can answer it.
-    JetStreamApi(Box<crate::jetstream::ApiRequest>),
-    /// Meta shard -> owner: a catalog change to carry out.
-    JetStreamOwner(Box<crate::jetstream::OwnerCommand>),
-    /// Owner -> meta shard: creating the stream failed; drop the reservation.
-    JetStreamCreateFailed {
-        name: String,
-    },
-    /// Meta shard -> owner, in a cluster: where one of its streams lives
-    /// (`None`: deleted).
-    JetStreamPlacement {
-        name: String,
-        peers: Option<Vec<u64>>,
-    },
-    /// Owner -> meta shard, in a cluster: the deletion the meta entry at
-    /// `meta_index` asked for is done (this node's copy is gone).
-    JetStreamDeleted {
-        meta_index: u64,
-    },
-    /// Meta shard -> every shard, in a cluster: whether this node's meta
-    /// state is caught up (the placements sent before it are current), so
-    /// a stream it does not know does not exist.
-    JetStreamMetaReady(bool),
-    /// Meta shard -> every shard, in a cluster: who leads the meta group.
-    JetStreamMetaLeader(Option<u64>),
-    /// An API answer for the origin shard to publish: (reply, header block, payload).
-    JetStreamReply(Box<(Bytes, Bytes, Bytes)>),
-    /// Asks for this shard's streams (listings, account info).
-    JetStreamGather {
-        id: u64,
-        origin: usize,
-        detail: crate::jetstream::GatherDetail,
-    },
-    JetStreamGathered {
-        id: u64,
-        gathered: Box<crate::jetstream::Gathered>,
-    },
-    /// Shard 0 -> every shard, on SIGHUP: the settings to swap in.
-    Reload(std::sync::Arc<crate::reload::Settings>),
 }
 
 #[cfg(test)]
@@ -212,16 +154,6 @@ mod tests {
         assert_eq!(no_reply.message(), b"");
         let empty_reply = RoutedMessage::new(b"a", Some(b""), 0, b"x", vec![]);
         assert_eq!(empty_reply.reply(), Some(&b""[..]));
-    }
-
-    #[test]
-    fn shard_messages_stay_small() {
-        // Every ring slot holds one ShardMessage by value.
-        assert!(
-            std::mem::size_of::<ShardMessage>() <= 96,
-            "{}",
-            std::mem::size_of::<ShardMessage>()
-        );
     }
 
     #[test]

@@ -30,8 +30,9 @@ use std::rc::{Rc, Weak};
 use bytes::Bytes;
 use rustc_hash::FxHashMap;
 
-use crate::mesh::message::InterestUpdate;
+use crate::internal::InternalSubscription;
 use crate::nats::conn::{Client, Subscription};
+use crate::routing::message::InterestUpdate;
 use crate::routing::sublist::{InvalidSubject, Matches, Sublist, SublistEntry};
 
 /// Another shard's interest in a (subject, queue); `weight` is its number of
@@ -131,59 +132,6 @@ pub struct NodeExport {
     pub subject: Bytes,
     pub queue: Option<Bytes>,
     pub weight: u32,
-}
-
-/// A subscription the server holds itself (JetStream). Announced ones are
-/// counted and broadcast like a client's, so other shards forward matching
-/// messages here; unannounced ones are matched on this shard only.
-pub struct InternalSubscription {
-    pub subject: Bytes,
-    pub announced: bool,
-    pub handler: InternalHandler,
-}
-
-/// Who handles a message an internal subscription matched.
-#[derive(Clone)]
-pub enum InternalHandler {
-    /// `$JS.API.>` on every shard: requests are handled or forwarded from here.
-    JetStreamApi,
-    /// A stream's subjects on its owner shard: the message is stored.
-    Stream(Rc<crate::jetstream::stream::StreamHandle>),
-    /// `$JS.API.DIRECT.GET.<stream>` (and `.>`) on the owner shard, when the
-    /// stream allows direct gets.
-    DirectGet(Rc<crate::jetstream::stream::StreamHandle>),
-    /// `$JS.ACK.<stream>.>` and `$JS.FC.<stream>.>` on the owner shard:
-    /// acks and flow control replies for its consumers.
-    Ack(Rc<crate::jetstream::stream::StreamHandle>),
-    /// `$JSC.R.<node>.>` on shard 0 of a clustered node: answers to the
-    /// meta leader's listings (`jetstream::listing`).
-    GatherReply,
-}
-
-impl InternalSubscription {
-    /// Whether other nodes route matching messages here (a stream's
-    /// subjects, acks and direct gets live on the nodes that hold it; the
-    /// API subscription is every node's own).
-    pub fn cluster_wide(&self) -> bool {
-        self.announced && !matches!(self.handler, InternalHandler::JetStreamApi)
-    }
-}
-
-impl std::fmt::Debug for InternalSubscription {
-    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let kind = match &self.handler {
-            InternalHandler::JetStreamApi => "jetstream-api",
-            InternalHandler::Stream(_) => "stream",
-            InternalHandler::DirectGet(_) => "direct-get",
-            InternalHandler::Ack(_) => "ack",
-            InternalHandler::GatherReply => "gather-reply",
-        };
-        write!(
-            formatter,
-            "internal {kind} {:?}",
-            String::from_utf8_lossy(&self.subject)
-        )
-    }
 }
 
 /// What the sublist holds.
@@ -344,7 +292,7 @@ impl Router {
             Target::Internal(subscription.clone()),
         )?;
         self.generation += 1;
-        if !subscription.announced {
+        if !subscription.announced() {
             return Ok(None);
         }
         let key = (subscription.subject.clone(), None);
@@ -371,7 +319,7 @@ impl Router {
         let target = Target::Internal(subscription.clone());
         let removed = self.sublist.remove(&subscription.subject, None, &target);
         self.generation += u64::from(removed);
-        if !removed || !subscription.announced {
+        if !removed || !subscription.announced() {
             return None;
         }
         let key = (subscription.subject.clone(), None);
@@ -717,7 +665,22 @@ impl Router {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::internal::{InternalScope, InternalSink};
+    use crate::proto::encode::Delivery;
     use std::net::SocketAddr;
+
+    /// A sink that takes nothing: the router never calls it.
+    struct NoSink;
+
+    impl InternalSink for NoSink {
+        fn receive(&self, _: &Delivery<'_>, _: bool) -> bool {
+            unreachable!("the router's tests deliver nothing")
+        }
+
+        fn kind(&self) -> &'static str {
+            "test"
+        }
+    }
 
     fn client(id: u64) -> Rc<Client> {
         Rc::new(Client::new(
@@ -863,11 +826,11 @@ mod tests {
         assert_eq!(all, vec![export("w", Some("q"), 3)]);
 
         // Internal (JetStream) interest stays on this node.
-        let internal = Rc::new(InternalSubscription {
-            subject: Bytes::from_static(b"orders.>"),
-            announced: true,
-            handler: InternalHandler::JetStreamApi,
-        });
+        let internal = Rc::new(InternalSubscription::new(
+            Bytes::from_static(b"orders.>"),
+            InternalScope::Node,
+            Rc::new(NoSink),
+        ));
         let update = router.add_internal(&internal).unwrap().expect("announced");
         assert_eq!((update.count, update.clients), (1, 0));
         assert!(router.take_exports().is_empty());
