@@ -325,42 +325,58 @@ impl std::fmt::Display for HostPort {
 impl HostPort {
     /// `nats://host:port`, `nats-route://host:port`, `host:port`; `-1` as
     /// the port means "pick one" (0) where `random_port` allows it.
-    pub fn parse(text: &str, random_port: bool) -> Result<HostPort, String> {
+    pub fn parse(text: &str, random_port: bool) -> Result<HostPort, HostPortError> {
         let trimmed = text.trim();
         let rest = ["nats-route://", "nats://", "tls://"]
             .iter()
             .find_map(|scheme| trimmed.strip_prefix(scheme))
             .unwrap_or(trimmed);
+        let text = text.to_string();
         // Credentials in a route URL (`nats://user:pass@host:port`) belong
         // to route authorization, which tern does not have: refuse them.
         if rest.contains('@') {
-            return Err(format!(
-                "{text:?}: credentials in a route URL are not supported"
-            ));
+            return Err(HostPortError::Credentials { text });
         }
         let rest = rest.trim_end_matches('/');
-        let (host, port) = rest
-            .rsplit_once(':')
-            .ok_or_else(|| format!("{text:?} is not host:port"))?;
+        let Some((host, port)) = rest.rsplit_once(':') else {
+            return Err(HostPortError::NotHostPort { text });
+        };
         let host = host.trim_start_matches('[').trim_end_matches(']');
         if host.is_empty() {
-            return Err(format!("{text:?} has no host"));
+            return Err(HostPortError::NoHost { text });
         }
-        let port: i32 = port
-            .parse()
-            .map_err(|_| format!("{text:?}: {port:?} is not a port"))?;
+        let Ok(port) = port.parse::<i32>() else {
+            let port = port.to_string();
+            return Err(HostPortError::PortNotNumber { text, port });
+        };
         let port = match port {
             -1 | 0 if random_port => 0,
             port => u16::try_from(port)
                 .ok()
                 .filter(|port| *port != 0)
-                .ok_or_else(|| format!("{text:?}: {port} is not a port"))?,
+                .ok_or(HostPortError::PortOutOfRange { text, port })?,
         };
         Ok(HostPort {
             host: host.to_string(),
             port,
         })
     }
+}
+
+/// Why a `host:port` (a listen address, a route URL) was refused; each
+/// text quotes what was given.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum HostPortError {
+    #[error("{text:?}: credentials in a route URL are not supported")]
+    Credentials { text: String },
+    #[error("{text:?} is not host:port")]
+    NotHostPort { text: String },
+    #[error("{text:?} has no host")]
+    NoHost { text: String },
+    #[error("{text:?}: {port:?} is not a port")]
+    PortNotNumber { text: String, port: String },
+    #[error("{text:?}: {port} is not a port")]
+    PortOutOfRange { text: String, port: i32 },
 }
 
 /// Clustering (present when a cluster listen address is configured).
@@ -441,12 +457,25 @@ pub enum ConfigError {
         path: PathBuf,
         source: std::io::Error,
     },
-    #[error("config file {path}: {message}")]
-    Parse { path: PathBuf, message: String },
+    #[error("config file {path}: {source}")]
+    Parse {
+        path: PathBuf,
+        source: toml::de::Error,
+    },
     #[error("{field}: {message}")]
     Invalid {
         field: &'static str,
         message: String,
+    },
+    #[error("{field}: {source}")]
+    Size {
+        field: &'static str,
+        source: SizeError,
+    },
+    #[error("{field}: {source}")]
+    Address {
+        field: &'static str,
+        source: HostPortError,
     },
     #[error(transparent)]
     Authorization(#[from] AuthConfigError),
@@ -461,9 +490,19 @@ fn invalid(field: &'static str, message: impl Into<String>) -> ConfigError {
     }
 }
 
+/// The error of a size in `field`.
+fn size_error(field: &'static str) -> impl Fn(SizeError) -> ConfigError {
+    move |source| ConfigError::Size { field, source }
+}
+
+/// The error of a `host:port` in `field`.
+fn address(field: &'static str) -> impl Fn(HostPortError) -> ConfigError {
+    move |source| ConfigError::Address { field, source }
+}
+
 /// The TOML file's text as its tables (nothing checked beyond the types).
-pub fn parse_file(text: &str) -> Result<FileConfig, String> {
-    toml::from_str::<FileConfig>(text).map_err(|error| error.to_string())
+pub fn parse_file(text: &str) -> Result<FileConfig, toml::de::Error> {
+    toml::from_str::<FileConfig>(text)
 }
 
 /// nats-server's two-letter short flags clap cannot express.
@@ -496,9 +535,9 @@ impl Config {
                     path: path.clone(),
                     source,
                 })?;
-                parse_file(&text).map_err(|message| ConfigError::Parse {
+                parse_file(&text).map_err(|source| ConfigError::Parse {
                     path: path.clone(),
-                    message,
+                    source,
                 })?
             }
             None => FileConfig::default(),
@@ -550,17 +589,17 @@ impl Config {
             }
             None => CpuList::online(),
         };
-        let size =
-            |field: &'static str, flag: Option<String>, file: Option<SizeValue>, default: usize| {
-                match (flag, file) {
-                    (Some(text), _) => parse_size(&text).map_err(|message| invalid(field, message)),
-                    (None, Some(SizeValue::Bytes(bytes))) => Ok(bytes as usize),
-                    (None, Some(SizeValue::Text(text))) => {
-                        parse_size(&text).map_err(|message| invalid(field, message))
-                    }
-                    (None, None) => Ok(default),
-                }
-            };
+        let size = |field: &'static str,
+                    flag: Option<String>,
+                    file: Option<SizeValue>,
+                    default: usize| {
+            match (flag, file) {
+                (Some(text), _) => parse_size(&text).map_err(size_error(field)),
+                (None, Some(SizeValue::Bytes(bytes))) => Ok(bytes as usize),
+                (None, Some(SizeValue::Text(text))) => parse_size(&text).map_err(size_error(field)),
+                (None, None) => Ok(default),
+            }
+        };
         let duration = |field: &'static str,
                         flag: Option<String>,
                         file: Option<DurationValue>,
@@ -818,14 +857,14 @@ fn resolve_cluster(
     let file = file.unwrap_or_default();
     let listen = match (listen_flag, file.listen, file.host, file.port) {
         (Some(url), ..) | (None, Some(url), ..) => {
-            Some(HostPort::parse(&url, true).map_err(|message| invalid("cluster", message))?)
+            Some(HostPort::parse(&url, true).map_err(address("cluster"))?)
         }
         (None, None, host, Some(port)) => Some(
             HostPort::parse(
                 &format!("{}:{port}", host.as_deref().unwrap_or("0.0.0.0")),
                 true,
             )
-            .map_err(|message| invalid("cluster", message))?,
+            .map_err(address("cluster"))?,
         ),
         (None, None, _, None) => None,
     };
@@ -864,7 +903,7 @@ fn resolve_cluster(
     }
     let routes = route_texts
         .iter()
-        .map(|route| HostPort::parse(route, false).map_err(|message| invalid("routes", message)))
+        .map(|route| HostPort::parse(route, false).map_err(address("routes")))
         .collect::<Result<Vec<_>, _>>()?;
     if routes.len() > MAX_ROUTES {
         return Err(invalid("routes", format!("at most {MAX_ROUTES}")));
@@ -882,27 +921,45 @@ fn resolve_cluster(
 pub const MAX_ROUTES: usize = 64;
 
 /// `1048576`, `64KB`, `64K`, `1MiB`, `1 MB`: KB/K/KiB all mean 1024 (as nats-server).
-pub fn parse_size(text: &str) -> Result<usize, String> {
+pub fn parse_size(text: &str) -> Result<usize, SizeError> {
     let text = text.trim();
     let split = text
         .find(|c: char| !c.is_ascii_digit())
         .unwrap_or(text.len());
     let (digits, unit) = text.split_at(split);
-    let value: u64 = digits
-        .parse()
-        .map_err(|_| format!("{text:?} is not a size"))?;
+    let too_large = || SizeError::TooLarge {
+        text: text.to_string(),
+    };
+    let value: u64 = digits.parse().map_err(|_| SizeError::NotSize {
+        text: text.to_string(),
+    })?;
     let multiplier: u64 = match unit.trim().to_ascii_uppercase().as_str() {
         "" | "B" => 1,
         "K" | "KB" | "KIB" => 1 << 10,
         "M" | "MB" | "MIB" => 1 << 20,
         "G" | "GB" | "GIB" => 1 << 30,
         "T" | "TB" | "TIB" => 1 << 40,
-        _ => return Err(format!("{text:?}: unknown size unit {unit:?}")),
+        _ => {
+            return Err(SizeError::UnknownUnit {
+                text: text.to_string(),
+                unit: unit.to_string(),
+            })
+        }
     };
-    let bytes = value
-        .checked_mul(multiplier)
-        .ok_or_else(|| format!("{text:?} is too large"))?;
-    usize::try_from(bytes).map_err(|_| format!("{text:?} is too large"))
+    let bytes = value.checked_mul(multiplier).ok_or_else(too_large)?;
+    usize::try_from(bytes).map_err(|_| too_large())
+}
+
+/// Why a size (`64KB`) was refused; each text quotes what was given
+/// (trimmed).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SizeError {
+    #[error("{text:?} is not a size")]
+    NotSize { text: String },
+    #[error("{text:?}: unknown size unit {unit:?}")]
+    UnknownUnit { text: String, unit: String },
+    #[error("{text:?} is too large")]
+    TooLarge { text: String },
 }
 
 /// glommio opens directories by absolute path only (a relative one fails

@@ -12,6 +12,7 @@ use tern_shard::{run_shards, ShardContext, ShardSpec};
 
 use crate::config::absolute_data_paths;
 use crate::config::Config;
+use crate::jetstream::recovery::RecoveryError;
 use crate::jetstream::{JetStream, INTEREST_TIMEOUT};
 use crate::mesh::outbox::PeerLinks;
 use crate::monitor::http::Monitor;
@@ -40,12 +41,43 @@ pub enum ServerError {
     Runtime(#[from] tern_shard::RuntimeError),
     #[error("{0}")]
     Tls(#[from] crate::tls::TlsError),
-    #[error("shard {shard}: {message}")]
-    Shard { shard: usize, message: String },
+    #[error("shard {shard}: {source}")]
+    Shard {
+        shard: usize,
+        source: Box<ShardError>,
+    },
     #[error("{0}")]
     JetStream(String),
     #[error("{0}")]
     Cluster(String),
+}
+
+impl ServerError {
+    /// Shard `shard` stopped the server.
+    fn shard(shard: usize) -> impl FnOnce(ShardError) -> ServerError {
+        move |source| ServerError::Shard {
+            shard,
+            source: Box::new(source),
+        }
+    }
+}
+
+/// Why a shard stopped the server.
+#[derive(Debug, thiserror::Error)]
+pub enum ShardError {
+    #[error("JetStream: {0}")]
+    JetStream(#[from] RecoveryError),
+    #[error("cannot listen for clients on {address}: {source}")]
+    ClientListen {
+        address: String,
+        source: glommio::GlommioError<()>,
+    },
+    #[error("cannot listen for monitoring on {host}:{port:?}: {source}")]
+    MonitorListen {
+        host: String,
+        port: Option<u16>,
+        source: glommio::GlommioError<()>,
+    },
 }
 
 fn resolve(host: &str, port: u16) -> Result<SocketAddr, ServerError> {
@@ -364,10 +396,32 @@ pub fn run(mut config: Config) -> Result<(), ServerError> {
     // Released only now: every shard has closed its journal.
     drop(journal_device);
     for (shard, result) in results.into_iter().enumerate() {
-        result.map_err(|message| ServerError::Shard { shard, message })?;
+        result.map_err(ServerError::shard(shard))?;
     }
     log::info!(target: "tern::server", "Server Exiting..");
     Ok(())
+}
+
+/// The shard's routes accept on its cluster socket and dial the
+/// configured nodes (in a cluster).
+fn start_routes(shard: &Rc<Shard>, route_listeners: &Option<RouteListeners>) {
+    let config = &shard.shared.config;
+    let (Some(listeners), Some(cluster)) = (route_listeners, &config.cluster) else {
+        return;
+    };
+    let index = shard.index;
+    // SAFETY: the descriptor is a listening socket made for this shard
+    // alone at start-up; ownership passes to the listener here, once.
+    let listener =
+        unsafe { <TcpListener as std::os::fd::FromRawFd>::from_raw_fd(listeners.fds[index]) };
+    crate::cluster::routes::start(shard, listener);
+    if index == 0 {
+        log::info!(target: "tern::server", "Cluster name is {}", cluster.name);
+        if config.jetstream.is_some() {
+            log::info!(target: "tern::server", "JetStream clustered: the meta group forms once every configured route is connected (every node lists every node); streams take num_replicas 1, 3 or 5");
+        }
+        log::info!(target: "tern::server", "Listening for route connections on {}:{}", cluster.listen.host, listeners.port);
+    }
 }
 
 /// Test hook: with `TERN_TEST_HOLD_STARTUP=<path>`, start-up stops after
@@ -449,7 +503,7 @@ async fn shard_main(
     context: ShardContext<ShardMessage>,
     seed: u64,
     route_listeners: &Option<RouteListeners>,
-) -> Result<(), String> {
+) -> Result<(), ShardError> {
     let config = &shared.config;
     let index = context.index;
     let client_address = format!("{}:{}", config.host, shared.client_port);
@@ -508,7 +562,7 @@ async fn shard_main(
             }
             Some(Err(error)) => {
                 shutdown.trigger();
-                return Err(format!("JetStream: {error}"));
+                return Err(ShardError::JetStream(error));
             }
         }
         // Clients connect once every shard routes every stream's subjects.
@@ -528,26 +582,14 @@ async fn shard_main(
         Ok(listener) => listener,
         Err(error) => {
             shutdown.trigger();
-            return Err(format!(
-                "cannot listen for clients on {client_address}: {error}"
-            ));
+            return Err(ShardError::ClientListen {
+                address: client_address,
+                source: error,
+            });
         }
     };
     let accept = glommio::spawn_local(shard.clone().accept_loop(listener));
-    if let (Some(listeners), Some(cluster)) = (route_listeners, &config.cluster) {
-        // SAFETY: the descriptor is a listening socket made for this shard
-        // alone at start-up; ownership passes to the listener here, once.
-        let listener =
-            unsafe { <TcpListener as std::os::fd::FromRawFd>::from_raw_fd(listeners.fds[index]) };
-        crate::cluster::routes::start(&shard, listener);
-        if index == 0 {
-            log::info!(target: "tern::server", "Cluster name is {}", cluster.name);
-            if config.jetstream.is_some() {
-                log::info!(target: "tern::server", "JetStream clustered: the meta group forms once every configured route is connected (every node lists every node); streams take num_replicas 1, 3 or 5");
-            }
-            log::info!(target: "tern::server", "Listening for route connections on {}:{}", cluster.listen.host, listeners.port);
-        }
-    }
+    start_routes(&shard, route_listeners);
     let mut monitor_task = None;
     if let Some(http_listener) = http_listener {
         match http_listener {
@@ -562,10 +604,11 @@ async fn shard_main(
             }
             Err(error) => {
                 shutdown.trigger();
-                return Err(format!(
-                    "cannot listen for monitoring on {}:{:?}: {error}",
-                    config.http_host, config.http_port
-                ));
+                return Err(ShardError::MonitorListen {
+                    host: config.http_host.clone(),
+                    port: config.http_port,
+                    source: error,
+                });
             }
         }
     }

@@ -48,7 +48,7 @@ pub struct IotuneArgs {
     file_size: u64,
 }
 
-fn parse_size(text: &str) -> Result<u64, String> {
+fn parse_size(text: &str) -> Result<u64, tern_broker::config::SizeError> {
     tern_broker::config::parse_size(text).map(|bytes| bytes as u64)
 }
 

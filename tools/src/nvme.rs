@@ -73,7 +73,7 @@ pub struct CarveArgs {
     dry_run: bool,
 }
 
-fn parse_size(text: &str) -> Result<u64, String> {
+fn parse_size(text: &str) -> Result<u64, tern_broker::config::SizeError> {
     tern_broker::config::parse_size(text).map(|bytes| bytes as u64)
 }
 

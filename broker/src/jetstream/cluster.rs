@@ -39,7 +39,7 @@ use super::replication::{GroupView, MetaStatus, RaftReport, StreamGroupReport};
 use super::stepdown::{choose_target, StepdownGroup, StepdownRequest, StepdownTarget};
 use super::stream::groups::{GroupHost, Persistence};
 use super::{owner_of, persist, ApiRequest, JetStream, OwnerCommand, META_SHARD};
-use crate::cluster::multiraft::SnapshotStep;
+use crate::cluster::multiraft::{GroupError, SnapshotStep};
 use crate::jetstream::message::JetStreamMessage;
 
 /// How often a node waiting for its configured routes looks again.
@@ -203,6 +203,52 @@ pub struct Meta {
     pub(super) membership: super::meta_membership::MetaMembership,
 }
 
+/// Why the meta store (`<jetstream>/meta`: its checkpoint) cannot be
+/// opened or written, or the meta group cannot start or go on: each names
+/// the file or the entry, and the cause.
+#[derive(Debug, thiserror::Error)]
+pub enum MetaStoreError {
+    /// The meta directory cannot be created or opened.
+    #[error("{}: {source}", directory.display())]
+    Directory {
+        directory: std::path::PathBuf,
+        source: MetaDirectoryError,
+    },
+    /// A damaged checkpoint could not be moved aside.
+    #[error("moving {} aside: {source}", path.display())]
+    SetAside {
+        path: std::path::PathBuf,
+        source: std::io::Error,
+    },
+    #[error(
+        "the meta state is {bytes} bytes, over its limit of {}",
+        persist::CONFIG_JSON_BYTES_MAX
+    )]
+    CheckpointTooLarge { bytes: usize },
+    #[error("writing the meta state: {0}")]
+    WriteCheckpoint(#[source] persist::PersistError),
+    /// The checkpoint was lost and no other voter holds the catalog.
+    #[error("the meta state (meta/state) was lost and this node is the meta group's only voter: nothing to rejoin from; restore the file or remove this node's JetStream data")]
+    LostAlone,
+    /// The group could not be added to the shard's Raft groups.
+    #[error("{0}")]
+    Group(#[from] GroupError),
+    #[error("the leader's meta snapshot: {0}")]
+    Snapshot(#[source] meta::MetaDecodeError),
+    #[error("meta entry {index} arrived before the leader's snapshot on a joining node")]
+    EntryBeforeSnapshot { index: u64 },
+}
+
+/// Why the meta directory cannot be used: it cannot be created, or its
+/// files opened.
+#[derive(Debug, thiserror::Error)]
+pub enum MetaDirectoryError {
+    #[error(transparent)]
+    Create(#[from] std::io::Error),
+    #[error(transparent)]
+    Open(#[from] tern_storage::device::DeviceError),
+}
+
 /// The meta group's journal records past its checkpoint: hard state,
 /// entries, and the term through which entries were lost (0: none).
 type RecoveredMeta = (Option<HardState>, Vec<Entry>, u64);
@@ -255,12 +301,18 @@ impl Meta {
     }
 
     /// Reads the checkpoint (a node that never formed a cluster has none).
-    pub async fn open(node_id: NodeId, directory: &std::path::Path) -> Result<Meta, String> {
-        std::fs::create_dir_all(directory)
-            .map_err(|error| format!("{}: {error}", directory.display()))?;
+    pub async fn open(
+        node_id: NodeId,
+        directory: &std::path::Path,
+    ) -> Result<Meta, MetaStoreError> {
+        let directory_error = |source: MetaDirectoryError| MetaStoreError::Directory {
+            directory: directory.to_path_buf(),
+            source,
+        };
+        std::fs::create_dir_all(directory).map_err(|error| directory_error(error.into()))?;
         let files = DmaFiles::open(directory)
             .await
-            .map_err(|error| format!("{}: {error}", directory.display()))?;
+            .map_err(|error| directory_error(error.into()))?;
         let name = directory.join(persist::META_STATE_FILE);
         let read = match persist::read_meta_state(&files).await {
             Ok(Some(json)) => MetaCheckpoint::decode(&json).map_err(|error| error.to_string()),
@@ -339,7 +391,10 @@ impl Meta {
 
     /// A damaged checkpoint moved aside (`meta/state.damaged.<ns>`), kept
     /// for the operator, before the node rejoins from its peers.
-    pub fn set_aside_damaged_checkpoint(&self, directory: &std::path::Path) -> Result<(), String> {
+    pub fn set_aside_damaged_checkpoint(
+        &self,
+        directory: &std::path::Path,
+    ) -> Result<(), MetaStoreError> {
         let path = directory.join(persist::META_STATE_FILE);
         if path.exists() {
             let kept = directory.join(format!(
@@ -349,7 +404,7 @@ impl Meta {
             ));
             std::fs::rename(&path, &kept)
                 .and_then(|()| std::fs::File::open(directory)?.sync_all())
-                .map_err(|error| format!("moving {} aside: {error}", path.display()))?;
+                .map_err(|source| MetaStoreError::SetAside { path, source })?;
         }
         *self.checkpoint_damage.borrow_mut() = None;
         Ok(())
@@ -426,7 +481,7 @@ impl Meta {
         }
     }
 
-    async fn write_checkpoint(&self) -> Result<(), String> {
+    async fn write_checkpoint(&self) -> Result<(), MetaStoreError> {
         let json = {
             let mut state = self.state.borrow_mut();
             let hard_state = self.hard_state.get();
@@ -436,15 +491,11 @@ impl Meta {
             state.encode()
         };
         if json.len() > persist::CONFIG_JSON_BYTES_MAX {
-            return Err(format!(
-                "the meta state is {} bytes, over its limit of {}",
-                json.len(),
-                persist::CONFIG_JSON_BYTES_MAX
-            ));
+            return Err(MetaStoreError::CheckpointTooLarge { bytes: json.len() });
         }
         persist::write_meta_state(&self.files, &json)
             .await
-            .map_err(|error| format!("writing the meta state: {error}"))
+            .map_err(MetaStoreError::WriteCheckpoint)
     }
 }
 
@@ -503,7 +554,7 @@ impl JetStream {
     }
 
     /// Waits for the voters (first start), then runs the group.
-    async fn start_meta(self: &Rc<Self>, meta: &Rc<Meta>) -> Result<(), String> {
+    async fn start_meta(self: &Rc<Self>, meta: &Rc<Meta>) -> Result<(), MetaStoreError> {
         let shard = self.shard();
         let routes = shard.routes.as_ref().expect("clustered");
         // The configured peers, when this store joins a meta group that
@@ -562,10 +613,7 @@ impl JetStream {
                 .as_ref()
                 .is_some_and(|(_, _, lost_through_term)| *lost_through_term > 0);
             if lost && voters == [meta.node_id] {
-                return Err(
-                    "the meta state (meta/state) was lost and this node is the meta group's only voter: nothing to rejoin from; restore the file or remove this node's JetStream data"
-                        .into(),
-                );
+                return Err(MetaStoreError::LostAlone);
             }
             // Their names go into the log once a leader is elected
             // (`meta_membership`), so every member, a later one too, has them.
@@ -622,8 +670,7 @@ impl JetStream {
             },
         );
         self.groups()
-            .insert(META_GROUP, node, Persistence::Journal, meta.host.clone())
-            .map_err(|error| error.to_string())?;
+            .insert(META_GROUP, node, Persistence::Journal, meta.host.clone())?;
         meta.running.set(true);
         // The catalog is the meta group's.
         {
@@ -646,7 +693,7 @@ impl JetStream {
 
     /// Snapshot work, snapshot reads and committed entries, then the
     /// checkpoint.
-    async fn meta_turn(self: &Rc<Self>, meta: &Rc<Meta>) -> Result<(), String> {
+    async fn meta_turn(self: &Rc<Self>, meta: &Rc<Meta>) -> Result<(), MetaStoreError> {
         let steps: Vec<SnapshotStep> = meta.host.steps.borrow_mut().drain(..).collect();
         for step in steps {
             match step {
@@ -661,8 +708,8 @@ impl JetStream {
                 }
                 SnapshotStep::Install(snapshot) => {
                     let bytes = std::mem::take(&mut *meta.staging.borrow_mut());
-                    let mut installed = MetaCheckpoint::decode(&bytes)
-                        .map_err(|error| format!("the leader's meta snapshot: {error}"))?;
+                    let mut installed =
+                        MetaCheckpoint::decode(&bytes).map_err(MetaStoreError::Snapshot)?;
                     installed.applied_index = snapshot.index;
                     installed.applied_term = snapshot.term;
                     // The leader's own id is not this member's.
@@ -706,10 +753,7 @@ impl JetStream {
             }
             if meta.state.borrow().voters.is_empty() {
                 // A joining node is sent the leader's snapshot first.
-                return Err(format!(
-                    "meta entry {} arrived before the leader's snapshot on a joining node",
-                    entry.index
-                ));
+                return Err(MetaStoreError::EntryBeforeSnapshot { index: entry.index });
             }
             match &entry.kind {
                 EntryKind::Normal(data) => match MetaEntry::decode(data) {

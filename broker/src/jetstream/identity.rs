@@ -76,7 +76,7 @@ pub enum IdentityError {
     Damaged {
         path: String,
         root: String,
-        reason: String,
+        reason: IdentityDecodeError,
     },
     #[error(
         "{path} belongs to the server named {found:?}, not {wanted:?}: a store keeps its server's \
@@ -108,29 +108,29 @@ impl NodeIdentity {
     }
 
     /// Strict: every line in order, nothing else, the checksum right.
-    pub fn decode(text: &str) -> Result<NodeIdentity, String> {
+    pub fn decode(text: &str) -> Result<NodeIdentity, IdentityDecodeError> {
         let body_end = text
             .rfind("checksum ")
-            .ok_or_else(|| "no checksum line".to_string())?;
+            .ok_or(IdentityDecodeError::NoChecksum)?;
         let (body, last) = text.split_at(body_end);
         let stored = last
             .strip_prefix("checksum ")
             .and_then(|rest| rest.strip_suffix('\n'))
             .filter(|hex| hex.len() == 8)
             .and_then(|hex| u32::from_str_radix(hex, 16).ok())
-            .ok_or_else(|| "malformed checksum line".to_string())?;
+            .ok_or(IdentityDecodeError::MalformedChecksum)?;
         if stored != checksum(body.as_bytes()) {
-            return Err("checksum mismatch".into());
+            return Err(IdentityDecodeError::ChecksumMismatch);
         }
         let mut lines = body.lines();
         if lines.next() != Some(&format!("tern-node {VERSION}")) {
-            return Err("unknown version line".into());
+            return Err(IdentityDecodeError::UnknownVersion);
         }
         let name = lines
             .next()
             .and_then(|line| line.strip_prefix("name "))
             .filter(|name| !name.is_empty())
-            .ok_or_else(|| "malformed name line".to_string())?
+            .ok_or(IdentityDecodeError::MalformedName)?
             .to_string();
         let id = lines
             .next()
@@ -138,16 +138,38 @@ impl NodeIdentity {
             .filter(|hex| hex.len() == 16)
             .and_then(|hex| u64::from_str_radix(hex, 16).ok())
             .filter(|&id| id != 0)
-            .ok_or_else(|| "malformed id line".to_string())?;
+            .ok_or(IdentityDecodeError::MalformedId)?;
         if lines.next().is_some() {
-            return Err("unexpected lines".into());
+            return Err(IdentityDecodeError::UnexpectedLines);
         }
         let identity = NodeIdentity { name, id };
         if identity.encode() != text {
-            return Err("not in canonical form".into());
+            return Err(IdentityDecodeError::NotCanonical);
         }
         Ok(identity)
     }
+}
+
+/// Why an identity file's text does not decode (the reason in
+/// [`IdentityError::Damaged`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum IdentityDecodeError {
+    #[error("no checksum line")]
+    NoChecksum,
+    #[error("malformed checksum line")]
+    MalformedChecksum,
+    #[error("checksum mismatch")]
+    ChecksumMismatch,
+    #[error("unknown version line")]
+    UnknownVersion,
+    #[error("malformed name line")]
+    MalformedName,
+    #[error("malformed id line")]
+    MalformedId,
+    #[error("unexpected lines")]
+    UnexpectedLines,
+    #[error("not in canonical form")]
+    NotCanonical,
 }
 
 /// What [`open`] needs to know of the store besides the file.
@@ -203,13 +225,22 @@ pub fn open(
 /// `Ok(None)` when there is none (a single server's store, or one a
 /// cluster node will write at its next start); `Err` with the reason when
 /// it is damaged (what refuses the server's start).
-pub fn examine(root: &Path) -> Result<Option<NodeIdentity>, String> {
+pub fn examine(root: &Path) -> Result<Option<NodeIdentity>, ExamineError> {
     let path = root.join(FILE);
-    match read(&path) {
-        Ok(None) => Ok(None),
-        Ok(Some(text)) => NodeIdentity::decode(&text).map(Some),
-        Err(error) => Err(error.to_string()),
+    match read(&path)? {
+        None => Ok(None),
+        Some(text) => Ok(Some(NodeIdentity::decode(&text)?)),
     }
+}
+
+/// Why [`examine`] finds the identity file unusable.
+#[derive(Debug, thiserror::Error)]
+pub enum ExamineError {
+    /// It cannot be read ([`IdentityError::Io`]).
+    #[error(transparent)]
+    Read(#[from] IdentityError),
+    #[error(transparent)]
+    Damaged(#[from] IdentityDecodeError),
 }
 
 /// A random id, never 0.
@@ -340,10 +371,10 @@ mod tests {
     fn examining_reads_without_creating() {
         let directory = tempfile::tempdir().unwrap();
         let root = directory.path().join("jetstream");
-        assert_eq!(examine(&root), Ok(None));
+        assert_eq!(examine(&root).unwrap(), None);
         assert!(!root.join(FILE).exists(), "nothing created");
         let (identity, _) = open(&store(&root, false, None), "n1", || 3).unwrap();
-        assert_eq!(examine(&root), Ok(Some(identity)));
+        assert_eq!(examine(&root).unwrap(), Some(identity));
         std::fs::write(root.join(FILE), "tern-node 1\n").unwrap();
         assert!(examine(&root).is_err());
     }

@@ -65,7 +65,7 @@ pub enum LayoutError {
     Damaged {
         path: String,
         store: String,
-        reason: String,
+        reason: LayoutDecodeError,
     },
     #[error(
         "{path} is missing but the store holds JetStream data ({evidence}); nothing was changed. \
@@ -95,29 +95,29 @@ impl Layout {
     }
 
     /// Strict: every line in order, nothing else, the checksum right.
-    pub fn decode(text: &str) -> Result<Layout, String> {
+    pub fn decode(text: &str) -> Result<Layout, LayoutDecodeError> {
         let body_end = text
             .rfind("checksum ")
-            .ok_or_else(|| "no checksum line".to_string())?;
+            .ok_or(LayoutDecodeError::NoChecksum)?;
         let (body, last) = text.split_at(body_end);
         let stored = last
             .strip_prefix("checksum ")
             .and_then(|rest| rest.strip_suffix('\n'))
             .and_then(|hex| u32::from_str_radix(hex, 16).ok())
-            .ok_or_else(|| "malformed checksum line".to_string())?;
+            .ok_or(LayoutDecodeError::MalformedChecksum)?;
         if stored != checksum(body.as_bytes()) {
-            return Err("checksum mismatch".into());
+            return Err(LayoutDecodeError::ChecksumMismatch);
         }
         let mut lines = body.lines();
         if lines.next() != Some(&format!("tern-store {VERSION}")) {
-            return Err("unknown version line".into());
+            return Err(LayoutDecodeError::UnknownVersion);
         }
         let shard_count: usize = lines
             .next()
             .and_then(|line| line.strip_prefix("shards "))
             .and_then(|count| count.parse().ok())
             .filter(|&count| count > 0)
-            .ok_or_else(|| "malformed shards line".to_string())?;
+            .ok_or(LayoutDecodeError::MalformedShards)?;
         let mut journal_ids = Vec::with_capacity(shard_count);
         for shard in 0..shard_count {
             let id = lines
@@ -125,11 +125,11 @@ impl Layout {
                 .and_then(|line| line.strip_prefix(&format!("journal {shard} ")))
                 .filter(|hex| hex.len() == 16)
                 .and_then(|hex| u64::from_str_radix(hex, 16).ok())
-                .ok_or_else(|| format!("malformed journal line for shard {shard}"))?;
+                .ok_or(LayoutDecodeError::MalformedJournal { shard })?;
             journal_ids.push(id);
         }
         if lines.next().is_some() {
-            return Err("unexpected lines".into());
+            return Err(LayoutDecodeError::UnexpectedLines);
         }
         let layout = Layout {
             shard_count,
@@ -137,10 +137,35 @@ impl Layout {
         };
         // Canonical: exactly what tern writes (hex case, padding, endings).
         if layout.encode() != text {
-            return Err("not in canonical form".into());
+            return Err(LayoutDecodeError::NotCanonical);
         }
         Ok(layout)
     }
+}
+
+/// Why a layout file's text does not decode (the reason in
+/// [`LayoutError::Damaged`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum LayoutDecodeError {
+    /// Larger than any layout tern writes: not read.
+    #[error("{0} bytes")]
+    TooLarge(u64),
+    #[error("no checksum line")]
+    NoChecksum,
+    #[error("malformed checksum line")]
+    MalformedChecksum,
+    #[error("checksum mismatch")]
+    ChecksumMismatch,
+    #[error("unknown version line")]
+    UnknownVersion,
+    #[error("malformed shards line")]
+    MalformedShards,
+    #[error("malformed journal line for shard {shard}")]
+    MalformedJournal { shard: usize },
+    #[error("unexpected lines")]
+    UnexpectedLines,
+    #[error("not in canonical form")]
+    NotCanonical,
 }
 
 /// Where each shard's journal lives.
@@ -200,7 +225,7 @@ pub fn read(
             return Err(LayoutError::Damaged {
                 path: path.display().to_string(),
                 store,
-                reason: format!("{} bytes", meta.len()),
+                reason: LayoutDecodeError::TooLarge(meta.len()),
             })
         }
         Ok(_) => Some(std::fs::read(&path).map_err(io(&path))?),

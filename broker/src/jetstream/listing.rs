@@ -477,7 +477,7 @@ impl JetStream {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::jetstream::api::responses::{error_response, stream_info, InfoExtras, StreamState};
+    use crate::jetstream::api::responses::{stream_info, ApiReply, InfoExtras, StreamState};
     use crate::jetstream::stream::config::StreamConfig;
     use crate::jetstream::StreamSummary;
 
@@ -502,15 +502,17 @@ mod tests {
             listed_from(Some(&Bytes::from(info))),
             Listed::Element(element) if element.starts_with("{\"config\":{\"name\":\"S\"")
         ));
-        let offline = error_response(
+        let offline = ApiReply::error(
             "stream_info_response",
             &ApiError::stream_offline("journal damaged"),
-        );
+        )
+        .into_body();
         assert!(matches!(
             listed_from(Some(&Bytes::from(offline))),
             Listed::Offline(reason) if reason == "journal damaged"
         ));
-        let unavailable = error_response("stream_info_response", &ApiError::cluster_unavailable());
+        let unavailable =
+            ApiReply::error("stream_info_response", &ApiError::cluster_unavailable()).into_body();
         assert!(matches!(
             listed_from(Some(&Bytes::from(unavailable))),
             Listed::Missing

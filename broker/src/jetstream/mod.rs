@@ -24,7 +24,9 @@
 //! Module map:
 //! - [`api`]: the API's bodies: request decoding with nats-server's error
 //!   texts ([`api::requests`], [`api::json`]), responses and PubAcks
-//!   ([`api::responses`]), errors with their codes ([`api::error`]).
+//!   ([`api::responses`]; an answer is an [`api::responses::ApiReply`],
+//!   an error only when built from an [`ApiError`], and counted in
+//!   [`JetStream::respond`]), errors with their codes ([`api::error`]).
 //! - [`stream`]: one stream: its config ([`stream::config`]: parsing,
 //!   normalisation, validation, update rules, its JSON as nats-server
 //!   writes it), the replicated state and its apply, the leader's side,
@@ -33,6 +35,10 @@
 //! - [`headers`]: reading publish headers.
 //! - [`entry`]: what a stream's Raft log and the journal carry.
 //! - [`persist`]: a stream's checksummed config and Raft state files.
+//! - [`recovery`]: opening JetStream on a shard (the store's streams, the
+//!   meta checkpoint, the journal and the votes file recovered), with what
+//!   refuses the start ([`recovery::RecoveryError`]) and what only keeps
+//!   streams offline ([`recovery::JournalDamage`]).
 //! - [`expiry`], [`advisory`], [`usage`], [`layout`], [`store_check`]:
 //!   TTLs, advisories, account usage, the on-disk layout and its checker.
 //! - [`cluster`], [`meta`], [`replication`], [`listing`]: across nodes
@@ -55,6 +61,7 @@ pub mod message;
 pub mod meta;
 pub mod meta_membership;
 pub mod persist;
+pub mod recovery;
 pub mod replication;
 pub mod sim;
 pub mod sink;
@@ -66,27 +73,29 @@ pub mod votes;
 
 use std::cell::{Cell, OnceCell, RefCell};
 use std::collections::{BTreeMap, VecDeque};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::rc::{Rc, Weak};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
-use rustc_hash::{FxHashMap, FxHashSet};
+use rustc_hash::FxHashMap;
 use tern_shard::Waiters;
 use tern_storage::block_store::{DmaFiles, StreamState};
-use tern_storage::dma::{DmaDevice, SyncMethod};
-use tern_storage::free_space::{filesystem_free_bytes, filesystem_space_bytes, FreeSpace};
-use tern_storage::{Journal, JournalConfig, JournalError};
+use tern_storage::dma::DmaDevice;
+use tern_storage::free_space::{filesystem_free_bytes, FreeSpace};
+use tern_storage::Journal;
 
 use crate::config::JetStreamConfig;
 use crate::internal::{InternalScope, InternalSink, InternalSubscription};
 use crate::mesh::PeerSender;
 use crate::shard::Shard;
 use api::error::ApiError;
+use api::responses::{ApiReply, Outcome};
 use api::{requests, responses};
-use journal_location::JournalLocation;
 use message::JetStreamMessage;
 use meta::{Catalog, MetaChange, MetaOperation, MetaRefusal, StoreLimits};
+use persist::StreamFilesError;
+use recovery::StreamStartError;
 use stream::config::{self as stream_config, StorageType, StreamConfig};
 use stream::groups::StreamGroups;
 use stream::{ApiCall, Inbound, Recovered, StreamApi, StreamHandle, StreamTask};
@@ -286,27 +295,6 @@ struct PendingGather {
     arrived: Waiters,
 }
 
-/// Which journal `open_journal` opens.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum JournalOpening {
-    /// The shard's journal as the store left it: one its marker says was
-    /// formatted must hold something.
-    Existing,
-    /// A new journal in place of a damaged one (set aside or zeroed).
-    Replacement,
-}
-
-/// A stream this shard owns, as start-up found it on disk.
-struct Found {
-    name: String,
-    config: StreamConfig,
-    created_unix_ns: u64,
-    group: u64,
-    files: DmaFiles,
-    raft: persist::RaftState,
-    peers: Vec<u64>,
-}
-
 pub struct JetStream {
     index: usize,
     shard_count: usize,
@@ -359,49 +347,24 @@ pub struct JetStream {
     storage_refusing: Cell<bool>,
 }
 
-/// The shard's view of free space under `root`: the configured reserve or
-/// the default for the filesystem's size, looked at again after each shard
-/// wrote half the reserve split over the shards (see `free_space`).
-fn storage_reserve(
-    root: &Path,
-    config: &JetStreamConfig,
-    shard_count: usize,
-) -> Result<FreeSpace, String> {
-    let reserve_bytes = match config.storage_reserve_bytes {
-        Some(bytes) => bytes,
-        None => {
-            let (_, filesystem_bytes) = filesystem_space_bytes(root)
-                .map_err(|error| format!("statvfs {}: {error}", root.display()))?;
-            crate::config::default_storage_reserve_bytes(filesystem_bytes)
-        }
-    };
-    let recheck_bytes = (reserve_bytes / (2 * shard_count.max(1) as u64)).max(1);
-    Ok(FreeSpace::new(reserve_bytes, recheck_bytes))
-}
-
 impl JetStream {
-    /// Opens this shard's journal and recovers the streams it owns; the meta
-    /// shard also loads the catalog. Registers the API subscription and the
-    /// streams' subscriptions.
-    pub async fn open(shard: &Rc<Shard>, config: JetStreamConfig) -> Result<Rc<JetStream>, String> {
-        let index = shard.index;
-        let shard_count = shard.shard_count;
-        let root = shard.config.store_dir.join("jetstream");
-        std::fs::create_dir_all(&root).map_err(|error| format!("{}: {error}", root.display()))?;
-        let free_space = storage_reserve(&root, &config, shard_count)?;
-        if index == META_SHARD {
-            log::info!(
-                target: "tern::jetstream",
-                "JetStream keeps {} MiB free on {} (storage_reserve): publishes to file streams are refused below it",
-                free_space.reserve_bytes() >> 20,
-                root.display()
-            );
-        }
-        let js = Rc::new_cyclic(|this| JetStream {
-            index,
-            shard_count,
-            config: config.clone(),
-            root: root.clone(),
+    /// JetStream on `shard` before anything is recovered
+    /// ([`JetStream::open`], in `recovery`).
+    fn new(
+        shard: &Rc<Shard>,
+        config: JetStreamConfig,
+        root: PathBuf,
+        free_space: FreeSpace,
+    ) -> Rc<JetStream> {
+        let limits = StoreLimits {
+            max_file_bytes: config.max_file_bytes,
+            max_memory_bytes: config.max_memory_bytes,
+        };
+        Rc::new_cyclic(|this| JetStream {
+            index: shard.index,
+            shard_count: shard.shard_count,
+            config,
+            root,
             shard: Rc::downgrade(shard),
             this: this.clone(),
             journal: OnceCell::new(),
@@ -411,10 +374,7 @@ impl JetStream {
             subscriptions: RefCell::new(FxHashMap::default()),
             damaged: RefCell::new(BTreeMap::new()),
             damaged_configs: RefCell::new(BTreeMap::new()),
-            catalog: RefCell::new(Catalog::new(StoreLimits {
-                max_file_bytes: config.max_file_bytes,
-                max_memory_bytes: config.max_memory_bytes,
-            })),
+            catalog: RefCell::new(Catalog::new(limits)),
             meta: OnceCell::new(),
             placements: RefCell::new(BTreeMap::new()),
             owner_queues: RefCell::new(FxHashMap::default()),
@@ -430,574 +390,7 @@ impl JetStream {
             stop_waiters: Waiters::new(),
             free_space: RefCell::new(free_space),
             storage_refusing: Cell::new(false),
-        });
-        if index == META_SHARD {
-            let trash = root.join("trash");
-            if trash.exists() {
-                std::fs::remove_dir_all(&trash)
-                    .map_err(|error| format!("{}: {error}", trash.display()))?;
-            }
-        }
-        // 1. Stream configs (and, for owned streams, Raft state).
-        let mut owned = Vec::new();
-        // Replicas whose `raft` file (checkpoint, term and vote) is lost.
-        let mut checkpoint_lost: Vec<(Found, String)> = Vec::new();
-        let streams_directory = root.join("streams");
-        std::fs::create_dir_all(&streams_directory)
-            .map_err(|error| format!("{}: {error}", streams_directory.display()))?;
-        let mut names: Vec<String> = std::fs::read_dir(&streams_directory)
-            .map_err(|error| format!("{}: {error}", streams_directory.display()))?
-            .filter_map(|entry| entry.ok())
-            .filter(|entry| entry.path().is_dir())
-            .filter_map(|entry| entry.file_name().into_string().ok())
-            .collect();
-        names.sort();
-        // Creations that never completed (never answered): a stream is
-        // created under a hidden name and renamed into place when whole.
-        for name in names
-            .iter()
-            .filter_map(|name| name.strip_prefix(CREATING_PREFIX))
-        {
-            if owner_of(name, shard_count) == index {
-                let path = streams_directory.join(format!("{CREATING_PREFIX}{name}"));
-                std::fs::remove_dir_all(&path)
-                    .map_err(|error| format!("{}: {error}", path.display()))?;
-            }
-        }
-        names.retain(|name| !name.starts_with('.'));
-        for name in names {
-            let owner = owner_of(&name, shard_count);
-            if owner != index && index != META_SHARD {
-                continue;
-            }
-            let directory = streams_directory.join(&name);
-            let files = DmaFiles::open(&directory)
-                .await
-                .map_err(|error| format!("{}: {error}", directory.display()))?;
-            let loaded = match persist::read_config(&files).await {
-                Ok(Some((json, created))) => decode_stored_config(&json)
-                    .map(|(group, config)| (group, config, created, decode_stored_peers(&json)))
-                    .map_err(|reason| {
-                        format!(
-                            "{}: {reason}",
-                            directory.join(persist::CONFIG_FILE).display()
-                        )
-                    }),
-                // A stream directory is renamed into place with its config:
-                // without one, the config was lost, not never written.
-                Ok(None) => Err(format!(
-                    "{} is missing (the stream's other files are kept)",
-                    directory.join(persist::CONFIG_FILE).display()
-                )),
-                Err(error) => Err(format!(
-                    "{}: {error}",
-                    directory.join(persist::CONFIG_FILE).display()
-                )),
-            };
-            let (group, config, created_unix_ns, peers) = match loaded {
-                Ok(loaded) => loaded,
-                Err(reason) => {
-                    // A replica in a cluster: the meta group's catalog has
-                    // its config and placement; it rebuilds from its peers
-                    // as when its checkpoint is lost (the leader's snapshot
-                    // brings the config in force).
-                    let this_node = shard.routes.as_ref().map(|routes| routes.node_id());
-                    let catalog =
-                        match this_node {
-                            Some(node) => cluster::catalog_entry(&root, &name).await.filter(
-                                |(_, placement)| {
-                                    placement.peers.len() > 1 && placement.peers.contains(&node)
-                                },
-                            ),
-                            None => None,
-                        };
-                    if let Some((config, placement)) = catalog {
-                        if index == META_SHARD {
-                            js.catalog
-                                .borrow_mut()
-                                .load(name.clone(), Some(config.clone()));
-                        }
-                        if owner == index {
-                            checkpoint_lost.push((
-                                Found {
-                                    name,
-                                    config,
-                                    created_unix_ns: placement.created_unix_ns,
-                                    group: placement.group,
-                                    files,
-                                    raft: persist::RaftState::created(1),
-                                    peers: placement.peers,
-                                },
-                                format!(
-                                    "{reason} (its config taken from the meta group's catalog)"
-                                ),
-                            ));
-                        }
-                        continue;
-                    }
-                    log::error!(target: "tern::jetstream", "stream {name}: {reason}; the stream stays offline until its config is repaired (nothing was deleted)");
-                    js.damaged.borrow_mut().insert(name.clone(), reason);
-                    if index == META_SHARD {
-                        js.catalog.borrow_mut().load(name, None);
-                    }
-                    continue;
-                }
-            };
-            if index == META_SHARD {
-                js.catalog
-                    .borrow_mut()
-                    .load(name.clone(), Some(config.clone()));
-            }
-            if owner != index {
-                continue;
-            }
-            let raft_path = directory.join(persist::RAFT_FILE);
-            let lost = match persist::read_raft(&files).await {
-                Ok(Some(raft)) => Ok(raft),
-                // Written when the stream was created: its checkpoint is lost.
-                Ok(None) => Err(format!(
-                    "{} is missing (the stream's other files are kept)",
-                    raft_path.display()
-                )),
-                Err(error) => Err(format!("{}: {error}", raft_path.display())),
-            };
-            let raft = match lost {
-                Ok(raft) => raft,
-                // A replica in a cluster: rebuilt from its peers once the
-                // groups run, if the votes file has its term and vote.
-                Err(reason) if peers.len() > 1 && shard.routes.is_some() => {
-                    checkpoint_lost.push((
-                        Found {
-                            name,
-                            config,
-                            created_unix_ns,
-                            group,
-                            files,
-                            raft: persist::RaftState::created(1),
-                            peers,
-                        },
-                        reason,
-                    ));
-                    continue;
-                }
-                Err(reason) => {
-                    log::error!(target: "tern::jetstream", "stream {name}: {reason}; the stream stays offline (nothing was deleted)");
-                    js.damaged.borrow_mut().insert(name.clone(), reason);
-                    js.damaged_configs
-                        .borrow_mut()
-                        .insert(name, Box::new(config));
-                    continue;
-                }
-            };
-            owned.push(Found {
-                name,
-                config,
-                created_unix_ns,
-                group,
-                files,
-                raft,
-                peers,
-            });
-        }
-        // 2. The journal: records of owned streams past their checkpoint.
-        let mut wanted: FxHashMap<u64, (u64, Recovered)> = owned
-            .iter()
-            .map(|found| {
-                let applied = found.raft.applied_index;
-                (
-                    found.group,
-                    (
-                        applied,
-                        Recovered {
-                            raft: Some(found.raft.clone()),
-                            hard_state: None,
-                            entries: Vec::new(),
-                            peers: found.peers.clone(),
-                            acknowledged_index: 0,
-                            joining: false,
-                            entries_lost_through_term: 0,
-                        },
-                    ),
-                )
-            })
-            .collect();
-        // In a cluster, shard 0 also runs the meta group: its checkpoint,
-        // and its records in the journal past it.
-        if index == META_SHARD {
-            if let Some(routes) = shard.routes.as_ref() {
-                let meta = cluster::Meta::open(routes.node_id(), &root.join("meta")).await?;
-                wanted.insert(
-                    meta::cluster::META_GROUP,
-                    (
-                        meta.applied_index(),
-                        Recovered {
-                            raft: None,
-                            hard_state: None,
-                            entries: Vec::new(),
-                            peers: Vec::new(),
-                            acknowledged_index: 0,
-                            joining: false,
-                            entries_lost_through_term: 0,
-                        },
-                    ),
-                );
-                let _ = js.meta.set(Rc::new(meta));
-            }
-        }
-        let mut orphans = FxHashSet::default();
-        let mut decode_failure = None;
-        let location = JournalLocation::of(&config, index);
-        let file_streams = owned
-            .iter()
-            .filter(|found| found.config.storage == StorageType::File)
-            .count();
-        let opened = js
-            .open_journal(
-                &location,
-                file_streams,
-                JournalOpening::Existing,
-                shard,
-                |record| {
-                    let header = record.header;
-                    let Some((applied, recovered)) = wanted.get_mut(&header.group) else {
-                        orphans.insert(header.group);
-                        return;
-                    };
-                    match header.kind {
-                        entry::RECORD_HARD_STATE => match entry::decode_hard_state(record.body) {
-                            Ok(hard_state) => recovered.hard_state = Some(hard_state),
-                            Err(error) => decode_failure = Some(error.to_string()),
-                        },
-                        // A snapshot installed: what came before is void.
-                        entry::RECORD_SNAPSHOT => recovered.entries.clear(),
-                        kind if entry::is_entry_record(kind) && header.index > *applied => {
-                            match entry::entry_kind(header.kind, record.body) {
-                                Ok(kind) => {
-                                    // A later record for an index replaces it and
-                                    // everything after it (a rewritten suffix).
-                                    while recovered
-                                        .entries
-                                        .last()
-                                        .is_some_and(|entry| entry.index >= header.index)
-                                    {
-                                        recovered.entries.pop();
-                                    }
-                                    recovered.entries.push(tern_raft::Entry {
-                                        term: header.term,
-                                        index: header.index,
-                                        kind,
-                                    });
-                                }
-                                Err(error) => decode_failure = Some(error.to_string()),
-                            }
-                        }
-                        _ => {}
-                    }
-                },
-            )
-            .await?;
-        let mut journal_damage = match (opened, decode_failure) {
-            (Ok(journal), None) => {
-                // A replica whose checkpoint was lost is rebuilt below under
-                // the same group: its records stay wanted (a group
-                // checkpointed through u64::MAX would have its new records
-                // recycled before its store holds them).
-                for group in orphans {
-                    if !checkpoint_lost
-                        .iter()
-                        .any(|(found, _)| found.group == group)
-                    {
-                        journal.checkpoint(group, u64::MAX);
-                    }
-                }
-                js.run_journal(journal);
-                None
-            }
-            (Ok(_), Some(error)) => Some(format!(
-                "journal {location} holds a checksummed record that does not decode: {error}"
-            )),
-            (Err(damage), _) => Some(damage),
-        };
-        // In a cluster, the second copy of every group's hard state.
-        let mut votes_copy = None;
-        let mut kept_votes = votes::Votes::new();
-        // Shard 0: why the meta checkpoint is lost, if it is.
-        let mut meta_lost = None;
-        if shard.routes.is_some() {
-            let votes_directory = votes::directory(&root, index);
-            let files = DmaFiles::open(&votes_directory)
-                .await
-                .map_err(|error| format!("{}: {error}", votes_directory.display()))?;
-            let stored = match votes::read(&files).await {
-                Ok(stored) => stored,
-                Err(error) => {
-                    log::error!(target: "tern::jetstream", "shard {index}: {}: {error}; rewritten from the journal", votes_directory.join(votes::VOTES_FILE).display());
-                    None
-                }
-            };
-            let stored_for = |group: u64| {
-                stored
-                    .as_ref()
-                    .and_then(|stored| stored.get(&group).copied())
-            };
-            // A damaged journal, in a cluster, with the hard states intact
-            // here: a fresh journal, and every group rejoins from its
-            // checkpoint and catches up from its peers.
-            let mut salvaged = false;
-            if let (Some(damage), Some(_)) = (&journal_damage, &stored) {
-                match js
-                    .replace_damaged_journal(&location, shard, damage, &owned)
-                    .await
-                {
-                    Ok(journal) => {
-                        js.run_journal(journal);
-                        for (_, recovered) in wanted.values_mut() {
-                            recovered.hard_state = None;
-                            recovered.entries.clear();
-                        }
-                        journal_damage = None;
-                        salvaged = true;
-                    }
-                    Err(refused) => {
-                        log::error!(target: "tern::jetstream", "shard {index}: the damaged journal cannot be replaced: {refused}");
-                    }
-                }
-            }
-            // The meta checkpoint damaged, or gone while the journal or the
-            // votes file hold meta records: this node voted and acknowledged
-            // entries it no longer has. With its votes kept it rejoins (its
-            // entries marked lost, its state from the leader); without
-            // them, starting as new could vote twice in a term: refused.
-            if let Some(meta) = js.meta.get() {
-                let group = meta::cluster::META_GROUP;
-                let (_, recovered) = wanted.get_mut(&group).expect("wanted above");
-                let state_path = root.join("meta").join(persist::META_STATE_FILE);
-                let journaled = recovered.hard_state.is_some()
-                    || !recovered.entries.is_empty()
-                    || stored_for(group).is_some();
-                let lost = meta.checkpoint_damage().or_else(|| {
-                    (meta.voters().is_empty() && journaled).then(|| {
-                        format!(
-                            "{} is missing but the journal or the votes file hold meta group records",
-                            state_path.display()
-                        )
-                    })
-                });
-                if let Some(reason) = lost {
-                    if journal_damage.is_some() || stored_for(group).is_none() {
-                        return Err(format!(
-                            "{reason}: this node's meta state was lost; restore the file or remove this node's JetStream data and let it rejoin"
-                        ));
-                    }
-                    meta.set_aside_damaged_checkpoint(&root.join("meta"))?;
-                    log::warn!(target: "tern::jetstream", "{reason}; the meta group rejoins from its peers (its votes are kept in the votes file)");
-                    recovered.entries.clear();
-                    meta_lost = Some(reason);
-                }
-            }
-            let mut latest = votes::Votes::new();
-            for (&group, (_, recovered)) in wanted.iter_mut() {
-                let stored = stored_for(group);
-                recovered.hard_state =
-                    votes::newer(recovered.hard_state, stored.map(|kept| kept.hard_state));
-                let (checkpointed, applied_term) = match (&recovered.raft, js.meta.get()) {
-                    (Some(raft), _) => (
-                        Some(tern_raft::HardState {
-                            term: raft.term,
-                            vote: (raft.vote != 0).then_some(raft.vote),
-                        }),
-                        raft.applied_term,
-                    ),
-                    (None, Some(meta)) if group == meta::cluster::META_GROUP => {
-                        let (state, applied_term) = meta.checkpointed();
-                        (Some(state), applied_term)
-                    }
-                    (None, _) => (None, 0),
-                };
-                let newest = votes::newer(recovered.hard_state, checkpointed);
-                let mut lost_through_term = stored.map_or(0, |kept| kept.lost_through_term);
-                let lost_now =
-                    salvaged || (group == meta::cluster::META_GROUP && meta_lost.is_some());
-                if lost_now {
-                    lost_through_term = lost_through_term
-                        .max(newest.map_or(0, |state| state.term))
-                        .max(applied_term);
-                }
-                recovered.entries_lost_through_term = lost_through_term;
-                if let Some(hard_state) = newest {
-                    latest.insert(
-                        group,
-                        votes::GroupVotes {
-                            hard_state,
-                            lost_through_term,
-                        },
-                    );
-                }
-            }
-            for (found, _) in &checkpoint_lost {
-                if let Some(kept) = stored_for(found.group) {
-                    latest.insert(found.group, kept);
-                }
-            }
-            if journal_damage.is_none() {
-                votes::write(&files, &latest)
-                    .await
-                    .map_err(|error| format!("{}: {error}", votes_directory.display()))?;
-                votes_copy = Some((files, latest.clone()));
-            }
-            kept_votes = latest;
-        }
-        let groups = StreamGroups::new(js.journal.get().cloned(), votes_copy);
-        if shard.routes.is_some() {
-            let shard = Rc::downgrade(shard);
-            groups.set_transport(Box::new(move |batch| {
-                if let Some(routes) = shard
-                    .upgrade()
-                    .as_ref()
-                    .and_then(|shard| shard.routes.as_ref())
-                {
-                    routes.send_raft(batch);
-                }
-            }));
-        }
-        glommio::spawn_local(groups.clone().run()).detach();
-        let _ = js.groups.set(groups);
-        if let Some(meta) = js.meta.get() {
-            if let Some((_, recovered)) = wanted.remove(&meta::cluster::META_GROUP) {
-                meta.set_recovered(
-                    recovered.hard_state,
-                    recovered.entries,
-                    recovered.entries_lost_through_term,
-                );
-            }
-            if journal_damage.is_none() {
-                glommio::spawn_local(js.clone().run_meta()).detach();
-            } else {
-                log::error!(target: "tern::jetstream", "the meta group cannot run without shard 0's journal: JetStream answers 503 on this node");
-                meta.fail("shard 0's journal is damaged".into());
-            }
-        }
-        if let Some(damage) = &journal_damage {
-            log::error!(target: "tern::jetstream", "shard {index}: {damage}; the file streams of this shard stay offline and new ones cannot be created on it until the journal is repaired (nothing was deleted; see `tern storage check`)");
-            *js.journal_damage.borrow_mut() = Some(damage.clone());
-        }
-        // 3. Streams.
-        for found in owned {
-            if let Some(damage) = journal_damage
-                .as_ref()
-                .filter(|_| found.config.storage == StorageType::File)
-            {
-                js.damaged
-                    .borrow_mut()
-                    .insert(found.name.clone(), damage.clone());
-                js.damaged_configs
-                    .borrow_mut()
-                    .insert(found.name.clone(), Box::new(found.config.clone()));
-                continue;
-            }
-            let (_, mut recovered) = wanted.remove(&found.group).expect("collected above");
-            // Only a contiguous run after the checkpoint is usable; the
-            // node acknowledged the rest and must have it again before it
-            // votes (a gap: an installed snapshot's checkpoint not written).
-            recovered.acknowledged_index = recovered
-                .entries
-                .last()
-                .map_or(found.raft.applied_index, |entry| entry.index);
-            let first = found.raft.applied_index + 1;
-            let keep = recovered
-                .entries
-                .iter()
-                .zip(first..)
-                .take_while(|(entry, expected)| entry.index == *expected)
-                .count();
-            recovered.entries.truncate(keep);
-            let name = found.name.clone();
-            let found_config = found.config.clone();
-            let rebuild = Rebuild {
-                config: found.config.clone(),
-                created_unix_ns: found.created_unix_ns,
-                group: found.group,
-                peers: found.peers.clone(),
-                previous: found.raft.clone(),
-                hard_state: recovered.hard_state,
-                acknowledged_index: recovered.acknowledged_index,
-                entries_lost: false,
-            };
-            let started = js
-                .start_stream(
-                    found.config,
-                    found.created_unix_ns,
-                    found.group,
-                    Some(found.files),
-                    recovered,
-                )
-                .await;
-            let error = match started {
-                Ok(_) => continue,
-                // A replica of a replicated stream: its peers have it.
-                // (Clustered, not "runs the meta group": only shard 0
-                // does, and streams live on every shard.)
-                Err(failure)
-                    if failure.is_local_damage()
-                        && rebuild.peers.len() > 1
-                        && js.is_clustered() =>
-                {
-                    match js.rebuild_from_peers(rebuild, &failure.to_string()).await {
-                        Ok(_) => continue,
-                        Err(error) => format!("{failure}; rebuilding from its peers: {error}"),
-                    }
-                }
-                Err(failure) => failure.to_string(),
-            };
-            log::error!(target: "tern::jetstream", "stream {name}: {error}; the stream stays offline (nothing was deleted)");
-            js.damaged.borrow_mut().insert(name.clone(), error);
-            js.damaged_configs
-                .borrow_mut()
-                .insert(name, Box::new(found_config));
-        }
-        // Replicas whose checkpoint was lost: rebuilt from their peers when
-        // the votes file kept their term and vote (without them, starting
-        // again could vote twice in a term: offline, as before).
-        for (found, reason) in checkpoint_lost {
-            let name = found.name.clone();
-            let config = found.config.clone();
-            let error = match kept_votes.get(&found.group).map(|kept| kept.hard_state) {
-                Some(state) if journal_damage.is_none() => {
-                    let previous = persist::RaftState {
-                        term: state.term,
-                        vote: state.vote.unwrap_or(0),
-                        ..persist::RaftState::created(1)
-                    };
-                    let rebuild = Rebuild {
-                        config: found.config,
-                        created_unix_ns: found.created_unix_ns,
-                        group: found.group,
-                        peers: found.peers,
-                        previous,
-                        hard_state: Some(state),
-                        acknowledged_index: 0,
-                        entries_lost: true,
-                    };
-                    match js.rebuild_from_peers(rebuild, &reason).await {
-                        Ok(_) => continue,
-                        Err(error) => format!("{reason}; rebuilding from its peers: {error}"),
-                    }
-                }
-                Some(_) => format!("{reason} (and the journal is damaged)"),
-                None => format!("{reason} (and the votes file has not its term and vote)"),
-            };
-            log::error!(target: "tern::jetstream", "stream {name}: {error}; the stream stays offline (nothing was deleted)");
-            js.damaged.borrow_mut().insert(name.clone(), error);
-            js.damaged_configs
-                .borrow_mut()
-                .insert(name, Box::new(config));
-        }
-        // 4. The API.
-        js.subscribe_api();
-        if let Some(meta) = js.meta.get() {
-            js.subscribe_gather_inbox(meta.node_id);
-        }
-        Ok(js)
+        })
     }
 
     /// The shard's journal. Only file streams use it, and none runs on a
@@ -1023,210 +416,6 @@ impl JetStream {
     /// Why this shard's journal cannot be used, if it is damaged.
     pub fn journal_damage(&self) -> Option<String> {
         self.journal_damage.borrow().clone()
-    }
-
-    /// The shard's journal, opened: its task runs and file streams use it.
-    fn run_journal(&self, journal: Rc<Journal<DmaDevice>>) {
-        glommio::spawn_local({
-            let journal = journal.clone();
-            async move { journal.run().await }
-        })
-        .detach();
-        let _ = self.journal.set(journal);
-    }
-
-    /// A damaged journal in a cluster, every group's hard state kept in
-    /// the votes file: the journal is moved aside (kept for the operator,
-    /// under `<journal_dir>/damaged/`) and a fresh one takes its place;
-    /// each group then rejoins from its checkpoint and catches up from its
-    /// peers. Refused when the journal may hold the only copy of
-    /// something: a file stream of one replica on this shard.
-    async fn replace_damaged_journal(
-        &self,
-        location: &JournalLocation,
-        shard: &Rc<Shard>,
-        damage: &str,
-        owned: &[Found],
-    ) -> Result<Rc<Journal<DmaDevice>>, String> {
-        if let Some(single) = owned
-            .iter()
-            .find(|found| found.config.storage == StorageType::File && found.peers.len() <= 1)
-        {
-            return Err(format!(
-                "stream {} has one replica: the journal may hold its only copy",
-                single.name
-            ));
-        }
-        let offline_single = {
-            let configs = self.damaged_configs.borrow();
-            self.damaged
-                .borrow()
-                .keys()
-                .find(|name| {
-                    configs.get(*name).is_none_or(|config| {
-                        config.storage == StorageType::File && config.num_replicas <= 1
-                    })
-                })
-                .cloned()
-        };
-        if let Some(name) = offline_single {
-            return Err(format!(
-                "stream {name} is offline and may have one replica: the journal may hold its only copy"
-            ));
-        }
-        match location {
-            JournalLocation::Directory(directory) => {
-                let parent = directory
-                    .parent()
-                    .expect("a shard's journal is in the journal directory");
-                let damaged = parent.join("damaged");
-                let name = directory
-                    .file_name()
-                    .expect("a shard's journal directory has a name")
-                    .to_string_lossy()
-                    .into_owned();
-                let kept = damaged.join(format!("{name}.{}", now_unix_ns()));
-                std::fs::create_dir_all(&damaged)
-                    .and_then(|()| std::fs::rename(directory, &kept))
-                    .and_then(|()| std::fs::File::open(parent)?.sync_all())
-                    .and_then(|()| std::fs::File::open(&damaged)?.sync_all())
-                    .map_err(|error| format!("moving {} aside: {error}", directory.display()))?;
-                log::warn!(target: "tern::jetstream", "shard {}: {damage}; the journal was moved to {} and a new one takes its place: every Raft group of this shard rejoins from its checkpoint and catches up from its peers (its votes are kept in the votes file)", self.index, kept.display());
-            }
-            JournalLocation::Region { device, offset, .. } => {
-                let bytes =
-                    u64::from(self.config.journal_segments) * self.config.journal_segment_bytes;
-                tern_storage::journal_device::zero_range(device, *offset, bytes)
-                    .map_err(|error| format!("zeroing {location}: {error}"))?;
-                log::warn!(target: "tern::jetstream", "shard {}: {damage}; the region of {location} was zeroed and a new journal takes its place: every Raft group of this shard rejoins from its checkpoint and catches up from its peers (its votes are kept in the votes file)", self.index);
-            }
-        }
-        self.open_journal(location, 0, JournalOpening::Replacement, shard, |_| {})
-            .await?
-            .map_err(|error| format!("a new journal at {location}: {error}"))
-    }
-
-    /// Opens this shard's journal, replaying its records into `on_record`.
-    /// `Ok(Err(reason))`: the journal is damaged (a segment file missing or
-    /// shortened, a batch that cannot be read): the shard's file streams
-    /// stay offline, everything else runs. `Err`: the server must not start
-    /// (another server's journal, another format, a broken device).
-    async fn open_journal(
-        &self,
-        location: &JournalLocation,
-        file_streams: usize,
-        opening: JournalOpening,
-        shard: &Rc<Shard>,
-        on_record: impl FnMut(tern_storage::format::RecordView<'_>),
-    ) -> Result<Result<Rc<Journal<DmaDevice>>, String>, String> {
-        let config = &self.config;
-        let sync = SyncMethod::for_policy(config.sync);
-        let marker = layout::formatted_marker(&self.root, self.index);
-        let formatted_before = opening == JournalOpening::Existing && marker.exists();
-        let device = match location {
-            JournalLocation::Directory(directory) => {
-                if (file_streams > 0 || formatted_before)
-                    && !DmaDevice::directory_has_segments(directory, config.journal_segments)
-                {
-                    return Ok(Err(format!(
-                        "journal {} is missing ({})",
-                        directory.display(),
-                        if file_streams > 0 {
-                            format!("{file_streams} file stream(s) of this shard keep their newest messages there")
-                        } else {
-                            format!("{} records that it was formatted", marker.display())
-                        }
-                    )));
-                }
-                if let Some(damage) = DmaDevice::segment_files_damage(
-                    directory,
-                    config.journal_segments,
-                    config.journal_segment_bytes,
-                ) {
-                    return Ok(Err(format!("journal damaged: {damage}")));
-                }
-                DmaDevice::open_directory(
-                    directory,
-                    config.journal_segments,
-                    config.journal_segment_bytes,
-                    sync,
-                )
-                .await
-            }
-            JournalLocation::Region { device, offset, .. } => {
-                DmaDevice::open_region(
-                    device,
-                    *offset,
-                    config.journal_segments,
-                    config.journal_segment_bytes,
-                    sync,
-                    location.to_string(),
-                )
-                .await
-            }
-        }
-        .map_err(|error| format!("journal {location}: {error}"))?;
-        // A segment's name as the device gives it, made a full path for a
-        // directory's files.
-        let name = |file: &str| match location {
-            JournalLocation::Directory(directory) => directory.join(file).display().to_string(),
-            JournalLocation::Region { .. } => file.to_string(),
-        };
-        let segment_name = |segment: u32| match location {
-            JournalLocation::Directory(_) => name(&tern_storage::dma::segment_file_name(segment)),
-            JournalLocation::Region { .. } => format!("segment {segment} of {location}"),
-        };
-        // The I/O profile's batch size where the device saturates, or the
-        // default; at least what the largest message needs.
-        let batch_bytes_min = config
-            .io_settings
-            .map_or(JOURNAL_BATCH_BYTES_MIN, |settings| {
-                settings.journal_batch_bytes_max as usize
-            });
-        let batch_bytes_max = (shard.config.limits.max_payload_bytes + (128 << 10))
-            .max(batch_bytes_min)
-            .next_multiple_of(4096)
-            .min(config.journal_segment_bytes as usize / 2);
-        let journal_config = JournalConfig {
-            shard: self.index as u32,
-            batch_bytes_max,
-            sync: config.sync,
-            journal_id: config.journal_ids[self.index],
-            formatted_before,
-        };
-        match Journal::open(device, journal_config, on_record).await {
-            Ok((journal, report)) => {
-                if !formatted_before {
-                    layout::record_formatted(&self.root, self.index, config.journal_ids[self.index])
-                        .map_err(|error| format!("{}: {error}", marker.display()))?;
-                }
-                for repair in &report.repairs {
-                    log::warn!(target: "tern::jetstream", "shard {}: journal {} damaged at offset {}: rebuilt ({:?}) from its redundant copy and written back", self.index, name(&repair.file), repair.offset, repair.kind);
-                }
-                if let Some(cut) = &report.tail_cut {
-                    log::warn!(target: "tern::jetstream", "shard {}: journal {}: cut a torn write at offset {} ({}; a write that was never acknowledged)", self.index, segment_name(cut.segment), cut.offset, cut.reason);
-                }
-                log::info!(target: "tern::jetstream", "shard {}: journal {location} recovered: {} records in {} batches, sequences {}..={}", self.index, report.records, report.batches, report.first_sequence, report.last_sequence);
-                Ok(Ok(Rc::new(journal)))
-            }
-            Err(JournalError::Corrupt {
-                file,
-                offset,
-                reason,
-                ..
-            }) => Ok(Err(format!(
-                "journal damaged: {} at offset {offset}: {reason}",
-                name(&file)
-            ))),
-            Err(JournalError::Read(error)) => {
-                Ok(Err(format!("journal {location} cannot be read: {error}")))
-            }
-            Err(JournalError::Erased { .. }) => Ok(Err(format!(
-                "journal {location} holds nothing, but {} records that it was formatted: it was erased or replaced",
-                marker.display()
-            ))),
-            Err(error) => Err(format!("journal {location}: {error}")),
-        }
     }
 
     fn shard(&self) -> Rc<Shard> {
@@ -1476,19 +665,20 @@ impl JetStream {
     }
 
     /// Moves the stream's directory to the trash (atomic), then removes it.
-    pub async fn remove_stream_files(&self, name: &str) -> Result<(), String> {
+    pub async fn remove_stream_files(&self, name: &str) -> Result<(), StreamFilesError> {
         let directory = self.stream_directory(name);
         if !directory.exists() {
             return Ok(());
         }
         let trash = self.root.join("trash");
-        std::fs::create_dir_all(&trash).map_err(|error| error.to_string())?;
+        std::fs::create_dir_all(&trash).map_err(StreamFilesError::io(&trash))?;
         let target = trash.join(format!("{name}.{:016x}", crate::random::random_u64()));
-        std::fs::rename(&directory, &target).map_err(|error| error.to_string())?;
-        std::fs::File::open(self.root.join("streams"))
+        std::fs::rename(&directory, &target).map_err(StreamFilesError::io(&directory))?;
+        let streams = self.root.join("streams");
+        std::fs::File::open(&streams)
             .and_then(|directory| directory.sync_all())
-            .map_err(|error| error.to_string())?;
-        std::fs::remove_dir_all(&target).map_err(|error| error.to_string())
+            .map_err(StreamFilesError::io(&streams))?;
+        std::fs::remove_dir_all(&target).map_err(StreamFilesError::io(&target))
     }
 
     // ----- replies ------------------------------------------------------------
@@ -1498,13 +688,16 @@ impl JetStream {
         self.shard().routing.publish_internal(reply, 0, payload);
     }
 
-    /// Sends an API response to the origin shard, which publishes it.
-    pub fn respond(&self, origin: usize, reply: Bytes, body: String) {
+    /// Sends an API answer to the origin shard, which publishes it; an
+    /// error is counted here, and only here.
+    pub fn respond(&self, origin: usize, reply: Bytes, answer: impl Into<ApiReply>) {
+        let answer = answer.into();
         // The meta leader's own requests are not counted (see `listing`).
-        if body.contains("\"error\":{") && !Self::is_gather_reply(Some(&reply)) {
+        if answer.outcome() == Outcome::Error && !Self::is_gather_reply(Some(&reply)) {
             self.api_errors.set(self.api_errors.get() + 1);
         }
-        self.respond_message(origin, reply, Bytes::new(), Bytes::from(body));
+        let body = Bytes::from(answer.into_body());
+        self.respond_message(origin, reply, Bytes::new(), body);
     }
 
     /// Sends a reply message with a header block to the origin shard.
@@ -1725,7 +918,7 @@ impl JetStream {
     /// Answers an API call with an error, if it asked for an answer.
     pub fn answer_error(&self, origin: usize, reply: Option<Bytes>, kind: &str, error: &ApiError) {
         if let Some(reply) = reply {
-            self.respond(origin, reply, responses::error_response(kind, error));
+            self.respond(origin, reply, ApiReply::error(kind, error));
         }
     }
 
@@ -1933,7 +1126,10 @@ impl JetStream {
     /// Deletes a stream whose task stopped after a storage error: releases
     /// its journal records, forgets it and removes its files (the way out of
     /// a full disk).
-    async fn delete_stopped_stream(&self, handle: &Rc<StreamHandle>) -> Result<(), String> {
+    async fn delete_stopped_stream(
+        &self,
+        handle: &Rc<StreamHandle>,
+    ) -> Result<(), StreamFilesError> {
         assert!(handle.is_stopped());
         self.journal().checkpoint(handle.group, u64::MAX);
         self.forget_stream(handle);
@@ -2136,9 +1332,9 @@ impl JetStream {
                             self.respond(
                                 origin,
                                 reply,
-                                responses::error_response(
+                                ApiReply::error(
                                     "stream_create_response",
-                                    &ApiError::stream_create_failed(&error),
+                                    &ApiError::stream_create_failed(&error.to_string()),
                                 ),
                             );
                         }
@@ -2181,7 +1377,7 @@ impl JetStream {
                             self.respond(
                                 origin,
                                 reply,
-                                responses::error_response(
+                                ApiReply::error(
                                     if create {
                                         "stream_create_response"
                                     } else {
@@ -2284,7 +1480,7 @@ impl JetStream {
         group: u64,
         peers: Vec<u64>,
         joining: bool,
-    ) -> Result<Rc<StreamHandle>, String> {
+    ) -> Result<Rc<StreamHandle>, StreamStartError> {
         let recovered = Recovered {
             raft: None,
             hard_state: None,
@@ -2296,16 +1492,15 @@ impl JetStream {
         };
         if config.storage == StorageType::Memory {
             // Nothing persisted: gone after a restart, as in nats-server.
-            return self
+            return Ok(self
                 .start_stream(config, created_unix_ns, group, None, recovered)
-                .await
-                .map_err(|failure| failure.to_string());
+                .await?);
         }
         if let Some(damage) = self.journal_damage() {
-            return Err(format!(
-                "JetStream on shard {} cannot store file streams until its journal is repaired: {damage}",
-                self.index
-            ));
+            return Err(StreamStartError::JournalDamaged {
+                shard: self.index,
+                damage,
+            });
         }
         let files = self
             .write_stream_directory(
@@ -2316,130 +1511,11 @@ impl JetStream {
                 &persist::RaftState::created(1),
             )
             .await?;
-        let raft = persist::read_raft(&files)
-            .await
-            .map_err(|error| error.to_string())?;
-        self.start_stream(
-            config,
-            created_unix_ns,
-            group,
-            Some(files),
-            Recovered {
-                raft,
-                hard_state: None,
-                entries: Vec::new(),
-                peers,
-                acknowledged_index: 0,
-                joining,
-                entries_lost_through_term: 0,
-            },
-        )
-        .await
-        .map_err(|failure| failure.to_string())
-    }
-
-    /// A new stream directory with its config and `raft` files, built
-    /// under a hidden name and renamed into place whole (a stream
-    /// directory without its config or raft file is then always damage).
-    async fn write_stream_directory(
-        &self,
-        config: &StreamConfig,
-        created_unix_ns: u64,
-        group: u64,
-        peers: &[u64],
-        raft: &persist::RaftState,
-    ) -> Result<DmaFiles, String> {
-        let directory = self.stream_directory(&config.name);
-        let building = self
-            .root
-            .join("streams")
-            .join(format!("{CREATING_PREFIX}{}", config.name));
-        if building.exists() {
-            std::fs::remove_dir_all(&building).map_err(|error| error.to_string())?;
-        }
-        {
-            let files = DmaFiles::open(&building)
-                .await
-                .map_err(|error| error.to_string())?;
-            let stored = self.stored_config_json(group, &config.to_stored_json(), peers);
-            persist::write_config(&files, stored.as_bytes(), created_unix_ns)
-                .await
-                .map_err(|error| error.to_string())?;
-            persist::write_raft(&files, raft)
-                .await
-                .map_err(|error| error.to_string())?;
-        }
-        std::fs::rename(&building, &directory)
-            .and_then(|()| std::fs::File::open(self.root.join("streams"))?.sync_all())
-            .map_err(|error| format!("{}: {error}", directory.display()))?;
-        DmaFiles::open(&directory)
-            .await
-            .map_err(|error| error.to_string())
-    }
-
-    /// Rebuilds this node's replica of a replicated stream whose files are
-    /// damaged (`reason`) from its peers: the damaged directory is moved
-    /// aside (kept under `damaged/` for inspection), and the replica
-    /// starts again empty, as a joining one, keeping its Raft term and
-    /// vote; it neither votes nor stands for election until it holds
-    /// again every entry it acknowledged (the leader sends it a snapshot
-    /// and the log after it). docs/cluster-jetstream.md, "Repair from
-    /// peers".
-    pub(crate) async fn rebuild_from_peers(
-        self: &Rc<Self>,
-        rebuild: Rebuild,
-        reason: &str,
-    ) -> Result<Rc<StreamHandle>, String> {
-        let name = rebuild.config.name.clone();
-        let directory = self.stream_directory(&name);
-        let damaged = self.root.join("damaged");
-        let kept = damaged.join(format!("{name}.{}", now_unix_ns()));
-        std::fs::create_dir_all(&damaged)
-            .and_then(|()| std::fs::rename(&directory, &kept))
-            .and_then(|()| std::fs::File::open(self.root.join("streams"))?.sync_all())
-            .and_then(|()| std::fs::File::open(&damaged)?.sync_all())
-            .map_err(|error| format!("moving {} aside: {error}", directory.display()))?;
-        log::warn!(target: "tern::jetstream", "stream {name}: {reason}; this replica rebuilds from its peers (the damaged files are kept in {})", kept.display());
-        let mut term = rebuild.previous.term;
-        let mut vote = rebuild.previous.vote;
-        if let Some(journaled) = rebuild.hard_state.filter(|state| state.term >= term) {
-            term = journaled.term;
-            vote = journaled.vote.unwrap_or(0);
-        }
-        let raft = persist::RaftState {
-            term,
-            vote,
-            ..persist::RaftState::created(1)
-        };
-        let files = self
-            .write_stream_directory(
-                &rebuild.config,
-                rebuild.created_unix_ns,
-                rebuild.group,
-                &rebuild.peers,
-                &raft,
-            )
-            .await?;
-        let acknowledged_index = rebuild
-            .acknowledged_index
-            .max(rebuild.previous.applied_index);
-        self.start_stream(
-            rebuild.config,
-            rebuild.created_unix_ns,
-            rebuild.group,
-            Some(files),
-            Recovered {
-                raft: Some(raft),
-                hard_state: rebuild.hard_state,
-                entries: Vec::new(),
-                peers: rebuild.peers,
-                acknowledged_index,
-                joining: true,
-                entries_lost_through_term: if rebuild.entries_lost { term } else { 0 },
-            },
-        )
-        .await
-        .map_err(|failure| failure.to_string())
+        let raft = persist::read_raft(&files).await?;
+        let recovered = Recovered { raft, ..recovered };
+        Ok(self
+            .start_stream(config, created_unix_ns, group, Some(files), recovered)
+            .await?)
     }
 
     // ----- publishing into streams ---------------------------------------------

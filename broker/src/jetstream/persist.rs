@@ -52,6 +52,42 @@ pub enum PersistError {
     Corrupt { file: &'static str, reason: String },
 }
 
+/// Why a stream's directory could not be written, moved aside or removed.
+#[derive(Debug, thiserror::Error)]
+pub enum StreamFilesError {
+    /// Building or removing it: the text is the cause alone, as a
+    /// client's failed delete has always been told it.
+    #[error("{source}")]
+    Io {
+        path: std::path::PathBuf,
+        source: std::io::Error,
+    },
+    /// The new directory renamed into place.
+    #[error("{}: {source}", path.display())]
+    Rename {
+        path: std::path::PathBuf,
+        source: std::io::Error,
+    },
+    /// A damaged directory moved aside, kept for the operator.
+    #[error("moving {} aside: {source}", path.display())]
+    MoveAside {
+        path: std::path::PathBuf,
+        source: std::io::Error,
+    },
+    #[error(transparent)]
+    Files(#[from] DeviceError),
+    #[error(transparent)]
+    Persist(#[from] PersistError),
+}
+
+impl StreamFilesError {
+    /// The error of an I/O operation on `path`.
+    pub fn io(path: &std::path::Path) -> impl FnOnce(std::io::Error) -> StreamFilesError {
+        let path = path.to_path_buf();
+        move |source| StreamFilesError::Io { path, source }
+    }
+}
+
 /// What the `raft` file holds: the stream's checkpoint.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RaftState {

@@ -273,6 +273,8 @@ impl std::fmt::Display for BadBoolean {
     }
 }
 
+impl std::error::Error for BadBoolean {}
+
 /// A query parameter as nats-server's `decodeBool` reads it (Go's
 /// `strconv.ParseBool`; absent or empty: false).
 pub fn parse_go_bool(

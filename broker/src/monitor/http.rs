@@ -167,7 +167,7 @@ impl Monitor {
     async fn jsz(&self, query: &BTreeMap<String, String>) -> Vec<u8> {
         let options = match jsz::JszOptions::parse(query) {
             Ok(options) => options,
-            Err(error) => return response(400, "text/plain", error.as_bytes()),
+            Err(error) => return response(400, "text/plain", error.to_string().as_bytes()),
         };
         let shard = &self.shard;
         let server_name = shard.shared.server_name.clone();

@@ -24,7 +24,7 @@ use crate::jetstream::listing::NodeUsage;
 use crate::jetstream::replication::{MetaStatus, StreamGroupReport};
 use crate::jetstream::stream::config::{StorageType, StreamConfig, API_LEVEL};
 use crate::jetstream::{Gathered, OfflineStream, StreamSummary};
-use crate::monitor::cluster::{self, parse_go_bool};
+use crate::monitor::cluster::{self, parse_go_bool, BadBoolean};
 
 /// tern's one account.
 pub const ACCOUNT: &str = "$G";
@@ -69,8 +69,8 @@ pub struct JszOptions {
 impl JszOptions {
     /// From the query's decoded pairs, checked in nats-server's order (the
     /// first bad value is the 400 text).
-    pub fn parse(query: &BTreeMap<String, String>) -> Result<JszOptions, String> {
-        let boolean = |name: &str| parse_go_bool(query, name).map_err(|error| error.to_string());
+    pub fn parse(query: &BTreeMap<String, String>) -> Result<JszOptions, JszOptionError> {
+        let boolean = |name: &str| parse_go_bool(query, name);
         let accounts = boolean("accounts")?;
         let streams = boolean("streams")?;
         let consumers = boolean("consumers")?;
@@ -119,23 +119,32 @@ impl JszOptions {
     }
 }
 
+/// A `/jsz` option nats-server would refuse, with its 400 text.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum JszOptionError {
+    #[error(transparent)]
+    Boolean(#[from] BadBoolean),
+    #[error("Error decoding int for '{name}': strconv.Atoi: parsing {}: {}", json::go_quote(text), if *out_of_range { "value out of range" } else { "invalid syntax" })]
+    Int {
+        name: String,
+        text: String,
+        out_of_range: bool,
+    },
+}
+
 /// `strconv.Atoi` as nats-server's `decodeInt` reads a parameter (absent
 /// or empty: 0), with its 400 text.
-fn parse_go_int(query: &BTreeMap<String, String>, name: &str) -> Result<i64, String> {
+fn parse_go_int(query: &BTreeMap<String, String>, name: &str) -> Result<i64, JszOptionError> {
     let Some(text) = query.get(name).filter(|text| !text.is_empty()) else {
         return Ok(0);
     };
-    text.parse::<i64>().map_err(|error| {
-        let reason = match error.kind() {
-            std::num::IntErrorKind::PosOverflow | std::num::IntErrorKind::NegOverflow => {
-                "value out of range"
-            }
-            _ => "invalid syntax",
-        };
-        format!(
-            "Error decoding int for '{name}': strconv.Atoi: parsing {}: {reason}",
-            json::go_quote(text)
-        )
+    text.parse::<i64>().map_err(|error| JszOptionError::Int {
+        name: name.to_string(),
+        text: text.clone(),
+        out_of_range: matches!(
+            error.kind(),
+            std::num::IntErrorKind::PosOverflow | std::num::IntErrorKind::NegOverflow
+        ),
     })
 }
 
@@ -631,20 +640,28 @@ mod tests {
 
     #[test]
     fn bad_options_have_nats_servers_texts() {
-        let error = JszOptions::parse(&query(&[("leader-only", "maybe")])).unwrap_err();
+        let error = JszOptions::parse(&query(&[("leader-only", "maybe")]))
+            .unwrap_err()
+            .to_string();
         assert_eq!(
             error,
             "Error decoding boolean for 'leader-only': strconv.ParseBool: parsing \"maybe\": invalid syntax"
         );
-        let error = JszOptions::parse(&query(&[("limit", "x")])).unwrap_err();
+        let error = JszOptions::parse(&query(&[("limit", "x")]))
+            .unwrap_err()
+            .to_string();
         assert_eq!(
             error,
             "Error decoding int for 'limit': strconv.Atoi: parsing \"x\": invalid syntax"
         );
-        let error = JszOptions::parse(&query(&[("offset", "99999999999999999999")])).unwrap_err();
+        let error = JszOptions::parse(&query(&[("offset", "99999999999999999999")]))
+            .unwrap_err()
+            .to_string();
         assert!(error.ends_with(": value out of range"), "{error}");
         // nats-server reads `accounts` before `limit`.
-        let error = JszOptions::parse(&query(&[("accounts", "2"), ("limit", "x")])).unwrap_err();
+        let error = JszOptions::parse(&query(&[("accounts", "2"), ("limit", "x")]))
+            .unwrap_err()
+            .to_string();
         assert!(error.contains("'accounts'"), "{error}");
     }
 

@@ -1413,7 +1413,9 @@ pub struct RawJsonVisitor<F> {
     pub parse: F,
 }
 
-impl<'de, T, F: FnOnce(&str) -> Result<T, String>> Visitor<'de> for RawJsonVisitor<F> {
+impl<'de, T, Error: fmt::Display, F: FnOnce(&str) -> Result<T, Error>> Visitor<'de>
+    for RawJsonVisitor<F>
+{
     type Value = T;
 
     fn expecting(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -1638,6 +1640,34 @@ impl<'de> de::Deserialize<'de> for GoTime {
 /// Unix seconds of Go's zero time, 0001-01-01T00:00:00Z.
 pub const ZERO_TIME_UNIX_SECONDS: i64 = -62_135_596_800;
 
+/// Go's `time.RFC3339`, as its parse errors name it.
+const RFC3339_LAYOUT: &str = "2006-01-02T15:04:05Z07:00";
+
+/// Why Go's `time.Parse` (layout [`RFC3339_LAYOUT`]) refuses a time, with
+/// its error texts.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TimeParseError {
+    /// `parsing time "bad" as "2006-01-02T15:04:05Z07:00": cannot parse
+    /// "bad" as "2006"`: `rest` is what was left when the layout's
+    /// `element` was expected.
+    #[error(
+        "parsing time {} as {}: cannot parse {} as {}",
+        time_quote(text),
+        time_quote(RFC3339_LAYOUT),
+        time_quote(rest),
+        time_quote(element)
+    )]
+    CannotParse {
+        text: String,
+        rest: String,
+        element: &'static str,
+    },
+    #[error("parsing time {}: {what} out of range", time_quote(text))]
+    OutOfRange { text: String, what: &'static str },
+    #[error("parsing time {}: extra text: {}", time_quote(text), time_quote(rest))]
+    ExtraText { text: String, rest: String },
+}
+
 /// Parses an RFC 3339 time (`2026-11-30T09:07:54.5+01:00`, optional
 /// fraction, `Z` or `±hh:mm`) to nanoseconds since the Unix epoch; times
 /// before 1970 give `0`. `None` if Go's `time.Time` would reject it.
@@ -1649,19 +1679,16 @@ pub fn parse_time(text: &str) -> Option<u64> {
 /// `time.Parse` with layout `time.RFC3339`: a one-digit hour, a `,`
 /// fraction and offsets up to ±24:60 are accepted), with its error texts: `parsing time "bad" as "2006-01-02T15:04:05Z07:00": cannot parse
 /// "bad" as "2006"`, `parsing time "…": month out of range`.
-pub fn parse_rfc3339(text: &str) -> Result<GoTime, String> {
-    const LAYOUT: &str = "2006-01-02T15:04:05Z07:00";
-    let cannot_parse = |rest: &str, element: &str| {
-        format!(
-            "parsing time {} as {}: cannot parse {} as {}",
-            time_quote(text),
-            time_quote(LAYOUT),
-            time_quote(rest),
-            time_quote(element)
-        )
+pub fn parse_rfc3339(text: &str) -> Result<GoTime, TimeParseError> {
+    let cannot_parse = |rest: &str, element: &'static str| TimeParseError::CannotParse {
+        text: text.to_string(),
+        rest: rest.to_string(),
+        element,
     };
-    let out_of_range =
-        |what: &str| format!("parsing time {}: {what} out of range", time_quote(text));
+    let out_of_range = |what: &'static str| TimeParseError::OutOfRange {
+        text: text.to_string(),
+        what,
+    };
     let mut rest = text;
 
     // Go's `time.Parse` walks the layout element by element; a range error
@@ -1735,11 +1762,10 @@ pub fn parse_rfc3339(text: &str) -> Result<GoTime, String> {
         offset
     };
     if !rest.is_empty() {
-        return Err(format!(
-            "parsing time {}: extra text: {}",
-            time_quote(text),
-            time_quote(rest)
-        ));
+        return Err(TimeParseError::ExtraText {
+            text: text.to_string(),
+            rest: rest.to_string(),
+        });
     }
     if day < 1 || day > days_in_month(year, month) {
         return Err(out_of_range("day"));

@@ -12,6 +12,7 @@
 
 use std::fmt::Write as _;
 
+use super::super::persist::StreamFilesError;
 use super::super::stream::config::{StreamConfig, API_LEVEL};
 use super::error::ApiError;
 use super::json;
@@ -334,6 +335,72 @@ pub fn stream_info_object(
     out
 }
 
+/// An API answer as it is sent: its JSON, and whether it is an error (the
+/// account's `api.errors` counts those, in `JetStream::respond`). An
+/// error's JSON is written only by [`ApiReply::error`]; any other body is
+/// a success (`From<String>`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ApiReply {
+    body: String,
+    outcome: Outcome,
+}
+
+/// How an API request ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    Success,
+    Error,
+}
+
+impl ApiReply {
+    /// A success: `body` is the response's JSON.
+    pub fn success(body: String) -> ApiReply {
+        ApiReply {
+            body,
+            outcome: Outcome::Success,
+        }
+    }
+
+    /// The error response of `kind` for `error` (see [`error_response`]).
+    pub fn error(kind: &str, error: &ApiError) -> ApiReply {
+        let body = error_response(kind, error);
+        assert!(
+            body.contains(",\"error\":{"),
+            "an error answer carries its error"
+        );
+        ApiReply {
+            body,
+            outcome: Outcome::Error,
+        }
+    }
+
+    /// `result` as the answer of a `kind` request: its body, or its error.
+    pub fn of(kind: &str, result: Result<String, ApiError>) -> ApiReply {
+        match result {
+            Ok(body) => ApiReply::success(body),
+            Err(error) => ApiReply::error(kind, &error),
+        }
+    }
+
+    pub fn outcome(&self) -> Outcome {
+        self.outcome
+    }
+
+    pub fn body(&self) -> &str {
+        &self.body
+    }
+
+    pub fn into_body(self) -> String {
+        self.body
+    }
+}
+
+impl From<String> for ApiReply {
+    fn from(body: String) -> ApiReply {
+        ApiReply::success(body)
+    }
+}
+
 /// An error response of `kind` with the fields its Go struct always writes
 /// (verified against nats-server 2.15.1):
 /// `stream_purge_response` `"purged":0`; `stream_info_response` zero paging;
@@ -341,7 +408,7 @@ pub fn stream_info_object(
 /// `stream_list_response` zero paging and `"streams":[]`;
 /// `consumer_names_response`/`consumer_list_response` zero paging and
 /// `"consumers":[]`.
-pub fn error_response(kind: &str, error: &ApiError) -> String {
+fn error_response(kind: &str, error: &ApiError) -> String {
     let mut out = String::with_capacity(160);
     push_type(&mut out, kind);
     out.push_str(",\"error\":");
@@ -378,14 +445,11 @@ pub fn delete_response() -> String {
 }
 
 /// The answer to a stream delete that removed its files, or failed to.
-pub fn delete_result(result: Result<(), String>) -> String {
-    match result {
-        Ok(()) => delete_response(),
-        Err(error) => error_response(
-            "stream_delete_response",
-            &ApiError::stream_delete_failed(&error),
-        ),
-    }
+pub fn delete_result(result: Result<(), StreamFilesError>) -> ApiReply {
+    let result = result
+        .map(|()| delete_response())
+        .map_err(|error| ApiError::stream_delete_failed(&error.to_string()));
+    ApiReply::of("stream_delete_response", result)
 }
 
 /// `{"type":"…stream_msg_delete_response","success":true}`.

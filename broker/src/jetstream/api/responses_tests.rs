@@ -449,3 +449,22 @@ fn cluster_list_elements() {
         r#"{"type":"io.nats.jetstream.api.v1.stream_list_response","total":3,"offset":0,"limit":256,"streams":[],"missing":["A","B"],"offline":{"B":"why"}}"#
     );
 }
+
+#[test]
+fn an_answer_is_an_error_only_when_built_from_one() {
+    let not_found = ApiError::stream_not_found();
+    let error = ApiReply::error("stream_info_response", &not_found);
+    assert_eq!(error.outcome(), Outcome::Error);
+    assert_eq!(
+        error.body(),
+        error_response("stream_info_response", &not_found)
+    );
+    assert_eq!(ApiReply::of("stream_info_response", Err(not_found)), error);
+    // A success whose text holds an error's marker (a description, say)
+    // is still a success: the outcome is typed, not searched for.
+    let body = r#"{"type":"io.nats.jetstream.api.v1.stream_info_response","config":{"description":"\"error\":{"}}"#;
+    assert_eq!(ApiReply::from(body.to_string()).outcome(), Outcome::Success);
+    let deleted = delete_result(Ok(()));
+    assert_eq!(deleted.outcome(), Outcome::Success);
+    assert_eq!(deleted.into_body(), delete_response());
+}

@@ -1080,25 +1080,33 @@ fn check_sample_frequency(text: &str) -> Result<(), ApiError> {
         Ok(value) if value >= 0 => Ok(()),
         // nats-server formats the nil error.
         Ok(_) => Err(ApiError::invalid_sampling("<nil>")),
-        Err(error) => Err(ApiError::invalid_sampling(&error)),
+        Err(error) => Err(ApiError::invalid_sampling(&error.to_string())),
     }
 }
 
 /// Go's `strconv.Atoi` with its error text.
-fn go_atoi(text: &str) -> Result<i64, String> {
+fn go_atoi(text: &str) -> Result<i64, AtoiError> {
     let digits = text.strip_prefix(['+', '-']).unwrap_or(text);
+    let error = |out_of_range| AtoiError {
+        text: text.to_string(),
+        out_of_range,
+    };
     if digits.is_empty() || !digits.bytes().all(|byte| byte.is_ascii_digit()) {
-        return Err(format!(
-            "strconv.Atoi: parsing {}: invalid syntax",
-            json::go_quote(text)
-        ));
+        return Err(error(false));
     }
-    text.parse::<i64>().map_err(|_| {
-        format!(
-            "strconv.Atoi: parsing {}: value out of range",
-            json::go_quote(text)
-        )
-    })
+    text.parse::<i64>().map_err(|_| error(true))
+}
+
+/// Go's `strconv.Atoi` error: `strconv.Atoi: parsing "x": invalid syntax`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "strconv.Atoi: parsing {}: {}",
+    json::go_quote(text),
+    if *out_of_range { "value out of range" } else { "invalid syntax" }
+)]
+struct AtoiError {
+    text: String,
+    out_of_range: bool,
 }
 
 fn check_priority(config: &ConsumerConfig) -> Result<(), ApiError> {

@@ -7,7 +7,7 @@ use tern_storage::block_store::{StoreError, StoredMessage, StreamState};
 
 use super::super::api::error::ApiError;
 use super::super::api::requests::{self, MessageGet};
-use super::super::api::responses;
+use super::super::api::responses::{self, ApiReply};
 use super::super::entry::Operation;
 use super::super::persist;
 use super::super::replication::GroupView;
@@ -112,19 +112,19 @@ impl StreamTask {
                 } else {
                     InfoAnswer::Info
                 };
-                let body = match requests::StreamInfoRequest::parse(&payload) {
-                    Ok(request) => self.info_response(InfoQuery {
+                let body = requests::StreamInfoRequest::parse(&payload).map(|request| {
+                    self.info_response(InfoQuery {
                         kind: "stream_info_response",
                         did_create: false,
                         subjects_filter: request.subjects_filter.as_deref(),
                         offset: request.offset,
                         deleted_details: request.deleted_details,
                         answer,
-                    }),
-                    Err(error) => responses::error_response("stream_info_response", &error),
-                };
+                    })
+                });
                 if let Some(reply) = reply {
-                    self.js.respond(origin, reply, body);
+                    let answer = ApiReply::of("stream_info_response", body);
+                    self.js.respond(origin, reply, answer);
                 }
             }
             StreamApi::Purge => {
@@ -206,26 +206,21 @@ impl StreamTask {
             StreamApi::MessageGet => {
                 let body = match requests::parse_message_get(&payload) {
                     Ok((get, no_headers)) => match self.find(&get).await {
-                        Ok(Some(message)) => responses::message_get_response(
+                        Ok(Some(message)) => Ok(responses::message_get_response(
                             &String::from_utf8_lossy(&message.subject),
                             message.sequence,
                             if no_headers { &[] } else { &message.headers },
                             &message.payload,
                             message.timestamp_ns,
-                        ),
-                        Ok(None) => responses::error_response(
-                            "stream_msg_get_response",
-                            &ApiError::no_message_found(),
-                        ),
-                        Err(error) => responses::error_response(
-                            "stream_msg_get_response",
-                            &ApiError::store_failed(&error.to_string()),
-                        ),
+                        )),
+                        Ok(None) => Err(ApiError::no_message_found()),
+                        Err(error) => Err(ApiError::store_failed(&error.to_string())),
                     },
-                    Err(error) => responses::error_response("stream_msg_get_response", &error),
+                    Err(error) => Err(error),
                 };
                 if let Some(reply) = reply {
-                    self.js.respond(origin, reply, body);
+                    let answer = ApiReply::of("stream_msg_get_response", body);
+                    self.js.respond(origin, reply, answer);
                 }
             }
             StreamApi::DirectGet { subject } => {

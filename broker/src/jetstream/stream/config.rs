@@ -757,8 +757,8 @@ fn check(mut config: StreamConfig, pedantic: bool) -> Result<StreamConfig, ApiEr
                 transform.src
             )));
         }
-        if let Err(text) = validate_mapping(&transform.src, &transform.dest) {
-            return Err(ApiError::transform_invalid_destination(&text));
+        if let Err(error) = validate_mapping(&transform.src, &transform.dest) {
+            return Err(ApiError::transform_invalid_destination(&error.to_string()));
         }
     }
     check_republish(&mut config, pedantic)?;
@@ -1021,39 +1021,66 @@ fn check_republish(config: &mut StreamConfig, pedantic: bool) -> Result<(), ApiE
 
 /// nats-server's `ValidateMapping` for a subject transform destination, as
 /// far as tern checks it: token shape, then [`transform_error`].
-fn validate_mapping(source: &str, destination: &str) -> Result<(), String> {
+fn validate_mapping(source: &str, destination: &str) -> Result<(), MappingError> {
     if destination.is_empty() {
         return Ok(());
     }
     let mut after_full_wildcard = false;
     for token in destination.split('.') {
         if token.is_empty() || after_full_wildcard {
-            // Go's `mappingDestinationErr` omits ` in <token>` when empty.
-            let mut text = "invalid mapping destination: invalid transform".to_string();
-            if !token.is_empty() {
-                text.push_str(" in ");
-                text.push_str(token);
-            }
-            return Err(text);
+            return Err(MappingError::InvalidTransform {
+                token: token.to_string(),
+            });
         }
         if token.len() > 4 && token.starts_with("{{") && token.ends_with("}}") {
             if mapping_function(token).is_none() {
-                return Err(format!(
-                    "invalid mapping destination: unknown function in {token}"
-                ));
+                return Err(MappingError::UnknownFunction {
+                    token: token.to_string(),
+                });
             }
             continue;
         }
         if token == ">" {
             after_full_wildcard = true;
         } else if token.contains([' ', '\t', '\n', '\r', '\x0c']) {
-            return Err("invalid mapping destination: invalid transform".to_string());
+            return Err(MappingError::InvalidTransform {
+                token: String::new(),
+            });
         }
     }
     match transform_error(source, destination) {
-        Some(text) => Err(text),
+        Some(error) => Err(error),
         None => Ok(()),
     }
+}
+
+/// Why nats-server's `ValidateMapping` or `NewSubjectTransform` refuses a
+/// transform destination, with its texts.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+enum MappingError {
+    /// Go's `mappingDestinationErr` omits ` in <token>` when it is empty.
+    #[error(
+        "invalid mapping destination: invalid transform{}{token}",
+        if token.is_empty() { "" } else { " in " }
+    )]
+    InvalidTransform { token: String },
+    #[error("invalid mapping destination: unknown function in {token}")]
+    UnknownFunction { token: String },
+    #[error("invalid subject")]
+    InvalidSubject,
+    #[error("invalid mapping destination: not enough arguments passed to the function in {token}")]
+    NotEnoughArguments { token: String },
+    #[error(
+        "invalid mapping destination: function argument is invalid or in the wrong format in {token}"
+    )]
+    InvalidArgument { token: String },
+    /// A wildcard reference in a source without wildcards (`index`:
+    /// `None`), or past its last one.
+    #[error(
+        "invalid mapping destination: wildcard index out of range in {token}{}",
+        index.map_or(String::new(), |index| format!(": [{index}]"))
+    )]
+    WildcardOutOfRange { token: String, index: Option<usize> },
 }
 
 /// The name of a `{{function(...)}}` mapping token, if it is one nats-server
@@ -1087,7 +1114,7 @@ fn mapping_function(token: &str) -> Option<(String, &str)> {
 /// valid, `>` on both or neither, no `*` in the destination, and wildcard
 /// references (`$n`, `{{wildcard(n)}}`) within the source's `*` count.
 /// Other mapping functions are accepted as written.
-fn transform_error(source: &str, destination: &str) -> Option<String> {
+fn transform_error(source: &str, destination: &str) -> Option<MappingError> {
     if destination.is_empty() {
         return None;
     }
@@ -1095,10 +1122,10 @@ fn transform_error(source: &str, destination: &str) -> Option<String> {
     let (Some((source_wildcards, source_full)), Some((destination_wildcards, destination_full))) =
         (subject_info(source), subject_info(destination))
     else {
-        return Some("invalid subject".to_string());
+        return Some(MappingError::InvalidSubject);
     };
     if destination_wildcards > 0 || source_full != destination_full {
-        return Some("invalid subject".to_string());
+        return Some(MappingError::InvalidSubject);
     }
     for token in destination.split('.') {
         let index = if let Some(digits) = token.strip_prefix('$') {
@@ -1113,14 +1140,14 @@ fn transform_error(source: &str, destination: &str) -> Option<String> {
             match arguments.trim().parse::<usize>() {
                 Ok(index) => Some(index),
                 Err(_) if arguments.trim().is_empty() => {
-                    return Some(format!(
-                        "invalid mapping destination: not enough arguments passed to the function in {token}"
-                    ))
+                    return Some(MappingError::NotEnoughArguments {
+                        token: token.to_string(),
+                    })
                 }
                 Err(_) => {
-                    return Some(format!(
-                        "invalid mapping destination: function argument is invalid or in the wrong format in {token}"
-                    ))
+                    return Some(MappingError::InvalidArgument {
+                        token: token.to_string(),
+                    })
                 }
             }
         } else {
@@ -1130,14 +1157,16 @@ fn transform_error(source: &str, destination: &str) -> Option<String> {
             continue;
         };
         if source_wildcards == 0 && !source_full {
-            return Some(format!(
-                "invalid mapping destination: wildcard index out of range in {token}"
-            ));
+            return Some(MappingError::WildcardOutOfRange {
+                token: token.to_string(),
+                index: None,
+            });
         }
         if index > source_wildcards {
-            return Some(format!(
-                "invalid mapping destination: wildcard index out of range in {token}: [{index}]"
-            ));
+            return Some(MappingError::WildcardOutOfRange {
+                token: token.to_string(),
+                index: Some(index),
+            });
         }
     }
     None

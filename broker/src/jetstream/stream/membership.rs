@@ -216,7 +216,10 @@ impl StreamTask {
 
     /// Stops the stream here and removes its files (a delete, or this
     /// replica leaving): owed replies fail with `reason`.
-    pub(super) async fn remove_copy(&mut self, reason: &str) -> Result<(), String> {
+    pub(super) async fn remove_copy(
+        &mut self,
+        reason: &str,
+    ) -> Result<(), persist::StreamFilesError> {
         self.handle.stopped.set(true);
         // Owed replies of entries not yet applied get an error.
         self.fail_pending(reason);

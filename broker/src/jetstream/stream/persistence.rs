@@ -26,7 +26,7 @@
 use bytes::Bytes;
 
 use super::super::api::error::ApiError;
-use super::super::api::responses;
+use super::super::api::responses::ApiReply;
 use super::super::consumer::config::ConsumerConfig;
 use super::super::consumer::responses as consumer_responses;
 use super::super::consumer::store::{self as consumer_store, StoredConsumer, StoredConsumers};
@@ -282,14 +282,12 @@ impl StreamTask {
                 let Some(reply) = reply else {
                     return;
                 };
-                let body = match self.replica.consumers.get(&name) {
-                    Some(consumer) => self.consumer_info(consumer, "consumer_create_response"),
-                    None => responses::error_response(
-                        "consumer_create_response",
-                        &ApiError::consumer_not_found(),
-                    ),
+                let kind = "consumer_create_response";
+                let answer = match self.replica.consumers.get(&name) {
+                    Some(consumer) => ApiReply::success(self.consumer_info(consumer, kind)),
+                    None => ApiReply::error(kind, &ApiError::consumer_not_found()),
                 };
-                self.js.respond(origin, reply, body);
+                self.js.respond(origin, reply, answer);
             }
             ConsumerOwed::Deleted { origin, reply } => {
                 if let Some(reply) = reply {

@@ -15,7 +15,7 @@ use tern_storage::block_store::{DmaFiles, Manifest, MemoryFiles, StoreError, Str
 use tern_storage::JournalError;
 
 use super::super::api::error::ApiError;
-use super::super::api::responses;
+use super::super::api::responses::{self, ApiReply};
 use super::super::entry::{Operation, CONSUMER_STATE_BYTES_MAX};
 use super::super::expiry::Expiry;
 use super::super::persist::{self, RaftState};
@@ -1195,15 +1195,15 @@ impl StreamTask {
                 for owed in released.iter_mut() {
                     if let Owed::Delete { origin, reply } = owed {
                         if let Some(reply) = reply.take() {
-                            let body = if removed {
-                                responses::message_delete_response()
+                            let answer = if removed {
+                                ApiReply::success(responses::message_delete_response())
                             } else {
-                                responses::error_response(
+                                ApiReply::error(
                                     "stream_msg_delete_response",
                                     &ApiError::message_delete_failed("no message found"),
                                 )
                             };
-                            self.js.respond(*origin, reply, body);
+                            self.js.respond(*origin, reply, answer);
                         }
                     }
                 }
