@@ -936,8 +936,76 @@ async fn read_loop(
     }
 }
 
+/// A peer's protocol error: the route is closed with it.
+#[derive(Debug)]
+enum PeerError {
+    /// An interest update the router refused.
+    Interest {
+        subject: Vec<u8>,
+        error: NodeInterestError,
+    },
+    /// A Raft frame not addressed from this link's node to this one.
+    MisaddressedRaft {
+        from: u64,
+        to: u64,
+        peer: u64,
+        own: u64,
+    },
+    UndecodableRaft {
+        group: u64,
+        error: tern_raft::wire::DecodeError,
+    },
+    /// A forwarded request outside `$JS.API.`.
+    NotAnApiSubject(Vec<u8>),
+    SecondHello,
+    Refused(String),
+}
+
+impl std::fmt::Display for PeerError {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            PeerError::Interest {
+                subject,
+                error: NodeInterestError::InvalidSubject,
+            } => write!(
+                formatter,
+                "invalid subject {:?} in an interest update",
+                String::from_utf8_lossy(subject)
+            ),
+            PeerError::Interest {
+                error: NodeInterestError::TooManyKeys,
+                ..
+            } => write!(formatter, "more than {NODE_KEYS_MAX} subjects of interest"),
+            PeerError::MisaddressedRaft {
+                from,
+                to,
+                peer,
+                own,
+            } => write!(
+                formatter,
+                "Raft frame from node {from:#x} to {to:#x} on the link from {peer:#x} to {own:#x}"
+            ),
+            PeerError::UndecodableRaft { group, error } => write!(
+                formatter,
+                "undecodable Raft message for group {group:#x}: {error:?}"
+            ),
+            PeerError::NotAnApiSubject(subject) => write!(
+                formatter,
+                "forwarded request on {:?} is not a JetStream API subject",
+                String::from_utf8_lossy(subject)
+            ),
+            PeerError::SecondHello => formatter.write_str("a second hello"),
+            PeerError::Refused(reason) => write!(formatter, "refused: {reason}"),
+        }
+    }
+}
+
 /// Acts on one frame from a peer; `Err` is the peer's protocol error.
-fn handle_frame(shard: &Rc<Shard>, link: &Rc<RouteLink>, frame: Frame<'_>) -> Result<(), String> {
+fn handle_frame(
+    shard: &Rc<Shard>,
+    link: &Rc<RouteLink>,
+    frame: Frame<'_>,
+) -> Result<(), PeerError> {
     match frame {
         Frame::Message(message) => {
             link.in_msgs.set(link.in_msgs.get() + 1);
@@ -955,14 +1023,9 @@ fn handle_frame(shard: &Rc<Shard>, link: &Rc<RouteLink>, frame: Frame<'_>) -> Re
             shard
                 .routing
                 .apply_node_interest(link.peer.node_id, subject, queue, weight)
-                .map_err(|error| match error {
-                    NodeInterestError::InvalidSubject => format!(
-                        "invalid subject {:?} in an interest update",
-                        String::from_utf8_lossy(subject)
-                    ),
-                    NodeInterestError::TooManyKeys => {
-                        format!("more than {NODE_KEYS_MAX} subjects of interest")
-                    }
+                .map_err(|error| PeerError::Interest {
+                    subject: subject.to_vec(),
+                    error,
                 })?;
         }
         Frame::Routes(urls) => {
@@ -977,10 +1040,12 @@ fn handle_frame(shard: &Rc<Shard>, link: &Rc<RouteLink>, frame: Frame<'_>) -> Re
         Frame::Raft { from, to, messages } => {
             let own = shard.routes.as_ref().map_or(0, |routes| routes.node_id());
             if from != link.peer.node_id || to != own {
-                return Err(format!(
-                    "Raft frame from node {from:#x} to {to:#x} on the link from {:#x} to {own:#x}",
-                    link.peer.node_id
-                ));
+                return Err(PeerError::MisaddressedRaft {
+                    from,
+                    to,
+                    peer: link.peer.node_id,
+                    own,
+                });
             }
             let Some(js) = shard.jetstream.get() else {
                 return Ok(());
@@ -988,9 +1053,8 @@ fn handle_frame(shard: &Rc<Shard>, link: &Rc<RouteLink>, frame: Frame<'_>) -> Re
             let limits = tern_raft::wire::DecodeLimits::default();
             for (group, bytes) in messages {
                 let bytes = bytes::Bytes::copy_from_slice(bytes);
-                let message = tern_raft::wire::decode(&bytes, &limits).map_err(|error| {
-                    format!("undecodable Raft message for group {group:#x}: {error:?}")
-                })?;
+                let message = tern_raft::wire::decode(&bytes, &limits)
+                    .map_err(|error| PeerError::UndecodableRaft { group, error })?;
                 js.raft_message(group, tern_raft::Envelope { from, to, message });
             }
         }
@@ -1001,17 +1065,14 @@ fn handle_frame(shard: &Rc<Shard>, link: &Rc<RouteLink>, frame: Frame<'_>) -> Re
             payload,
         } => {
             if !subject.starts_with(b"$JS.API.") {
-                return Err(format!(
-                    "forwarded request on {:?} is not a JetStream API subject",
-                    String::from_utf8_lossy(subject)
-                ));
+                return Err(PeerError::NotAnApiSubject(subject.to_vec()));
             }
             if let Some(js) = shard.jetstream.get() {
                 js.on_forwarded_api(hops, subject, reply, payload);
             }
         }
-        Frame::Hello(_) => return Err("a second hello".into()),
-        Frame::Refuse(reason) => return Err(format!("refused: {reason}")),
+        Frame::Hello(_) => return Err(PeerError::SecondHello),
+        Frame::Refuse(reason) => return Err(PeerError::Refused(reason)),
     }
     Ok(())
 }
