@@ -7,18 +7,15 @@
 //! `[authorization]` settings and the client port's TLS certificates — is
 //! built once into [`Settings`] and sent to every shard as a mesh message;
 //! each shard swaps it in and re-checks its own connections
-//! (`Shard::apply_reload`). What cannot change (ports, cores, directories,
+//! (`shard::reload::apply`). What cannot change (ports, cores, directories,
 //! limits, cluster, JetStream) keeps its running value, named in a warning.
 //! A file that fails to read, parse or validate changes nothing: the error
 //! is logged and the server goes on with what it has, as nats-server does.
 
-use std::rc::Rc;
 use std::sync::Arc;
 
 use crate::auth::Authorization;
 use crate::config::{Config, ConfigError};
-use crate::shard::message::ShardMessage;
-use crate::shard::Shard;
 use crate::tls::{TlsError, TlsServer};
 
 /// Why a reload changed nothing.
@@ -177,7 +174,7 @@ fn read(running: &Config) -> Result<Config, ReloadError> {
 
 /// The running configuration with what changed live, and the settings
 /// every shard swaps in; nothing is applied yet.
-fn prepare(running: &Config) -> Result<(Config, Changes, Settings), ReloadError> {
+pub fn prepare(running: &Config) -> Result<(Config, Changes, Settings), ReloadError> {
     let new = read(running)?;
     let changes = changes(running, &new);
     let tls = crate::tls::server(new.tls.as_ref())?;
@@ -195,48 +192,6 @@ fn prepare(running: &Config) -> Result<(Config, Changes, Settings), ReloadError>
         tls,
     };
     Ok((next, changes, settings))
-}
-
-/// Shard 0's task: one reload per collected SIGHUP (signals that come
-/// while one runs are folded into the next), until shutdown.
-pub async fn serve(shard: Rc<Shard>) {
-    assert_eq!(shard.index, 0, "shard 0 collects the signals");
-    let mut running = shard.config.clone();
-    let mut seen = shard.shutdown.reload_requests();
-    loop {
-        seen = shard.shutdown.wait_reload_request(seen).await;
-        if shard.shutdown.is_triggered() {
-            return;
-        }
-        match prepare(&running) {
-            Err(error) => {
-                log::error!(target: "tern::server", "Failed to reload server configuration: {error}");
-            }
-            Ok((next, changes, settings)) => {
-                for name in &changes.fixed {
-                    log::warn!(target: "tern::server", "Reload: {name} cannot change while the server runs; keeping the running value");
-                }
-                if changes.authorization {
-                    log::info!(target: "tern::server", "Reloaded: authorization ({})", settings.authorization.describe());
-                    if settings.authorization.has_plain_passwords() {
-                        log::warn!(target: "tern::server", "Plaintext passwords detected, use nkeys or bcrypt");
-                    }
-                }
-                if changes.tls {
-                    log::info!(target: "tern::server", "Reloaded: tls");
-                }
-                // Shard 0 first: whatever a peer shows, shard 0 (and its
-                // monitor) shows already.
-                let settings = Arc::new(settings);
-                shard.apply_reload(&settings);
-                shard
-                    .links
-                    .broadcast(|| ShardMessage::Reload(settings.clone()));
-                running = next;
-                log::info!(target: "tern::server", "Reloaded server configuration");
-            }
-        }
-    }
 }
 
 #[cfg(test)]

@@ -369,7 +369,7 @@ pub fn run(mut config: Config) -> Result<(), ServerError> {
         watch_signals: true,
         spin_before_park: Some(config.spin_before_park),
     };
-    let storage_usage = crate::jetstream::usage::StorageUsage::new(config.cores.len());
+    let storage_usage = Arc::new(crate::jetstream::usage::StorageUsage::new(config.cores.len()));
     let node_id = node_identity.map_or_else(
         || crate::cluster::node_id(&server_name),
         |identity| identity.id,
@@ -548,7 +548,7 @@ async fn shard_main(
     let spinner = glommio::spawn_local(shard.routing.spinner().clone().run());
     if let Some(jetstream_config) = config.jetstream.clone() {
         let opened = futures_lite::future::or(
-            async { Some(JetStream::open(&shard, jetstream_config).await) },
+            async { Some(JetStream::open(shard.jetstream_services(), jetstream_config).await) },
             async {
                 shutdown.wait().await;
                 None
@@ -612,7 +612,7 @@ async fn shard_main(
             }
         }
     }
-    let reload = (index == 0).then(|| glommio::spawn_local(crate::reload::serve(shard.clone())));
+    let reload = (index == 0).then(|| glommio::spawn_local(crate::shard::reload::serve(shard.clone())));
     if index == 0 {
         log::info!(target: "tern::server", "Listening for client connections on {client_address}");
         log::info!(target: "tern::server", "Server is ready");

@@ -505,9 +505,7 @@ impl JetStream {
     pub(super) async fn run_meta(self: Rc<Self>) {
         let meta = self.meta.get().expect("the meta group runs here").clone();
         // Placements go to the other shards: their JetStream must be up.
-        let shard = self.shard();
-        futures_lite::future::or(shard.wait_all_started(), self.wait_stopping()).await;
-        drop(shard);
+        futures_lite::future::or(self.shard().wait_all_started(), self.wait_stopping()).await;
         if self.stopping() {
             return;
         }

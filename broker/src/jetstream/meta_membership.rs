@@ -185,13 +185,12 @@ impl JetStream {
             return;
         }
         // Only over the node's own route, under its own name.
-        let shard = self.shard();
-        let genuine = shard
+        let genuine = self
+            .shard()
             .routes
             .as_ref()
             .and_then(|routes| routes.link_to_node(join.node))
             .is_some_and(|link| link.peer.server_name == join.name);
-        drop(shard);
         let leads = self.groups().node(META_GROUP, Node::leader) == Some(meta.node_id);
         if !genuine || !leads || !meta.leader_caught_up(self) {
             return;

@@ -88,7 +88,9 @@ use tern_storage::Journal;
 use crate::config::JetStreamConfig;
 use crate::internal::{InternalScope, InternalSink, InternalSubscription};
 use crate::mesh::PeerSender;
-use crate::shard::Shard;
+use crate::cluster::routes::Routes;
+use crate::mesh::StartBarrier;
+use crate::routing::shard_routing::ShardRouting;
 use api::error::ApiError;
 use api::responses::{ApiReply, Outcome};
 use api::{requests, responses};
@@ -295,12 +297,42 @@ struct PendingGather {
     arrived: Waiters,
 }
 
+/// What JetStream uses of the shard it runs on, handed in by the node:
+/// JetStream reaches the layers below it (the publish path, the routes,
+/// the other shards) through these and never names the shard.
+pub struct ShardServices {
+    pub index: usize,
+    pub shard_count: usize,
+    pub server_name: String,
+    /// The server's `store_dir` (JetStream's files are under `jetstream/`).
+    pub store_dir: PathBuf,
+    /// The server's limits (the largest message sizes the journal's batch
+    /// and the block store's segments).
+    pub limits: crate::config::Limits,
+    /// Bytes stored by every shard's streams (`max_file_store`,
+    /// `max_memory_store`), shared by the node's shards.
+    pub storage_usage: std::sync::Arc<usage::StorageUsage>,
+    pub routing: Rc<ShardRouting>,
+    /// This shard's routes to the other nodes (clustered only).
+    pub routes: Option<Rc<Routes>>,
+    pub peers: Rc<dyn PeerSender<JetStreamMessage>>,
+    pub started: Rc<StartBarrier>,
+}
+
+impl ShardServices {
+    /// Waits until every other shard of this node started (its JetStream,
+    /// if any, is there to take messages).
+    pub async fn wait_all_started(&self) {
+        self.started.wait().await;
+    }
+}
+
 pub struct JetStream {
     index: usize,
     shard_count: usize,
     config: JetStreamConfig,
     root: PathBuf,
-    shard: Weak<Shard>,
+    shard: ShardServices,
     /// This JetStream, for the sinks it hands the router.
     this: Weak<JetStream>,
     journal: OnceCell<Rc<Journal<DmaDevice>>>,
@@ -351,7 +383,7 @@ impl JetStream {
     /// JetStream on `shard` before anything is recovered
     /// ([`JetStream::open`], in `recovery`).
     fn new(
-        shard: &Rc<Shard>,
+        shard: ShardServices,
         config: JetStreamConfig,
         root: PathBuf,
         free_space: FreeSpace,
@@ -365,7 +397,7 @@ impl JetStream {
             shard_count: shard.shard_count,
             config,
             root,
-            shard: Rc::downgrade(shard),
+            shard,
             this: this.clone(),
             journal: OnceCell::new(),
             groups: OnceCell::new(),
@@ -418,12 +450,12 @@ impl JetStream {
         self.journal_damage.borrow().clone()
     }
 
-    fn shard(&self) -> Rc<Shard> {
-        self.shard.upgrade().expect("the shard outlives JetStream")
+    fn shard(&self) -> &ShardServices {
+        &self.shard
     }
 
     pub fn server_name(&self) -> String {
-        self.shard().shared.server_name.clone()
+        self.shard.server_name.clone()
     }
 
     pub fn stream_directory(&self, name: &str) -> PathBuf {
@@ -736,7 +768,7 @@ impl JetStream {
 
     /// How this JetStream reaches the other shards' (the node's outboxes).
     fn peers(&self) -> Rc<dyn PeerSender<JetStreamMessage>> {
-        self.shard().links.clone()
+        self.shard.peers.clone()
     }
 
     /// The cluster's name, in a cluster.
@@ -1576,8 +1608,7 @@ impl JetStream {
     pub fn count_stored_bytes(&self, handle: &StreamHandle, bytes: u64) {
         let before = handle.counted_bytes.replace(bytes);
         if before != bytes {
-            self.shard()
-                .shared
+            self.shard
                 .storage_usage
                 .record(self.index, handle.storage(), before, bytes);
         }
@@ -1590,8 +1621,7 @@ impl JetStream {
         // No limit: no look at the other shards' slots.
         limit_bytes >= 0
             && self
-                .shard()
-                .shared
+                .shard
                 .storage_usage
                 .exceeds(storage, limit_bytes)
     }

@@ -38,13 +38,12 @@ use super::stream::config::{StorageType, StreamConfig};
 use super::stream::failure::StreamFailure;
 use super::stream::groups::StreamGroups;
 use super::stream::{Recovered, StreamHandle};
-use super::{
+use super::{ShardServices, 
     decode_stored_config, decode_stored_peers, entry, layout, now_unix_ns, owner_of, votes,
     JetStream, Rebuild, StoredConfigFileError, CREATING_PREFIX, JOURNAL_BATCH_BYTES_MIN,
     META_SHARD,
 };
 use crate::config::JetStreamConfig;
-use crate::shard::Shard;
 
 /// Why JetStream cannot open on this shard: the server does not start.
 /// Each names the file, directory or journal, and the cause.
@@ -452,13 +451,13 @@ impl JetStream {
     /// shard also loads the catalog. Registers the API subscription and the
     /// streams' subscriptions.
     pub async fn open(
-        shard: &Rc<Shard>,
+        services: ShardServices,
         config: JetStreamConfig,
     ) -> Result<Rc<JetStream>, RecoveryError> {
-        let root = shard.config.store_dir.join("jetstream");
+        let root = services.store_dir.join("jetstream");
         std::fs::create_dir_all(&root).map_err(RecoveryError::io(&root))?;
-        let free_space = storage_reserve(&root, &config, shard.shard_count)?;
-        if shard.index == META_SHARD {
+        let free_space = storage_reserve(&root, &config, services.shard_count)?;
+        if services.index == META_SHARD {
             log::info!(
                 target: "tern::jetstream",
                 "JetStream keeps {} MiB free on {} (storage_reserve): publishes to file streams are refused below it",
@@ -470,7 +469,8 @@ impl JetStream {
                 std::fs::remove_dir_all(&trash).map_err(RecoveryError::io(&trash))?;
             }
         }
-        let js = JetStream::new(shard, config, root, free_space);
+        let js = JetStream::new(services, config, root, free_space);
+        let shard = js.shard();
         // 1. Stream configs (and, for owned streams, Raft state).
         let found = js.find_streams(shard).await?;
         // 2. The journal: records of owned streams past their checkpoint.
@@ -521,7 +521,7 @@ impl JetStream {
     /// Step 1: the stream directories, each read as [`Self::find_stream`]
     /// says, after the leftovers of creations that never completed are
     /// removed.
-    async fn find_streams(&self, shard: &Rc<Shard>) -> Result<FoundStreams, RecoveryError> {
+    async fn find_streams(&self, shard: &ShardServices) -> Result<FoundStreams, RecoveryError> {
         let streams_directory = self.root.join("streams");
         std::fs::create_dir_all(&streams_directory)
             .map_err(RecoveryError::io(&streams_directory))?;
@@ -562,7 +562,7 @@ impl JetStream {
     /// with why (a replica rebuilds from its peers).
     async fn find_stream(
         &self,
-        shard: &Rc<Shard>,
+        shard: &ShardServices,
         name: String,
         directory: &Path,
         found: &mut FoundStreams,
@@ -634,7 +634,7 @@ impl JetStream {
     /// offline.
     async fn config_damaged(
         &self,
-        shard: &Rc<Shard>,
+        shard: &ShardServices,
         name: String,
         files: DmaFiles,
         reason: String,
@@ -682,7 +682,7 @@ impl JetStream {
 
     /// In a cluster, shard 0 also runs the meta group: its checkpoint, and
     /// its records in the journal past it.
-    async fn open_meta(&self, shard: &Rc<Shard>, wanted: &mut Wanted) -> Result<(), RecoveryError> {
+    async fn open_meta(&self, shard: &ShardServices, wanted: &mut Wanted) -> Result<(), RecoveryError> {
         let Some(routes) = shard.routes.as_ref().filter(|_| self.index == META_SHARD) else {
             return Ok(());
         };
@@ -699,7 +699,7 @@ impl JetStream {
     /// otherwise its damage.
     async fn replay_journal(
         &self,
-        shard: &Rc<Shard>,
+        shard: &ShardServices,
         location: &JournalLocation,
         found: &FoundStreams,
         wanted: &mut Wanted,
@@ -752,7 +752,7 @@ impl JetStream {
     /// newest term and vote written back (unless the journal is damaged).
     async fn recover_votes(
         &self,
-        shard: &Rc<Shard>,
+        shard: &ShardServices,
         location: &JournalLocation,
         found: &FoundStreams,
         wanted: &mut Wanted,
@@ -823,7 +823,7 @@ impl JetStream {
     async fn salvage_journal(
         &self,
         location: &JournalLocation,
-        shard: &Rc<Shard>,
+        shard: &ShardServices,
         damage: &JournalDamage,
         owned: &[Found],
         wanted: &mut Wanted,
@@ -888,16 +888,12 @@ impl JetStream {
 
     /// The shard's Raft groups' driver, with the votes file's copy and, in
     /// a cluster, the routes as its transport.
-    fn start_groups(&self, shard: &Rc<Shard>, votes_copy: Option<(DmaFiles, votes::Votes)>) {
+    fn start_groups(&self, shard: &ShardServices, votes_copy: Option<(DmaFiles, votes::Votes)>) {
         let groups = StreamGroups::new(self.journal.get().cloned(), votes_copy);
-        if shard.routes.is_some() {
-            let shard = Rc::downgrade(shard);
+        if let Some(routes) = shard.routes.as_ref() {
+            let routes = Rc::downgrade(routes);
             groups.set_transport(Box::new(move |batch| {
-                if let Some(routes) = shard
-                    .upgrade()
-                    .as_ref()
-                    .and_then(|shard| shard.routes.as_ref())
-                {
+                if let Some(routes) = routes.upgrade() {
                     routes.send_raft(batch);
                 }
             }));
@@ -1094,7 +1090,7 @@ impl JetStream {
     async fn replace_damaged_journal(
         &self,
         location: &JournalLocation,
-        shard: &Rc<Shard>,
+        shard: &ShardServices,
         damage: &JournalDamage,
         owned: &[Found],
     ) -> Result<Rc<Journal<DmaDevice>>, JournalReplacementError> {
@@ -1184,7 +1180,7 @@ impl JetStream {
         location: &JournalLocation,
         file_streams: usize,
         opening: JournalOpening,
-        shard: &Rc<Shard>,
+        shard: &ShardServices,
         on_record: impl FnMut(tern_storage::format::RecordView<'_>),
     ) -> Result<Result<Rc<Journal<DmaDevice>>, JournalDamage>, RecoveryError> {
         assert!(
@@ -1208,7 +1204,7 @@ impl JetStream {
             .map_or(JOURNAL_BATCH_BYTES_MIN, |settings| {
                 settings.journal_batch_bytes_max as usize
             });
-        let batch_bytes_max = (shard.config.limits.max_payload_bytes + (128 << 10))
+        let batch_bytes_max = (shard.limits.max_payload_bytes + (128 << 10))
             .max(batch_bytes_min)
             .next_multiple_of(4096)
             .min(config.journal_segment_bytes as usize / 2);

@@ -34,3 +34,38 @@ pub trait PeerSender<M> {
         }
     }
 }
+
+/// Which of this node's shards said they finished starting (their
+/// JetStream, if any, is there to take messages): the shard counts the
+/// announcements, and whoever must wait for every shard waits here.
+pub struct StartBarrier {
+    shard_count: usize,
+    started_peers: std::cell::Cell<usize>,
+    waiters: tern_shard::Waiters,
+}
+
+impl StartBarrier {
+    pub fn new(shard_count: usize) -> StartBarrier {
+        assert!(shard_count > 0);
+        StartBarrier {
+            shard_count,
+            started_peers: std::cell::Cell::new(0),
+            waiters: tern_shard::Waiters::new(),
+        }
+    }
+
+    /// Another shard announced it started (once per peer).
+    pub fn peer_started(&self) {
+        let started = self.started_peers.get() + 1;
+        assert!(started < self.shard_count, "each peer announces once");
+        self.started_peers.set(started);
+        self.waiters.wake_all();
+    }
+
+    /// Waits until every other shard said it started.
+    pub async fn wait(&self) {
+        self.waiters
+            .wait_until(|| self.started_peers.get() + 1 >= self.shard_count)
+            .await;
+    }
+}

@@ -21,8 +21,9 @@ use tern_shard::{Shutdown, Waiters};
 use crate::auth::Authorization;
 use crate::cluster::routes::Routes;
 use crate::config::Config;
-use crate::jetstream::JetStream;
+use crate::jetstream::{JetStream, ShardServices};
 use crate::mesh::outbox::PeerLinks;
+use crate::mesh::StartBarrier;
 use crate::nats::conn::{self, Client, CloseReason};
 use crate::proto::errors;
 use crate::proto::info::{ServerInfo, NATS_COMPATIBLE_VERSION, TERN_VERSION};
@@ -33,6 +34,7 @@ use crate::timestamp::{go_duration, Civil};
 use message::ShardMessage;
 
 pub mod message;
+pub mod reload;
 
 /// How long monitoring waits for the other shards' reports.
 pub const REPORT_TIMEOUT: Duration = Duration::from_secs(2);
@@ -57,7 +59,7 @@ pub struct Shared {
     pub route_tls: Option<crate::tls::RouteTls>,
     pub connections: AtomicUsize,
     /// Bytes stored by each shard's streams (`max_file_store`, `max_memory_store`).
-    pub storage_usage: crate::jetstream::usage::StorageUsage,
+    pub storage_usage: Arc<crate::jetstream::usage::StorageUsage>,
     /// TLS on the client port at start (`None`: plaintext); each shard
     /// holds the current one (`Shard::tls`, swapped by a reload).
     pub tls_at_start: Option<crate::tls::TlsServer>,
@@ -76,7 +78,7 @@ pub struct Shard {
     pub config: Config,
     pub shared: Arc<Shared>,
     /// The interest index and the publish path.
-    pub routing: ShardRouting,
+    pub routing: Rc<ShardRouting>,
     pub links: Rc<PeerLinks<ShardMessage>>,
     pub counters: Rc<ShardCounters>,
     pub shutdown: Shutdown,
@@ -89,12 +91,11 @@ pub struct Shard {
     /// Present when JetStream is enabled (set once at start).
     pub jetstream: OnceCell<Rc<JetStream>>,
     /// Peers that said they finished starting.
-    started_peers: Cell<usize>,
-    started_waiters: Waiters,
+    pub started: Rc<StartBarrier>,
     /// This shard's routes to the other nodes (clustered only).
     pub routes: Option<Rc<Routes>>,
     /// Who may connect (one `Arc` per shard, swapped by a reload, which
-    /// then re-checks the connections: `apply_reload`).
+    /// then re-checks the connections: `reload::apply`).
     authorization: RefCell<Arc<Authorization>>,
     /// TLS for new connections (a reload swaps it; `None`: plaintext).
     tls: RefCell<Option<crate::tls::TlsServer>>,
@@ -148,13 +149,13 @@ impl Shard {
         );
         let routes = routes.map(Rc::new);
         let counters = Rc::new(ShardCounters::default());
-        let routing = ShardRouting::new(RoutingParts {
+        let routing = Rc::new(ShardRouting::new(RoutingParts {
             router: Router::new(index, shard_count, seed),
             peers: links.clone(),
             counters: counters.clone(),
             routes: routes.clone(),
             spinner,
-        });
+        }));
         Rc::new(Shard {
             index,
             shard_count,
@@ -171,13 +172,28 @@ impl Shard {
             next_report_id: Cell::new(0),
             ring_progress,
             jetstream: OnceCell::new(),
-            started_peers: Cell::new(0),
-            started_waiters: Waiters::new(),
+            started: Rc::new(StartBarrier::new(shard_count)),
             routes,
             authorization: RefCell::new(config_authorization),
             tls: RefCell::new(tls),
             config_load_time: Cell::new(started),
         })
+    }
+
+    /// What JetStream on this shard uses of it.
+    pub fn jetstream_services(&self) -> ShardServices {
+        ShardServices {
+            index: self.index,
+            shard_count: self.shard_count,
+            server_name: self.shared.server_name.clone(),
+            store_dir: self.config.store_dir.clone(),
+            limits: self.config.limits.clone(),
+            storage_usage: self.shared.storage_usage.clone(),
+            routing: self.routing.clone(),
+            routes: self.routes.clone(),
+            peers: self.links.clone(),
+            started: self.started.clone(),
+        }
     }
 
     /// Client ids are unique across shards: shard `i` of `n` hands out `i+1, i+1+n, …`.
@@ -200,24 +216,6 @@ impl Shard {
     /// When the configuration was last loaded.
     pub fn config_load_time(&self) -> SystemTime {
         self.config_load_time.get()
-    }
-
-    /// Swaps in what a reload built (on every shard, shard 0 included):
-    /// new connections use it at once; with new authorization settings,
-    /// each open connection is checked again (`conn::reauthorize`).
-    pub fn apply_reload(self: &Rc<Self>, settings: &crate::reload::Settings) {
-        *self.tls.borrow_mut() = settings.tls.clone();
-        self.config_load_time.set(SystemTime::now());
-        let previous = self.authorization.replace(settings.authorization.clone());
-        if !settings.authorization_changed {
-            // Unchanged settings travel as the very `Arc` that runs.
-            assert!(Arc::ptr_eq(&previous, &settings.authorization));
-            return;
-        }
-        let clients: Vec<Rc<Client>> = self.clients.borrow().values().cloned().collect();
-        for client in &clients {
-            conn::reauthorize(self, client, &previous, &settings.authorization);
-        }
     }
 
     pub fn server_info(&self, client: &Client) -> ServerInfo {
@@ -387,20 +385,12 @@ impl Shard {
     /// Tells the peers this shard started, and waits (bounded) until they all have.
     pub async fn announce_started(&self, timeout: Duration) {
         self.links.broadcast(|| ShardMessage::Started);
-        let all = self
-            .started_waiters
-            .wait_until(|| self.started_peers.get() + 1 >= self.shard_count);
-        if tern_shard::timer::timeout(timeout, all).await.is_err() {
+        if tern_shard::timer::timeout(timeout, self.started.wait())
+            .await
+            .is_err()
+        {
             log::warn!(target: "tern::server", "shard {}: not every shard started within {timeout:?}", self.index);
         }
-    }
-
-    /// Waits until every other shard said it started (its JetStream, if
-    /// any, is there to take messages).
-    pub async fn wait_all_started(&self) {
-        self.started_waiters
-            .wait_until(|| self.started_peers.get() + 1 >= self.shard_count)
-            .await;
     }
 
     // ----- messages from other shards ------------------------------------------
@@ -462,17 +452,14 @@ impl Shard {
                 let report = Box::new(self.report(kind));
                 self.links.send(peer, ShardMessage::Report { id, report });
             }
-            ShardMessage::Started => {
-                self.started_peers.set(self.started_peers.get() + 1);
-                self.started_waiters.wake_all();
-            }
+            ShardMessage::Started => self.started.peer_started(),
             ShardMessage::JetStream(message) => match self.jetstream.get() {
                 Some(jetstream) => jetstream.handle_shard_message(message),
                 None => {
                     log::error!(target: "tern::jetstream", "shard {}: JetStream message without JetStream: {message:?}", self.index)
                 }
             },
-            ShardMessage::Reload(settings) => self.apply_reload(&settings),
+            ShardMessage::Reload(settings) => reload::apply(self, &settings),
             ShardMessage::Report { id, report } => {
                 let pending = self.pending_reports.borrow().get(&id).cloned();
                 if let Some(pending) = pending {

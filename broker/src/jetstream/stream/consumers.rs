@@ -22,7 +22,7 @@ use super::super::consumer::{Consumer, ConsumerSpec, Start};
 use super::consumer_leader::{last_per_subject, logged_view, Created, Removed, Waiter};
 use super::deliveries::{send_statuses_for, xorshift, Outlet};
 use super::{now_unix_ns, Retention, Store, StoreError, StreamTask};
-use crate::shard::Shard;
+use crate::routing::shard_routing::ShardRouting;
 
 /// A consumer's traffic, queued for the stream task like publishes.
 #[derive(Debug)]
@@ -56,15 +56,15 @@ pub enum AckRequest {
 }
 
 /// Where the task's deliveries go: its shard's router.
-pub(super) struct ShardOutlet(Rc<Shard>);
+pub(super) struct ShardOutlet(Rc<ShardRouting>);
 
 impl Outlet for ShardOutlet {
     fn interest_generation(&self) -> u64 {
-        self.0.routing.interest_generation()
+        self.0.interest_generation()
     }
 
     fn has_interest(&self, subject: &[u8]) -> bool {
-        self.0.routing.has_interest(subject)
+        self.0.has_interest(subject)
     }
 
     fn deliver(
@@ -76,18 +76,17 @@ impl Outlet for ShardOutlet {
         body: &[u8],
     ) {
         self.0
-            .routing
             .publish_delivery(inbox, subject, reply, header_bytes, body);
     }
 
     fn publish(&mut self, subject: &[u8], header_bytes: usize, body: &[u8]) {
-        self.0.routing.publish_internal(subject, header_bytes, body);
+        self.0.publish_internal(subject, header_bytes, body);
     }
 }
 
 impl StreamTask {
     pub(super) fn outlet(&self) -> ShardOutlet {
-        ShardOutlet(self.js.shard())
+        ShardOutlet(self.js.shard().routing.clone())
     }
 
     /// Seeds the tags of advisories and flow control requests.
@@ -146,7 +145,7 @@ impl StreamTask {
     /// to consumers that take no acks may leave an interest stream.
     pub(super) async fn deliver_to_consumers(&mut self) -> Result<(), StoreError> {
         let mut outlet = self.outlet();
-        let max_payload_bytes = self.js.shard().config.limits.max_payload_bytes as u64;
+        let max_payload_bytes = self.js.shard().limits.max_payload_bytes as u64;
         // One clock read per turn: a turn is at most a batch's worth.
         let now_ns = now_unix_ns();
         let seed = self.seed(now_ns);

@@ -60,7 +60,7 @@ const COMMITTED_PER_TURN_MAX: usize = 8192;
 /// offline).
 fn segment_bytes_max(js: &JetStream) -> u64 {
     const SEGMENT_BYTES: u64 = 64 << 20;
-    let limits = &js.shard().config.limits;
+    let limits = &js.shard().limits;
     let largest = tern_storage::block_store::stored_message_bytes(
         limits.max_control_line_bytes,
         0,
