@@ -63,6 +63,19 @@ pub const API_HOPS_MAX: u8 = 2;
 /// than exceed it).
 pub const MESSAGE_OVERHEAD_BYTES_MAX: usize = 256 * 1024;
 
+/// Most (subject, queue) keys of one other node a shard keeps: what the
+/// Interest frames of one route may make it hold.
+pub const NODE_KEYS_MAX: usize = 1 << 20;
+
+/// An Interest frame the receiving shard refused (the sending node's protocol
+/// error).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NodeInterestError {
+    InvalidSubject,
+    /// The node is at [`NODE_KEYS_MAX`].
+    TooManyKeys,
+}
+
 const KIND_HELLO: u8 = 1;
 const KIND_REFUSE: u8 = 2;
 const KIND_INTEREST: u8 = 3;

@@ -26,14 +26,14 @@ use std::time::{Duration, Instant};
 use futures_lite::{AsyncReadExt, AsyncWriteExt};
 use glommio::net::{TcpListener, TcpStream};
 use rustc_hash::FxHashMap;
-use tern_shard::Waiters;
+use tern_shard::{Shutdown, Waiters};
 
 use crate::cluster::frame::{self, Frame, Hello};
 use crate::cluster::link::{LinkClose, PeerIdentity, RouteLink};
 use crate::config::{ClusterConfig, HostPort};
 use crate::nats::conn::SharedStream;
-use crate::routing::interest::{NodeInterestError, NODE_KEYS_MAX};
-use crate::shard::Shard;
+use crate::cluster::frame::{NodeInterestError, RoutedFrame, NODE_KEYS_MAX};
+use crate::tls::RouteTls;
 
 /// How long a handshake may take, either side.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
@@ -374,10 +374,56 @@ fn observed(url: &str, seen_from: IpAddr) -> String {
     }
 }
 
+/// What a shard's routes need of the shard they run on. The node's shard
+/// implements it; the routes, below the routing layer and JetStream, reach
+/// them only through it (one implementation: calls are static).
+// The node's futures stay on their shard's thread: no `Send` bound wanted.
+#[allow(async_fn_in_trait)]
+pub trait RouteHost: 'static {
+    /// This shard's routes (the host is clustered).
+    fn routes(&self) -> &Routes;
+    fn shard_index(&self) -> usize;
+    fn shard_count(&self) -> usize;
+    fn shutdown(&self) -> &Shutdown;
+    /// How long a write to a peer may block before its link closes.
+    fn write_deadline(&self) -> Duration;
+    /// TLS on route connections (`None`: plaintext).
+    fn route_tls(&self) -> Option<&RouteTls>;
+    /// A link to `link.peer` was established (or replaced another): this
+    /// shard's interest goes over it.
+    fn link_opened(&self, link: &Rc<RouteLink>);
+    /// What the peer said over `link` is forgotten (closed or replaced).
+    fn link_closed(&self, link: &Rc<RouteLink>);
+    /// Links came or went (clients are told the cluster's new URLs).
+    fn cluster_changed(&self);
+    /// A message a peer routed here.
+    fn deliver(&self, message: &RoutedFrame<'_>);
+    /// An interest update from node `node_id`.
+    fn apply_interest(
+        &self,
+        node_id: u64,
+        subject: &[u8],
+        queue: Option<&[u8]>,
+        weight: u32,
+    ) -> Result<(), NodeInterestError>;
+    /// Whether JetStream runs here (Raft and API frames go to it).
+    fn has_jetstream(&self) -> bool;
+    /// A Raft message for one of this shard's groups.
+    fn raft_message(&self, group: u64, envelope: tern_raft::Envelope);
+    /// A JetStream API request another node handed to this shard.
+    fn forwarded_api(&self, hops: u8, subject: &[u8], reply: Option<&[u8]>, payload: &[u8]);
+    /// After a batch of frames: deliveries flushed, stalled consumers
+    /// given their turn.
+    async fn frames_handled(&self);
+    /// Waits until what this node's other shards sent before now is
+    /// handled here.
+    async fn catch_up_with_peers(&self);
+}
+
 /// Starts the shard's routes: accepting on `listener`, dialing the
 /// configured routes.
-pub fn start(shard: &Rc<Shard>, listener: TcpListener) {
-    let routes = shard.routes.as_ref().expect("clustered");
+pub fn start<H: RouteHost>(shard: &Rc<H>, listener: TcpListener) {
+    let routes = shard.routes();
     glommio::spawn_local(accept_loop(shard.clone(), listener)).detach();
     for route in routes.config.routes.clone() {
         add_target(shard, route.to_string(), true);
@@ -385,14 +431,14 @@ pub fn start(shard: &Rc<Shard>, listener: TcpListener) {
 }
 
 /// Adds a learnt route URL (gossip) to keep connected.
-fn learn(shard: &Rc<Shard>, url: String) {
+fn learn<H: RouteHost>(shard: &Rc<H>, url: String) {
     add_target(shard, url, false);
 }
 
 /// Adds a route URL to keep connected and starts dialing it, unless known
 /// already.
-fn add_target(shard: &Rc<Shard>, url: String, configured: bool) {
-    let routes = shard.routes.as_ref().expect("clustered");
+fn add_target<H: RouteHost>(shard: &Rc<H>, url: String, configured: bool) {
+    let routes = shard.routes();
     {
         let mut targets = routes.targets.borrow_mut();
         if targets.contains_key(&url) || targets.len() >= TARGETS_MAX {
@@ -415,14 +461,14 @@ fn add_target(shard: &Rc<Shard>, url: String, configured: bool) {
             },
         );
     }
-    log::debug!(target: "tern::cluster", "shard {}: route to {url} added", shard.index);
+    log::debug!(target: "tern::cluster", "shard {}: route to {url} added", shard.shard_index());
     glommio::spawn_local(dial_loop(shard.clone(), url)).detach();
 }
 
-async fn accept_loop(shard: Rc<Shard>, listener: TcpListener) {
+async fn accept_loop<H: RouteHost>(shard: Rc<H>, listener: TcpListener) {
     loop {
         let accepted = futures_lite::future::or(async { Some(listener.accept().await) }, async {
-            shard.shutdown.wait().await;
+            shard.shutdown().wait().await;
             None
         })
         .await;
@@ -432,7 +478,7 @@ async fn accept_loop(shard: Rc<Shard>, listener: TcpListener) {
                 glommio::spawn_local(accept_one(shard.clone(), stream)).detach();
             }
             Some(Err(error)) => {
-                log::warn!(target: "tern::cluster", "shard {}: route accept failed: {error}", shard.index);
+                log::warn!(target: "tern::cluster", "shard {}: route accept failed: {error}", shard.shard_index());
                 tern_shard::timer::sleep(Duration::from_millis(10)).await;
             }
         }
@@ -495,12 +541,12 @@ enum HandshakeError {
 /// The route's transport over `stream`: the socket itself, or with
 /// `[cluster.tls]` a TLS session whose handshake runs now (`dialed`: the
 /// host this node dialed, which the peer's certificate must name).
-async fn secure(
-    shard: &Shard,
+async fn secure<H: RouteHost>(
+    shard: &H,
     stream: TcpStream,
     dialed: Option<&str>,
 ) -> Result<SharedStream, crate::tls::RouteHandshakeError> {
-    let Some(tls) = shard.shared.route_tls.as_ref() else {
+    let Some(tls) = shard.route_tls() else {
         return Ok(SharedStream::new(stream));
     };
     let fd = std::os::fd::AsRawFd::as_raw_fd(&stream);
@@ -518,15 +564,15 @@ async fn send(stream: &mut SharedStream, bytes: &[u8]) -> std::io::Result<()> {
     stream.flush().await
 }
 
-async fn accept_one(shard: Rc<Shard>, stream: TcpStream) {
-    let routes = shard.routes.as_ref().expect("clustered");
+async fn accept_one<H: RouteHost>(shard: Rc<H>, stream: TcpStream) {
+    let routes = shard.routes();
     let Ok(address) = stream.peer_addr() else {
         return;
     };
     let _ = stream.set_nodelay(true);
     let mut buffer = Vec::with_capacity(4096);
     let hello = tern_shard::timer::timeout(HANDSHAKE_TIMEOUT, async {
-        let mut stream = secure(&shard, stream, None).await?;
+        let mut stream = secure(&*shard, stream, None).await?;
         let (hello, used) = read_frame(&mut stream, &mut buffer, routes.body_max_bytes).await?;
         Ok::<_, HandshakeError>((stream, hello, used))
     })
@@ -535,7 +581,7 @@ async fn accept_one(shard: Rc<Shard>, stream: TcpStream) {
     let (mut stream, hello, used) = match hello {
         Ok(found) => found,
         Err(error) => {
-            log::warn!(target: "tern::cluster", "shard {}: route connection from {address} refused: {error}", shard.index);
+            log::warn!(target: "tern::cluster", "shard {}: route connection from {address} refused: {error}", shard.shard_index());
             return;
         }
     };
@@ -549,7 +595,7 @@ async fn accept_one(shard: Rc<Shard>, stream: TcpStream) {
             return;
         }
         Err(Refusal::Permanent(reason) | Refusal::Retry(reason)) => {
-            log::warn!(target: "tern::cluster", "shard {}: route refused: {reason}", shard.index);
+            log::warn!(target: "tern::cluster", "shard {}: route refused: {reason}", shard.shard_index());
             frame::push_refuse(&mut reply, &reason);
             let _ = tern_shard::timer::timeout(HANDSHAKE_TIMEOUT, send(&mut stream, &reply)).await;
             return;
@@ -578,12 +624,12 @@ async fn accept_one(shard: Rc<Shard>, stream: TcpStream) {
 
 /// Keeps `url` connected: dials it whenever no link to the node behind it
 /// is open, with backoff; stops if the URL turns out to be this node.
-async fn dial_loop(shard: Rc<Shard>, url: String) {
-    let routes = shard.routes.as_ref().expect("clustered");
+async fn dial_loop<H: RouteHost>(shard: Rc<H>, url: String) {
+    let routes = shard.routes();
     let mut backoff = BACKOFF_FIRST;
     let mut warned = false;
     let mut failures = 0u32;
-    while !shard.shutdown.is_triggered() {
+    while !shard.shutdown().is_triggered() {
         let known = routes
             .targets
             .borrow()
@@ -595,7 +641,7 @@ async fn dial_loop(shard: Rc<Shard>, url: String) {
                 // Connected (perhaps through the other node's dial): wait
                 // for that link to close, then redial (a closed link may
                 // still be listed while its tasks finish: not waited on).
-                futures_lite::future::or(link.closed(), shard.shutdown.wait()).await;
+                futures_lite::future::or(link.closed(), shard.shutdown().wait()).await;
                 backoff = BACKOFF_FIRST;
                 continue;
             }
@@ -615,7 +661,7 @@ async fn dial_loop(shard: Rc<Shard>, url: String) {
                 if let Some(state) = routes.targets.borrow_mut().get_mut(&url) {
                     state.is_self = true;
                 }
-                log::debug!(target: "tern::cluster", "shard {}: route {url} is this node", shard.index);
+                log::debug!(target: "tern::cluster", "shard {}: route {url} is this node", shard.shard_index());
                 return;
             }
             Err(DialError::Known(server_id)) => {
@@ -633,14 +679,14 @@ async fn dial_loop(shard: Rc<Shard>, url: String) {
                     .is_some_and(|state| state.configured);
                 if !configured && failures >= LEARNT_ROUTE_ATTEMPTS {
                     routes.targets.borrow_mut().remove(&url);
-                    log::info!(target: "tern::cluster", "shard {}: learnt route {url} forgotten after {failures} failed attempts: {error}", shard.index);
+                    log::info!(target: "tern::cluster", "shard {}: learnt route {url} forgotten after {failures} failed attempts: {error}", shard.shard_index());
                     return;
                 }
                 if !warned {
-                    log::warn!(target: "tern::cluster", "shard {}: route to {url}: {error}; retrying", shard.index);
+                    log::warn!(target: "tern::cluster", "shard {}: route to {url}: {error}; retrying", shard.shard_index());
                     warned = true;
                 } else {
-                    log::debug!(target: "tern::cluster", "shard {}: route to {url}: {error}", shard.index);
+                    log::debug!(target: "tern::cluster", "shard {}: route to {url}: {error}", shard.shard_index());
                 }
             }
         }
@@ -649,7 +695,7 @@ async fn dial_loop(shard: Rc<Shard>, url: String) {
             async {
                 tern_shard::timer::sleep(backoff + jitter).await;
             },
-            shard.shutdown.wait(),
+            shard.shutdown().wait(),
         )
         .await;
         backoff = (backoff * 2).min(BACKOFF_MAX);
@@ -663,18 +709,18 @@ enum DialError {
     Failed(String),
 }
 
-async fn dial(
-    shard: &Rc<Shard>,
+async fn dial<H: RouteHost>(
+    shard: &Rc<H>,
     url: &str,
 ) -> Result<(PeerIdentity, SharedStream, Vec<u8>), DialError> {
-    let routes = shard.routes.as_ref().expect("clustered");
+    let routes = shard.routes();
     let address = url
         .to_socket_addrs()
         .map_err(|error| DialError::Failed(format!("cannot resolve: {error}")))?
         .next()
         .ok_or_else(|| DialError::Failed("no address".into()))?;
     let socket =
-        crate::cluster::steer::start_connect(address, shard.index, shard.shard_count, |bound| {
+        crate::cluster::steer::start_connect(address, shard.shard_index(), shard.shard_count(), |bound| {
             routes.random_below(bound)
         })
         .map_err(|error| DialError::Failed(format!("connect: {error}")))?;
@@ -688,7 +734,7 @@ async fn dial(
     let mut hello = Vec::new();
     frame::push_hello(&mut hello, &routes.own_hello());
     let handshake = async {
-        let mut stream = secure(shard, stream, Some(host)).await?;
+        let mut stream = secure(&**shard, stream, Some(host)).await?;
         send(&mut stream, &hello)
             .await
             .map_err(HandshakeError::Io)?;
@@ -751,8 +797,8 @@ fn keeps_new(own_id: &str, existing: &RouteLink, new_did_solicit: bool) -> bool 
 
 /// Runs one established link until it closes: registers it (one per node),
 /// sends this node's interest, then reads frames while a task writes.
-async fn serve(shard: Rc<Shard>, peer: PeerIdentity, stream: SharedStream, leftover: Vec<u8>) {
-    let routes = shard.routes.as_ref().expect("clustered");
+async fn serve<H: RouteHost>(shard: Rc<H>, peer: PeerIdentity, stream: SharedStream, leftover: Vec<u8>) {
+    let routes = shard.routes();
     let id = routes.next_link_id.get();
     routes.next_link_id.set(id + 1);
     let link = Rc::new(RouteLink::new(id, peer, routes.pending_max_bytes));
@@ -762,7 +808,7 @@ async fn serve(shard: Rc<Shard>, peer: PeerIdentity, stream: SharedStream, lefto
         if let Some(existing) = &existing {
             let own_id = routes.hello.borrow().server_id.clone();
             if existing.is_open() && !keeps_new(&own_id, existing, link.peer.did_solicit) {
-                log::debug!(target: "tern::cluster", "shard {}: duplicate route to {} dropped", shard.index, link.peer.server_name);
+                log::debug!(target: "tern::cluster", "shard {}: duplicate route to {} dropped", shard.shard_index(), link.peer.server_name);
                 return;
             }
             existing.close(LinkClose::Duplicate);
@@ -779,17 +825,14 @@ async fn serve(shard: Rc<Shard>, peer: PeerIdentity, stream: SharedStream, lefto
     if let Some(replaced) = replaced {
         forget_link_interest(&shard, &replaced);
     }
-    shard.routing.node_link_opened(link.peer.node_id, &link);
+    shard.link_opened(&link);
     log::info!(
         target: "tern::cluster",
         "shard {}: route connection to {} ({}, {}) established",
-        shard.index, link.peer.server_name, link.peer.address,
+        shard.shard_index(), link.peer.server_name, link.peer.address,
         if link.peer.did_solicit { "dialed" } else { "accepted" }
     );
-    // Tell the node what this shard subscribes to, and the others about it.
-    for export in shard.routing.router.borrow().node_interest() {
-        link.send_interest(&export.subject, export.queue.as_ref(), export.weight);
-    }
+    // Tell the other nodes about the new one.
     let new_route = vec![link.peer.route_url.clone()];
     for other in routes.links() {
         if other.id != link.id {
@@ -824,12 +867,12 @@ async fn serve(shard: Rc<Shard>, peer: PeerIdentity, stream: SharedStream, lefto
     shard.cluster_changed();
     let reason = link.close_reason();
     if reason == Some(LinkClose::Duplicate) {
-        log::info!(target: "tern::cluster", "shard {}: duplicate route connection to {} ({}) closed: both nodes keep the one the smaller server id dialed", shard.index, link.peer.server_name, link.peer.address);
+        log::info!(target: "tern::cluster", "shard {}: duplicate route connection to {} ({}) closed: both nodes keep the one the smaller server id dialed", shard.shard_index(), link.peer.server_name, link.peer.address);
     } else {
         log::info!(
             target: "tern::cluster",
             "shard {}: route connection to {} ({}) closed: {:?}",
-            shard.index, link.peer.server_name, link.peer.address, reason
+            shard.shard_index(), link.peer.server_name, link.peer.address, reason
         );
     }
 }
@@ -837,17 +880,17 @@ async fn serve(shard: Rc<Shard>, peer: PeerIdentity, stream: SharedStream, lefto
 /// Forgets what the node said over a link that closed or was replaced,
 /// here and (relayed) on the node's other shards, after anything relayed
 /// from it before.
-fn forget_link_interest(shard: &Rc<Shard>, link: &Rc<RouteLink>) {
-    shard.routing.node_link_closed(link.peer.node_id, link.id);
+fn forget_link_interest<H: RouteHost>(shard: &Rc<H>, link: &Rc<RouteLink>) {
+    shard.link_closed(link);
 }
 
-async fn read_loop(
-    shard: &Rc<Shard>,
+async fn read_loop<H: RouteHost>(
+    shard: &Rc<H>,
     link: &Rc<RouteLink>,
     mut stream: SharedStream,
     leftover: Vec<u8>,
 ) {
-    let routes = shard.routes.as_ref().expect("clustered");
+    let routes = shard.routes();
     let mut buffer = leftover;
     let mut start = 0;
     buffer.reserve(READ_BUFFER_BYTES);
@@ -860,28 +903,26 @@ async fn read_loop(
                     start += used;
                     link.in_bytes.set(link.in_bytes.get() + used as u64);
                     if let Err(reason) = handle_frame(shard, link, frame) {
-                        log::warn!(target: "tern::cluster", "shard {}: route to {} ({}): {reason}; closing", shard.index, link.peer.server_name, link.peer.address);
+                        log::warn!(target: "tern::cluster", "shard {}: route to {} ({}): {reason}; closing", shard.shard_index(), link.peer.server_name, link.peer.address);
                         link.close(LinkClose::Protocol);
                         return;
                     }
                     handled += 1;
                     if handled % READ_BATCH_FRAMES == 0 {
-                        shard.routing.flush_inline();
-                        shard.routing.stall_for_consumers().await;
+                        shard.frames_handled().await;
                         futures_lite::future::yield_now().await;
                     }
                 }
                 Ok(None) => break,
                 Err(error) => {
-                    log::warn!(target: "tern::cluster", "shard {}: route to {} ({}): {error}; closing", shard.index, link.peer.server_name, link.peer.address);
+                    log::warn!(target: "tern::cluster", "shard {}: route to {} ({}): {error}; closing", shard.shard_index(), link.peer.server_name, link.peer.address);
                     link.close(LinkClose::Protocol);
                     return;
                 }
             }
         }
         if handled > 0 {
-            shard.routing.flush_inline();
-            shard.routing.stall_for_consumers().await;
+            shard.frames_handled().await;
         }
         if !link.is_open() {
             return;
@@ -1001,15 +1042,15 @@ impl std::fmt::Display for PeerError {
 }
 
 /// Acts on one frame from a peer; `Err` is the peer's protocol error.
-fn handle_frame(
-    shard: &Rc<Shard>,
+fn handle_frame<H: RouteHost>(
+    shard: &Rc<H>,
     link: &Rc<RouteLink>,
     frame: Frame<'_>,
 ) -> Result<(), PeerError> {
     match frame {
         Frame::Message(message) => {
             link.in_msgs.set(link.in_msgs.get() + 1);
-            shard.routing.deliver_from_route(&message);
+            shard.deliver(&message);
         }
         Frame::Interest {
             subject,
@@ -1021,8 +1062,7 @@ fn handle_frame(
                 return Ok(());
             }
             shard
-                .routing
-                .apply_node_interest(link.peer.node_id, subject, queue, weight)
+                .apply_interest(link.peer.node_id, subject, queue, weight)
                 .map_err(|error| PeerError::Interest {
                     subject: subject.to_vec(),
                     error,
@@ -1038,7 +1078,7 @@ fn handle_frame(
         }
         Frame::Pong => {}
         Frame::Raft { from, to, messages } => {
-            let own = shard.routes.as_ref().map_or(0, |routes| routes.node_id());
+            let own = shard.routes().node_id();
             if from != link.peer.node_id || to != own {
                 return Err(PeerError::MisaddressedRaft {
                     from,
@@ -1047,15 +1087,15 @@ fn handle_frame(
                     own,
                 });
             }
-            let Some(js) = shard.jetstream.get() else {
+            if !shard.has_jetstream() {
                 return Ok(());
-            };
+            }
             let limits = tern_raft::wire::DecodeLimits::default();
             for (group, bytes) in messages {
                 let bytes = bytes::Bytes::copy_from_slice(bytes);
                 let message = tern_raft::wire::decode(&bytes, &limits)
                     .map_err(|error| PeerError::UndecodableRaft { group, error })?;
-                js.raft_message(group, tern_raft::Envelope { from, to, message });
+                shard.raft_message(group, tern_raft::Envelope { from, to, message });
             }
         }
         Frame::Api {
@@ -1067,9 +1107,7 @@ fn handle_frame(
             if !subject.starts_with(b"$JS.API.") {
                 return Err(PeerError::NotAnApiSubject(subject.to_vec()));
             }
-            if let Some(js) = shard.jetstream.get() {
-                js.on_forwarded_api(hops, subject, reply, payload);
-            }
+            shard.forwarded_api(hops, subject, reply, payload);
         }
         Frame::Hello(_) => return Err(PeerError::SecondHello),
         Frame::Refuse(reason) => return Err(PeerError::Refused(reason)),
@@ -1077,8 +1115,8 @@ fn handle_frame(
     Ok(())
 }
 
-async fn write_loop(shard: Rc<Shard>, link: Rc<RouteLink>, mut stream: SharedStream) {
-    let write_deadline = shard.config.limits.write_deadline;
+async fn write_loop<H: RouteHost>(shard: Rc<H>, link: Rc<RouteLink>, mut stream: SharedStream) {
+    let write_deadline = shard.write_deadline();
     let mut spare = Vec::with_capacity(4096);
     while link.next_outbound(&mut spare).await.is_some() {
         // A link closed meanwhile (over its limit, a protocol error, a
@@ -1107,7 +1145,7 @@ async fn write_loop(shard: Rc<Shard>, link: Rc<RouteLink>, mut stream: SharedStr
                 log::warn!(
                     target: "tern::cluster",
                     "shard {}: route to {} ({}): a write blocked for {:?}: the peer is not reading; closing",
-                    shard.index, link.peer.server_name, link.peer.address, write_deadline
+                    shard.shard_index(), link.peer.server_name, link.peer.address, write_deadline
                 );
                 link.close(LinkClose::SlowPeer);
                 break;

@@ -31,6 +31,7 @@ use bytes::Bytes;
 use rustc_hash::FxHashMap;
 
 use crate::internal::InternalSubscription;
+use crate::cluster::frame::{NodeInterestError, NODE_KEYS_MAX};
 use crate::nats::conn::{Client, Subscription};
 use crate::routing::message::InterestUpdate;
 use crate::routing::sublist::{InvalidSubject, Matches, Sublist, SublistEntry};
@@ -110,19 +111,6 @@ impl ShardSet {
     fn is_empty(&self) -> bool {
         self.0.iter().all(|&word| word == 0)
     }
-}
-
-/// Most (subject, queue) keys of one other node a shard keeps: what a
-/// route may make it hold.
-pub const NODE_KEYS_MAX: usize = 1 << 20;
-
-/// A node interest update this shard refused (the sending node's protocol
-/// error).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum NodeInterestError {
-    InvalidSubject,
-    /// The node is at [`NODE_KEYS_MAX`].
-    TooManyKeys,
 }
 
 /// A change of this node's client interest to tell the other nodes:

@@ -27,7 +27,8 @@ use crate::mesh::PeerSender;
 use crate::nats::conn::{self, Client, Subscription};
 use crate::proto::encode::{self, Delivery};
 use crate::proto::parser::Publish;
-use crate::routing::interest::{NodeInterestError, Router, Target};
+use crate::cluster::frame::NodeInterestError;
+use crate::routing::interest::{Router, Target};
 use crate::routing::message::RoutingMessage::{self, Deliver};
 use crate::routing::message::{InterestUpdate, NodeInterestRelay, RoutedMessage};
 use crate::routing::sublist::QueueMatches;
@@ -166,6 +167,16 @@ impl ShardRouting {
     /// This shard's route to node `node_id` opened: messages for it go there.
     pub fn node_link_opened(&self, node_id: u64, link: &Rc<RouteLink>) {
         self.router.borrow_mut().node_link_opened(node_id, link);
+    }
+
+    /// A route link to `link.peer` was established (or replaced another):
+    /// it becomes the node's route, and what this shard's clients
+    /// subscribe to goes over it.
+    pub fn route_link_opened(&self, link: &Rc<RouteLink>) {
+        self.node_link_opened(link.peer.node_id, link);
+        for export in self.router.borrow().node_interest() {
+            link.send_interest(&export.subject, export.queue.as_ref(), export.weight);
+        }
     }
 
     /// This shard's route `link_id` to node `node_id` closed or was

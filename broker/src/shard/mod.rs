@@ -33,6 +33,7 @@ use crate::stats::{self, ConnectionInfo, ReportKind, RouteInfo, ShardCounters, S
 use crate::timestamp::{go_duration, Civil};
 use message::ShardMessage;
 
+mod hosts;
 pub mod message;
 pub mod reload;
 
