@@ -13,12 +13,14 @@ use tern_shard::{run_shards, ShardContext, ShardSpec};
 use crate::config::absolute_data_paths;
 use crate::config::Config;
 use crate::jetstream::recovery::RecoveryError;
+use crate::jetstream::usage::StorageUsage;
 use crate::jetstream::{JetStream, INTEREST_TIMEOUT};
 use crate::mesh::outbox::PeerLinks;
 use crate::monitor::http::Monitor;
 use crate::proto::info::{generate_server_id, NATS_COMPATIBLE_VERSION, TERN_VERSION};
 use crate::random::random_u64;
 use crate::shard::message::ShardMessage;
+use crate::shard::reload;
 use crate::shard::{Shard, ShardLinks, ShardPosition, Shared};
 
 #[derive(Debug, thiserror::Error)]
@@ -369,7 +371,7 @@ pub fn run(mut config: Config) -> Result<(), ServerError> {
         watch_signals: true,
         spin_before_park: Some(config.spin_before_park),
     };
-    let storage_usage = Arc::new(crate::jetstream::usage::StorageUsage::new(config.cores.len()));
+    let storage_usage = Arc::new(StorageUsage::new(config.cores.len()));
     let node_id = node_identity.map_or_else(
         || crate::cluster::node_id(&server_name),
         |identity| identity.id,
@@ -612,7 +614,7 @@ async fn shard_main(
             }
         }
     }
-    let reload = (index == 0).then(|| glommio::spawn_local(crate::shard::reload::serve(shard.clone())));
+    let reload = (index == 0).then(|| glommio::spawn_local(reload::serve(shard.clone())));
     if index == 0 {
         log::info!(target: "tern::server", "Listening for client connections on {client_address}");
         log::info!(target: "tern::server", "Server is ready");

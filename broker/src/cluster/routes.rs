@@ -29,10 +29,10 @@ use rustc_hash::FxHashMap;
 use tern_shard::{Shutdown, Waiters};
 
 use crate::cluster::frame::{self, Frame, Hello};
+use crate::cluster::frame::{NodeInterestError, RoutedFrame, NODE_KEYS_MAX};
 use crate::cluster::link::{LinkClose, PeerIdentity, RouteLink};
 use crate::config::{ClusterConfig, HostPort};
 use crate::nats::conn::SharedStream;
-use crate::cluster::frame::{NodeInterestError, RoutedFrame, NODE_KEYS_MAX};
 use crate::tls::RouteTls;
 
 /// How long a handshake may take, either side.
@@ -92,6 +92,26 @@ pub struct Routes {
 }
 
 impl Routes {
+    /// Makes `link` the node's link, unless the open one it has is the one
+    /// both nodes keep (`None`: `link` is dropped). `Some(replaced)`: the
+    /// link it replaced, closed.
+    fn register(&self, link: &Rc<RouteLink>) -> Option<Option<Rc<RouteLink>>> {
+        let mut links = self.links.borrow_mut();
+        let existing = links.get(&link.peer.server_id).cloned();
+        if let Some(existing) = &existing {
+            let own_id = self.hello.borrow().server_id.clone();
+            if existing.is_open() && !keeps_new(&own_id, existing, link.peer.did_solicit) {
+                return None;
+            }
+            existing.close(LinkClose::Duplicate);
+        }
+        links.insert(link.peer.server_id.clone(), link.clone());
+        self.known_nodes
+            .borrow_mut()
+            .insert(link.peer.node_id, link.peer.server_name.clone());
+        Some(existing)
+    }
+
     pub fn new(
         config: ClusterConfig,
         hello: Hello,
@@ -719,17 +739,7 @@ async fn dial<H: RouteHost>(
         .map_err(|error| DialError::Failed(format!("cannot resolve: {error}")))?
         .next()
         .ok_or_else(|| DialError::Failed("no address".into()))?;
-    let socket =
-        crate::cluster::steer::start_connect(address, shard.shard_index(), shard.shard_count(), |bound| {
-            routes.random_below(bound)
-        })
-        .map_err(|error| DialError::Failed(format!("connect: {error}")))?;
-    // SAFETY: a fresh socket, owned until here; the stream owns it now.
-    let stream = unsafe {
-        <TcpStream as std::os::fd::FromRawFd>::from_raw_fd(std::os::fd::IntoRawFd::into_raw_fd(
-            socket,
-        ))
-    };
+    let stream = connect(&**shard, address)?;
     let host = url.rsplit_once(':').map_or(url, |(host, _)| host);
     let mut hello = Vec::new();
     frame::push_hello(&mut hello, &routes.own_hello());
@@ -779,6 +789,25 @@ async fn dial<H: RouteHost>(
     Ok((peer, stream, leftover))
 }
 
+/// A connection to `address` from a source port the peer's kernel steers
+/// to its shard of this index ([`crate::cluster::steer`]).
+fn connect<H: RouteHost>(shard: &H, address: SocketAddr) -> Result<TcpStream, DialError> {
+    let routes = shard.routes();
+    let socket = crate::cluster::steer::start_connect(
+        address,
+        shard.shard_index(),
+        shard.shard_count(),
+        |bound| routes.random_below(bound),
+    )
+    .map_err(|error| DialError::Failed(format!("connect: {error}")))?;
+    // SAFETY: a fresh socket, owned until here; the stream owns it now.
+    Ok(unsafe {
+        <TcpStream as std::os::fd::FromRawFd>::from_raw_fd(std::os::fd::IntoRawFd::into_raw_fd(
+            socket,
+        ))
+    })
+}
+
 /// Whether a new connection to a node that already has `existing` should
 /// replace it: both nodes keep the one dialed by the smaller server id.
 fn keeps_new(own_id: &str, existing: &RouteLink, new_did_solicit: bool) -> bool {
@@ -797,28 +826,19 @@ fn keeps_new(own_id: &str, existing: &RouteLink, new_did_solicit: bool) -> bool 
 
 /// Runs one established link until it closes: registers it (one per node),
 /// sends this node's interest, then reads frames while a task writes.
-async fn serve<H: RouteHost>(shard: Rc<H>, peer: PeerIdentity, stream: SharedStream, leftover: Vec<u8>) {
+async fn serve<H: RouteHost>(
+    shard: Rc<H>,
+    peer: PeerIdentity,
+    stream: SharedStream,
+    leftover: Vec<u8>,
+) {
     let routes = shard.routes();
     let id = routes.next_link_id.get();
     routes.next_link_id.set(id + 1);
     let link = Rc::new(RouteLink::new(id, peer, routes.pending_max_bytes));
-    let replaced = {
-        let mut links = routes.links.borrow_mut();
-        let existing = links.get(&link.peer.server_id).cloned();
-        if let Some(existing) = &existing {
-            let own_id = routes.hello.borrow().server_id.clone();
-            if existing.is_open() && !keeps_new(&own_id, existing, link.peer.did_solicit) {
-                log::debug!(target: "tern::cluster", "shard {}: duplicate route to {} dropped", shard.shard_index(), link.peer.server_name);
-                return;
-            }
-            existing.close(LinkClose::Duplicate);
-        }
-        links.insert(link.peer.server_id.clone(), link.clone());
-        routes
-            .known_nodes
-            .borrow_mut()
-            .insert(link.peer.node_id, link.peer.server_name.clone());
-        existing
+    let Some(replaced) = routes.register(&link) else {
+        log::debug!(target: "tern::cluster", "shard {}: duplicate route to {} dropped", shard.shard_index(), link.peer.server_name);
+        return;
     };
     // What the replaced link said is forgotten (frames still read from it
     // are ignored): this one says it all again.

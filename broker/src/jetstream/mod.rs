@@ -85,10 +85,10 @@ use tern_storage::dma::DmaDevice;
 use tern_storage::free_space::{filesystem_free_bytes, FreeSpace};
 use tern_storage::Journal;
 
+use crate::cluster::routes::Routes;
 use crate::config::JetStreamConfig;
 use crate::internal::{InternalScope, InternalSink, InternalSubscription};
 use crate::mesh::PeerSender;
-use crate::cluster::routes::Routes;
 use crate::mesh::StartBarrier;
 use crate::routing::shard_routing::ShardRouting;
 use api::error::ApiError;
@@ -1619,11 +1619,7 @@ impl JetStream {
     fn over_store_limit(&self, storage: StorageType) -> bool {
         let limit_bytes = self.store_limit_bytes(storage);
         // No limit: no look at the other shards' slots.
-        limit_bytes >= 0
-            && self
-                .shard
-                .storage_usage
-                .exceeds(storage, limit_bytes)
+        limit_bytes >= 0 && self.shard.storage_usage.exceeds(storage, limit_bytes)
     }
 
     /// Whether `bytes` more may go to a file stream: false while the

@@ -38,10 +38,10 @@ use super::stream::config::{StorageType, StreamConfig};
 use super::stream::failure::StreamFailure;
 use super::stream::groups::StreamGroups;
 use super::stream::{Recovered, StreamHandle};
-use super::{ShardServices, 
+use super::{
     decode_stored_config, decode_stored_peers, entry, layout, now_unix_ns, owner_of, votes,
-    JetStream, Rebuild, StoredConfigFileError, CREATING_PREFIX, JOURNAL_BATCH_BYTES_MIN,
-    META_SHARD,
+    JetStream, Rebuild, ShardServices, StoredConfigFileError, CREATING_PREFIX,
+    JOURNAL_BATCH_BYTES_MIN, META_SHARD,
 };
 use crate::config::JetStreamConfig;
 
@@ -682,7 +682,11 @@ impl JetStream {
 
     /// In a cluster, shard 0 also runs the meta group: its checkpoint, and
     /// its records in the journal past it.
-    async fn open_meta(&self, shard: &ShardServices, wanted: &mut Wanted) -> Result<(), RecoveryError> {
+    async fn open_meta(
+        &self,
+        shard: &ShardServices,
+        wanted: &mut Wanted,
+    ) -> Result<(), RecoveryError> {
         let Some(routes) = shard.routes.as_ref().filter(|_| self.index == META_SHARD) else {
             return Ok(());
         };

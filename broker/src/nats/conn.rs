@@ -24,14 +24,54 @@ use tern_shard::Waiters;
 use crate::auth::permissions::{ConnectionPermissions, Permissions};
 use crate::auth::recheck::{recheck, Recheck};
 use crate::auth::{Authenticated, Authorization, Identity, Outcome, PendingBcrypt, Refusal};
+use crate::config::Limits;
 use crate::proto::connect::{ConnectError, ConnectOptions};
 use crate::proto::encode::{self, Delivery};
 use crate::proto::errors;
+use crate::proto::info::ServerInfo;
 use crate::proto::parser::{ClientOp, ParseError, Parser, ParserLimits, Publish, Step};
 use crate::proto::subject;
-use crate::shard::Shard;
+use crate::proto::subject::InvalidSubject;
 use crate::stats::{self, ShardCounters};
 use crate::tls;
+
+/// What a connection's tasks need of the shard they run on. The node's
+/// shard implements it; connections, below the routing layer, reach the
+/// publish path and the shard's settings only through it (one
+/// implementation: calls are static).
+// The node's futures stay on their shard's thread: no `Send` bound wanted.
+#[allow(async_fn_in_trait)]
+pub trait ClientHost: 'static {
+    fn shard_index(&self) -> usize;
+    fn limits(&self) -> &Limits;
+    fn counters(&self) -> &ShardCounters;
+    /// The INFO this server sends `client`.
+    fn server_info(&self, client: &Client) -> ServerInfo;
+    /// TLS for a new connection (`None`: plaintext).
+    fn tls(&self) -> Option<tls::TlsServer>;
+    /// The authentication settings a CONNECT is checked against.
+    fn authorization(&self) -> Arc<Authorization>;
+    /// A closed connection leaves the shard (its subscriptions go).
+    fn remove_client(&self, client: &Client);
+    /// A number below `bound` (the first PING's jitter).
+    fn random_below(&self, bound: u64) -> u64;
+    /// Routes a client's publish.
+    fn route_publish(&self, client: &Rc<Client>, publish: &Publish<'_>);
+    /// Adds a subscription everywhere; `Ok(Some(sequence))`: the client's
+    /// next PONG waits until every shard applied interest update `sequence`.
+    fn subscribe(&self, subscription: &Rc<Subscription>) -> Result<Option<u64>, InvalidSubject>;
+    /// Removes one subscription of `client` everywhere.
+    fn unsubscribe(&self, client: &Client, subscription: &Rc<Subscription>);
+    /// Whether a PONG may go now; if not, the shard sends it once every
+    /// shard applied interest up to `needed`.
+    fn pong_now_or_defer(&self, needed: u64, client: &Rc<Client>) -> bool;
+    /// Waits until what this node's other shards sent before now is
+    /// handled here.
+    async fn catch_up_with_peers(&self);
+    /// After a read's operations: deliveries flushed, and the reader held
+    /// back while consumers or other shards cannot keep up.
+    async fn input_handled(&self);
+}
 
 /// Read buffer size a connection starts with and returns to when idle.
 pub const READ_BUFFER_INITIAL_BYTES: usize = 4 * 1024;
@@ -509,7 +549,7 @@ impl Client {
     /// An async INFO with the current `connect_urls`, for a client that
     /// takes them (CONNECT with protocol 1 or more), as nats-server sends
     /// when the cluster changes.
-    pub fn send_info_update(&self, shard: &Shard) {
+    pub fn send_info_update<H: ClientHost>(&self, shard: &H) {
         if !self.is_open() || !self.connect_received.get() || self.options.borrow().protocol < 1 {
             return;
         }
@@ -517,7 +557,7 @@ impl Client {
     }
 
     /// Sends a PONG, and after the first one the `connect_info` INFO.
-    pub fn send_pong(&self, shard: &Shard) {
+    pub fn send_pong<H: ClientHost>(&self, shard: &H) {
         self.queue_bytes(encode::PONG);
         if self.connect_received.get()
             && !self.first_pong_sent.replace(true)
@@ -641,7 +681,7 @@ impl futures_lite::AsyncWrite for SharedStream {
 }
 
 /// The first INFO a connection gets (with its nonce when NKeys are on).
-fn info_line(shard: &Shard, client: &Client) -> Vec<u8> {
+fn info_line<H: ClientHost>(shard: &H, client: &Client) -> Vec<u8> {
     let mut info = shard.server_info(client);
     info.nonce = client.nonce().unwrap_or_default().to_string();
     info.to_line()
@@ -651,8 +691,8 @@ fn info_line(shard: &Shard, client: &Client) -> Vec<u8> {
 /// in plaintext first unless `handshake_first`, then the handshake on this
 /// shard. `None`: it failed or timed out, and the socket closes without a
 /// word, as nats-server's does.
-async fn start_tls(
-    shard: &Shard,
+async fn start_tls<H: ClientHost>(
+    shard: &H,
     client: &Client,
     stream: TcpStream,
     server: &tls::TlsServer,
@@ -684,7 +724,7 @@ async fn start_tls(
 }
 
 /// Serves one accepted connection until it closes.
-pub async fn serve(shard: Rc<Shard>, client: Rc<Client>, stream: TcpStream) {
+pub async fn serve<H: ClientHost>(shard: Rc<H>, client: Rc<Client>, stream: TcpStream) {
     let _ = stream.set_nodelay(true);
     // The TLS settings when the connection came (a reload changes only
     // those of later connections).
@@ -700,7 +740,7 @@ pub async fn serve(shard: Rc<Shard>, client: Rc<Client>, stream: TcpStream) {
                 .set(std::os::fd::AsRawFd::as_raw_fd(&stream));
             SharedStream::new(stream)
         }
-        Some(server) => match start_tls(&shard, &client, stream, &server).await {
+        Some(server) => match start_tls(&*shard, &client, stream, &server).await {
             Some(stream) => stream,
             None => {
                 client.close_now(CloseReason::TlsHandshakeError);
@@ -711,7 +751,7 @@ pub async fn serve(shard: Rc<Shard>, client: Rc<Client>, stream: TcpStream) {
     };
     // Classic TLS wrote INFO in plaintext before the handshake.
     if !stream.is_tls() || handshake_first {
-        client.queue_bytes(&info_line(&shard, &client));
+        client.queue_bytes(&info_line(&*shard, &client));
     }
     let writer = glommio::spawn_local(write_loop(shard.clone(), client.clone(), stream.clone()));
     let pinger = glommio::spawn_local(ping_loop(shard.clone(), client.clone()));
@@ -811,8 +851,8 @@ impl ReadBuffer {
     }
 }
 
-async fn read_loop(shard: &Rc<Shard>, client: &Rc<Client>, mut stream: SharedStream) {
-    let limits = &shard.config.limits;
+async fn read_loop<H: ClientHost>(shard: &Rc<H>, client: &Rc<Client>, mut stream: SharedStream) {
+    let limits = &shard.limits();
     let parser_limits = ParserLimits {
         max_control_line_bytes: limits.max_control_line_bytes,
         max_payload_bytes: limits.max_payload_bytes,
@@ -856,7 +896,7 @@ async fn read_loop(shard: &Rc<Shard>, client: &Rc<Client>, mut stream: SharedStr
             if client.awaiting_connect.get() && !buffer.unparsed().starts_with_connect_letter() {
                 // nats-server: on an auth-required connection the first
                 // operation must be CONNECT (checked on its first byte).
-                refuse(shard, client, "operation before CONNECT");
+                refuse(&**shard, client, "operation before CONNECT");
                 break;
             }
             let headers = client.flags.get().headers;
@@ -892,13 +932,9 @@ async fn read_loop(shard: &Rc<Shard>, client: &Rc<Client>, mut stream: SharedStr
         // clients this batch delivered to may not run before the next batch:
         // push large backlogs out now (as nats-server flushes its clients at
         // the end of each read) rather than let a burst pile up unsent.
-        shard.routing.flush_inline();
         // Backpressure: consumers on this shard past 75 % of max_pending, and
         // peer shards that cannot keep up, slow this publisher.
-        shard.routing.stall_for_consumers().await;
-        if shard.links.congested() {
-            shard.links.wait_for_space().await;
-        }
+        shard.input_handled().await;
     }
 }
 
@@ -934,8 +970,8 @@ impl ConnectLetter for [u8] {
 
 /// Acts on one operation; a CONNECT whose password is a bcrypt hash returns
 /// the verification to wait for.
-fn handle_op(
-    shard: &Rc<Shard>,
+fn handle_op<H: ClientHost>(
+    shard: &Rc<H>,
     client: &Rc<Client>,
     op: ClientOp<'_>,
     now: Instant,
@@ -972,8 +1008,8 @@ fn handle_op(
     None
 }
 
-fn handle_connect(
-    shard: &Rc<Shard>,
+fn handle_connect<H: ClientHost>(
+    shard: &Rc<H>,
     client: &Rc<Client>,
     json: &[u8],
     now: Instant,
@@ -1010,7 +1046,7 @@ fn handle_connect(
         // A second CONNECT authenticates again, maybe as someone else: what
         // the first identity subscribed to goes (nats-server clears the
         // connection's subscriptions from its account).
-        unsubscribe_all(shard, client);
+        unsubscribe_all(&**shard, client);
     }
     let nonce = client.nonce().unwrap_or_default().as_bytes();
     match authorization.authenticate(&client.options.borrow(), nonce) {
@@ -1023,11 +1059,15 @@ fn handle_connect(
 
 /// The rest of CONNECT once its credentials are judged: nats-server's
 /// checks after authentication, in its order.
-fn finish_connect(shard: &Rc<Shard>, client: &Rc<Client>, verdict: Result<Authenticated, Refusal>) {
+fn finish_connect<H: ClientHost>(
+    shard: &Rc<H>,
+    client: &Rc<Client>,
+    verdict: Result<Authenticated, Refusal>,
+) {
     let authenticated = match verdict {
         Ok(authenticated) => authenticated,
         Err(refusal) => {
-            refuse(shard, client, &refusal);
+            refuse(&**shard, client, &refusal);
             return;
         }
     };
@@ -1075,8 +1115,8 @@ fn set_permissions(client: &Client, rules: Option<Arc<Permissions>>) {
 /// authenticated connection again (`auth::recheck`, nats-server's
 /// `reloadAuthorization`) and acts on the verdict. Connections still
 /// waiting for CONNECT are judged when it comes, by the new settings.
-pub fn reauthorize(
-    shard: &Rc<Shard>,
+pub fn reauthorize<H: ClientHost>(
+    shard: &Rc<H>,
     client: &Rc<Client>,
     previous: &Authorization,
     current: &Authorization,
@@ -1090,25 +1130,25 @@ pub fn reauthorize(
         recheck(previous, current, &options, nonce)
     };
     match verdict {
-        Recheck::Keep(rules) => keep_after_reload(shard, client, rules),
+        Recheck::Keep(rules) => keep_after_reload(&**shard, client, rules),
         Recheck::Removed => {
             // nats-server closes it as "Client Closed", without an -ERR.
             log::info!(target: "tern::auth", "{} - cid:{} - {} - closed: the user is no longer configured", client.address, client.id, client.identity.borrow());
             client.close(CloseReason::ClientClosed);
         }
-        Recheck::Refused(refusal) => refuse(shard, client, &refusal),
+        Recheck::Refused(refusal) => refuse(&**shard, client, &refusal),
         Recheck::Verify(pending) => {
             let shard = shard.clone();
             let client = client.clone();
             glommio::spawn_local(async move {
                 match pending.resolve().await {
                     _ if !client.is_open() => {}
-                    Ok(authenticated) => keep_after_reload(&shard, &client, authenticated.permissions),
+                    Ok(authenticated) => keep_after_reload(&*shard, &client, authenticated.permissions),
                     Err(Refusal::VerifierBusy(error)) => {
                         // Not a verdict on the client: it keeps what it had.
                         log::warn!(target: "tern::auth", "{} - cid:{} - not re-checked after the reload: {error}", client.address, client.id);
                     }
-                    Err(refusal) => refuse(&shard, &client, &refusal),
+                    Err(refusal) => refuse(&*shard, &client, &refusal),
                 }
             })
             .detach();
@@ -1119,7 +1159,7 @@ pub fn reauthorize(
 /// A connection that still authenticates after a reload: its user's new
 /// permissions from now on, and every subscription they no longer allow
 /// removed with nats-server's `-ERR` (the connection stays).
-fn keep_after_reload(shard: &Shard, client: &Client, rules: Option<Arc<Permissions>>) {
+fn keep_after_reload<H: ClientHost>(shard: &H, client: &Client, rules: Option<Arc<Permissions>>) {
     set_permissions(client, rules);
     let subscriptions: Vec<Rc<Subscription>> =
         client.subscriptions.borrow().values().cloned().collect();
@@ -1158,8 +1198,8 @@ fn keep_after_reload(shard: &Shard, client: &Client, rules: Option<Arc<Permissio
 
 /// `-ERR 'Authorization Violation'` and close, counted and logged with
 /// the client's address and why (never a secret).
-fn refuse(shard: &Shard, client: &Client, reason: impl std::fmt::Display) {
-    stats::add(&shard.counters.authentication_failures, 1);
+fn refuse<H: ClientHost>(shard: &H, client: &Client, reason: impl std::fmt::Display) {
+    stats::add(&shard.counters().authentication_failures, 1);
     log::warn!(target: "tern::auth", "{} - cid:{} - authentication failed: {reason}", client.address, client.id);
     client.close_with_err(
         errors::AUTHORIZATION_VIOLATION,
@@ -1168,10 +1208,14 @@ fn refuse(shard: &Shard, client: &Client, reason: impl std::fmt::Display) {
 }
 
 /// nats-server `authTimeout`: no CONNECT within the auth timeout.
-async fn authentication_timeout(shard: Rc<Shard>, client: Rc<Client>, timeout: Duration) {
+async fn authentication_timeout<H: ClientHost>(
+    shard: Rc<H>,
+    client: Rc<Client>,
+    timeout: Duration,
+) {
     tern_shard::timer::sleep(timeout).await;
     if client.is_open() && client.awaiting_connect.get() {
-        stats::add(&shard.counters.authentication_timeouts, 1);
+        stats::add(&shard.counters().authentication_timeouts, 1);
         log::warn!(target: "tern::auth", "{} - cid:{} - authentication failed: no CONNECT within {timeout:?}", client.address, client.id);
         client.close_with_err(
             errors::AUTHENTICATION_TIMEOUT,
@@ -1180,22 +1224,15 @@ async fn authentication_timeout(shard: Rc<Shard>, client: Rc<Client>, timeout: D
     }
 }
 
-fn handle_ping(shard: &Rc<Shard>, client: &Rc<Client>, now: Instant) {
+fn handle_ping<H: ClientHost>(shard: &Rc<H>, client: &Rc<Client>, now: Instant) {
     client.last_in.set(now);
-    let needed = client.interest_needed.get();
-    let mut router = shard.routing.router.borrow_mut();
-    if router.all_applied(needed) {
-        drop(router);
-        log::debug!(target: "tern::interest", "shard {} cid {}: PONG now (needs {needed})", shard.index, client.id);
-        client.send_pong(shard);
-    } else {
-        log::debug!(target: "tern::interest", "shard {} cid {}: PONG deferred until {needed}", shard.index, client.id);
-        router.defer_pong(needed, client);
+    if shard.pong_now_or_defer(client.interest_needed.get(), client) {
+        client.send_pong(&**shard);
     }
 }
 
-fn handle_subscribe(
-    shard: &Rc<Shard>,
+fn handle_subscribe<H: ClientHost>(
+    shard: &Rc<H>,
     client: &Rc<Client>,
     subject: &[u8],
     queue: Option<&[u8]>,
@@ -1211,7 +1248,7 @@ fn handle_subscribe(
             .as_ref()
             .is_some_and(|permissions| !permissions.rules().subscribe_allowed(subject, queue));
     if denied {
-        stats::add(&shard.counters.permission_violations, 1);
+        stats::add(&shard.counters().permission_violations, 1);
         log::warn!(
             target: "tern::auth",
             "{} - cid:{} - {} - Subscription Violation - Subject {}{}, SID {}",
@@ -1225,7 +1262,7 @@ fn handle_subscribe(
         client.queue_err(&errors::subscribe_violation(subject, queue));
         return;
     }
-    let max_subscriptions = shard.config.limits.max_subscriptions;
+    let max_subscriptions = shard.limits().max_subscriptions;
     if max_subscriptions > 0 && client.subscriptions.borrow().len() >= max_subscriptions {
         client.queue_err(errors::MAXIMUM_SUBSCRIPTIONS_EXCEEDED);
         return;
@@ -1251,39 +1288,26 @@ fn handle_subscribe(
                 .is_some_and(|permissions| permissions.rules().filters_delivery(subject, queue)),
         ),
     });
-    let added = shard.routing.router.borrow_mut().add_local(&subscription);
-    shard.routing.export_interest();
-    shard.routing.interest_changed.wake_all();
-    match added {
+    match shard.subscribe(&subscription) {
         Err(_) => {
             client.queue_err(errors::INVALID_SUBJECT);
         }
-        Ok(update) => {
+        Ok(needed) => {
             client
                 .subscriptions
                 .borrow_mut()
                 .insert(subscription.sid.clone(), subscription);
-            stats::add(&shard.counters.subscriptions, 1);
-            if let Some(update) = update {
-                log::debug!(
-                    target: "tern::interest",
-                    "shard {} cid {}: announce {} {:?} count {}",
-                    shard.index,
-                    client.id,
-                    update.sequence,
-                    String::from_utf8_lossy(&update.subject),
-                    update.count
-                );
-                client.interest_needed.set(update.sequence);
-                shard.routing.broadcast_interest(update);
+            stats::add(&shard.counters().subscriptions, 1);
+            if let Some(needed) = needed {
+                client.interest_needed.set(needed);
             }
             client.queue_ok();
         }
     }
 }
 
-fn handle_unsubscribe(
-    shard: &Rc<Shard>,
+fn handle_unsubscribe<H: ClientHost>(
+    shard: &Rc<H>,
     client: &Rc<Client>,
     sid: &[u8],
     max_messages: i64,
@@ -1295,19 +1319,19 @@ fn handle_unsubscribe(
         if max_messages > 0 && max_messages as u64 > subscription.delivered.get() {
             subscription.max.set(max_messages as u64);
         } else {
-            unsubscribe(shard, client, &subscription);
+            unsubscribe(&**shard, client, &subscription);
         }
     }
     client.queue_ok();
 }
 
 /// Removes one subscription of `client` everywhere.
-pub fn unsubscribe(shard: &Shard, client: &Client, subscription: &Rc<Subscription>) {
-    shard.routing.unsubscribe(client, subscription);
+pub fn unsubscribe<H: ClientHost>(shard: &H, client: &Client, subscription: &Rc<Subscription>) {
+    shard.unsubscribe(client, subscription);
 }
 
 /// Removes every subscription of a closing client.
-pub fn unsubscribe_all(shard: &Shard, client: &Client) {
+pub fn unsubscribe_all<H: ClientHost>(shard: &H, client: &Client) {
     let subscriptions: Vec<Rc<Subscription>> =
         client.subscriptions.borrow().values().cloned().collect();
     for subscription in subscriptions {
@@ -1329,11 +1353,16 @@ fn reserved_reply(reply: &[u8]) -> bool {
     reply.starts_with(b"_R_.") || reply.starts_with(b"_GR_.") || reply.starts_with(b"$JS.ACK.")
 }
 
-fn handle_publish(shard: &Rc<Shard>, client: &Rc<Client>, publish: &Publish<'_>, now: Instant) {
+fn handle_publish<H: ClientHost>(
+    shard: &Rc<H>,
+    client: &Rc<Client>,
+    publish: &Publish<'_>,
+    now: Instant,
+) {
     stats::add(&client.in_msgs, 1);
     stats::add(&client.in_bytes, publish.message.len() as u64);
-    stats::add(&shard.counters.in_msgs, 1);
-    stats::add(&shard.counters.in_bytes, publish.message.len() as u64);
+    stats::add(&shard.counters().in_msgs, 1);
+    stats::add(&shard.counters().in_bytes, publish.message.len() as u64);
     client.last_in.set(now);
     let flags = client.flags.get();
     if flags.pedantic && !subject::is_valid_literal_subject(publish.subject) {
@@ -1346,7 +1375,7 @@ fn handle_publish(shard: &Rc<Shard>, client: &Rc<Client>, publish: &Publish<'_>,
     if flags.publish_checked && !client.publish_allowed(publish.subject, now) {
         // Never routed: not delivered, not stored by JetStream (its API
         // and ack subjects are checked like any other).
-        stats::add(&shard.counters.permission_violations, 1);
+        stats::add(&shard.counters().permission_violations, 1);
         log::warn!(
             target: "tern::auth",
             "{} - cid:{} - {} - Publish Violation - Subject {}",
@@ -1365,12 +1394,12 @@ fn handle_publish(shard: &Rc<Shard>, client: &Rc<Client>, publish: &Publish<'_>,
         }
     }
     client.queue_ok();
-    shard.routing.route_publish(client, publish);
+    shard.route_publish(client, publish);
 }
 
-async fn write_loop(shard: Rc<Shard>, client: Rc<Client>, mut stream: SharedStream) {
+async fn write_loop<H: ClientHost>(shard: Rc<H>, client: Rc<Client>, mut stream: SharedStream) {
     let mut spare: Vec<u8> = Vec::with_capacity(1024);
-    let write_deadline = shard.config.limits.write_deadline;
+    let write_deadline = shard.limits().write_deadline;
     loop {
         std::future::poll_fn(|context| {
             if !client.outbound.borrow().is_empty() || !client.is_open() {
@@ -1417,7 +1446,7 @@ async fn write_loop(shard: Rc<Shard>, client: Rc<Client>, mut stream: SharedStre
                         client.id,
                         write_deadline
                     );
-                    stats::add(&shard.counters.slow_consumers, 1);
+                    stats::add(&shard.counters().slow_consumers, 1);
                 }
                 client.close_now(CloseReason::SlowConsumerWriteDeadline);
                 break;
@@ -1431,16 +1460,12 @@ async fn write_loop(shard: Rc<Shard>, client: Rc<Client>, mut stream: SharedStre
     stream.shutdown();
 }
 
-async fn ping_loop(shard: Rc<Shard>, client: Rc<Client>) {
-    let limits = &shard.config.limits;
+async fn ping_loop<H: ClientHost>(shard: Rc<H>, client: Rc<Client>) {
+    let limits = &shard.limits();
     let interval = limits.ping_interval;
     let first = interval.min(FIRST_PING_INTERVAL);
     // nats-server adds up to 20 % jitter to the first PING.
-    let jitter_ns = shard
-        .routing
-        .router
-        .borrow()
-        .random_below((first.as_nanos() as u64 / 5).max(1));
+    let jitter_ns = shard.random_below((first.as_nanos() as u64 / 5).max(1));
     tern_shard::timer::sleep(first + Duration::from_nanos(jitter_ns)).await;
     while client.is_open() {
         let now = Instant::now();
@@ -1452,7 +1477,7 @@ async fn ping_loop(shard: Rc<Shard>, client: Rc<Client>) {
         if need_rtt || !recently_active {
             if client.pings_out.get() + 1 > limits.ping_max {
                 log::debug!(target: "tern::client", "{} - cid:{} - Stale Client Connection - Closing", client.address, client.id);
-                stats::add(&shard.counters.stale_connections, 1);
+                stats::add(&shard.counters().stale_connections, 1);
                 client.close_with_err(errors::STALE_CONNECTION, CloseReason::StaleConnection);
                 break;
             }

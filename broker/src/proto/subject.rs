@@ -6,6 +6,11 @@
 
 pub const SEPARATOR: u8 = b'.';
 
+/// The subscription subject is not valid (`-ERR 'Invalid Subject'`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("invalid subject")]
+pub struct InvalidSubject;
+
 /// Tokens of `subject` (empty tokens included, so callers can reject them).
 #[inline]
 pub fn tokens(subject: &[u8]) -> impl Iterator<Item = &[u8]> {

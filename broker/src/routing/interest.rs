@@ -30,11 +30,12 @@ use std::rc::{Rc, Weak};
 use bytes::Bytes;
 use rustc_hash::FxHashMap;
 
-use crate::internal::InternalSubscription;
 use crate::cluster::frame::{NodeInterestError, NODE_KEYS_MAX};
+use crate::internal::InternalSubscription;
 use crate::nats::conn::{Client, Subscription};
+use crate::proto::subject::InvalidSubject;
 use crate::routing::message::InterestUpdate;
-use crate::routing::sublist::{InvalidSubject, Matches, Sublist, SublistEntry};
+use crate::routing::sublist::{Matches, Sublist, SublistEntry};
 
 /// Another shard's interest in a (subject, queue); `weight` is its number of
 /// local queue members (1 for plain interest); `clients` the part of it that

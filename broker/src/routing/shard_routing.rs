@@ -19,6 +19,7 @@ use bytes::Bytes;
 use tern_shard::spin::Spinner;
 use tern_shard::Waiters;
 
+use crate::cluster::frame::NodeInterestError;
 use crate::cluster::frame::RoutedFrame;
 use crate::cluster::link::RouteLink;
 use crate::cluster::routes::Routes;
@@ -27,7 +28,7 @@ use crate::mesh::PeerSender;
 use crate::nats::conn::{self, Client, Subscription};
 use crate::proto::encode::{self, Delivery};
 use crate::proto::parser::Publish;
-use crate::cluster::frame::NodeInterestError;
+use crate::proto::subject::InvalidSubject;
 use crate::routing::interest::{Router, Target};
 use crate::routing::message::RoutingMessage::{self, Deliver};
 use crate::routing::message::{InterestUpdate, NodeInterestRelay, RoutedMessage};
@@ -167,6 +168,47 @@ impl ShardRouting {
     /// This shard's route to node `node_id` opened: messages for it go there.
     pub fn node_link_opened(&self, node_id: u64, link: &Rc<RouteLink>) {
         self.router.borrow_mut().node_link_opened(node_id, link);
+    }
+
+    /// Adds a local client's subscription: the index, the other shards'
+    /// and nodes' views of it. `Ok(Some(sequence))`: the client's next PONG
+    /// waits until every shard applied interest update `sequence`.
+    pub fn subscribe(
+        &self,
+        subscription: &Rc<Subscription>,
+    ) -> Result<Option<u64>, InvalidSubject> {
+        let added = self.router.borrow_mut().add_local(subscription);
+        self.export_interest();
+        self.interest_changed.wake_all();
+        let Some(update) = added? else {
+            return Ok(None);
+        };
+        log::debug!(
+            target: "tern::interest",
+            "shard {} cid {}: announce {} {:?} count {}",
+            self.index,
+            subscription.client_id,
+            update.sequence,
+            String::from_utf8_lossy(&update.subject),
+            update.count
+        );
+        let sequence = update.sequence;
+        self.broadcast_interest(update);
+        Ok(Some(sequence))
+    }
+
+    /// Whether a client's PONG may go now: every shard applied interest
+    /// updates up to `needed`. If not, it is deferred until they have
+    /// (`handle_message` returns the client then).
+    pub fn pong_now_or_defer(&self, needed: u64, client: &Rc<Client>) -> bool {
+        let mut router = self.router.borrow_mut();
+        if router.all_applied(needed) {
+            log::debug!(target: "tern::interest", "shard {} cid {}: PONG now (needs {needed})", self.index, client.id);
+            return true;
+        }
+        log::debug!(target: "tern::interest", "shard {} cid {}: PONG deferred until {needed}", self.index, client.id);
+        router.defer_pong(needed, client);
+        false
     }
 
     /// A route link to `link.peer` was established (or replaced another):

@@ -14,7 +14,7 @@ use std::rc::Rc;
 use bytes::Bytes;
 use rustc_hash::FxHashMap;
 
-use crate::proto::subject::{self, is_full_wildcard, is_single_wildcard};
+use crate::proto::subject::{self, is_full_wildcard, is_single_wildcard, InvalidSubject};
 pub use crate::stats::SublistStats;
 
 /// Match results cached at most; past it a quarter is evicted.
@@ -29,11 +29,6 @@ pub const PREFIX_CACHE_ENTRIES_MAX: usize = 256;
 pub trait SublistEntry: Clone {
     fn same(&self, other: &Self) -> bool;
 }
-
-/// The subscription subject is not valid (`-ERR 'Invalid Subject'`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
-#[error("invalid subject")]
-pub struct InvalidSubject;
 
 /// Everything a published subject matches.
 #[derive(Debug)]

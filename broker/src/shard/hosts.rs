@@ -1,20 +1,31 @@
 //! What the layers below the node need of a shard, implemented by it: the
-//! shard's routes ([`RouteHost`]). They never name the shard.
+//! shard's routes ([`RouteHost`]) and its client connections
+//! ([`ClientHost`]). They never name the shard.
 
 use std::rc::Rc;
+use std::sync::Arc;
 use std::time::Duration;
 
 use tern_shard::Shutdown;
 
 use super::Shard;
+use crate::auth::Authorization;
 use crate::cluster::frame::{NodeInterestError, RoutedFrame};
 use crate::cluster::link::RouteLink;
 use crate::cluster::routes::{RouteHost, Routes};
-use crate::tls::RouteTls;
+use crate::config::Limits;
+use crate::nats::conn::{Client, ClientHost, Subscription};
+use crate::proto::info::ServerInfo;
+use crate::proto::parser::Publish;
+use crate::proto::subject::InvalidSubject;
+use crate::stats::ShardCounters;
+use crate::tls::{RouteTls, TlsServer};
 
 impl RouteHost for Shard {
     fn routes(&self) -> &Routes {
-        self.routes.as_ref().expect("routes run on a clustered shard")
+        self.routes
+            .as_ref()
+            .expect("routes run on a clustered shard")
     }
 
     fn shard_index(&self) -> usize {
@@ -87,5 +98,67 @@ impl RouteHost for Shard {
 
     async fn catch_up_with_peers(&self) {
         Shard::catch_up_with_peers(self).await;
+    }
+}
+
+impl ClientHost for Shard {
+    fn shard_index(&self) -> usize {
+        self.index
+    }
+
+    fn limits(&self) -> &Limits {
+        &self.config.limits
+    }
+
+    fn counters(&self) -> &ShardCounters {
+        &self.counters
+    }
+
+    fn server_info(&self, client: &Client) -> ServerInfo {
+        Shard::server_info(self, client)
+    }
+
+    fn tls(&self) -> Option<TlsServer> {
+        Shard::tls(self)
+    }
+
+    fn authorization(&self) -> Arc<Authorization> {
+        Shard::authorization(self)
+    }
+
+    fn remove_client(&self, client: &Client) {
+        Shard::remove_client(self, client);
+    }
+
+    fn random_below(&self, bound: u64) -> u64 {
+        self.routing.router.borrow().random_below(bound)
+    }
+
+    fn route_publish(&self, client: &Rc<Client>, publish: &Publish<'_>) {
+        self.routing.route_publish(client, publish);
+    }
+
+    fn subscribe(&self, subscription: &Rc<Subscription>) -> Result<Option<u64>, InvalidSubject> {
+        self.routing.subscribe(subscription)
+    }
+
+    fn unsubscribe(&self, client: &Client, subscription: &Rc<Subscription>) {
+        self.routing.unsubscribe(client, subscription);
+    }
+
+    fn pong_now_or_defer(&self, needed: u64, client: &Rc<Client>) -> bool {
+        self.routing.pong_now_or_defer(needed, client)
+    }
+
+    async fn catch_up_with_peers(&self) {
+        Shard::catch_up_with_peers(self).await;
+    }
+
+    async fn input_handled(&self) {
+        self.routing.flush_inline();
+        self.routing.stall_for_consumers().await;
+        if self.links.congested() {
+            self.links.wait_for_space().await;
+        }
     }
 }

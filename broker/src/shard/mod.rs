@@ -446,7 +446,7 @@ impl Shard {
         match message {
             ShardMessage::Routing(message) => {
                 for client in self.routing.handle_message(peer, message) {
-                    client.send_pong(self);
+                    client.send_pong(&**self);
                 }
             }
             ShardMessage::ReportRequest { id, kind } => {

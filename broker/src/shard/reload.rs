@@ -70,4 +70,3 @@ pub fn apply(shard: &Rc<Shard>, settings: &Settings) {
         conn::reauthorize(shard, client, &previous, &settings.authorization);
     }
 }
-
