@@ -4,7 +4,7 @@
 //! Sizes accept a number of bytes or a string with a unit (`"64KB"`, `"1MiB"`);
 //! durations accept seconds or a string (`"2m"`, `"100ms"`, `"1h"`).
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -547,6 +547,8 @@ impl Config {
 
     /// Flags over an already parsed file, then defaults (no file I/O).
     pub fn resolve_with(flags: Flags, file: FileConfig) -> Result<Config, ConfigError> {
+        // Read before the fields move out; its error is reported in order below.
+        let limits = resolve_limits(&flags, &file);
         let source = Arc::new(ConfigSource {
             flags: flags.clone(),
             authorization: file.authorization.clone(),
@@ -589,135 +591,18 @@ impl Config {
             }
             None => CpuList::online(),
         };
-        let size = |field: &'static str,
-                    flag: Option<String>,
-                    file: Option<SizeValue>,
-                    default: usize| {
-            match (flag, file) {
-                (Some(text), _) => parse_size(&text).map_err(size_error(field)),
-                (None, Some(SizeValue::Bytes(bytes))) => Ok(bytes as usize),
-                (None, Some(SizeValue::Text(text))) => parse_size(&text).map_err(size_error(field)),
-                (None, None) => Ok(default),
-            }
-        };
-        let duration = |field: &'static str,
-                        flag: Option<String>,
-                        file: Option<DurationValue>,
-                        default: Duration| {
-            match (flag, file) {
-                (Some(text), _) => crate::duration::parse_duration(&text)
-                    .map_err(|error| invalid(field, error.to_string())),
-                (None, Some(DurationValue::Seconds(seconds))) => Ok(Duration::from_secs(seconds)),
-                (None, Some(DurationValue::Text(text))) => crate::duration::parse_duration(&text)
-                    .map_err(|error| invalid(field, error.to_string())),
-                (None, None) => Ok(default),
-            }
-        };
-        let limits = Limits {
-            max_payload_bytes: size(
-                "max_payload",
-                flags.max_payload,
-                file.max_payload,
-                DEFAULT_MAX_PAYLOAD_BYTES,
-            )?,
-            max_pending_bytes: size(
-                "max_pending",
-                flags.max_pending,
-                file.max_pending,
-                DEFAULT_MAX_PENDING_BYTES,
-            )?,
-            max_connections: flags
-                .max_connections
-                .or(file.max_connections)
-                .unwrap_or(DEFAULT_MAX_CONNECTIONS),
-            max_subscriptions: flags
-                .max_subscriptions
-                .or(file.max_subscriptions)
-                .unwrap_or(0),
-            max_control_line_bytes: size(
-                "max_control_line",
-                flags.max_control_line,
-                file.max_control_line,
-                DEFAULT_MAX_CONTROL_LINE_BYTES,
-            )?,
-            ping_interval: duration(
-                "ping_interval",
-                flags.ping_interval,
-                file.ping_interval,
-                DEFAULT_PING_INTERVAL,
-            )?,
-            ping_max: flags.ping_max.or(file.ping_max).unwrap_or(DEFAULT_PING_MAX),
-            write_deadline: duration(
-                "write_deadline",
-                flags.write_deadline,
-                file.write_deadline,
-                DEFAULT_WRITE_DEADLINE,
-            )?,
-        };
+        let limits = limits?;
         let store_dir = flags
             .store_dir
             .or(file.store_dir)
             .unwrap_or_else(|| PathBuf::from("./data"));
-        let jetstream_file = file.jetstream.unwrap_or_default();
-        let jetstream = if flags.jetstream || jetstream_file.enabled.unwrap_or(false) {
-            let sync = match flags.sync.or(jetstream_file.sync).as_deref() {
-                None | Some("always") => tern_storage::SyncPolicy::Always,
-                Some("never") => tern_storage::SyncPolicy::Never,
-                Some(other) => {
-                    return Err(invalid(
-                        "sync",
-                        format!("{other:?} is not `always` or `never`"),
-                    ))
-                }
-            };
-            let limit =
-                |field: &'static str, value: Option<SizeValue>| -> Result<i64, ConfigError> {
-                    match value {
-                        None => Ok(-1),
-                        Some(value) => size(field, None, Some(value), 0).map(|bytes| bytes as i64),
-                    }
-                };
-            Some(JetStreamConfig {
-                sync,
-                journal_dir: match (
-                    flags.journal_dir,
-                    jetstream_file.journal_dir,
-                    jetstream_file.journal_device,
-                ) {
-                    (_, Some(_), Some(_)) => {
-                        return Err(invalid(
-                            "journal_device",
-                            "give either `journal_dir` or `journal_device`, not both",
-                        ))
-                    }
-                    (Some(path), _, _) | (None, Some(path), None) | (None, None, Some(path)) => {
-                        path
-                    }
-                    (None, None, None) => store_dir.join("jetstream").join("journal"),
-                },
-                journal_segment_bytes: size(
-                    "journal_segment_size",
-                    None,
-                    jetstream_file.journal_segment_size,
-                    DEFAULT_JOURNAL_SEGMENT_BYTES as usize,
-                )? as u64,
-                journal_segments: jetstream_file
-                    .journal_segments
-                    .unwrap_or(DEFAULT_JOURNAL_SEGMENTS),
-                max_memory_bytes: limit("max_memory_store", jetstream_file.max_memory_store)?,
-                max_file_bytes: limit("max_file_store", jetstream_file.max_file_store)?,
-                journal_ids: Vec::new(),
-                journal_regions: Vec::new(),
-                io_profile: jetstream_file.io_profile,
-                io_settings: None,
-                storage_reserve_bytes: match jetstream_file.storage_reserve {
-                    None => None,
-                    Some(value) => Some(size("storage_reserve", None, Some(value), 0)? as u64),
-                },
-            })
-        } else {
-            None
-        };
+        let jetstream = resolve_jetstream(
+            flags.jetstream,
+            flags.sync,
+            flags.journal_dir,
+            file.jetstream.unwrap_or_default(),
+            &store_dir,
+        )?;
         let cluster = resolve_cluster(
             flags.cluster,
             flags.cluster_name,
@@ -755,20 +640,20 @@ impl Config {
             cores,
             unpinned,
             limits,
-            io_memory_bytes: size(
+            io_memory_bytes: resolve_size(
                 "io_memory",
                 flags.io_memory,
                 file.io_memory,
                 DEFAULT_IO_MEMORY_BYTES,
             )?,
             mesh_ring_capacity: DEFAULT_MESH_RING_CAPACITY,
-            spin_before_park: duration(
+            spin_before_park: resolve_duration(
                 "spin_before_park",
                 flags.spin_before_park,
                 file.spin_before_park,
                 Duration::ZERO,
             )?,
-            spin_awaiting_reply: duration(
+            spin_awaiting_reply: resolve_duration(
                 "spin_awaiting_reply",
                 flags.spin_awaiting_reply,
                 file.spin_awaiting_reply,
@@ -843,6 +728,149 @@ impl Config {
         }
         Ok(())
     }
+}
+/// A size from its flag (text), else from the file (bytes or text), else
+/// `default`.
+fn resolve_size(
+    field: &'static str,
+    flag: Option<String>,
+    file: Option<SizeValue>,
+    default: usize,
+) -> Result<usize, ConfigError> {
+    match (flag, file) {
+        (Some(text), _) => parse_size(&text).map_err(size_error(field)),
+        (None, Some(SizeValue::Bytes(bytes))) => Ok(bytes as usize),
+        (None, Some(SizeValue::Text(text))) => parse_size(&text).map_err(size_error(field)),
+        (None, None) => Ok(default),
+    }
+}
+
+/// A duration from its flag (text), else from the file (seconds or
+/// text), else `default`.
+fn resolve_duration(
+    field: &'static str,
+    flag: Option<String>,
+    file: Option<DurationValue>,
+    default: Duration,
+) -> Result<Duration, ConfigError> {
+    match (flag, file) {
+        (Some(text), _) => crate::duration::parse_duration(&text)
+            .map_err(|error| invalid(field, error.to_string())),
+        (None, Some(DurationValue::Seconds(seconds))) => Ok(Duration::from_secs(seconds)),
+        (None, Some(DurationValue::Text(text))) => crate::duration::parse_duration(&text)
+            .map_err(|error| invalid(field, error.to_string())),
+        (None, None) => Ok(default),
+    }
+}
+
+/// The connection and message limits, flags over the file.
+fn resolve_limits(flags: &Flags, file: &FileConfig) -> Result<Limits, ConfigError> {
+    Ok(Limits {
+        max_payload_bytes: resolve_size(
+            "max_payload",
+            flags.max_payload.clone(),
+            file.max_payload.clone(),
+            DEFAULT_MAX_PAYLOAD_BYTES,
+        )?,
+        max_pending_bytes: resolve_size(
+            "max_pending",
+            flags.max_pending.clone(),
+            file.max_pending.clone(),
+            DEFAULT_MAX_PENDING_BYTES,
+        )?,
+        max_connections: flags
+            .max_connections
+            .or(file.max_connections)
+            .unwrap_or(DEFAULT_MAX_CONNECTIONS),
+        max_subscriptions: flags
+            .max_subscriptions
+            .or(file.max_subscriptions)
+            .unwrap_or(0),
+        max_control_line_bytes: resolve_size(
+            "max_control_line",
+            flags.max_control_line.clone(),
+            file.max_control_line.clone(),
+            DEFAULT_MAX_CONTROL_LINE_BYTES,
+        )?,
+        ping_interval: resolve_duration(
+            "ping_interval",
+            flags.ping_interval.clone(),
+            file.ping_interval.clone(),
+            DEFAULT_PING_INTERVAL,
+        )?,
+        ping_max: flags.ping_max.or(file.ping_max).unwrap_or(DEFAULT_PING_MAX),
+        write_deadline: resolve_duration(
+            "write_deadline",
+            flags.write_deadline.clone(),
+            file.write_deadline.clone(),
+            DEFAULT_WRITE_DEADLINE,
+        )?,
+    })
+}
+
+/// `[jetstream]`, when enabled by the flag or the file.
+fn resolve_jetstream(
+    enabled_flag: bool,
+    sync_flag: Option<String>,
+    journal_dir_flag: Option<PathBuf>,
+    jetstream_file: JetStreamFile,
+    store_dir: &Path,
+) -> Result<Option<JetStreamConfig>, ConfigError> {
+    if !(enabled_flag || jetstream_file.enabled.unwrap_or(false)) {
+        return Ok(None);
+    }
+    let sync = match sync_flag.or(jetstream_file.sync).as_deref() {
+        None | Some("always") => tern_storage::SyncPolicy::Always,
+        Some("never") => tern_storage::SyncPolicy::Never,
+        Some(other) => {
+            return Err(invalid(
+                "sync",
+                format!("{other:?} is not `always` or `never`"),
+            ))
+        }
+    };
+    let limit = |field: &'static str, value: Option<SizeValue>| -> Result<i64, ConfigError> {
+        match value {
+            None => Ok(-1),
+            Some(value) => resolve_size(field, None, Some(value), 0).map(|bytes| bytes as i64),
+        }
+    };
+    Ok(Some(JetStreamConfig {
+        sync,
+        journal_dir: match (
+            journal_dir_flag,
+            jetstream_file.journal_dir,
+            jetstream_file.journal_device,
+        ) {
+            (_, Some(_), Some(_)) => {
+                return Err(invalid(
+                    "journal_device",
+                    "give either `journal_dir` or `journal_device`, not both",
+                ))
+            }
+            (Some(path), _, _) | (None, Some(path), None) | (None, None, Some(path)) => path,
+            (None, None, None) => store_dir.join("jetstream").join("journal"),
+        },
+        journal_segment_bytes: resolve_size(
+            "journal_segment_size",
+            None,
+            jetstream_file.journal_segment_size,
+            DEFAULT_JOURNAL_SEGMENT_BYTES as usize,
+        )? as u64,
+        journal_segments: jetstream_file
+            .journal_segments
+            .unwrap_or(DEFAULT_JOURNAL_SEGMENTS),
+        max_memory_bytes: limit("max_memory_store", jetstream_file.max_memory_store)?,
+        max_file_bytes: limit("max_file_store", jetstream_file.max_file_store)?,
+        journal_ids: Vec::new(),
+        journal_regions: Vec::new(),
+        io_profile: jetstream_file.io_profile,
+        io_settings: None,
+        storage_reserve_bytes: match jetstream_file.storage_reserve {
+            None => None,
+            Some(value) => Some(resolve_size("storage_reserve", None, Some(value), 0)? as u64),
+        },
+    }))
 }
 
 /// The cluster flags over the `[cluster]` table: `None` unless a listen

@@ -12,6 +12,8 @@ use tern_shard::{run_shards, ShardContext, ShardSpec};
 
 use crate::config::absolute_data_paths;
 use crate::config::Config;
+use crate::jetstream::identity::NodeIdentity;
+use crate::jetstream::journal_location::PreparedDevice;
 use crate::jetstream::recovery::RecoveryError;
 use crate::jetstream::usage::StorageUsage;
 use crate::jetstream::{JetStream, INTEREST_TIMEOUT};
@@ -214,80 +216,7 @@ pub fn run(mut config: Config) -> Result<(), ServerError> {
         source,
     })?;
     log::debug!(target: "tern::server", "memlock: {outcome:?}");
-    let clustered = config.cluster.is_some();
-    // A raw journal device, held exclusively until the server stops.
-    let mut journal_device = None;
-    // In a cluster with JetStream, the store's Raft identity (read before
-    // the layout may be created: a new store gets a new one).
-    let mut node_identity = None;
-    if let Some(jetstream) = config.jetstream.as_mut() {
-        if clustered {
-            let name = config.server_name.as_deref().ok_or_else(|| {
-                ServerError::JetStream("jetstream cluster requires `server_name` to be set".into())
-            })?;
-            node_identity = Some(open_node_identity(&config.store_dir, jetstream, name)?);
-        }
-        let open = || {
-            crate::jetstream::layout::open(
-                &config.store_dir,
-                &jetstream.journal_dir,
-                jetstream.journal_segments,
-                config.cores.len(),
-                random_u64,
-            )
-        };
-        let layout = match open() {
-            Ok(layout) => layout,
-            // A cluster node does not stay down for a damaged layout its
-            // own journals name unambiguously (the rebuild `tern storage
-            // repair --layout` makes, which discards nothing): the fault
-            // harness truncated one. Anything less certain still refuses.
-            Err(
-                error @ (crate::jetstream::layout::LayoutError::Damaged { .. }
-                | crate::jetstream::layout::LayoutError::Missing { .. }),
-            ) if clustered => {
-                rebuild_layout(&config.store_dir, jetstream, &error)?;
-                open().map_err(|error| ServerError::JetStream(error.to_string()))?
-            }
-            Err(error) => return Err(ServerError::JetStream(error.to_string())),
-        };
-        if crate::jetstream::journal_location::is_device(&jetstream.journal_dir) {
-            let prepared = crate::jetstream::journal_location::prepare_device(
-                &config.store_dir,
-                jetstream,
-                &layout,
-                config.server_name.as_deref(),
-                random_u64,
-            )
-            .map_err(|error| ServerError::JetStream(error.to_string()))?;
-            jetstream.journal_regions = prepared.region_offsets();
-            journal_device = Some(prepared);
-        } else if jetstream.journal_dir.starts_with("/dev") {
-            return Err(ServerError::JetStream(format!(
-                "journal {}: not a block device (a journal directory is never made under /dev)",
-                jetstream.journal_dir.display()
-            )));
-        }
-        jetstream.journal_ids = layout.journal_ids;
-        let profile = jetstream
-            .io_profile
-            .clone()
-            .unwrap_or_else(|| config.store_dir.join(crate::io_profile::FILE_NAME));
-        jetstream.io_settings = crate::io_profile::read(&profile)
-            .map_err(|error| ServerError::JetStream(error.to_string()))?;
-        match (&jetstream.io_settings, &jetstream.io_profile) {
-            (Some(settings), _) => {
-                log::info!(target: "tern::jetstream", "I/O profile {}: journal batches up to {} bytes, block-store writes of {} bytes, read-ahead {} bytes with {} runs prefetched", profile.display(), settings.journal_batch_bytes_max, settings.store_write_buffer_bytes, settings.store_read_ahead_bytes, settings.store_prefetch_runs);
-            }
-            (None, Some(_)) => {
-                return Err(ServerError::JetStream(format!(
-                    "I/O profile {}: no such file (io_profile; `tern iotune` writes it)",
-                    profile.display()
-                )))
-            }
-            (None, None) => {}
-        }
-    }
+    let (journal_device, node_identity) = prepare_jetstream_store(&mut config)?;
     let mut random = [0u8; 32];
     for chunk in random.chunks_mut(8) {
         chunk.copy_from_slice(&random_u64().to_le_bytes());
@@ -312,57 +241,8 @@ pub fn run(mut config: Config) -> Result<(), ServerError> {
         None => None,
         Some(tls) => Some(crate::tls::route_tls(tls)?),
     };
-    // The cluster port: one listening socket per shard, steered by source
-    // port (cluster::steer). Each shard takes its own.
-    let route_listeners = match &config.cluster {
-        None => None,
-        Some(cluster) => {
-            let address = resolve(&cluster.listen.host, cluster.listen.port)?;
-            let sockets = crate::cluster::steer::listen_group(address, config.cores.len())
-                .map_err(|error| ServerError::Cluster(error.to_string()))?;
-            let port = sockets[0]
-                .local_addr()
-                .ok()
-                .and_then(|bound| bound.as_socket())
-                .map_or(0, |bound| bound.port());
-            let fds: Vec<i32> = sockets
-                .into_iter()
-                .map(std::os::fd::IntoRawFd::into_raw_fd)
-                .collect();
-            Some(RouteListeners { fds, port })
-        }
-    };
-    log::info!(target: "tern::server", "Starting tern-server");
-    log::info!(target: "tern::server", "  Version:  {TERN_VERSION} (NATS protocol compatible with {NATS_COMPATIBLE_VERSION})");
-    log::info!(target: "tern::server", "  Name:     {server_name}");
-    log::info!(target: "tern::server", "  ID:       {server_id}");
-    if config.unpinned {
-        log::info!(target: "tern::server", "  Shards:   {} unpinned", config.cores.len());
-    } else {
-        log::info!(target: "tern::server", "  Shards:   {} on CPUs {}", config.cores.len(), config.cores);
-    }
-    log::info!(target: "tern::server", "  Data:     {}", config.store_dir.display());
-    if config.authorization.required() {
-        log::info!(target: "tern::server", "  Auth:     {}", config.authorization.describe());
-        if config.authorization.has_plain_passwords() {
-            log::warn!(target: "tern::server", "Plaintext passwords detected, use nkeys or bcrypt");
-        }
-    }
-    if let Some(tls) = &config.tls {
-        log::info!(target: "tern::server", "  TLS:      {} ({}{})", tls.cert_file.display(),
-            if tls.verify { "client certificates verified" } else { "no client certificates" },
-            if tls.handshake_first { ", handshake first" } else { "" });
-    }
-    if let Some(tls) = config
-        .cluster
-        .as_ref()
-        .and_then(|cluster| cluster.tls.as_ref())
-    {
-        log::info!(target: "tern::server", "  Routes:   mutual TLS, {} signed by {}", tls.cert_file.display(), tls.ca_file.display());
-    }
-    if let Some(path) = &config.config_file {
-        log::info!(target: "tern::server", "Using configuration file: {}", path.display());
-    }
+    let route_listeners = bind_route_listeners(&config)?;
+    log_start(&config, &server_name, &server_id);
     let spec = ShardSpec {
         cpus: config.cores.clone(),
         pinned: !config.unpinned,
@@ -402,6 +282,160 @@ pub fn run(mut config: Config) -> Result<(), ServerError> {
     }
     log::info!(target: "tern::server", "Server Exiting..");
     Ok(())
+}
+
+/// JetStream's store before the shards start: in a cluster, the store's
+/// Raft identity (read before the layout may be created: a new store gets
+/// a new one); the layout, rebuilt in a cluster when its own journals name
+/// it unambiguously; a raw journal device, held exclusively until the
+/// server stops; and the I/O profile.
+fn prepare_jetstream_store(
+    config: &mut Config,
+) -> Result<(Option<PreparedDevice>, Option<NodeIdentity>), ServerError> {
+    let clustered = config.cluster.is_some();
+    let Some(jetstream) = config.jetstream.as_mut() else {
+        return Ok((None, None));
+    };
+    let mut journal_device = None;
+    let mut node_identity = None;
+    if clustered {
+        let name = config.server_name.as_deref().ok_or_else(|| {
+            ServerError::JetStream("jetstream cluster requires `server_name` to be set".into())
+        })?;
+        node_identity = Some(open_node_identity(&config.store_dir, jetstream, name)?);
+    }
+    let open = || {
+        crate::jetstream::layout::open(
+            &config.store_dir,
+            &jetstream.journal_dir,
+            jetstream.journal_segments,
+            config.cores.len(),
+            random_u64,
+        )
+    };
+    let layout = match open() {
+        Ok(layout) => layout,
+        // A cluster node does not stay down for a damaged layout its
+        // own journals name unambiguously (the rebuild `tern storage
+        // repair --layout` makes, which discards nothing): the fault
+        // harness truncated one. Anything less certain still refuses.
+        Err(
+            error @ (crate::jetstream::layout::LayoutError::Damaged { .. }
+            | crate::jetstream::layout::LayoutError::Missing { .. }),
+        ) if clustered => {
+            rebuild_layout(&config.store_dir, jetstream, &error)?;
+            open().map_err(|error| ServerError::JetStream(error.to_string()))?
+        }
+        Err(error) => return Err(ServerError::JetStream(error.to_string())),
+    };
+    if crate::jetstream::journal_location::is_device(&jetstream.journal_dir) {
+        let prepared = crate::jetstream::journal_location::prepare_device(
+            &config.store_dir,
+            jetstream,
+            &layout,
+            config.server_name.as_deref(),
+            random_u64,
+        )
+        .map_err(|error| ServerError::JetStream(error.to_string()))?;
+        jetstream.journal_regions = prepared.region_offsets();
+        journal_device = Some(prepared);
+    } else if jetstream.journal_dir.starts_with("/dev") {
+        return Err(ServerError::JetStream(format!(
+            "journal {}: not a block device (a journal directory is never made under /dev)",
+            jetstream.journal_dir.display()
+        )));
+    }
+    jetstream.journal_ids = layout.journal_ids;
+    read_io_profile(jetstream, &config.store_dir)?;
+    Ok((journal_device, node_identity))
+}
+
+/// The I/O profile `tern iotune` wrote (`io_profile`, or the default file
+/// in the store directory): the journal's batches and the block store's
+/// buffers are sized from it.
+fn read_io_profile(
+    jetstream: &mut crate::config::JetStreamConfig,
+    store_dir: &std::path::Path,
+) -> Result<(), ServerError> {
+    let profile = jetstream
+        .io_profile
+        .clone()
+        .unwrap_or_else(|| store_dir.join(crate::io_profile::FILE_NAME));
+    jetstream.io_settings = crate::io_profile::read(&profile)
+        .map_err(|error| ServerError::JetStream(error.to_string()))?;
+    match (&jetstream.io_settings, &jetstream.io_profile) {
+        (Some(settings), _) => {
+            log::info!(target: "tern::jetstream", "I/O profile {}: journal batches up to {} bytes, block-store writes of {} bytes, read-ahead {} bytes with {} runs prefetched", profile.display(), settings.journal_batch_bytes_max, settings.store_write_buffer_bytes, settings.store_read_ahead_bytes, settings.store_prefetch_runs);
+        }
+        (None, Some(_)) => {
+            return Err(ServerError::JetStream(format!(
+                "I/O profile {}: no such file (io_profile; `tern iotune` writes it)",
+                profile.display()
+            )))
+        }
+        (None, None) => {}
+    }
+    Ok(())
+}
+
+/// The cluster port: one listening socket per shard, steered by source
+/// port (`cluster::steer`); each shard takes its own.
+fn bind_route_listeners(config: &Config) -> Result<Option<RouteListeners>, ServerError> {
+    // The cluster port: one listening socket per shard, steered by source
+    // port (cluster::steer). Each shard takes its own.
+    Ok(match &config.cluster {
+        None => None,
+        Some(cluster) => {
+            let address = resolve(&cluster.listen.host, cluster.listen.port)?;
+            let sockets = crate::cluster::steer::listen_group(address, config.cores.len())
+                .map_err(|error| ServerError::Cluster(error.to_string()))?;
+            let port = sockets[0]
+                .local_addr()
+                .ok()
+                .and_then(|bound| bound.as_socket())
+                .map_or(0, |bound| bound.port());
+            let fds: Vec<i32> = sockets
+                .into_iter()
+                .map(std::os::fd::IntoRawFd::into_raw_fd)
+                .collect();
+            Some(RouteListeners { fds, port })
+        }
+    })
+}
+
+/// The start-up banner: version, name, shards, data, authentication, TLS.
+fn log_start(config: &Config, server_name: &str, server_id: &str) {
+    log::info!(target: "tern::server", "Starting tern-server");
+    log::info!(target: "tern::server", "  Version:  {TERN_VERSION} (NATS protocol compatible with {NATS_COMPATIBLE_VERSION})");
+    log::info!(target: "tern::server", "  Name:     {server_name}");
+    log::info!(target: "tern::server", "  ID:       {server_id}");
+    if config.unpinned {
+        log::info!(target: "tern::server", "  Shards:   {} unpinned", config.cores.len());
+    } else {
+        log::info!(target: "tern::server", "  Shards:   {} on CPUs {}", config.cores.len(), config.cores);
+    }
+    log::info!(target: "tern::server", "  Data:     {}", config.store_dir.display());
+    if config.authorization.required() {
+        log::info!(target: "tern::server", "  Auth:     {}", config.authorization.describe());
+        if config.authorization.has_plain_passwords() {
+            log::warn!(target: "tern::server", "Plaintext passwords detected, use nkeys or bcrypt");
+        }
+    }
+    if let Some(tls) = &config.tls {
+        log::info!(target: "tern::server", "  TLS:      {} ({}{})", tls.cert_file.display(),
+            if tls.verify { "client certificates verified" } else { "no client certificates" },
+            if tls.handshake_first { ", handshake first" } else { "" });
+    }
+    if let Some(tls) = config
+        .cluster
+        .as_ref()
+        .and_then(|cluster| cluster.tls.as_ref())
+    {
+        log::info!(target: "tern::server", "  Routes:   mutual TLS, {} signed by {}", tls.cert_file.display(), tls.ca_file.display());
+    }
+    if let Some(path) = &config.config_file {
+        log::info!(target: "tern::server", "Using configuration file: {}", path.display());
+    }
 }
 
 /// The shard's routes accept on its cluster socket and dial the
@@ -500,6 +534,76 @@ fn shard_routes(
     ))
 }
 
+/// JetStream on this shard, when enabled: opened (recovery), then every
+/// shard's stream subjects routed and every shard started. `Ok(false)`:
+/// the server shut down meanwhile.
+async fn start_jetstream(
+    shard: &Rc<Shard>,
+    shutdown: &tern_shard::Shutdown,
+) -> Result<bool, ShardError> {
+    let config = &shard.shared.config;
+    let index = shard.index;
+    let Some(jetstream_config) = config.jetstream.clone() else {
+        return Ok(true);
+    };
+    let opened = futures_lite::future::or(
+        async { Some(JetStream::open(shard.jetstream_services(), jetstream_config).await) },
+        async {
+            shutdown.wait().await;
+            None
+        },
+    )
+    .await;
+    match opened {
+        None => return Ok(false),
+        Some(Ok(jetstream)) => {
+            let _ = shard.jetstream.set(jetstream);
+        }
+        Some(Err(error)) => {
+            shutdown.trigger();
+            return Err(ShardError::JetStream(error));
+        }
+    }
+    // Clients connect once every shard routes every stream's subjects.
+    let routing = &shard.routing;
+    routing.wait_interest_applied(INTEREST_TIMEOUT).await;
+    if index == 0 {
+        hold_startup_for_tests(shutdown).await;
+    }
+    futures_lite::future::or(shard.announce_started(STARTUP_TIMEOUT), shutdown.wait()).await;
+    if index == 0 {
+        log::info!(target: "tern::server", "JetStream ready: journals in {}", config.jetstream.as_ref().map(|js| js.journal_dir.display().to_string()).unwrap_or_default());
+    }
+    Ok(true)
+}
+
+/// The monitoring HTTP server (shard 0, when `http_port` is set).
+fn start_monitor(
+    shard: &Rc<Shard>,
+    listener: glommio::Result<TcpListener, ()>,
+) -> Result<glommio::Task<()>, ShardError> {
+    let config = &shard.shared.config;
+    match listener {
+        Ok(http_listener) => {
+            let bound = http_listener
+                .local_addr()
+                .map(|address| address.port())
+                .unwrap_or(0);
+            log::info!(target: "tern::server", "Starting http monitor on {}:{bound}", config.http_host);
+            let monitor = Monitor::new(shard.clone(), bound);
+            Ok(glommio::spawn_local(monitor.accept_loop(http_listener)))
+        }
+        Err(error) => {
+            shard.shutdown.trigger();
+            Err(ShardError::MonitorListen {
+                host: config.http_host.clone(),
+                port: config.http_port,
+                source: error,
+            })
+        }
+    }
+}
+
 async fn shard_main(
     shared: Arc<Shared>,
     context: ShardContext<ShardMessage>,
@@ -548,35 +652,8 @@ async fn shard_main(
         glommio::spawn_local(shard.clone().receive_from(peer, receiver)).detach();
     }
     let spinner = glommio::spawn_local(shard.routing.spinner().clone().run());
-    if let Some(jetstream_config) = config.jetstream.clone() {
-        let opened = futures_lite::future::or(
-            async { Some(JetStream::open(shard.jetstream_services(), jetstream_config).await) },
-            async {
-                shutdown.wait().await;
-                None
-            },
-        )
-        .await;
-        match opened {
-            None => return Ok(()),
-            Some(Ok(jetstream)) => {
-                let _ = shard.jetstream.set(jetstream);
-            }
-            Some(Err(error)) => {
-                shutdown.trigger();
-                return Err(ShardError::JetStream(error));
-            }
-        }
-        // Clients connect once every shard routes every stream's subjects.
-        let routing = &shard.routing;
-        routing.wait_interest_applied(INTEREST_TIMEOUT).await;
-        if index == 0 {
-            hold_startup_for_tests(&shutdown).await;
-        }
-        futures_lite::future::or(shard.announce_started(STARTUP_TIMEOUT), shutdown.wait()).await;
-        if index == 0 {
-            log::info!(target: "tern::server", "JetStream ready: journals in {}", config.jetstream.as_ref().map(|js| js.journal_dir.display().to_string()).unwrap_or_default());
-        }
+    if !start_jetstream(&shard, &shutdown).await? {
+        return Ok(());
     }
     // Every shard listens once every shard can serve (JetStream recovered,
     // interest applied): until then connections are refused.
@@ -592,28 +669,10 @@ async fn shard_main(
     };
     let accept = glommio::spawn_local(shard.clone().accept_loop(listener));
     start_routes(&shard, route_listeners);
-    let mut monitor_task = None;
-    if let Some(http_listener) = http_listener {
-        match http_listener {
-            Ok(http_listener) => {
-                let bound = http_listener
-                    .local_addr()
-                    .map(|address| address.port())
-                    .unwrap_or(0);
-                log::info!(target: "tern::server", "Starting http monitor on {}:{bound}", config.http_host);
-                let monitor = Monitor::new(shard.clone(), bound);
-                monitor_task = Some(glommio::spawn_local(monitor.accept_loop(http_listener)));
-            }
-            Err(error) => {
-                shutdown.trigger();
-                return Err(ShardError::MonitorListen {
-                    host: config.http_host.clone(),
-                    port: config.http_port,
-                    source: error,
-                });
-            }
-        }
-    }
+    let monitor_task = match http_listener {
+        None => None,
+        Some(listener) => Some(start_monitor(&shard, listener)?),
+    };
     let reload = (index == 0).then(|| glommio::spawn_local(reload::serve(shard.clone())));
     if index == 0 {
         log::info!(target: "tern::server", "Listening for client connections on {client_address}");

@@ -432,169 +432,9 @@ impl Monitor {
             _ => None,
         };
         let mut out = String::with_capacity(4096);
-        type Family = (
-            &'static str,
-            &'static str,
-            &'static str,
-            fn(&ShardReport) -> u64,
-        );
-        let families: [Family; 14] = [
-            (
-                "tern_connections",
-                "gauge",
-                "Open client connections.",
-                |r| r.connections,
-            ),
-            (
-                "tern_connections_total",
-                "counter",
-                "Client connections accepted.",
-                |r| r.total_connections,
-            ),
-            (
-                "tern_subscriptions",
-                "gauge",
-                "Client subscriptions.",
-                |r| r.subscriptions,
-            ),
-            (
-                "tern_in_msgs_total",
-                "counter",
-                "Messages received from clients.",
-                |r| r.in_msgs,
-            ),
-            (
-                "tern_in_bytes_total",
-                "counter",
-                "Payload bytes received from clients.",
-                |r| r.in_bytes,
-            ),
-            (
-                "tern_out_msgs_total",
-                "counter",
-                "Messages delivered to clients.",
-                |r| r.out_msgs,
-            ),
-            (
-                "tern_out_bytes_total",
-                "counter",
-                "Payload bytes delivered to clients.",
-                |r| r.out_bytes,
-            ),
-            (
-                "tern_slow_consumers_total",
-                "counter",
-                "Connections closed as slow consumers.",
-                |r| r.slow_consumers,
-            ),
-            (
-                "tern_stale_connections_total",
-                "counter",
-                "Connections closed as stale.",
-                |r| r.stale_connections,
-            ),
-            (
-                "tern_authentication_failures_total",
-                "counter",
-                "Connections refused with Authorization Violation (bad or missing credentials, an operation before CONNECT).",
-                |r| r.authentication_failures,
-            ),
-            (
-                "tern_authentication_timeouts_total",
-                "counter",
-                "Connections closed with Authentication Timeout (no CONNECT in time).",
-                |r| r.authentication_timeouts,
-            ),
-            (
-                "tern_permission_violations_total",
-                "counter",
-                "Publishes and subscriptions refused by a user's permissions.",
-                |r| r.permission_violations,
-            ),
-            (
-                "tern_forwarded_msgs_total",
-                "counter",
-                "Messages forwarded to another shard.",
-                |r| r.forwarded_msgs,
-            ),
-            (
-                "tern_sublist_cache_hits_total",
-                "counter",
-                "Subject match cache hits.",
-                |r| r.sublist.cache_hits,
-            ),
-        ];
-        for (name, kind, help, value) in families {
-            let _ = writeln!(out, "# HELP {name} {help}");
-            let _ = writeln!(out, "# TYPE {name} {kind}");
-            for report in &reports {
-                let _ = writeln!(
-                    out,
-                    "{name}{{shard=\"{}\",cpu=\"{}\"}} {}",
-                    report.shard,
-                    report.cpu,
-                    value(report)
-                );
-            }
-        }
-        type RouteFamily = (
-            &'static str,
-            &'static str,
-            &'static str,
-            fn(&RouteInfo) -> u64,
-        );
-        let route_families: [RouteFamily; 6] = [
-            (
-                "tern_route_up",
-                "gauge",
-                "1 per open route connection (shard, remote node).",
-                |_| 1,
-            ),
-            (
-                "tern_route_pending_bytes",
-                "gauge",
-                "Bytes queued for a route connection.",
-                |r| r.pending_size,
-            ),
-            (
-                "tern_route_in_msgs_total",
-                "counter",
-                "Messages received over a route connection.",
-                |r| r.in_msgs,
-            ),
-            (
-                "tern_route_out_msgs_total",
-                "counter",
-                "Messages sent over a route connection.",
-                |r| r.out_msgs,
-            ),
-            (
-                "tern_route_in_bytes_total",
-                "counter",
-                "Frame bytes received over a route connection.",
-                |r| r.in_bytes,
-            ),
-            (
-                "tern_route_out_bytes_total",
-                "counter",
-                "Frame bytes sent over a route connection.",
-                |r| r.out_bytes,
-            ),
-        ];
+        write_shard_families(&mut out, &reports);
         if self.shard.routes.is_some() {
-            for (name, kind, help, value) in route_families {
-                let _ = writeln!(out, "# HELP {name} {help}");
-                let _ = writeln!(out, "# TYPE {name} {kind}");
-                for route in reports.iter().flat_map(|report| &report.routes) {
-                    let _ = writeln!(
-                        out,
-                        "{name}{{shard=\"{}\",remote=\"{}\"}} {}",
-                        route.shard,
-                        route.remote_name,
-                        value(route)
-                    );
-                }
-            }
+            write_route_families(&mut out, &reports);
         }
         if let Some((meta, parts)) = &replication {
             let metrics = cluster::ReplicationMetrics {
@@ -611,21 +451,200 @@ impl Monitor {
             };
             cluster::write_replication_metrics(&mut out, &metrics);
         }
-        let _ = writeln!(
-            out,
-            "# HELP tern_resident_memory_bytes Resident set size of the process."
-        );
-        let _ = writeln!(out, "# TYPE tern_resident_memory_bytes gauge");
-        let _ = writeln!(out, "tern_resident_memory_bytes {}", resident_bytes());
-        let _ = writeln!(out, "# HELP tern_info Version information.");
-        let _ = writeln!(out, "# TYPE tern_info gauge");
-        let _ = writeln!(
-            out,
-            "tern_info{{version=\"{TERN_VERSION}\",nats_compatible=\"{NATS_COMPATIBLE_VERSION}\",shards=\"{}\"}} 1",
-            self.shard.shard_count
-        );
+        write_process_metrics(&mut out, self.shard.shard_count);
         out
     }
+}
+
+/// A metric family: name, type, help, and its value in a shard's report.
+type Family = (
+    &'static str,
+    &'static str,
+    &'static str,
+    fn(&ShardReport) -> u64,
+);
+/// The per-shard counter families of `/metrics`.
+const SHARD_FAMILIES: [Family; 14] = [
+    (
+        "tern_connections",
+        "gauge",
+        "Open client connections.",
+        |r| r.connections,
+    ),
+    (
+        "tern_connections_total",
+        "counter",
+        "Client connections accepted.",
+        |r| r.total_connections,
+    ),
+    (
+        "tern_subscriptions",
+        "gauge",
+        "Client subscriptions.",
+        |r| r.subscriptions,
+    ),
+    (
+        "tern_in_msgs_total",
+        "counter",
+        "Messages received from clients.",
+        |r| r.in_msgs,
+    ),
+    (
+        "tern_in_bytes_total",
+        "counter",
+        "Payload bytes received from clients.",
+        |r| r.in_bytes,
+    ),
+    (
+        "tern_out_msgs_total",
+        "counter",
+        "Messages delivered to clients.",
+        |r| r.out_msgs,
+    ),
+    (
+        "tern_out_bytes_total",
+        "counter",
+        "Payload bytes delivered to clients.",
+        |r| r.out_bytes,
+    ),
+    (
+        "tern_slow_consumers_total",
+        "counter",
+        "Connections closed as slow consumers.",
+        |r| r.slow_consumers,
+    ),
+    (
+        "tern_stale_connections_total",
+        "counter",
+        "Connections closed as stale.",
+        |r| r.stale_connections,
+    ),
+    (
+        "tern_authentication_failures_total",
+        "counter",
+        "Connections refused with Authorization Violation (bad or missing credentials, an operation before CONNECT).",
+        |r| r.authentication_failures,
+    ),
+    (
+        "tern_authentication_timeouts_total",
+        "counter",
+        "Connections closed with Authentication Timeout (no CONNECT in time).",
+        |r| r.authentication_timeouts,
+    ),
+    (
+        "tern_permission_violations_total",
+        "counter",
+        "Publishes and subscriptions refused by a user's permissions.",
+        |r| r.permission_violations,
+    ),
+    (
+        "tern_forwarded_msgs_total",
+        "counter",
+        "Messages forwarded to another shard.",
+        |r| r.forwarded_msgs,
+    ),
+    (
+        "tern_sublist_cache_hits_total",
+        "counter",
+        "Subject match cache hits.",
+        |r| r.sublist.cache_hits,
+    ),
+];
+
+/// A route family: name, type, help, and its value for one route.
+type RouteFamily = (
+    &'static str,
+    &'static str,
+    &'static str,
+    fn(&RouteInfo) -> u64,
+);
+/// The per-route families of `/metrics` (in a cluster).
+const ROUTE_FAMILIES: [RouteFamily; 6] = [
+    (
+        "tern_route_up",
+        "gauge",
+        "1 per open route connection (shard, remote node).",
+        |_| 1,
+    ),
+    (
+        "tern_route_pending_bytes",
+        "gauge",
+        "Bytes queued for a route connection.",
+        |r| r.pending_size,
+    ),
+    (
+        "tern_route_in_msgs_total",
+        "counter",
+        "Messages received over a route connection.",
+        |r| r.in_msgs,
+    ),
+    (
+        "tern_route_out_msgs_total",
+        "counter",
+        "Messages sent over a route connection.",
+        |r| r.out_msgs,
+    ),
+    (
+        "tern_route_in_bytes_total",
+        "counter",
+        "Frame bytes received over a route connection.",
+        |r| r.in_bytes,
+    ),
+    (
+        "tern_route_out_bytes_total",
+        "counter",
+        "Frame bytes sent over a route connection.",
+        |r| r.out_bytes,
+    ),
+];
+
+fn write_shard_families(out: &mut String, reports: &[ShardReport]) {
+    for (name, kind, help, value) in SHARD_FAMILIES {
+        let _ = writeln!(out, "# HELP {name} {help}");
+        let _ = writeln!(out, "# TYPE {name} {kind}");
+        for report in reports {
+            let _ = writeln!(
+                out,
+                "{name}{{shard=\"{}\",cpu=\"{}\"}} {}",
+                report.shard,
+                report.cpu,
+                value(report)
+            );
+        }
+    }
+}
+
+fn write_route_families(out: &mut String, reports: &[ShardReport]) {
+    for (name, kind, help, value) in ROUTE_FAMILIES {
+        let _ = writeln!(out, "# HELP {name} {help}");
+        let _ = writeln!(out, "# TYPE {name} {kind}");
+        for route in reports.iter().flat_map(|report| &report.routes) {
+            let _ = writeln!(
+                out,
+                "{name}{{shard=\"{}\",remote=\"{}\"}} {}",
+                route.shard,
+                route.remote_name,
+                value(route)
+            );
+        }
+    }
+}
+
+/// The process's resident memory and the version information.
+fn write_process_metrics(out: &mut String, shard_count: usize) {
+    let _ = writeln!(
+        out,
+        "# HELP tern_resident_memory_bytes Resident set size of the process."
+    );
+    let _ = writeln!(out, "# TYPE tern_resident_memory_bytes gauge");
+    let _ = writeln!(out, "tern_resident_memory_bytes {}", resident_bytes());
+    let _ = writeln!(out, "# HELP tern_info Version information.");
+    let _ = writeln!(out, "# TYPE tern_info gauge");
+    let _ = writeln!(
+        out,
+        "tern_info{{version=\"{TERN_VERSION}\",nats_compatible=\"{NATS_COMPATIBLE_VERSION}\",shards=\"{}\"}} 1",
+        shard_count
+    );
 }
 
 const INDEX: &str = "tern monitoring\n\n/healthz\n/varz\n/connz\n/routez\n/subsz\n/jsz\n/metrics\n";

@@ -875,6 +875,30 @@ impl StreamTask {
                 }
             }
         }
+        self.run_commands().await?;
+        if self.handle.stopped.get() {
+            return Ok(());
+        }
+        // A placement that found the group's removal of this node applied.
+        if self.removed_from_group {
+            self.leave_group().await;
+            return Ok(());
+        }
+        self.consumers_and_limits(now_unix_ns()).await?;
+        if self.replica.state.applied_index > self.checkpointed_index
+            && (self.replica.state.applied_bytes_since_checkpoint >= CHECKPOINT_BYTES
+                || self.last_checkpoint.elapsed() >= CHECKPOINT_INTERVAL)
+        {
+            self.checkpoint().await?;
+        }
+        self.refresh_snapshot();
+        Ok(())
+    }
+
+    /// The commands queued for the task (at most
+    /// [`COMMANDS_PER_TURN_MAX`] a turn), in arrival order, until one
+    /// stops the stream.
+    async fn run_commands(&mut self) -> Result<(), StreamFailure> {
         let commands: Vec<Command> = {
             let mut queue = self.handle.commands.borrow_mut();
             let count = queue.len().min(COMMANDS_PER_TURN_MAX);
@@ -905,12 +929,12 @@ impl StreamTask {
                 return Ok(());
             }
         }
-        // A placement that found the group's removal of this node applied.
-        if self.removed_from_group {
-            self.leave_group().await;
-            return Ok(());
-        }
-        let now_ns = now_unix_ns();
+        Ok(())
+    }
+
+    /// What time brings a turn: consumer timers and deliveries, durable
+    /// consumers' state entries, per-message expiry and `max_age`.
+    async fn consumers_and_limits(&mut self, now_ns: u64) -> Result<(), StreamFailure> {
         if self
             .consumers_wake_at_ns()
             .is_some_and(|wake_ns| wake_ns <= now_ns)
@@ -961,13 +985,6 @@ impl StreamTask {
                 self.age_check_at = Instant::now();
             }
         }
-        if self.replica.state.applied_index > self.checkpointed_index
-            && (self.replica.state.applied_bytes_since_checkpoint >= CHECKPOINT_BYTES
-                || self.last_checkpoint.elapsed() >= CHECKPOINT_INTERVAL)
-        {
-            self.checkpoint().await?;
-        }
-        self.refresh_snapshot();
         Ok(())
     }
 
