@@ -456,15 +456,11 @@ impl Monitor {
     }
 }
 
-/// A metric family: name, type, help, and its value in a shard's report.
-type Family = (
-    &'static str,
-    &'static str,
-    &'static str,
-    fn(&ShardReport) -> u64,
-);
+/// A metric family: name, type, help, and its value in one row (a
+/// shard's report, a route).
+type Family<T> = (&'static str, &'static str, &'static str, fn(&T) -> u64);
 /// The per-shard counter families of `/metrics`.
-const SHARD_FAMILIES: [Family; 14] = [
+const SHARD_FAMILIES: [Family<ShardReport>; 14] = [
     (
         "tern_connections",
         "gauge",
@@ -551,15 +547,8 @@ const SHARD_FAMILIES: [Family; 14] = [
     ),
 ];
 
-/// A route family: name, type, help, and its value for one route.
-type RouteFamily = (
-    &'static str,
-    &'static str,
-    &'static str,
-    fn(&RouteInfo) -> u64,
-);
 /// The per-route families of `/metrics` (in a cluster).
-const ROUTE_FAMILIES: [RouteFamily; 6] = [
+const ROUTE_FAMILIES: [Family<RouteInfo>; 6] = [
     (
         "tern_route_up",
         "gauge",
@@ -599,33 +588,40 @@ const ROUTE_FAMILIES: [RouteFamily; 6] = [
 ];
 
 fn write_shard_families(out: &mut String, reports: &[ShardReport]) {
-    for (name, kind, help, value) in SHARD_FAMILIES {
-        let _ = writeln!(out, "# HELP {name} {help}");
-        let _ = writeln!(out, "# TYPE {name} {kind}");
-        for report in reports {
-            let _ = writeln!(
-                out,
-                "{name}{{shard=\"{}\",cpu=\"{}\"}} {}",
-                report.shard,
-                report.cpu,
-                value(report)
-            );
-        }
-    }
+    let rows: Vec<(String, &ShardReport)> = reports
+        .iter()
+        .map(|report| {
+            (
+                format!("shard=\"{}\",cpu=\"{}\"", report.shard, report.cpu),
+                report,
+            )
+        })
+        .collect();
+    write_families(out, &SHARD_FAMILIES, &rows);
 }
 
 fn write_route_families(out: &mut String, reports: &[ShardReport]) {
-    for (name, kind, help, value) in ROUTE_FAMILIES {
+    let rows: Vec<(String, &RouteInfo)> = reports
+        .iter()
+        .flat_map(|report| &report.routes)
+        .map(|route| {
+            (
+                format!("shard=\"{}\",remote=\"{}\"", route.shard, route.remote_name),
+                route,
+            )
+        })
+        .collect();
+    write_families(out, &ROUTE_FAMILIES, &rows);
+}
+
+/// Each family's HELP and TYPE lines, then one sample per row with the
+/// row's labels.
+fn write_families<T>(out: &mut String, families: &[Family<T>], rows: &[(String, &T)]) {
+    for (name, kind, help, value) in families {
         let _ = writeln!(out, "# HELP {name} {help}");
         let _ = writeln!(out, "# TYPE {name} {kind}");
-        for route in reports.iter().flat_map(|report| &report.routes) {
-            let _ = writeln!(
-                out,
-                "{name}{{shard=\"{}\",remote=\"{}\"}} {}",
-                route.shard,
-                route.remote_name,
-                value(route)
-            );
+        for (labels, row) in rows {
+            let _ = writeln!(out, "{name}{{{labels}}} {}", value(row));
         }
     }
 }
