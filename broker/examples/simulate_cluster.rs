@@ -3,7 +3,7 @@
 //! nodes under faults (see `tern_broker::jetstream::sim`).
 //!
 //! ```text
-//! cargo run --release -p tern-broker --example simulate_cluster -- --seeds N [--seed-start S] [--canary ack-before-quorum|local-expiry|ack-before-state|local-interest|snapshot-without-removals|limit-evicts-newest]
+//! cargo run --release -p tern-broker --example simulate_cluster -- --seeds N [--seed-start S] [--canary ack-before-quorum|local-expiry|ack-before-state|local-interest|snapshot-without-removals|limit-evicts-newest|checkpoint-beyond-durable|entries-over-install]
 //! ```
 //!
 //! Prints each violation (seed, invariant, detail; the trace of the first
@@ -57,6 +57,8 @@ fn parse(arguments: &[String]) -> Result<Options, String> {
                     "ack-before-state" => StreamCanary::AckBeforeState,
                     "local-interest" => StreamCanary::LocalInterest,
                     "snapshot-without-removals" => StreamCanary::SnapshotWithoutRemovals,
+                    "checkpoint-beyond-durable" => StreamCanary::CheckpointBeyondDurable,
+                    "entries-over-install" => StreamCanary::EntriesOverInstall,
                     "limit-evicts-newest" => StreamCanary::LimitEvictsNewest,
                     other => return Err(format!("unknown canary: {other}")),
                 })
@@ -75,7 +77,7 @@ fn main() -> ExitCode {
         Err(message) => {
             eprintln!("{message}");
             eprintln!(
-                "usage: simulate_cluster --seeds N [--seed-start S] [--canary ack-before-quorum|local-expiry|ack-before-state|local-interest|snapshot-without-removals|limit-evicts-newest]"
+                "usage: simulate_cluster --seeds N [--seed-start S] [--canary ack-before-quorum|local-expiry|ack-before-state|local-interest|snapshot-without-removals|limit-evicts-newest|checkpoint-beyond-durable|entries-over-install]"
             );
             return ExitCode::from(2);
         }

@@ -50,6 +50,12 @@ impl RaftLog {
         self.snapshot_index
     }
 
+    /// The highest index this node made durable (what a host may
+    /// checkpoint up to).
+    pub fn durable_index(&self) -> Index {
+        self.persisted
+    }
+
     pub fn last_index(&self) -> Index {
         self.snapshot_index + self.entries.len() as u64
     }

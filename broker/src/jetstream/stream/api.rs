@@ -9,14 +9,12 @@ use super::super::api::error::ApiError;
 use super::super::api::requests::{self, MessageGet};
 use super::super::api::responses::{self, ApiReply};
 use super::super::entry::Operation;
-use super::super::persist;
 use super::super::replication::GroupView;
 use super::super::stepdown;
 use super::super::{now_unix_ns, JetStream};
 use super::config::{subject_matches, StreamConfig};
 use super::failure::StreamFailure;
 use super::leader::{Owed, OwedReply};
-use super::task::AWAITING_OFFICE_MAX;
 use super::*;
 
 /// What a stream's info is written for.
@@ -135,9 +133,9 @@ impl StreamTask {
                         return Ok(());
                     }
                 };
-                let refusal = if self.replica.state.config.sealed {
+                let refusal = if self.core.replica.state.config.sealed {
                     Some(ApiError::sealed())
-                } else if self.replica.state.config.deny_purge {
+                } else if self.core.replica.state.config.deny_purge {
                     Some(ApiError::purge_not_permitted())
                 } else {
                     None
@@ -147,7 +145,7 @@ impl StreamTask {
                     return Ok(());
                 }
                 let operation = Operation::Purge {
-                    last: self.replica.leader.last_sequence,
+                    last: self.core.replica.leader.last_sequence,
                     filter: request.filter.map(Bytes::from),
                     sequence: request.sequence,
                     keep: request.keep,
@@ -167,17 +165,17 @@ impl StreamTask {
                         return Ok(());
                     }
                 };
-                let refusal = if self.replica.state.config.sealed {
+                let refusal = if self.core.replica.state.config.sealed {
                     Some(ApiError::sealed())
-                } else if self.replica.state.config.deny_delete {
+                } else if self.core.replica.state.config.deny_delete {
                     Some(ApiError::message_delete_failed(
                         "message delete not permitted",
                     ))
-                } else if with_store!(&self.replica.state.store, log => log.subject_of(request.sequence))
+                } else if with_store!(&self.core.replica.state.store, log => log.subject_of(request.sequence))
                     .is_none()
                 {
                     // nats-server's three answers for a missing message.
-                    let state = with_store!(&self.replica.state.store, log => log.state());
+                    let state = with_store!(&self.core.replica.state.store, log => log.state());
                     Some(if request.sequence > state.last_sequence {
                         ApiError::message_delete_failed("stream store EOF")
                     } else if state.messages == 0 || request.sequence < state.first_sequence {
@@ -266,8 +264,8 @@ impl StreamTask {
                     // update that went through). A reply whose config
                     // another update replaced is never answered (its
                     // client retries).
-                    if *config != *self.replica.state.config {
-                        self.desired_config = Some(config.clone());
+                    if *config != *self.core.replica.state.config {
+                        self.core.desired_config = Some(config.clone());
                     }
                     if let Some(reply) = reply {
                         self.hold_update_reply(origin, reply, config, None);
@@ -292,14 +290,12 @@ impl StreamTask {
                 let json = config.to_stored_json();
                 let stored = self
                     .js
-                    .stored_config_json(self.group, &json, &self.handle.peers);
+                    .stored_config_json(self.core.group, &json, &self.handle.peers);
                 debug_assert!(
                     !self.handle.is_replicated(),
                     "replicated updates apply in the log"
                 );
-                if let Some(files) = &self.files {
-                    persist::write_config(files, stored.as_bytes(), self.created_unix_ns).await?;
-                }
+                self.write_config_file(&stored).await?;
                 let operation = Operation::Config {
                     json: Bytes::from(json),
                 };
@@ -318,8 +314,8 @@ impl StreamTask {
                     // Not leading (a request routed here before an
                     // election moved the leader): nats-server's 503 10008,
                     // which clients retry.
-                    if self.is_elected() && self.awaiting_office.len() < AWAITING_OFFICE_MAX {
-                        self.awaiting_office.push(ApiCall {
+                    if self.is_elected() && self.serving.has_room_awaiting_office() {
+                        self.serving.awaiting_office.push(ApiCall {
                             origin,
                             reply,
                             payload,
@@ -341,7 +337,7 @@ impl StreamTask {
             }
             StreamApi::ConsumerLeaderStepdown { consumer } => {
                 let kind = "consumer_leader_stepdown_response";
-                if !self.replica.consumers.contains(&consumer) {
+                if !self.core.replica.consumers.contains(&consumer) {
                     self.answer_error(origin, reply, kind, &ApiError::consumer_not_found());
                 } else if self.is_logged(&consumer) {
                     // A durable in the stream's log: its leader is the
@@ -386,7 +382,7 @@ impl StreamTask {
                 }
             };
             self.groups
-                .with_node(self.group, |node| node.transfer_leadership(target));
+                .with_node(self.core.group, |node| node.transfer_leadership(target));
         }
         if let Some(reply) = reply {
             self.js
@@ -397,7 +393,7 @@ impl StreamTask {
     /// The voter a stepdown of this replicated stream hands leadership
     /// to; `None` when this replica does not lead or no voter can take it.
     fn step_down_target(&self, payload: &[u8]) -> Result<Option<u64>, ApiError> {
-        let (leading, voters) = self.groups.node(self.group, |node| {
+        let (leading, voters) = self.groups.node(self.core.group, |node| {
             (
                 node.role() == tern_raft::Role::Leader,
                 node.membership().voters.clone(),
@@ -417,7 +413,7 @@ impl StreamTask {
         let target = stepdown::choose_target(request.placement.as_ref(), &group, |node| {
             self.js.peer_name(node)
         })?;
-        Ok(self.groups.with_node(self.group, |node| match target {
+        Ok(self.groups.with_node(self.core.group, |node| match target {
             stepdown::StepdownTarget::Any => node.transfer_candidate(),
             stepdown::StepdownTarget::Preferred(voter) => node.transfer_candidate_preferring(voter),
         }))
@@ -435,7 +431,7 @@ impl StreamTask {
 
     pub(super) fn fail_pending(&mut self, reason: &str) {
         let error = ApiError::store_failed(reason);
-        let owed: Vec<OwedReply> = self.replica.leader.owed.drain(..).collect();
+        let owed: Vec<OwedReply> = self.core.replica.leader.owed.drain(..).collect();
         for OwedReply { owed, .. } in owed {
             if let Owed::PubAck { reply } | Owed::Duplicate { reply, .. } = owed {
                 self.js.publish_reply(
@@ -456,16 +452,16 @@ impl StreamTask {
             answer,
         } = query;
         let with_leader = answer != InfoAnswer::Config;
-        let state = with_store!(&self.replica.state.store, log => log.state());
+        let state = with_store!(&self.core.replica.state.store, log => log.state());
         let mut info_state = info_state(
             &state,
-            self.replica.state.stored_last_unix_ns,
-            &self.replica.state.config,
-            self.replica.consumers.len(),
+            self.core.replica.state.stored_last_unix_ns,
+            &self.core.replica.state.config,
+            self.core.replica.consumers.len(),
         );
         let mut paging = Some((0, 0, 0));
         if let Some(filter) = subjects_filter {
-            let mut subjects: Vec<(String, u64)> = with_store!(&self.replica.state.store, log => log
+            let mut subjects: Vec<(String, u64)> = with_store!(&self.core.replica.state.store, log => log
                 .subjects()
                 .map(|(subject, _, _, count)| (String::from_utf8_lossy(subject).into_owned(), count))
                 .filter(|(subject, _)| subject_matches(filter, subject))
@@ -483,13 +479,13 @@ impl StreamTask {
         }
         if deleted_details {
             info_state.deleted = Some(
-                with_store!(&self.replica.state.store, log => log.deleted_sequences(usize::MAX)),
+                with_store!(&self.core.replica.state.store, log => log.deleted_sequences(usize::MAX)),
             );
         }
         responses::stream_info(
             kind,
-            &self.replica.state.config,
-            self.created_unix_ns,
+            &self.core.replica.state.config,
+            self.core.created_unix_ns,
             &info_state,
             now_unix_ns(),
             responses::InfoExtras {
@@ -526,7 +522,7 @@ impl StreamTask {
             };
         }
         self.groups
-            .node(self.group, GroupView::of)
+            .node(self.core.group, GroupView::of)
             .cluster_block(cluster, |node| self.js.peer_name(node))
     }
 
@@ -534,7 +530,7 @@ impl StreamTask {
         let sequence = match get {
             MessageGet::Sequence(sequence) => Some(*sequence),
             MessageGet::LastBySubject(subject) => {
-                with_store!(&self.replica.state.store, log => log.last_matching(|candidate| {
+                with_store!(&self.core.replica.state.store, log => log.last_matching(|candidate| {
                     subject_matches(subject, &String::from_utf8_lossy(candidate))
                 }))
             }
@@ -542,18 +538,18 @@ impl StreamTask {
                 subject,
                 from_sequence,
             } => {
-                with_store!(&self.replica.state.store, log => log.next_matching((*from_sequence).max(1), |candidate| {
+                with_store!(&self.core.replica.state.store, log => log.next_matching((*from_sequence).max(1), |candidate| {
                     subject_matches(subject, &String::from_utf8_lossy(candidate))
                 }))
             }
             MessageGet::StartTime { unix_ns, subject } => {
-                match with_store!(&self.replica.state.store, log => log.first_at_or_after(*unix_ns))
+                match with_store!(&self.core.replica.state.store, log => log.first_at_or_after(*unix_ns))
                 {
                     None => None,
                     Some(first) => match subject {
                         None => Some(first),
                         Some(subject) => {
-                            with_store!(&self.replica.state.store, log => log.next_matching(first, |candidate| {
+                            with_store!(&self.core.replica.state.store, log => log.next_matching(first, |candidate| {
                                 subject_matches(subject, &String::from_utf8_lossy(candidate))
                             }))
                         }
@@ -574,7 +570,7 @@ impl StreamTask {
         &self,
         sequence: u64,
     ) -> Result<Option<StoredMessage>, StoreError> {
-        let read = with_store!(&self.replica.state.store, log => log.get(sequence).await);
+        let read = with_store!(&self.core.replica.state.store, log => log.get(sequence).await);
         if let Err(error @ StoreError::Corrupt { .. }) = &read {
             self.read_damage
                 .borrow_mut()
@@ -737,14 +733,14 @@ impl StreamTask {
                 from_sequence,
             } => (Some(*from_sequence), Some(subject.as_str())),
             MessageGet::StartTime { unix_ns, subject } => (
-                with_store!(&self.replica.state.store, log => log.first_at_or_after(*unix_ns)),
+                with_store!(&self.core.replica.state.store, log => log.first_at_or_after(*unix_ns)),
                 subject.as_deref(),
             ),
             MessageGet::LastBySubject(_) => (None, None),
         };
         let mut sequences = Vec::new();
         if let Some(mut from) = from.map(|from| from.max(1)) {
-            while let Some(next) = with_store!(&self.replica.state.store, log => log.next_matching(from, |subject| {
+            while let Some(next) = with_store!(&self.core.replica.state.store, log => log.next_matching(from, |subject| {
                 filter.is_none_or(|filter| subject_matches(filter, &String::from_utf8_lossy(subject)))
             })) {
                 sequences.push(next);
@@ -779,14 +775,14 @@ impl StreamTask {
         multi_last: &requests::DirectMultiLast,
         no_headers: bool,
     ) {
-        let state = with_store!(&self.replica.state.store, log => log.state());
+        let state = with_store!(&self.core.replica.state.store, log => log.state());
         let mut up_to = if multi_last.up_to_sequence > 0 {
             multi_last.up_to_sequence.min(state.last_sequence)
         } else {
             state.last_sequence
         };
         if let Some(unix_ns) = multi_last.up_to_unix_ns {
-            up_to = match with_store!(&self.replica.state.store, log => log.first_at_or_after(unix_ns.saturating_add(1)))
+            up_to = match with_store!(&self.core.replica.state.store, log => log.first_at_or_after(unix_ns.saturating_add(1)))
             {
                 Some(after) => up_to.min(after.saturating_sub(1)),
                 None => up_to,
@@ -803,13 +799,13 @@ impl StreamTask {
         let mut last_per_subject: FxHashMap<Vec<u8>, u64> = FxHashMap::default();
         let mut from = state.first_sequence.max(1);
         while let Some(next) =
-            with_store!(&self.replica.state.store, log => log.next_matching(from, matches))
+            with_store!(&self.core.replica.state.store, log => log.next_matching(from, matches))
         {
             if next > up_to {
                 break;
             }
             if let Some(subject) =
-                with_store!(&self.replica.state.store, log => log.subject_of(next))
+                with_store!(&self.core.replica.state.store, log => log.subject_of(next))
             {
                 last_per_subject.insert(subject.to_vec(), next);
             }

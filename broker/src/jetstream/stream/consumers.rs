@@ -91,7 +91,7 @@ impl StreamTask {
 
     /// Seeds the tags of advisories and flow control requests.
     fn seed(&self, now_ns: u64) -> u64 {
-        now_ns ^ (self.group << 17)
+        now_ns ^ (self.core.group << 17)
     }
 
     /// A parsed MSG.NEXT (or `+NXT`) body for `name`, answered on `reply`.
@@ -102,21 +102,22 @@ impl StreamTask {
         parsed: Result<consumer_requests::PullRequest, PullStatus>,
     ) {
         let mut outlet = self.outlet();
-        self.replica
+        self.core
+            .replica
             .consumers
             .pull(&mut outlet, name, reply, parsed, now_unix_ns());
     }
 
     /// A reply to a flow control request (`$JS.FC.<stream>.<consumer>.<id>`).
     fn flow_control_reply(&mut self, subject: &[u8]) {
-        self.replica.consumers.flow_control_replied(subject);
+        self.core.replica.consumers.flow_control_replied(subject);
     }
 
     /// Runs every consumer's timers due at `now_ns`; deletes those
     /// inactive past their threshold (a durable through the log).
     pub(super) fn consumer_timers(&mut self, now_ns: u64) {
         let mut outlet = self.outlet();
-        let inactive = self.replica.run_timers(&mut outlet, now_ns);
+        let inactive = self.core.replica.run_timers(&mut outlet, now_ns);
         for name in inactive {
             log::debug!(target: "tern::jetstream", "stream {}: consumer {name} inactive, deleted", self.handle.name);
             if self.is_logged(&name) {
@@ -132,13 +133,13 @@ impl StreamTask {
 
     /// The earliest consumer timer.
     pub(super) fn consumers_wake_at_ns(&self) -> Option<u64> {
-        self.replica.consumers.wake_at_ns()
+        self.core.replica.consumers.wake_at_ns()
     }
 
     /// The interest generation push consumers with messages but no
     /// subscriber were last checked at (`None`: none waits for one).
     pub(super) fn awaiting_interest_since(&self) -> Option<u64> {
-        self.replica.consumers.awaiting_interest_since()
+        self.core.replica.consumers.awaiting_interest_since()
     }
 
     /// Serves waiting pull requests and active push consumers; what went
@@ -150,10 +151,11 @@ impl StreamTask {
         let now_ns = now_unix_ns();
         let seed = self.seed(now_ns);
         let delivered = self
+            .core
             .replica
             .deliver(&mut outlet, max_payload_bytes, seed, now_ns)
             .await?;
-        if self.replica.state.config.retention != Retention::Limits {
+        if self.core.replica.state.config.retention != Retention::Limits {
             for sequence in delivered.unacknowledged {
                 self.release(sequence, None);
             }
@@ -165,6 +167,7 @@ impl StreamTask {
     pub(super) fn publish_events(&mut self, name: &str, reason: Option<&str>) {
         // Most acks raise none: no clock read, no outlet.
         let has_events = self
+            .core
             .replica
             .consumers
             .get(name)
@@ -175,7 +178,7 @@ impl StreamTask {
         let mut outlet = self.outlet();
         let now_ns = now_unix_ns();
         let seed = self.seed(now_ns);
-        self.replica.consumers.publish_events(
+        self.core.replica.consumers.publish_events(
             &mut outlet,
             &self.handle.name,
             name,
@@ -190,9 +193,12 @@ impl StreamTask {
         let mut outlet = self.outlet();
         let now_ns = now_unix_ns();
         let seed = self.seed(now_ns);
-        self.replica
-            .consumers
-            .publish_all_events(&mut outlet, &self.handle.name, seed, now_ns);
+        self.core.replica.consumers.publish_all_events(
+            &mut outlet,
+            &self.handle.name,
+            seed,
+            now_ns,
+        );
     }
 
     /// One command from a client; `now_ns` is read once per turn.
@@ -211,7 +217,7 @@ impl StreamTask {
                 };
                 // nats-server subscribes per consumer: nobody answers for
                 // one that does not exist.
-                if !self.replica.consumers.contains(ack.consumer) {
+                if !self.core.replica.consumers.contains(ack.consumer) {
                     return self.js.no_responders(reply);
                 }
                 let (request, next) = match AckBody::parse(&body) {
@@ -270,7 +276,7 @@ impl StreamTask {
                 let Some(reply) = reply else {
                     return;
                 };
-                if !self.replica.consumers.contains(&consumer) {
+                if !self.core.replica.consumers.contains(&consumer) {
                     return self.js.no_responders(Some(reply));
                 }
                 let parsed = consumer_requests::PullRequest::parse(&payload);
@@ -293,7 +299,7 @@ impl StreamTask {
             unix_ns: now_ns,
             start_sequence,
         };
-        let replica = &mut self.replica;
+        let replica = &mut self.core.replica;
         replica
             .consumers
             .add(&replica.state.store, name, config, spec, created, now_ns);
@@ -307,13 +313,13 @@ impl StreamTask {
         config: &consumer_config::ConsumerConfig,
         spec: &ConsumerSpec,
     ) -> u64 {
-        let store = &self.replica.state.store;
+        let store = &self.core.replica.state.store;
         let state = with_store!(store, log => log.state());
         let last_sequence = with_store!(store, log => log.last_sequence());
         let probe = Consumer::new(name.to_string(), config.clone(), spec.clone(), 0, 1, 0);
         match spec.start {
             Start::All => state.first_sequence.max(1),
-            Start::New => self.replica.leader.last_sequence.max(last_sequence) + 1,
+            Start::New => self.core.replica.leader.last_sequence.max(last_sequence) + 1,
             Start::Last => {
                 let last_match =
                     with_store!(store, log => log.last_matching(|subject| probe.matches(subject)));
@@ -340,7 +346,7 @@ impl StreamTask {
         now_ns: u64,
     ) {
         let acknowledging = matches!(request, AckRequest::Ack | AckRequest::Term { .. });
-        let Some((floor, term_reason)) = self.replica.consumers.acknowledge(
+        let Some((floor, term_reason)) = self.core.replica.consumers.acknowledge(
             name,
             stream_sequence,
             consumer_sequence,
@@ -350,7 +356,7 @@ impl StreamTask {
             return;
         };
         self.publish_events(name, term_reason.as_deref());
-        if acknowledging && self.replica.state.config.retention != Retention::Limits {
+        if acknowledging && self.core.replica.state.config.retention != Retention::Limits {
             self.release(stream_sequence, floor.moved());
         }
         // Double ack: an empty message once it is processed (for a
@@ -362,7 +368,7 @@ impl StreamTask {
 
     /// Removes a consumer kept in memory only.
     pub(super) fn remove_consumer(&mut self, name: &str) -> bool {
-        let Some(removed) = self.replica.consumers.remove(name) else {
+        let Some(removed) = self.core.replica.consumers.remove(name) else {
             return false;
         };
         self.close_consumer(removed);
@@ -400,19 +406,19 @@ impl StreamTask {
         sequence: u64,
         floor_moved: Option<std::ops::RangeInclusive<u64>>,
     ) {
-        let replica = &mut self.replica;
-        self.groups.with_node(self.group, |node| {
+        let replica = &mut self.core.replica;
+        self.groups.with_node(self.core.group, |node| {
             replica.release(node, sequence, floor_moved)
         });
     }
 
     /// An interest stream lost a consumer: messages only it needed go.
     fn release_after_removal(&mut self, floor_stream: u64) {
-        if self.replica.state.config.retention != Retention::Interest {
+        if self.core.replica.state.config.retention != Retention::Interest {
             return;
         }
-        let last = with_store!(&self.replica.state.store, log => log.last_sequence());
-        if let Some(first) = with_store!(&self.replica.state.store, log => log.next_matching(floor_stream + 1, |_| true))
+        let last = with_store!(&self.core.replica.state.store, log => log.last_sequence());
+        if let Some(first) = with_store!(&self.core.replica.state.store, log => log.next_matching(floor_stream + 1, |_| true))
         {
             self.release(first, Some(first..=last));
         }
@@ -432,7 +438,8 @@ impl StreamTask {
         if let ["INFO", _, name] = tokens {
             // As nats-server's info: requests nobody listens to don't count.
             let outlet = self.outlet();
-            self.replica
+            self.core
+                .replica
                 .consumers
                 .drop_uninterested_requests(&outlet, name);
         }
@@ -446,7 +453,7 @@ impl StreamTask {
             ["INFO", _, name] if self.is_logged(name) => {
                 Ok(self.durable_info(origin, reply.clone(), name))
             }
-            ["INFO", _, name] => match self.replica.consumers.get(name) {
+            ["INFO", _, name] => match self.core.replica.consumers.get(name) {
                 Some(consumer) => Ok(Some(self.consumer_info(consumer, "consumer_info_response"))),
                 None => Err(ApiError::consumer_not_found()),
             },
@@ -475,7 +482,7 @@ impl StreamTask {
 
     /// A CONSUMER.NAMES or CONSUMER.LIST page.
     fn consumer_page(&self, list: bool, offset: usize) -> String {
-        let names: Vec<String> = self.replica.consumers.names().cloned().collect();
+        let names: Vec<String> = self.core.replica.consumers.names().cloned().collect();
         let total = names.len();
         if !list {
             let page = consumer_responses::page_of(names, offset, consumer_responses::NAMES_LIMIT);
@@ -484,7 +491,7 @@ impl StreamTask {
         let page = consumer_responses::page_of(names, offset, consumer_responses::LIST_LIMIT);
         let infos: Vec<String> = page
             .iter()
-            .filter_map(|name| self.replica.consumers.get(name))
+            .filter_map(|name| self.core.replica.consumers.get(name))
             .map(|consumer| {
                 consumer_responses::consumer_info_object(
                     &self.handle.name,
@@ -509,6 +516,7 @@ impl StreamTask {
         payload: &[u8],
     ) -> Result<Option<String>, ApiError> {
         let existing: Vec<(String, consumer_config::ConsumerConfig)> = self
+            .core
             .replica
             .consumers
             .iter()
@@ -518,8 +526,8 @@ impl StreamTask {
             .iter()
             .map(|(name, config)| (name.as_str(), config))
             .collect();
-        let mut random = xorshift(now_unix_ns() ^ (self.group << 17));
-        let config = self.replica.state.config.clone();
+        let mut random = xorshift(now_unix_ns() ^ (self.core.group << 17));
+        let config = self.core.replica.state.config.clone();
         let outcome = consumer_config::parse_create(
             target,
             payload,
@@ -546,12 +554,16 @@ impl StreamTask {
                 self.add_consumer(outcome.name.clone(), outcome.config, spec);
             }
             CreateKind::Updated => {
-                self.replica
-                    .consumers
-                    .update(&outcome.name, outcome.config, spec, now_unix_ns());
+                self.core.replica.consumers.update(
+                    &outcome.name,
+                    outcome.config,
+                    spec,
+                    now_unix_ns(),
+                );
             }
         }
         let consumer = self
+            .core
             .replica
             .consumers
             .get(&outcome.name)
@@ -564,8 +576,8 @@ impl StreamTask {
     fn consumer_state(&self, consumer: &Consumer) -> ConsumerInfoState {
         let (delivered_consumer, delivered_stream) = consumer.delivery.delivered();
         let (floor_consumer, floor_stream) = consumer.delivery.ack_floor();
-        let state = with_store!(&self.replica.state.store, log => log.state());
-        let last_sequence = with_store!(&self.replica.state.store, log => log.last_sequence());
+        let state = with_store!(&self.core.replica.state.store, log => log.state());
+        let last_sequence = with_store!(&self.core.replica.state.store, log => log.last_sequence());
         let active = |unix_ns: u64| (unix_ns > 0).then_some(unix_ns);
         ConsumerInfoState {
             delivered: SequencePair {
@@ -606,8 +618,9 @@ impl StreamTask {
     pub(super) fn consumer_details(&self, config: bool) -> Vec<super::ConsumerDetail> {
         let now_ns = now_unix_ns();
         let stream = &self.handle.name;
-        if self.replica.in_office() {
+        if self.core.replica.in_office() {
             return self
+                .core
                 .replica
                 .consumers
                 .values()
@@ -627,7 +640,8 @@ impl StreamTask {
                 .collect();
         }
         let cluster = self.js.is_clustered().then(|| self.cluster_block());
-        self.replica
+        self.core
+            .replica
             .state
             .logged_consumers
             .iter()

@@ -22,7 +22,7 @@ use super::state::{Applied, ReplicatedState};
 use super::{persistence, Store, EXPIRED_PER_TURN_MAX};
 
 /// A reply owed once an entry is applied.
-pub(super) enum Owed {
+pub enum Owed {
     PubAck {
         reply: Bytes,
     },

@@ -7,27 +7,12 @@
 //! group's membership after a restart. A child of `stream`, beside
 //! `task`.
 
-use tern_raft::{EntryKind, Membership, Node, ProposeError};
+use tern_raft::{EntryKind, Node, ProposeError};
 
 use super::super::persist;
+use super::core::MembershipStep;
 use super::failure::StreamFailure;
 use super::task::StreamTask;
-
-/// The next change that moves `voters` towards `desired`: a voter to
-/// remove (not `this`), else one to add, else `this` to remove (`None`:
-/// nothing to do).
-pub(super) fn next_change(voters: &[u64], desired: &[u64], this: u64) -> Option<EntryKind> {
-    if let Some(&gone) = voters
-        .iter()
-        .find(|voter| !desired.contains(voter) && **voter != this)
-    {
-        return Some(EntryKind::RemoveVoter(gone));
-    }
-    if let Some(&new) = desired.iter().find(|peer| !voters.contains(peer)) {
-        return Some(EntryKind::AddVoter(new));
-    }
-    (!desired.contains(&this) && voters.contains(&this)).then_some(EntryKind::RemoveVoter(this))
-}
 
 impl StreamTask {
     /// The leader proposes the next membership change towards the voters
@@ -37,27 +22,28 @@ impl StreamTask {
     /// removes it.
     /// The meta group placed the stream on `peers`.
     pub(super) fn place_on(&mut self, peers: Vec<u64>) {
-        let this = self.groups.node(self.group, Node::id);
-        self.placed_elsewhere = !peers.contains(&this);
-        if self.placed_elsewhere {
+        let this = self.groups.node(self.core.group, Node::id);
+        let replicated = peers.len() > 1;
+        self.core.place_on(peers.clone(), this);
+        if self.core.placed_elsewhere {
             // The group may have removed this node before the meta group's
             // placement reached it (the stream's leader applied the
             // placement first): then nothing more comes, and the copy goes
             // now.
-            let in_latest = self
-                .groups
-                .node(self.group, |node: &Node| node.membership().contains(this));
-            if self.handle.is_replicated() && !self.membership.contains(this) && !in_latest {
+            let in_latest = self.groups.node(self.core.group, |node: &Node| {
+                node.membership().contains(this)
+            });
+            if self.handle.is_replicated() && !self.core.membership.contains(this) && !in_latest {
                 log::info!(target: "tern::jetstream", "stream {}: placed elsewhere ({peers:x?}); the group already removed this replica", self.handle.name);
-                self.removed_from_group = true;
+                self.core.removed_from_group = true;
+                self.core.desired_peers = None;
                 return;
             }
             log::info!(target: "tern::jetstream", "stream {}: placed elsewhere ({peers:x?}); this replica stays a voter until the group removes it", self.handle.name);
         }
-        if peers.len() > 1 && !self.handle.is_replicated() {
+        if replicated && !self.handle.is_replicated() {
             self.become_replicated();
         }
-        self.desired_peers = Some(peers);
         self.change_membership();
     }
 
@@ -66,62 +52,40 @@ impl StreamTask {
     /// followers), and its node's log, compacted to what applied, has a
     /// point a new replica is sent.
     fn become_replicated(&mut self) {
-        let applied = self.replica.state.applied_index;
-        let term = self.replica.state.applied_term;
-        if applied > 0
-            && self
-                .groups
-                .node(self.group, |node: &Node| node.log().snapshot_index())
-                < applied
-        {
-            let membership = self.membership.clone();
-            self.groups.compact(
-                self.group,
-                tern_raft::Snapshot {
-                    index: applied,
-                    term,
-                    membership,
-                },
-            );
+        let node_snapshot_index = self
+            .groups
+            .node(self.core.group, |node: &Node| node.log().snapshot_index());
+        if let Some(snapshot) = self.core.become_replicated(node_snapshot_index) {
+            self.groups.compact(self.core.group, snapshot);
         }
-        if applied > 0 {
-            self.replica.mark_snapshot();
-        }
-        self.compacted_index = applied;
         self.handle.replicated.set(true);
-        log::info!(target: "tern::jetstream", "stream {}: gains voters (from index {applied})", self.handle.name);
+        log::info!(target: "tern::jetstream", "stream {}: gains voters (from index {})", self.handle.name, self.core.replica.state.applied_index);
     }
 
     pub(super) fn change_membership(&mut self) {
-        let Some(desired) = self.desired_peers.clone() else {
-            return;
-        };
-        if !self.is_leading() {
+        if self.core.desired_peers.is_none() || !self.is_leading() {
             return;
         }
-        let (voters, this) = self.groups.node(self.group, |node: &Node| {
-            (node.membership().voters.clone(), node.id())
+        let (voters, this, most_caught_up) = self.groups.node(self.core.group, |node: &Node| {
+            (
+                node.membership().voters.clone(),
+                node.id(),
+                node.most_caught_up_peer(),
+            )
         });
-        let Some(change) = next_change(&voters, &desired, this) else {
-            self.desired_peers = None;
-            return;
-        };
-        if change == EntryKind::RemoveVoter(this) {
-            let target = self
-                .groups
-                .node(self.group, Node::most_caught_up_peer)
-                .filter(|candidate| desired.contains(candidate));
-            if let Some(target) = target {
+        let change = match self.core.membership_step(&voters, this, most_caught_up) {
+            None | Some(MembershipStep::Wait) => return,
+            Some(MembershipStep::TransferTo(target)) => {
                 log::info!(target: "tern::jetstream", "stream {}: this node leaves the stream's voters; leadership goes to node {target:x} first", self.handle.name);
                 self.groups
-                    .with_node(self.group, |node| node.transfer_leadership(target));
+                    .with_node(self.core.group, |node| node.transfer_leadership(target));
+                return;
             }
-            return;
-        }
-        match self
-            .groups
-            .with_node(self.group, |node| node.propose_membership(change.clone()))
-        {
+            Some(MembershipStep::Propose(change)) => change,
+        };
+        match self.groups.with_node(self.core.group, |node| {
+            node.propose_membership(change.clone())
+        }) {
             Ok(index) => {
                 log::info!(target: "tern::jetstream", "stream {}: proposed {change:?} at index {index}", self.handle.name)
             }
@@ -135,35 +99,26 @@ impl StreamTask {
     }
 
     /// A membership entry applied: the group's voters from now on, kept
-    /// in the config file for a restart.
+    /// in the config file for a restart. Removed for good (placed
+    /// elsewhere, and no later entry in the log adds it back: a replica
+    /// that rejoined replays its old removal on the way), the copy goes
+    /// at the end of the turn.
     pub(super) async fn membership_applied(
         &mut self,
         change: EntryKind,
     ) -> Result<(), StreamFailure> {
-        let mut voters = self.membership.voters.clone();
-        match &change {
-            EntryKind::AddVoter(node) => voters.push(*node),
-            EntryKind::RemoveVoter(node) => voters.retain(|voter| voter != node),
-            EntryKind::Normal(_) | EntryKind::Noop => unreachable!("a membership entry"),
-        }
-        self.membership = Membership::new(voters);
-        // Removed for good: placed elsewhere, and no later entry in the
-        // log adds it back (a replica that rejoined replays its old
-        // removal on the way).
-        let (this, in_latest) = self.groups.node(self.group, |node: &Node| {
+        let (this, in_latest) = self.groups.node(self.core.group, |node: &Node| {
             (node.id(), node.membership().contains(node.id()))
         });
-        if change == EntryKind::RemoveVoter(this) && self.placed_elsewhere && !in_latest {
-            self.removed_from_group = true;
-        }
-        log::info!(target: "tern::jetstream", "stream {}: voters now {:x?}", self.handle.name, self.membership.voters);
-        if let Some(files) = &self.files {
+        self.core.membership_applied(&change, this, in_latest);
+        log::info!(target: "tern::jetstream", "stream {}: voters now {:x?}", self.handle.name, self.core.membership.voters);
+        if self.files.is_some() {
             let stored = self.js.stored_config_json(
-                self.group,
-                &self.replica.state.config.to_stored_json(),
-                &self.membership.voters,
+                self.core.group,
+                &self.core.replica.state.config.to_stored_json(),
+                &self.core.membership.voters,
             );
-            persist::write_config(files, stored.as_bytes(), self.created_unix_ns).await?;
+            self.write_config_file(&stored).await?;
         }
         Ok(())
     }
@@ -185,18 +140,18 @@ impl StreamTask {
     /// ([`JetStream::rebuild_from_peers`]), keeping its durable term and
     /// vote, and not voting until it has every entry it acknowledged.
     pub(super) async fn rebuild_from_peers(self) {
-        let (hard_state, acknowledged_index) = self.groups.node(self.group, |node: &Node| {
+        let (hard_state, acknowledged_index) = self.groups.node(self.core.group, |node: &Node| {
             (node.hard_state(), node.log().last_index())
         });
-        self.groups.remove(self.group);
+        self.groups.remove(self.core.group);
         let js = self.js.clone();
         js.forget_stream(&self.handle);
         let reason = self.failure.clone().unwrap_or_default();
         let rebuild = super::super::Rebuild {
-            config: (*self.replica.state.config).clone(),
-            created_unix_ns: self.created_unix_ns,
-            group: self.group,
-            peers: self.membership.voters.clone(),
+            config: (*self.core.replica.state.config).clone(),
+            created_unix_ns: self.core.created_unix_ns,
+            group: self.core.group,
+            peers: self.core.membership.voters.clone(),
             previous: super::super::persist::RaftState::created(1),
             hard_state: Some(hard_state),
             acknowledged_index,
@@ -223,47 +178,9 @@ impl StreamTask {
         self.handle.stopped.set(true);
         // Owed replies of entries not yet applied get an error.
         self.fail_pending(reason);
-        self.js.journal().checkpoint(self.group, u64::MAX);
+        self.js.journal().checkpoint(self.core.group, u64::MAX);
         let result = self.js.remove_stream_files(&self.handle.name).await;
         self.js.forget_stream(&self.handle);
         result
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn changes_remove_others_first_then_add_then_remove_this_node() {
-        // A peer replaced: its removal first (the quorum never waits for
-        // the new, empty replica), then the addition.
-        assert_eq!(
-            next_change(&[1, 2, 3], &[1, 2, 4], 1),
-            Some(EntryKind::RemoveVoter(3))
-        );
-        assert_eq!(
-            next_change(&[1, 2], &[1, 2, 4], 1),
-            Some(EntryKind::AddVoter(4))
-        );
-        assert_eq!(next_change(&[1, 2, 4], &[1, 2, 4], 1), None);
-        // Three to five, and back.
-        assert_eq!(
-            next_change(&[1, 2, 3], &[1, 2, 3, 4, 5], 2),
-            Some(EntryKind::AddVoter(4))
-        );
-        assert_eq!(
-            next_change(&[1, 2, 3, 4, 5], &[1, 2, 3], 2),
-            Some(EntryKind::RemoveVoter(4))
-        );
-        // The leader leaving: the others first, itself last.
-        assert_eq!(
-            next_change(&[1, 2, 3], &[2, 3, 4], 1),
-            Some(EntryKind::AddVoter(4))
-        );
-        assert_eq!(
-            next_change(&[1, 2, 3, 4], &[2, 3, 4], 1),
-            Some(EntryKind::RemoveVoter(1))
-        );
     }
 }

@@ -429,6 +429,7 @@ mod api;
 pub mod config;
 mod consumer_leader;
 mod consumers;
+pub mod core;
 pub mod deliveries;
 pub mod failure;
 pub mod groups;

@@ -41,7 +41,7 @@ use super::state::LoggedConsumer;
 use super::{now_unix_ns, Owed, StreamTask};
 
 /// A consumer reply owed once an entry applies.
-pub(super) enum ConsumerOwed {
+pub enum ConsumerOwed {
     /// Rendered already: a double ack's empty reply (`origin` none: the
     /// reply is published), or an INFO body.
     Reply {
@@ -79,7 +79,7 @@ impl StreamTask {
         config: &ConsumerConfig,
         spec: &ConsumerSpec,
     ) -> Result<(), ApiError> {
-        let (created_unix_ns, start_sequence) = match self.replica.consumers.get(&name) {
+        let (created_unix_ns, start_sequence) = match self.core.replica.consumers.get(&name) {
             Some(existing) => (
                 existing.created_unix_ns,
                 existing.delivery.next_stream_sequence(),
@@ -128,13 +128,13 @@ impl StreamTask {
 
     /// Whether `name` is a durable whose state is in the log.
     pub(super) fn is_logged(&self, name: &str) -> bool {
-        self.replica.consumers.is_logged(name)
+        self.core.replica.consumers.is_logged(name)
     }
 
     /// A double ack's reply: at once for a consumer kept in memory, after
     /// the snapshot holding the ack applied for a durable.
     pub(super) fn answer_ack(&mut self, name: &str, reply: Bytes) {
-        match self.replica.consumers.logged_mut(name) {
+        match self.core.replica.consumers.logged_mut(name) {
             Some((_, entries)) => entries.wait(Waiter::Ack { reply }),
             None => self.js.publish_reply(&reply, b""),
         }
@@ -148,10 +148,11 @@ impl StreamTask {
         reply: Option<Bytes>,
         name: &str,
     ) -> Option<String> {
-        let (consumer, entries) = self.replica.consumers.logged(name)?;
+        let (consumer, entries) = self.core.replica.consumers.logged(name)?;
         if entries.changed(&consumer.delivery) {
             if let Some(reply) = reply {
                 let (_, entries) = self
+                    .core
                     .replica
                     .consumers
                     .logged_mut(name)
@@ -185,10 +186,10 @@ impl StreamTask {
     /// replies that waited for one are owed until it applies (at once when
     /// nothing changed). Returns whether anything was proposed.
     pub(super) fn propose_consumer_snapshots(&mut self) -> Result<bool, StreamFailure> {
-        let replica = &mut self.replica;
+        let replica = &mut self.core.replica;
         let proposals = self
             .groups
-            .with_node(self.group, |node| replica.propose_due_states(node))?;
+            .with_node(self.core.group, |node| replica.propose_due_states(node))?;
         let mut proposed = false;
         for due in proposals {
             let index = match due.outcome {
@@ -219,6 +220,7 @@ impl StreamTask {
                     },
                     Waiter::Info { origin, reply } => {
                         let consumer = self
+                            .core
                             .replica
                             .consumers
                             .get(&due.name)
@@ -283,7 +285,7 @@ impl StreamTask {
                     return;
                 };
                 let kind = "consumer_create_response";
-                let answer = match self.replica.consumers.get(&name) {
+                let answer = match self.core.replica.consumers.get(&name) {
                     Some(consumer) => ApiReply::success(self.consumer_info(consumer, kind)),
                     None => ApiReply::error(kind, &ApiError::consumer_not_found()),
                 };
@@ -322,12 +324,13 @@ impl StreamTask {
         let Some(files) = &self.files else {
             return Ok(());
         };
-        if self.replica.state.logged_consumers.is_empty() && !self.consumers_file_written {
+        if self.core.replica.state.logged_consumers.is_empty() && !self.consumers_file.written {
             return Ok(());
         }
         let stored = StoredConsumers {
-            applied_index: self.replica.state.applied_index,
+            applied_index: self.core.replica.state.applied_index,
             consumers: self
+                .core
                 .replica
                 .state
                 .logged_consumers
@@ -341,8 +344,8 @@ impl StreamTask {
                 .collect(),
         };
         let checksum = consumer_store::write(files, &stored).await?;
-        self.consumers_file_written = true;
-        self.consumers_reference = Some(persist::ConsumersReference {
+        self.consumers_file.written = true;
+        self.consumers_file.reference = Some(persist::ConsumersReference {
             applied_index: stored.applied_index,
             checksum,
         });
@@ -403,8 +406,8 @@ impl StreamTask {
                 })
             }
         };
-        self.consumers_reference = raft.consumers;
-        self.consumers_file_written = true;
+        self.consumers_file.reference = raft.consumers;
+        self.consumers_file.written = true;
         for StoredConsumer {
             name,
             created_unix_ns,
@@ -417,7 +420,7 @@ impl StreamTask {
             let (config_json, delivery_state) = (Bytes::from(json), Bytes::from(state));
             check_logged(&name, &config_json, &delivery_state)
                 .map_err(StreamFailure::ConsumersFileEntry)?;
-            self.replica.state.logged_consumers.insert(
+            self.core.replica.state.logged_consumers.insert(
                 name,
                 LoggedConsumer {
                     created_unix_ns,

@@ -58,6 +58,12 @@ pub enum StreamCanary {
     /// on every replica, but not a rule a snapshot read while entries
     /// apply converges under).
     LimitEvictsNewest,
+    /// A checkpoint names the log's last index (proposed or received, maybe
+    /// not durable) instead of what applied.
+    CheckpointBeyondDurable,
+    /// Committed entries released before a snapshot installed since (which
+    /// holds them) apply over it: the installed, newer state is taken back.
+    EntriesOverInstall,
 }
 
 /// What a client is told.
@@ -969,6 +975,14 @@ impl Replica {
     pub async fn payload(&self, sequence: u64) -> Result<Option<Vec<u8>>, StoreError> {
         let message = with_store!(&self.state.store, log => log.get(sequence).await)?;
         Ok(message.map(|message| message.payload))
+    }
+}
+
+/// Fails replies a replica that left office still owed (not leader).
+pub fn fail_superseded(owed: Vec<Owed>, answers: &mut Vec<Answer>) {
+    let not_leader = ApiError::cluster_not_leader();
+    for owed in owed {
+        fail(owed, &not_leader, answers);
     }
 }
 

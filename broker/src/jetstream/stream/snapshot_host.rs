@@ -19,29 +19,17 @@
 //! 3. then the journal may recycle the group's records up to `I`, and the
 //!    old store's directory is removed (a restart would remove it too).
 
-use std::collections::VecDeque;
-use std::time::Instant;
-
 use tern_raft::{Node, Snapshot, SnapshotChunk, SnapshotRead};
 use tern_storage::block_store::{Manifest, MemoryFiles, StreamLog};
 
+use super::super::api::error::ApiError;
 use super::super::persist;
 use super::config::StorageType;
+use super::core::Staging;
 use super::failure::StreamFailure;
-use super::transfer::{SnapshotInstall, SnapshotPoint, TransferError};
+use super::transfer::{SnapshotInstall, TransferError};
 use super::*;
 use crate::cluster::multiraft::SnapshotStep;
-
-/// A snapshot being received: its index and transfer session, and what it
-/// built so far.
-pub(super) struct Staged {
-    index: u64,
-    session: u64,
-    install: SnapshotInstall,
-}
-
-/// Points recorded for later compaction, oldest first.
-pub(super) type SnapshotPoints = VecDeque<SnapshotPoint>;
 
 impl task::StreamTask {
     /// Snapshot work the groups driver handed over: a follower's chunks and
@@ -60,30 +48,32 @@ impl task::StreamTask {
         for read in reads {
             self.answer_snapshot_read(read).await?;
         }
-        if self.replica.transfers_open() > 0 {
-            let replica = &mut self.replica;
+        if self.core.replica.transfers_open() > 0 {
+            let replica = &mut self.core.replica;
             self.groups
-                .node(self.group, |node| replica.retain_transfers(node));
+                .node(self.core.group, |node| replica.retain_transfers(node));
         }
         Ok(())
     }
 
     async fn answer_snapshot_read(&mut self, read: SnapshotRead) -> Result<(), StreamFailure> {
-        match self.replica.read_snapshot(&read).await {
+        match self.core.replica.read_snapshot(&read).await {
             Ok(Some((data, last))) => {
                 if read.offset == 0 {
                     log::info!(target: "tern::jetstream", "stream {}: sending node {:x} the snapshot at index {} (it is behind this leader's log)", self.handle.name, read.peer, read.index);
                 }
-                self.groups
-                    .with_node(self.group, |node| node.snapshot_chunk(&read, data, last));
+                self.groups.with_node(self.core.group, |node| {
+                    node.snapshot_chunk(&read, data, last)
+                });
             }
             // A read of a snapshot since replaced: Raft asks again.
             Ok(None) => {}
             Err(TransferError::Store(error)) => return Err(error.into()),
             Err(error @ (TransferError::Overtaken { .. } | TransferError::Lost { .. })) => {
                 log::info!(target: "tern::jetstream", "stream {}: {error}; the transfer starts over", self.handle.name);
-                self.groups
-                    .with_node(self.group, |node| node.restart_snapshot_transfer(read.peer));
+                self.groups.with_node(self.core.group, |node| {
+                    node.restart_snapshot_transfer(read.peer)
+                });
             }
         }
         Ok(())
@@ -92,43 +82,18 @@ impl task::StreamTask {
     /// A chunk of the snapshot this follower receives, in order; the first
     /// of a transfer starts a new staged store.
     async fn stage_chunk(&mut self, chunk: SnapshotChunk) -> Result<(), StreamFailure> {
-        if chunk.offset == 0 {
-            log::info!(target: "tern::jetstream", "stream {}: receiving the leader's snapshot at index {}", self.handle.name, chunk.index);
-            let install = self.new_install(chunk.index).await?;
-            self.staged = Some(Staged {
-                index: chunk.index,
-                session: chunk.session,
-                install,
-            });
+        if let Staging::Open { index } = self.core.stage(&chunk)? {
+            log::info!(target: "tern::jetstream", "stream {}: receiving the leader's snapshot at index {index}", self.handle.name);
+            let install = self.new_install(index).await?;
+            self.core.begin_staging(&chunk, install);
         }
-        let Some(staged) = self
-            .staged
-            .as_mut()
-            .filter(|staged| staged.index == chunk.index && staged.session == chunk.session)
-        else {
-            // Raft hands chunks in order from offset 0: never expected.
-            return Err(StreamFailure::SnapshotInstall {
-                index: chunk.index,
-                reason: format!(
-                    "a chunk at offset {} of a transfer whose start was not received",
-                    chunk.offset
-                ),
-            });
-        };
-        staged
-            .install
-            .push(&chunk.data)
-            .await
-            .map_err(|error| StreamFailure::SnapshotInstall {
-                index: chunk.index,
-                reason: error.to_string(),
-            })
+        self.core.push_chunk(&chunk).await
     }
 
     /// An empty store for a snapshot at `index`: a file stream's in
     /// `messages.<index>/` (emptied first), a memory stream's in memory.
     async fn new_install(&mut self, index: u64) -> Result<SnapshotInstall, StreamFailure> {
-        let store = match self.replica.state.config.storage {
+        let store = match self.core.replica.state.config.storage {
             StorageType::Memory => {
                 let (log, _) = StreamLog::open(
                     MemoryFiles::new(),
@@ -140,7 +105,7 @@ impl task::StreamTask {
             }
             StorageType::File => {
                 assert_ne!(
-                    index, self.generation,
+                    index, self.core.generation,
                     "a snapshot staged over the live store"
                 );
                 let directory = self
@@ -167,7 +132,7 @@ impl task::StreamTask {
         };
         Ok(SnapshotInstall::into_store(
             store,
-            self.state_entry_bytes_max,
+            self.core.state_entry_bytes_max,
             None,
         ))
     }
@@ -176,60 +141,31 @@ impl task::StreamTask {
     /// file stream's switch), then it is the point this node serves
     /// snapshots from.
     async fn install_snapshot(&mut self, snapshot: Snapshot) -> Result<(), StreamFailure> {
-        let failed = |reason: String| StreamFailure::SnapshotInstall {
-            index: snapshot.index,
-            reason,
-        };
-        let staged = match self.staged.take() {
-            Some(staged) if staged.index == snapshot.index => staged,
-            Some(staged) => {
-                return Err(failed(format!(
-                    "the chunks received were of the snapshot at index {}",
-                    staged.index
-                )))
-            }
-            None => return Err(failed("no chunk of it was received".into())),
-        };
-        let replica = staged
-            .install
-            .finish()
-            .map_err(|error| failed(error.to_string()))?;
-        if replica.state.applied_index != snapshot.index {
-            return Err(failed(format!(
-                "its header is of index {}",
-                replica.state.applied_index
-            )));
+        let (install, superseded) = self.core.install(&snapshot)?;
+        let not_leader = ApiError::cluster_not_leader();
+        for owed in superseded {
+            self.fail_owed(owed, &not_leader);
         }
-        let old = std::mem::replace(&mut self.replica, replica);
-        assert!(
-            old.leader.owed.is_empty(),
-            "a follower owes no replies (it installs a leader's snapshot)"
-        );
-        drop(old);
-        self.replica.state.applied_term = snapshot.term;
         if self.files.is_some() {
             // The switch: the staged store synced, its consumers, then the
             // `raft` file naming its generation.
             self.checkpoint_consumers().await?;
-            let manifest = with_store!(&mut self.replica.state.store, log => log.sync().await)?;
-            let old_generation = std::mem::replace(&mut self.generation, snapshot.index);
-            let state = self.checkpoint_state(manifest);
+            let manifest =
+                with_store!(&mut self.core.replica.state.store, log => log.sync().await)?;
+            let state = self.checkpoint_state(install.checkpoint, manifest);
             crash_point_for_tests("snapshot-staged");
             let files = self.files.as_ref().expect("a file stream");
             persist::write_raft(files, &state).await?;
             crash_point_for_tests("snapshot-switched");
-            self.js.journal().checkpoint(self.group, snapshot.index);
-            self.remove_messages_directory(old_generation);
-            with_store!(&mut self.replica.state.store, log => log.checkpointed().await)?;
+            self.js
+                .journal()
+                .checkpoint(self.core.group, snapshot.index);
+            self.remove_messages_directory(install.old_generation);
+            with_store!(&mut self.core.replica.state.store, log => log.checkpointed().await)?;
         }
-        self.checkpointed_index = snapshot.index;
-        self.compacted_index = snapshot.index;
-        self.replica.state.applied_bytes_since_checkpoint = 0;
-        self.last_checkpoint = Instant::now();
-        self.snapshot_points.clear();
-        self.replica.mark_snapshot();
+        self.core.installed(install, task::monotonic_ns());
         self.refresh_snapshot();
-        let state = with_store!(&self.replica.state.store, log => log.state());
+        let state = with_store!(&self.core.replica.state.store, log => log.state());
         log::info!(target: "tern::jetstream", "stream {}: installed the leader's snapshot at index {} ({} messages, sequences {}..={})", self.handle.name, snapshot.index, state.messages, state.first_sequence, state.last_sequence);
         Ok(())
     }
@@ -248,52 +184,13 @@ impl task::StreamTask {
         }
     }
 
-    /// A replicated stream's compaction, after entries applied: a point
-    /// is recorded every `every_entries` applied entries, and the node's
-    /// log compacts to the newest point at least `retained_entries`
-    /// behind what applied (followers that fall behind are sent entries
-    /// from the log; beyond it, the snapshot at that point).
-    pub(super) fn compact_replicated(&mut self, retained_entries: u64, every_entries: u64) {
-        let applied = self.replica.state.applied_index;
-        let last_recorded = self
-            .snapshot_points
-            .back()
-            .map_or(self.compacted_index, |point| point.index);
-        if applied >= last_recorded + every_entries {
-            self.snapshot_points
-                .push_back(self.replica.snapshot_point_here());
-        }
-        let target = applied.saturating_sub(retained_entries);
-        let mut chosen = None;
-        while self
-            .snapshot_points
-            .front()
-            .is_some_and(|point| point.index <= target)
-        {
-            chosen = self.snapshot_points.pop_front();
-        }
-        if let Some(point) = chosen {
-            let (index, term) = self.replica.use_snapshot_point(point);
-            let membership = self.membership.clone();
-            self.groups.compact(
-                self.group,
-                Snapshot {
-                    index,
-                    term,
-                    membership,
-                },
-            );
-            self.compacted_index = index;
-        }
-    }
-
     /// Whether Raft's snapshot (what it compacted to or restored from) has
     /// a point this replica can send.
     pub(super) fn has_point_for_raft_snapshot(&self) -> bool {
         let index = self
             .groups
-            .node(self.group, |node: &Node| node.log().snapshot_index());
-        index == 0 || self.replica.snapshot_point_index() == Some(index)
+            .node(self.core.group, |node: &Node| node.log().snapshot_index());
+        index == 0 || self.core.replica.snapshot_point_index() == Some(index)
     }
 }
 

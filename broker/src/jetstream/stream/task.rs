@@ -23,6 +23,7 @@ use super::super::{now_unix_ns, JetStream};
 use super::api::InfoQuery;
 use super::config::{StorageType, StreamConfig};
 use super::consumer_leader::Waiter;
+use super::core::{Checkpoint, CoreStart, LogPosition, Policy, StreamCore};
 use super::failure::StreamFailure;
 use super::groups::{Persistence, StreamGroups};
 use super::leader::{Owed, OwedReply};
@@ -34,10 +35,6 @@ use super::*;
 const COMMANDS_PER_TURN_MAX: usize = 4096;
 /// Block store write size (its write-behind buffer).
 const STORE_WRITE_BYTES: usize = 256 << 10;
-/// A checkpoint is taken once this much was applied since the last one…
-const CHECKPOINT_BYTES: u64 = 64 << 20;
-/// …or this long after something was applied.
-const CHECKPOINT_INTERVAL: Duration = Duration::from_secs(2);
 /// How often max_age is enforced at the latest.
 const AGE_CHECK_INTERVAL: Duration = Duration::from_secs(1);
 /// The one voter of a single-node stream group.
@@ -45,11 +42,6 @@ const NODE_ID: u64 = 1;
 /// How often a replicated stream looks at its node's leadership at the
 /// latest.
 const LEADERSHIP_CHECK_INTERVAL: Duration = Duration::from_millis(50);
-/// A replicated stream keeps this many applied entries in its node's log
-/// for followers that fall behind (beyond it a follower needs a snapshot).
-const RETAINED_ENTRIES: u64 = 20_000;
-/// …and compacts the rest this often (in applied entries).
-const COMPACT_EVERY_ENTRIES: u64 = 1_024;
 /// Committed entries a turn applies at most (the rest wait a turn, so
 /// commands are not starved).
 const COMMITTED_PER_TURN_MAX: usize = 8192;
@@ -159,71 +151,66 @@ pub struct Recovered {
 pub struct StreamTask {
     pub(super) js: Rc<JetStream>,
     pub(super) handle: Rc<StreamHandle>,
-    /// The stream's replica: what every replica holds identically
-    /// (changed only by apply), the leader's side (sequences, checks,
-    /// dedupe, replies owed) and the live consumers.
-    pub(super) replica: Replica,
-    pub(super) created_unix_ns: u64,
-    pub(super) group: u64,
+    /// The replica and the host's decisions around it, sans-IO
+    /// (`core.rs`): what this task carries out.
+    pub(super) core: StreamCore,
     pub(super) files: Option<DmaFiles>,
     /// The shard's stream groups, this stream's among them.
     pub(super) groups: Rc<StreamGroups>,
     pub(super) persistence: Persistence,
-    pub(super) checkpointed_index: u64,
-    pub(super) last_checkpoint: Instant,
-    /// When the leader next looks for messages past max_age.
-    pub(super) age_check_at: Instant,
-    /// Whether a `consumers` file was written or found (so a checkpoint
-    /// rewrites it also once the last durable is gone).
-    pub(super) consumers_file_written: bool,
-    /// The `consumers` file the next `raft` file names (the last written).
-    pub(super) consumers_reference: Option<persist::ConsumersReference>,
     /// A client read found damage: the stream stops after answering it.
     pub(super) read_damage: RefCell<Option<StoreError>>,
-    /// The hard state recovered (the checkpoint's until the groups make
-    /// a newer one durable).
-    pub(super) hard_state: HardState,
     pub(super) failure: Option<String>,
-    /// `{"stream":"<name>","seq":`, and a buffer PubAcks are built in.
-    pub(super) ack_prefix: String,
-    pub(super) ack_buffer: String,
-    /// The group's voters (this node's id alone for one voter).
-    pub(super) membership: Membership,
-    /// Up to where the node's log was last compacted.
-    pub(super) compacted_index: u64,
+    pub(super) acks: AckWriter,
+    pub(super) consumers_file: ConsumersFile,
+    pub(super) serving: Serving,
+}
+
+/// PubAcks written from one prefix into one buffer.
+pub(super) struct AckWriter {
+    /// `{"stream":"<name>","seq":`.
+    pub(super) prefix: String,
+    pub(super) buffer: String,
+}
+
+/// The `consumers` file as the task last wrote or found it.
+pub(super) struct ConsumersFile {
+    /// Whether one was written or found (so a checkpoint rewrites it also
+    /// once the last durable is gone).
+    pub(super) written: bool,
+    /// The one the next `raft` file names (the last written).
+    pub(super) reference: Option<persist::ConsumersReference>,
+}
+
+/// What the replica in office holds for clients.
+pub(super) struct Serving {
     /// The task's stream subjects are subscribed (a replicated stream's
     /// only while it leads).
     pub(super) subscribed: bool,
-    /// The block store's directory generation (`persist::messages_directory`).
-    pub(super) generation: u64,
-    /// A snapshot being received from the leader.
-    pub(super) staged: Option<super::snapshot_host::Staged>,
-    /// Points recorded for the node's log to compact to later.
-    pub(super) snapshot_points: super::snapshot_host::SnapshotPoints,
-    /// A consumer's state entry must fit one journal record.
-    pub(super) state_entry_bytes_max: usize,
-    /// A replicated stream: the config the catalog gave it, which its
-    /// leader proposes until it applied.
-    pub(super) desired_config: Option<Box<StreamConfig>>,
-    /// The index and term of that proposal while in flight.
-    pub(super) config_proposal: Option<(u64, u64)>,
     /// Create and update replies answered once their config applied, by
     /// the replica in office (every replica's node holds them, so a
     /// leader that is down does not leave the client unanswered).
     pub(super) update_replies: Vec<UpdateReply>,
-    /// A replicated stream: the voters the meta group placed it on, which
-    /// its leader moves the group to.
-    pub(super) desired_peers: Option<Vec<u64>>,
-    /// The group removed this node (its removal applied here): the copy
-    /// goes at the end of the turn (`leave_group`).
-    pub(super) removed_from_group: bool,
-    /// The meta group placed the stream on other nodes (this one stays a
-    /// voter until the group removes it).
-    pub(super) placed_elsewhere: bool,
     /// Consumer API calls that reached this replica elected but not yet in
     /// office (its log still applying): run once it takes office, or
     /// answered 10008 if it lost the election first.
     pub(super) awaiting_office: Vec<ApiCall>,
+    /// When the leader next looks for messages past max_age.
+    pub(super) age_check_at: Instant,
+}
+
+impl Serving {
+    /// Whether another consumer API call may wait for office
+    /// ([`AWAITING_OFFICE_MAX`]).
+    pub(super) fn has_room_awaiting_office(&self) -> bool {
+        self.awaiting_office.len() < AWAITING_OFFICE_MAX
+    }
+}
+
+/// Monotonic nanoseconds for the core's timers (since the first call).
+pub(super) fn monotonic_ns() -> u64 {
+    static START: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
+    START.get_or_init(Instant::now).elapsed().as_nanos() as u64
 }
 
 /// Consumer API calls one replica holds while it takes office (more are
@@ -351,53 +338,33 @@ impl StreamTask {
                 journal.config().body_bytes_max()
             })
             .min(CONSUMER_STATE_BYTES_MAX);
-        let mut task = StreamTask {
-            js,
-            handle,
-            replica: Replica::new(
-                ReplicatedState {
-                    stored_last_unix_ns: raft.last_unix_ns,
-                    applied_index: raft.applied_index,
-                    applied_term: raft.applied_term,
-                    ..ReplicatedState::new(store, config)
-                },
-                state_entry_bytes_max,
-                None,
-            ),
-            created_unix_ns,
-            group,
-            files,
-            groups,
-            persistence,
-            checkpointed_index: raft.applied_index,
-            last_checkpoint: Instant::now(),
-            age_check_at: Instant::now(),
-            consumers_file_written: false,
-            consumers_reference: None,
-            read_damage: RefCell::new(None),
-            hard_state,
-            failure: None,
-            ack_prefix: String::new(),
-            ack_buffer: String::with_capacity(128),
-            membership,
-            compacted_index: raft.applied_index,
-            subscribed: !replicated,
-            generation: raft.generation,
-            staged: None,
-            snapshot_points: Default::default(),
+        let replica = Replica::new(
+            ReplicatedState {
+                stored_last_unix_ns: raft.last_unix_ns,
+                applied_index: raft.applied_index,
+                applied_term: raft.applied_term,
+                ..ReplicatedState::new(store, config)
+            },
             state_entry_bytes_max,
-            desired_config: None,
-            config_proposal: None,
-            update_replies: Vec::new(),
-            desired_peers: None,
-            removed_from_group: false,
-            placed_elsewhere: false,
-            awaiting_office: Vec::new(),
-        };
+            None,
+        );
+        let core = StreamCore::new(CoreStart {
+            replica,
+            membership,
+            group,
+            created_unix_ns,
+            hard_state,
+            state_entry_bytes_max,
+            generation: raft.generation,
+            policy: Policy::PRODUCTION,
+            now_ns: monotonic_ns(),
+        });
+        let subscribed = !replicated;
+        let mut task = StreamTask::new(js, handle, core, files, groups, persistence, subscribed);
         if stand_first {
             task.groups.with_node(group, Node::campaign_now);
         }
-        task.ack_prefix = {
+        task.acks.prefix = {
             let full = responses::pub_ack(&task.handle.name, 1, false, None);
             full.strip_suffix("1}")
                 .expect("a PubAck ends with the sequence")
@@ -412,6 +379,52 @@ impl StreamTask {
         }
     }
 
+    /// The task around its core (`subscribed`: its stream's subjects are,
+    /// as a one-voter stream's are from the start).
+    fn new(
+        js: Rc<JetStream>,
+        handle: Rc<StreamHandle>,
+        core: StreamCore,
+        files: Option<DmaFiles>,
+        groups: Rc<StreamGroups>,
+        persistence: Persistence,
+        subscribed: bool,
+    ) -> StreamTask {
+        StreamTask {
+            js,
+            handle,
+            core,
+            files,
+            groups,
+            persistence,
+            read_damage: RefCell::new(None),
+            failure: None,
+            acks: AckWriter {
+                prefix: String::new(),
+                buffer: String::with_capacity(128),
+            },
+            consumers_file: ConsumersFile {
+                written: false,
+                reference: None,
+            },
+            serving: Serving {
+                subscribed,
+                update_replies: Vec::new(),
+                awaiting_office: Vec::new(),
+                age_check_at: Instant::now(),
+            },
+        }
+    }
+
+    /// Writes the stream's config file (a file stream's; `stored` is the
+    /// JSON `JetStream::stored_config_json` made).
+    pub(super) async fn write_config_file(&self, stored: &str) -> Result<(), StreamFailure> {
+        if let Some(files) = &self.files {
+            persist::write_config(files, stored.as_bytes(), self.core.created_unix_ns).await?;
+        }
+        Ok(())
+    }
+
     /// Consumers as of the checkpoint, then everything the log holds
     /// after it, applied as the only voter; then the replica takes office.
     pub(super) async fn recover(&mut self, raft: &RaftState) -> Result<(), StreamFailure> {
@@ -422,18 +435,18 @@ impl StreamTask {
             // The node's log starts at the checkpoint: the point a
             // follower too far behind is sent, should this node lead.
             if raft.applied_index > 0 {
-                self.replica.mark_snapshot();
+                self.core.replica.mark_snapshot();
             }
             debug_assert!(self.has_point_for_raft_snapshot());
             // Entries apply as a leader commits them (this node's or
             // another's); the replica takes office if it is elected.
             self.note_stored_last_timestamp();
-            self.replica.state.rebuild_expiry().await?;
+            self.core.replica.state.rebuild_expiry().await?;
             self.refresh_snapshot();
             return Ok(());
         }
         // Become leader (the only voter) and apply everything recovered.
-        self.groups.with_node(self.group, Node::campaign_now);
+        self.groups.with_node(self.core.group, Node::campaign_now);
         self.settle().await?;
         self.after_recovery().await
     }
@@ -442,8 +455,8 @@ impl StreamTask {
     /// consumers start from what the log holds); leaves it when the node
     /// no longer leads, failing what was owed.
     pub(super) async fn follow_leadership(&mut self) -> Result<(), StreamFailure> {
-        let view = self.groups.node(self.group, NodeView::of);
-        let unanswered = self.replica.follow(view, now_unix_ns()).await?;
+        let view = self.groups.node(self.core.group, NodeView::of);
+        let unanswered = self.core.replica.follow(view, now_unix_ns()).await?;
         let not_leader = ApiError::cluster_not_leader();
         for waiter in unanswered.waiting {
             match waiter {
@@ -464,22 +477,23 @@ impl StreamTask {
     /// Whether its Raft node is leader (in office, or still applying its
     /// log to take office).
     pub(super) fn is_elected(&self) -> bool {
-        self.groups.node(self.group, |node: &Node| {
+        self.groups.node(self.core.group, |node: &Node| {
             node.role() == tern_raft::Role::Leader
         })
     }
 
     /// Whether the replica leads (in office, its node leader in that term).
     pub(super) fn is_leading(&self) -> bool {
-        let view = self.groups.node(self.group, NodeView::of);
-        self.replica.leads(view)
+        let view = self.groups.node(self.core.group, NodeView::of);
+        self.core.replica.leads(view)
     }
 
     /// The last stored message's time as the store has it (`last_ts`
     /// outlives the message).
     fn note_stored_last_timestamp(&mut self) {
-        let state = with_store!(&self.replica.state.store, log => log.state());
-        self.replica.state.stored_last_unix_ns = self
+        let state = with_store!(&self.core.replica.state.store, log => log.state());
+        self.core.replica.state.stored_last_unix_ns = self
+            .core
             .replica
             .state
             .stored_last_unix_ns
@@ -495,21 +509,22 @@ impl StreamTask {
             "stream {}: the only voter leads once its log applied",
             self.handle.name
         );
-        self.replica.state.rebuild_expiry().await?;
-        self.replica
+        self.core.replica.state.rebuild_expiry().await?;
+        self.core
+            .replica
             .state
-            .enforce_size_limits(&mut self.replica.consumers);
+            .enforce_size_limits(&mut self.core.replica.consumers);
         // What aged out while the server was down goes before the stream
         // serves, through the log like any expiry.
         let now_ns = now_unix_ns();
-        while self.replica.state.config.max_age_ns > 0 && {
+        while self.core.replica.state.config.max_age_ns > 0 && {
             let (leader, state, consumers, name) = (
-                &mut self.replica.leader,
-                &mut self.replica.state,
-                &self.replica.consumers,
+                &mut self.core.replica.leader,
+                &mut self.core.replica.state,
+                &self.core.replica.consumers,
                 &self.handle.name,
             );
-            self.groups.with_node(self.group, |node| {
+            self.groups.with_node(self.core.group, |node| {
                 leader.expire_aged(state, consumers, node, name, now_ns)
             })
         } {
@@ -525,7 +540,9 @@ impl StreamTask {
     pub(super) async fn settle(&mut self) -> Result<(), StreamFailure> {
         loop {
             self.apply_committed().await?;
-            if self.replica.state.applied_index >= self.groups.node(self.group, Node::last_index) {
+            if self.core.replica.state.applied_index
+                >= self.groups.node(self.core.group, Node::last_index)
+            {
                 return Ok(());
             }
             let (handle, groups) = (self.handle.clone(), self.groups.clone());
@@ -570,9 +587,7 @@ impl StreamTask {
         // One clock read for the batch (the live consumers' timers only).
         let now_ns = now_unix_ns();
         for entry in entries {
-            // Released before a snapshot this follower installed since,
-            // which holds them.
-            if entry.index <= self.replica.state.applied_index {
+            if !self.core.admits(&entry) {
                 continue;
             }
             let membership_change = match &entry.kind {
@@ -594,19 +609,9 @@ impl StreamTask {
                 self.membership_applied(change).await?;
             }
         }
-        let applied = self.replica.state.applied_index;
-        if !self.handle.is_replicated() {
-            let snapshot = Snapshot {
-                index: applied,
-                term: self.replica.state.applied_term,
-                membership: self.membership.clone(),
-            };
-            self.groups.compact(self.group, snapshot);
-            return Ok(());
+        if let Some(snapshot) = self.core.compaction(self.handle.is_replicated()) {
+            self.groups.compact(self.core.group, snapshot);
         }
-        // Followers that fall behind are sent entries from the log: a
-        // replicated stream keeps the last RETAINED_ENTRIES applied ones.
-        self.compact_replicated(RETAINED_ENTRIES, COMPACT_EVERY_ENTRIES);
         Ok(())
     }
 
@@ -625,29 +630,32 @@ impl StreamTask {
         };
         self.checkpoint().await?;
         let stored = self.js.stored_config_json(
-            self.group,
+            self.core.group,
             &String::from_utf8_lossy(&json),
-            &self.membership.voters,
+            &self.core.membership.voters,
         );
         let files = self.files.as_ref().expect("checked above");
-        persist::write_config(files, stored.as_bytes(), self.created_unix_ns).await?;
+        persist::write_config(files, stored.as_bytes(), self.core.created_unix_ns).await?;
         Ok(())
     }
 
     /// A replicated stream's leader proposes the config the catalog gave
     /// the stream, if it has not applied yet and is not in flight.
     pub(super) fn propose_desired_config(&mut self) -> Result<(), StreamFailure> {
-        let Some(desired) = self.desired_config.as_deref() else {
+        let Some(desired) = self.core.desired_config.as_deref() else {
             return Ok(());
         };
-        if *desired == *self.replica.state.config {
-            self.desired_config = None;
+        if *desired == *self.core.replica.state.config {
+            self.core.desired_config = None;
             return Ok(());
         }
-        let term = self.groups.node(self.group, Node::term);
-        let in_flight = self.config_proposal.is_some_and(|(index, proposed_term)| {
-            proposed_term == term && index > self.replica.state.applied_index
-        });
+        let term = self.groups.node(self.core.group, Node::term);
+        let in_flight = self
+            .core
+            .config_proposal
+            .is_some_and(|(index, proposed_term)| {
+                proposed_term == term && index > self.core.replica.state.applied_index
+            });
         if in_flight || !self.is_leading() {
             return Ok(());
         }
@@ -656,7 +664,7 @@ impl StreamTask {
         };
         // Leadership moving: the next turn of the next leader proposes it.
         if let Some(index) = self.propose_as_leader(&operation, "config update")? {
-            self.config_proposal = Some((index, term));
+            self.core.config_proposal = Some((index, term));
         }
         Ok(())
     }
@@ -668,9 +676,10 @@ impl StreamTask {
     /// [`UPDATE_REPLY_HOLD`] (their clients gave up).
     pub(super) fn answer_updates(&mut self) {
         let now = Instant::now();
-        self.update_replies
+        self.serving
+            .update_replies
             .retain(|held| now.duration_since(held.held_at) < UPDATE_REPLY_HOLD);
-        let config = self.replica.state.config.clone();
+        let config = self.core.replica.state.config.clone();
         if self.handle.is_replicated() && !self.is_leading() {
             // Another replica leads: it answers what is in force here (a
             // client is answered once, not again by each later leader).
@@ -681,14 +690,16 @@ impl StreamTask {
                 .get()
                 .is_some_and(|leader| Some(leader) != this)
             {
-                self.update_replies.retain(|held| *held.config != *config);
+                self.serving
+                    .update_replies
+                    .retain(|held| *held.config != *config);
             }
             return;
         }
-        let (applied, waiting): (Vec<_>, Vec<_>) = std::mem::take(&mut self.update_replies)
+        let (applied, waiting): (Vec<_>, Vec<_>) = std::mem::take(&mut self.serving.update_replies)
             .into_iter()
             .partition(|held| *held.config == *config);
-        self.update_replies = waiting;
+        self.serving.update_replies = waiting;
         for held in applied {
             let kind = match held.create {
                 Some(_) => "stream_create_response",
@@ -713,10 +724,10 @@ impl StreamTask {
         config: Box<StreamConfig>,
         create: Option<bool>,
     ) {
-        if self.update_replies.len() >= UPDATE_REPLIES_MAX {
-            self.update_replies.remove(0);
+        if self.serving.update_replies.len() >= UPDATE_REPLIES_MAX {
+            self.serving.update_replies.remove(0);
         }
-        self.update_replies.push(UpdateReply {
+        self.serving.update_replies.push(UpdateReply {
             origin,
             reply,
             config,
@@ -735,7 +746,7 @@ impl StreamTask {
         let leading = self.is_leading();
         let (leader, term) = self
             .groups
-            .node(self.group, |node| (node.leader(), node.term()));
+            .node(self.core.group, |node| (node.leader(), node.term()));
         let previous = self.handle.leader.replace(leader);
         if let Some(leader) = leader.filter(|&leader| previous != Some(leader)) {
             self.js.log_stream_leader(&self.handle.name, leader, term);
@@ -745,17 +756,17 @@ impl StreamTask {
             self.propose_desired_config()?;
             self.change_membership();
         }
-        if leading && !self.subscribed {
-            let config = self.replica.state.config.clone();
+        if leading && !self.serving.subscribed {
+            let config = self.core.replica.state.config.clone();
             self.js.subscribe_stream(&self.handle, &config);
-            self.subscribed = true;
-            log::info!(target: "tern::jetstream", "stream {}: this replica leads (term {})", self.handle.name, self.groups.node(self.group, Node::term));
-        } else if !leading && self.subscribed {
+            self.serving.subscribed = true;
+            log::info!(target: "tern::jetstream", "stream {}: this replica leads (term {})", self.handle.name, self.groups.node(self.core.group, Node::term));
+        } else if !leading && self.serving.subscribed {
             self.js.unsubscribe_stream(&self.handle.name);
-            self.subscribed = false;
+            self.serving.subscribed = false;
         }
         // After subscribing: a creator answered here finds the leader.
-        if !self.update_replies.is_empty() {
+        if !self.serving.update_replies.is_empty() {
             self.answer_updates();
         }
         Ok(())
@@ -786,7 +797,7 @@ impl StreamTask {
         if rebuild {
             self.rebuild_from_peers().await;
         } else {
-            self.groups.remove(self.group);
+            self.groups.remove(self.core.group);
         }
     }
 
@@ -834,7 +845,8 @@ impl StreamTask {
     pub(super) fn next_timer(&self) -> Duration {
         let mut next = AGE_CHECK_INTERVAL;
         for due_ns in [
-            self.replica
+            self.core
+                .replica
                 .state
                 .expiry
                 .as_ref()
@@ -846,10 +858,14 @@ impl StreamTask {
         {
             next = next.min(Duration::from_nanos(due_ns.saturating_sub(now_unix_ns())));
         }
-        if self.replica.state.applied_index > self.checkpointed_index {
-            next = next.min(CHECKPOINT_INTERVAL.saturating_sub(self.last_checkpoint.elapsed()));
+        if let Some(due_ns) = self.core.checkpoint_in_ns(monotonic_ns()) {
+            next = next.min(Duration::from_nanos(due_ns));
         }
-        next = next.min(self.age_check_at.saturating_duration_since(Instant::now()));
+        next = next.min(
+            self.serving
+                .age_check_at
+                .saturating_duration_since(Instant::now()),
+        );
         if self.handle.is_replicated() {
             // Leadership can go without an entry committing here.
             next = next.min(LEADERSHIP_CHECK_INTERVAL);
@@ -861,16 +877,17 @@ impl StreamTask {
         // A follower's install comes before the entries after it.
         self.snapshot_work().await?;
         self.apply_committed().await?;
-        if self.removed_from_group {
+        if self.core.removed_from_group {
             self.leave_group().await;
             return Ok(());
         }
         self.handle.take_leadership_moved();
         if self.handle.is_replicated() {
             self.follow_replication().await?;
-            if !self.awaiting_office.is_empty() && (self.is_leading() || !self.is_elected()) {
+            if !self.serving.awaiting_office.is_empty() && (self.is_leading() || !self.is_elected())
+            {
                 let mut queue = self.handle.commands.borrow_mut();
-                for call in self.awaiting_office.drain(..).rev() {
+                for call in self.serving.awaiting_office.drain(..).rev() {
                     queue.push_front(Command::Api(call));
                 }
             }
@@ -880,15 +897,12 @@ impl StreamTask {
             return Ok(());
         }
         // A placement that found the group's removal of this node applied.
-        if self.removed_from_group {
+        if self.core.removed_from_group {
             self.leave_group().await;
             return Ok(());
         }
         self.consumers_and_limits(now_unix_ns()).await?;
-        if self.replica.state.applied_index > self.checkpointed_index
-            && (self.replica.state.applied_bytes_since_checkpoint >= CHECKPOINT_BYTES
-                || self.last_checkpoint.elapsed() >= CHECKPOINT_INTERVAL)
-        {
+        if self.core.checkpoint_due(monotonic_ns()) {
             self.checkpoint().await?;
         }
         self.refresh_snapshot();
@@ -941,16 +955,17 @@ impl StreamTask {
         {
             self.consumer_timers(now_ns);
         }
-        if !self.replica.consumers.is_empty() {
+        if !self.core.replica.consumers.is_empty() {
             self.deliver_to_consumers().await?;
             self.publish_all_events();
         }
         // Durable consumers' state entries (one in flight each; the next
         // once it applied).
-        if self.replica.consumers.has_logged() {
+        if self.core.replica.consumers.has_logged() {
             self.propose_consumer_snapshots()?;
         }
         if self
+            .core
             .replica
             .state
             .expiry
@@ -959,30 +974,30 @@ impl StreamTask {
             .is_some_and(|due_ns| due_ns <= now_ns)
         {
             let (leader, state, consumers, name) = (
-                &mut self.replica.leader,
-                &mut self.replica.state,
-                &self.replica.consumers,
+                &mut self.core.replica.leader,
+                &mut self.core.replica.state,
+                &self.core.replica.consumers,
                 &self.handle.name,
             );
-            self.groups.with_node(self.group, |node| {
+            self.groups.with_node(self.core.group, |node| {
                 leader.expire_due(state, consumers, node, name, now_ns)
             });
         }
-        if Instant::now() >= self.age_check_at {
-            self.age_check_at = Instant::now() + AGE_CHECK_INTERVAL;
-            if self.replica.state.config.max_age_ns > 0 && {
+        if Instant::now() >= self.serving.age_check_at {
+            self.serving.age_check_at = Instant::now() + AGE_CHECK_INTERVAL;
+            if self.core.replica.state.config.max_age_ns > 0 && {
                 let (leader, state, consumers, name) = (
-                    &mut self.replica.leader,
-                    &mut self.replica.state,
-                    &self.replica.consumers,
+                    &mut self.core.replica.leader,
+                    &mut self.core.replica.state,
+                    &self.core.replica.consumers,
                     &self.handle.name,
                 );
-                self.groups.with_node(self.group, |node| {
+                self.groups.with_node(self.core.group, |node| {
                     leader.expire_aged(state, consumers, node, name, now_ns)
                 })
             } {
                 // More aged out than one entry holds: again next turn.
-                self.age_check_at = Instant::now();
+                self.serving.age_check_at = Instant::now();
             }
         }
         Ok(())
@@ -993,7 +1008,7 @@ impl StreamTask {
         self.failure = Some(error.to_string());
         self.refresh_snapshot();
         // Everything owed fails; nothing more is accepted.
-        let owed: Vec<OwedReply> = self.replica.leader.owed.drain(..).collect();
+        let owed: Vec<OwedReply> = self.core.replica.leader.owed.drain(..).collect();
         let failure = ApiError::store_failed(self.failure.as_deref().unwrap_or("failed"));
         for owed in owed {
             self.fail_owed(owed.owed, &failure);
@@ -1051,17 +1066,17 @@ impl StreamTask {
 
     pub(super) fn refresh_snapshot(&self) {
         let mut snapshot = self.handle.snapshot.borrow_mut();
-        snapshot.config = self.replica.state.config.clone();
-        snapshot.state = with_store!(&self.replica.state.store, log => log.state());
-        snapshot.last_unix_ns = self.replica.state.stored_last_unix_ns;
+        snapshot.config = self.core.replica.state.config.clone();
+        snapshot.state = with_store!(&self.core.replica.state.store, log => log.state());
+        snapshot.last_unix_ns = self.core.replica.state.stored_last_unix_ns;
         snapshot.failure = self.failure.clone();
         // In office its live consumers (durables and ephemerals); a
         // follower holds the durables of its log (as a nats-server
         // follower counts the consumer replicas it holds).
-        snapshot.consumers = if self.replica.in_office() {
-            self.replica.consumers.len()
+        snapshot.consumers = if self.core.replica.in_office() {
+            self.core.replica.consumers.len()
         } else {
-            self.replica.state.logged_consumers.len()
+            self.core.replica.state.logged_consumers.len()
         };
         let bytes = snapshot.state.bytes;
         drop(snapshot);
@@ -1072,46 +1087,53 @@ impl StreamTask {
         }
     }
 
-    /// The `raft` file for the replica as it is, its store synced to
-    /// `manifest` in this task's messages generation.
-    pub(super) fn checkpoint_state(&self, manifest: Manifest) -> RaftState {
+    /// The `raft` file of `checkpoint`, its store synced to `manifest`.
+    pub(super) fn checkpoint_state(&self, checkpoint: Checkpoint, manifest: Manifest) -> RaftState {
         let hard_state = self
             .groups
-            .durable_hard_state(self.group)
-            .unwrap_or(self.hard_state);
+            .durable_hard_state(self.core.group)
+            .unwrap_or(self.core.hard_state);
         RaftState {
             term: hard_state.term,
             vote: hard_state.vote.unwrap_or(0),
-            applied_index: self.replica.state.applied_index,
-            applied_term: self.replica.state.applied_term,
-            last_unix_ns: self.replica.state.stored_last_unix_ns,
-            consumers: self.consumers_reference,
+            applied_index: checkpoint.index,
+            applied_term: checkpoint.term,
+            last_unix_ns: self.core.replica.state.stored_last_unix_ns,
+            consumers: self.consumers_file.reference,
             manifest,
-            generation: self.generation,
+            generation: checkpoint.generation,
         }
     }
 
-    /// Flushes the store (synced), records the applied index, and lets the
-    /// journal recycle what is older.
+    /// Where the group's node log stands.
+    pub(super) fn log_position(&self) -> LogPosition {
+        self.groups
+            .node(self.core.group, |node: &Node| LogPosition {
+                last_index: node.last_index(),
+                durable_index: node.log().durable_index(),
+            })
+    }
+
+    /// The checkpoint the core asks for, if any: the store flushed
+    /// (synced), the applied index recorded, and the journal let recycle
+    /// what is older.
     pub(super) async fn checkpoint(&mut self) -> Result<(), StreamFailure> {
-        if self.replica.state.applied_index == self.checkpointed_index {
+        let Some(checkpoint) = self.core.checkpoint(self.log_position()) else {
             return Ok(());
-        }
+        };
         self.checkpoint_consumers().await?;
-        let manifest = with_store!(&mut self.replica.state.store, log => log.sync().await)?;
+        let manifest = with_store!(&mut self.core.replica.state.store, log => log.sync().await)?;
         if let Some(files) = &self.files {
-            let state = self.checkpoint_state(manifest);
+            let state = self.checkpoint_state(checkpoint, manifest);
             persist::write_raft(files, &state).await?;
             // Only now may the journal recycle what the block store holds,
             // and the block store drop files the older checkpoint named.
             self.js
                 .journal()
-                .checkpoint(self.group, self.replica.state.applied_index);
+                .checkpoint(self.core.group, checkpoint.index);
         }
-        with_store!(&mut self.replica.state.store, log => log.checkpointed().await)?;
-        self.checkpointed_index = self.replica.state.applied_index;
-        self.replica.state.applied_bytes_since_checkpoint = 0;
-        self.last_checkpoint = Instant::now();
+        with_store!(&mut self.core.replica.state.store, log => log.checkpointed().await)?;
+        self.core.checkpointed(checkpoint, monotonic_ns());
         Ok(())
     }
 
@@ -1121,8 +1143,8 @@ impl StreamTask {
     /// is owed until its entry applies, or answered at once.
     pub(super) fn ingest(&mut self, inbound: Inbound) {
         let Inbound { message, reply } = inbound;
-        let replica = &mut self.replica;
-        let answer = self.groups.with_node(self.group, |node| {
+        let replica = &mut self.core.replica;
+        let answer = self.groups.with_node(self.core.group, |node| {
             replica.ingest(node, message, reply, now_unix_ns())
         });
         let body = match answer {
@@ -1154,7 +1176,7 @@ impl StreamTask {
             applied,
             mut released,
             removed,
-        } = self.replica.apply_entry(entry, now_ns).await?;
+        } = self.core.replica.apply_entry(entry, now_ns).await?;
         for owed in superseded {
             self.fail_owed(owed, &ApiError::cluster_not_leader());
         }
@@ -1170,12 +1192,12 @@ impl StreamTask {
                 match (owed, stored_sequence) {
                     (Owed::PubAck { reply }, Some(sequence)) => {
                         // `{"stream":"<name>","seq":` is the same every time.
-                        let mut ack = std::mem::take(&mut self.ack_buffer);
+                        let mut ack = std::mem::take(&mut self.acks.buffer);
                         ack.clear();
-                        ack.push_str(&self.ack_prefix);
+                        ack.push_str(&self.acks.prefix);
                         let _ = std::fmt::Write::write_fmt(&mut ack, format_args!("{sequence}}}"));
                         self.js.publish_reply(&reply, ack.as_bytes());
-                        self.ack_buffer = ack;
+                        self.acks.buffer = ack;
                     }
                     (owed, _) => self.send_owed(owed),
                 }
@@ -1227,21 +1249,21 @@ impl StreamTask {
             }
             Applied::Expired => {}
             Applied::Config { changed_from } => {
-                if !self.update_replies.is_empty() {
+                if !self.serving.update_replies.is_empty() {
                     self.answer_updates();
                 }
                 if let Some(old) = changed_from {
                     // A replicated stream's subjects are subscribed only
                     // while it leads (and follow its config when it does).
-                    if self.subscribed {
+                    if self.serving.subscribed {
                         self.js.stream_subjects_changed(
                             &self.handle,
                             &old,
-                            &self.replica.state.config,
+                            &self.core.replica.state.config,
                         );
                     }
                     // Age is the leader's to decide: its next check, at once.
-                    self.age_check_at = Instant::now();
+                    self.serving.age_check_at = Instant::now();
                     self.refresh_snapshot();
                 }
                 let owed: Vec<(usize, Option<Bytes>)> = released
@@ -1265,21 +1287,22 @@ impl StreamTask {
     /// Owes a reply once the entry this leader proposed at `index` (in its
     /// current term) applies.
     pub(super) fn owe(&mut self, index: u64, owed: Owed) {
-        let term = self.groups.node(self.group, Node::term);
-        self.replica
+        let term = self.groups.node(self.core.group, Node::term);
+        self.core
+            .replica
             .leader
-            .owe(term, index, self.replica.state.applied_index, owed);
+            .owe(term, index, self.core.replica.state.applied_index, owed);
     }
 
     /// The last index of the group's log (proposed, maybe not committed).
     pub(super) fn last_index(&self) -> u64 {
-        self.groups.node(self.group, Node::last_index)
+        self.groups.node(self.core.group, Node::last_index)
     }
 
     /// Proposes `operation` to the group.
     pub(super) fn propose(&self, operation: &Operation) -> Result<u64, tern_raft::ProposeError> {
         self.groups
-            .with_node(self.group, |node| node.propose(operation.encode()))
+            .with_node(self.core.group, |node| node.propose(operation.encode()))
     }
 
     /// Proposes `operation` (`what`, for the failure) as the leader: its
