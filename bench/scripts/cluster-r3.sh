@@ -5,7 +5,8 @@
 # leader may be any node: its PubAcks then cross a route too).
 #
 # usage: bench/scripts/cluster-r3.sh [OUT_DIR] [DURATION_SECS]
-# env: TERN_CORES (default 0-1), TERN_ARGS (more tern-server flags), WORKLOADS (default r3-publish
+# env: TERN_SERVER (the tern-server binary, default target/release/tern-server),
+#      TERN_CORES (default 0-1), TERN_ARGS (more tern-server flags), WORKLOADS (default r3-publish
 #      r3-publish-async), NATS_SYNC=always for nats-server's
 #      `sync_interval: always` (its default syncs every 2 minutes).
 # needs: target/release/tern and tern-server (cargo build --release -p
@@ -15,7 +16,7 @@ cd "$(dirname "$0")/../.."
 out=${1:-/tmp/cluster-r3}
 duration=${2:-10}
 tern=./target/release/tern
-server=./target/release/tern-server
+server=${TERN_SERVER:-./target/release/tern-server}
 mkdir -p "$out"
 work=$(mktemp -d)
 pids=()

@@ -3,7 +3,7 @@
 # 2.15.1: the security issue's three measures (core 1 KiB pub→sub p50,
 # durable publish p50, 256-in-flight throughput). For each server, a TLS
 # and a plaintext instance run at once and `tern bench compare` drives one
-# side, then the other. BENCHMARKS.md, "TLS on the client port".
+# side, then the other. docs/benchmarks-history.md, "TLS on the client port".
 #
 # usage: bench/scripts/tls-on-off.sh CERT_DIR [OUT_DIR] [DURATION_SECS]
 #   CERT_DIR holds ca.pem, server.pem and server-key.pem (a server

@@ -18,9 +18,11 @@
 //! - [`report`] and [`plot`]: markdown, JSON, HDR logs, SVG and PNG;
 //! - [`progress`]: the progress line; [`command`]: the CLI commands.
 //!
-//! `core-bench` and `js-bench` (in `src/bin/`) are the earlier ad-hoc
-//! harnesses whose commands BENCHMARKS.md cites; they share [`server`]
-//! helpers with this crate.
+//! `core-bench` and `js-bench` (in `src/bin/`) measure what an open-loop
+//! run through async-nats cannot (BENCHMARKS.md, "Harnesses"): a
+//! raw-socket flood's fan-out throughput, and the durable publish path
+//! through a raw-protocol client with the cost of a publish to a stream
+//! on another shard; they share [`server`] helpers with this crate.
 
 pub mod command;
 pub mod compare;

@@ -29,7 +29,7 @@ pub const DEFAULT_WRITE_DEADLINE: Duration = Duration::from_secs(10);
 pub const DEFAULT_IO_MEMORY_BYTES: usize = 1024 * 1024;
 pub const DEFAULT_MESH_RING_CAPACITY: usize = 1024;
 /// Off: a spin holds the shard's other connections for up to its window,
-/// and on 2 vCPUs it measured within noise (BENCHMARKS.md). 200us covers a
+/// and on 2 vCPUs it measured within noise (docs/benchmarks-history.md). 200us covers a
 /// journal commit on the peer shard where it is turned on.
 pub const DEFAULT_SPIN_AWAITING_REPLY: Duration = Duration::ZERO;
 /// A spin holds its shard: never longer than this.

@@ -35,7 +35,7 @@ pub enum SyncMethod {
 
 impl SyncMethod {
     /// The method for a journal policy: O_DSYNC measured faster than
-    /// write + fdatasync for `always` (see BENCHMARKS.md); `never` writes
+    /// write + fdatasync for `always` (see docs/benchmarks-history.md); `never` writes
     /// without syncing, so it must not open files O_DSYNC.
     pub fn for_policy(policy: crate::journal::SyncPolicy) -> SyncMethod {
         match policy {

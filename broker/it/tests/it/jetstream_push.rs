@@ -574,3 +574,58 @@ async fn delivery_starts_when_a_subscriber_arrives(flavor: Flavor) {
     }
 }
 differential_cluster!(delivery_starts_when_a_subscriber_arrives);
+
+/// More than one turn's worth of deliveries (tern's task delivers at most
+/// 1 024 a turn) reaches a push consumer at once: nothing but the task
+/// itself can ask for the rest (a push consumer sends no next request), so
+/// the task must come back for them, not wait for a timer (it delivered
+/// 1 024 about every half second before it did).
+async fn a_push_consumer_gets_a_backlog_beyond_one_turn(flavor: Flavor) {
+    const MESSAGES: u64 = 10_000;
+    let server = js::start(flavor);
+    let client = server.connect().await;
+    create(
+        &client,
+        json!({"name":"BACKLOG","subjects":["backlog.>"],"storage":"memory"}),
+    )
+    .await;
+    let payload = bytes::Bytes::from(vec![b'm'; 1024]);
+    for _ in 0..MESSAGES {
+        client
+            .publish("backlog.x", payload.clone())
+            .await
+            .expect("publish");
+    }
+    client.flush().await.expect("flush");
+    js::wait_state(&client, "BACKLOG", "every message stored", |state| {
+        state["messages"] == MESSAGES
+    })
+    .await;
+    let subscriber_client = server.connect().await;
+    let mut deliveries = subscriber_client
+        .subscribe("deliver.backlog")
+        .await
+        .expect("subscribe");
+    subscriber_client.flush().await.expect("flush");
+    create_consumer(
+        &client,
+        "BACKLOG",
+        json!({"durable_name":"B","deliver_subject":"deliver.backlog","ack_policy":"none"}),
+    )
+    .await;
+    let started = Instant::now();
+    let mut received = 0;
+    while received < MESSAGES {
+        next_data(&mut deliveries, "a delivery of the backlog").await;
+        received += 1;
+    }
+    // nats-server delivers them in milliseconds; a task waiting for its
+    // timer between turns would take over four seconds.
+    let elapsed = started.elapsed();
+    assert!(
+        elapsed < Duration::from_secs(3),
+        "{}: {MESSAGES} deliveries took {elapsed:?}",
+        flavor.name()
+    );
+}
+differential_cluster!(a_push_consumer_gets_a_backlog_beyond_one_turn);

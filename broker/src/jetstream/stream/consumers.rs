@@ -155,6 +155,7 @@ impl StreamTask {
             .replica
             .deliver(&mut outlet, max_payload_bytes, seed, now_ns)
             .await?;
+        self.serving.deliveries_pending = delivered.budget_spent;
         if self.core.replica.state.config.retention != Retention::Limits {
             for sequence in delivered.unacknowledged {
                 self.release(sequence, None);

@@ -128,6 +128,10 @@ pub(super) struct DeliveryRound<'a> {
 pub(super) struct Delivered {
     /// Messages that went out.
     pub(super) messages: usize,
+    /// The turn's budget ([`DELIVERIES_PER_TURN_MAX`]) ran out: consumers
+    /// may have more to take, and nothing else wakes the task for them (a
+    /// push consumer has no next request).
+    pub(super) budget_spent: bool,
     /// Sequences delivered to consumers that take no acks: an interest
     /// stream may release them.
     pub(super) unacknowledged: Vec<u64>,
@@ -401,9 +405,11 @@ impl ConsumerLeader {
             self.deliver_to(outlet, round, scratch, &name, budget, &mut delivered)
                 .await?;
             if delivered.messages >= DELIVERIES_PER_TURN_MAX {
+                delivered.budget_spent = true;
                 break;
             }
         }
+        assert!(delivered.messages <= DELIVERIES_PER_TURN_MAX);
         Ok(delivered)
     }
 

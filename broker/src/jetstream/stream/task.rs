@@ -197,6 +197,9 @@ pub(super) struct Serving {
     pub(super) awaiting_office: Vec<ApiCall>,
     /// When the leader next looks for messages past max_age.
     pub(super) age_check_at: Instant,
+    /// The last turn's deliveries stopped at their budget: the next turn
+    /// comes at once (after the shard's other tasks had theirs).
+    pub(super) deliveries_pending: bool,
 }
 
 impl Serving {
@@ -412,6 +415,7 @@ impl StreamTask {
                 update_replies: Vec::new(),
                 awaiting_office: Vec::new(),
                 age_check_at: Instant::now(),
+                deliveries_pending: false,
             },
         }
     }
@@ -802,6 +806,10 @@ impl StreamTask {
     }
 
     pub(super) async fn wait_for_work(&self) {
+        if self.serving.deliveries_pending {
+            futures_lite::future::yield_now().await;
+            return;
+        }
         let handle = self.handle.clone();
         let js = self.js.clone();
         let groups = self.groups.clone();
@@ -955,6 +963,7 @@ impl StreamTask {
         {
             self.consumer_timers(now_ns);
         }
+        self.serving.deliveries_pending = false;
         if !self.core.replica.consumers.is_empty() {
             self.deliver_to_consumers().await?;
             self.publish_all_events();
