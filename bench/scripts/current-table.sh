@@ -32,7 +32,7 @@ compare() { # workload, output directory, extra environment
   echo "== $workload -> $dir" >&2
   env "$@" "$tern" bench compare --workload "bench/workloads/$workload.toml" --out "$dir" \
     --a-tern ./target/release/tern-server --a-label tern --b-nats --b-label nats-server \
-    --server-cpus 1 --client-cpus 0 --duration-secs "$duration" --quiet \
+    --server-cpus 1 --client-cpus 0 --duration-secs "$duration" --quiet >/dev/null \
     || echo "(a run failed: see $dir/report.md)" >&2
 }
 
@@ -53,6 +53,6 @@ if [[ " $parts " == *" tmpfs "* ]]; then
   done
 fi
 if [[ " $parts " == *" r3 "* ]]; then
-  WORKLOADS="r3-publish r3-publish-async" bench/scripts/cluster-r3.sh "$out/r3" "$duration" >&2
+  WORKLOADS="r3-publish r3-publish-async" bench/scripts/cluster-r3.sh "$out/r3" "$duration" >&2 2>/dev/null
 fi
 python3 bench/scripts/current-table.py "$out"
