@@ -852,9 +852,14 @@ async fn drain(
             let consumer = bounded(
                 "create push consumer",
                 timeout,
+                // Flow control, as the nats CLI's push consumers have it:
+                // without it a server that delivers faster than async-nats
+                // reads overflows the subscription's buffer, which drops.
                 stream.create_consumer(consumer::push::Config {
                     deliver_subject,
                     ack_policy: consumer::AckPolicy::None,
+                    flow_control: true,
+                    idle_heartbeat: Duration::from_secs(5),
                     ..Default::default()
                 }),
             )

@@ -234,6 +234,46 @@ struct MemoryFileState {
 }
 
 impl MemoryFileState {
+    /// The file's length as a read sees it (unsynced writes included).
+    fn visible_len(&self) -> usize {
+        self.volatile
+            .iter()
+            .map(|(offset, data)| *offset as usize + data.len())
+            .fold(self.durable.len(), usize::max)
+    }
+
+    /// `[start, end)` of the file as a read sees it: the durable bytes with
+    /// the unsynced writes laid over them in order. Costs the range, not
+    /// the file (memory streams read through here).
+    fn visible_range(&self, start: usize, end: usize) -> Vec<u8> {
+        assert!(start <= end);
+        let mut range = vec![0u8; end - start];
+        let durable_end = self.durable.len().min(end);
+        if start < durable_end {
+            range[..durable_end - start].copy_from_slice(&self.durable[start..durable_end]);
+        }
+        for (offset, data) in &self.volatile {
+            let (write_start, write_end) = (*offset as usize, *offset as usize + data.len());
+            let (from, to) = (write_start.max(start), write_end.min(end));
+            if from < to {
+                range[from - start..to - start]
+                    .copy_from_slice(&data[from - write_start..to - write_start]);
+            }
+        }
+        range
+    }
+
+    /// Makes the unsynced writes durable, in place.
+    fn apply_volatile(&mut self) {
+        for (offset, data) in std::mem::take(&mut self.volatile) {
+            let end = offset as usize + data.len();
+            if self.durable.len() < end {
+                self.durable.resize(end, 0);
+            }
+            self.durable[offset as usize..end].copy_from_slice(&data);
+        }
+    }
+
     fn visible(&self) -> Vec<u8> {
         let mut image = self.durable.clone();
         for (offset, data) in &self.volatile {
@@ -252,8 +292,10 @@ struct MemoryFilesState {
     files: BTreeMap<String, Rc<RefCell<MemoryFileState>>>,
     writes: u64,
     reads: u64,
-    /// `(offset, bytes)` of every read, in the order requested.
-    read_log: Vec<(u64, usize)>,
+    /// `(offset, bytes)` of every read, in the order requested, once a test
+    /// asked for it ([`MemoryFiles::record_reads`]): a memory stream reads
+    /// through these files for as long as it lives.
+    read_log: Option<Vec<(u64, usize)>>,
     die_at_write: Option<u64>,
     dead: bool,
 }
@@ -289,9 +331,18 @@ impl MemoryFiles {
         self.state.borrow().reads
     }
 
-    /// `(offset, bytes)` of every read so far, in the order requested.
+    /// From now on, [`MemoryFiles::read_log`] records every read.
+    pub fn record_reads(&self) {
+        let mut state = self.state.borrow_mut();
+        if state.read_log.is_none() {
+            state.read_log = Some(Vec::new());
+        }
+    }
+
+    /// `(offset, bytes)` of every read since [`MemoryFiles::record_reads`],
+    /// in the order requested.
     pub fn read_log(&self) -> Vec<(u64, usize)> {
-        self.state.borrow().read_log.clone()
+        self.state.borrow().read_log.clone().unwrap_or_default()
     }
 
     pub fn is_dead(&self) -> bool {
@@ -392,7 +443,7 @@ impl StoreFile for MemoryStoreFile {
     }
 
     fn size(&self) -> u64 {
-        self.state.borrow().visible().len() as u64
+        self.state.borrow().visible_len() as u64
     }
 
     async fn write(&self, offset: u64, buffer: HeapBuffer) -> Result<(), DeviceError> {
@@ -421,20 +472,20 @@ impl StoreFile for MemoryStoreFile {
         {
             let mut files = self.files.state.borrow_mut();
             files.reads += 1;
-            files.read_log.push((offset, bytes));
+            if let Some(log) = files.read_log.as_mut() {
+                log.push((offset, bytes));
+            }
         }
-        let image = self.state.borrow().visible();
-        let start = (offset as usize).min(image.len());
-        let end = (start + bytes).min(image.len());
-        Ok(HeapBuffer(image[start..end].to_vec()))
+        let state = self.state.borrow();
+        let len = state.visible_len();
+        let start = (offset as usize).min(len);
+        let end = (start + bytes).min(len);
+        Ok(HeapBuffer(state.visible_range(start, end)))
     }
 
     async fn sync(&self) -> Result<(), DeviceError> {
         self.files.check_alive("sync", &self.name)?;
-        let mut state = self.state.borrow_mut();
-        let image = state.visible();
-        state.durable = image;
-        state.volatile.clear();
+        self.state.borrow_mut().apply_volatile();
         Ok(())
     }
 }
@@ -495,5 +546,42 @@ impl StoreFiles for MemoryFiles {
 
     async fn sync_directory(&self) -> Result<(), DeviceError> {
         self.check_alive("sync directory", "")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use futures_lite::future::block_on;
+
+    /// A read costs its range (memory streams read through these files),
+    /// and sees what the whole-file image sees: unsynced writes over the
+    /// durable bytes, in order, zeros in the gaps.
+    #[test]
+    fn a_read_of_a_range_sees_what_the_whole_image_sees() {
+        let files = MemoryFiles::new();
+        let file = block_on(files.create("segment")).unwrap();
+        let mut random = Random::new(7);
+        for step in 0..400u64 {
+            let offset = random.below(64) * BLOCK_BYTES as u64;
+            let blocks = 1 + random.below(4) as usize;
+            let byte = (step % 251) as u8;
+            block_on(file.write(offset, HeapBuffer(vec![byte; blocks * BLOCK_BYTES]))).unwrap();
+            if random.below(5) == 0 {
+                block_on(file.sync()).unwrap();
+            }
+            let image = file.state.borrow().visible();
+            assert_eq!(file.size(), image.len() as u64);
+            let start = random.below(70) as usize * BLOCK_BYTES;
+            let bytes = (1 + random.below(8) as usize) * BLOCK_BYTES;
+            let read = block_on(file.read(start as u64, bytes)).unwrap();
+            let from = start.min(image.len());
+            let to = (from + bytes).min(image.len());
+            assert_eq!(
+                read.0,
+                image[from..to],
+                "step {step}: {bytes} bytes at {start}"
+            );
+        }
     }
 }

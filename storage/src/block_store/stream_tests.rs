@@ -697,6 +697,7 @@ fn appended_across_runs(log: &mut StreamLog<MemoryFiles>) -> BTreeMap<u64, Store
 fn a_reader_in_order_reads_every_run_once_and_ahead_of_itself() {
     for prefetch_runs in [1, 2, 4] {
         let files = MemoryFiles::new();
+        files.record_reads();
         let config = one_segment_of_runs(prefetch_runs);
         let mut log = open(files.clone(), config);
         let written = appended_across_runs(&mut log);
