@@ -18,7 +18,7 @@
 
 use std::collections::VecDeque;
 
-use tern_raft::{Entry, EntryKind, HardState, Membership, NodeId, Snapshot, SnapshotChunk};
+use tern_raft::{Entry, EntryKind, HardState, Membership, Node, NodeId, Snapshot, SnapshotChunk};
 
 use super::config::StreamConfig;
 use super::failure::StreamFailure;
@@ -59,6 +59,16 @@ pub struct LogPosition {
     pub last_index: u64,
     /// The last index this node made durable.
     pub durable_index: u64,
+}
+
+impl LogPosition {
+    /// Where `node`'s log stands.
+    pub fn of(node: &Node) -> LogPosition {
+        LogPosition {
+            last_index: node.last_index(),
+            durable_index: node.log().durable_index(),
+        }
+    }
 }
 
 /// A checkpoint to take: the store synced, the `raft` file naming
@@ -227,17 +237,14 @@ impl StreamCore {
             || self.canary() == Some(StreamCanary::EntriesOverInstall)
     }
 
-    /// A membership entry applied: the group's voters from now on. `this`
-    /// is the node's id; `in_latest`, whether the node's newest membership
-    /// (later entries included) still holds it. Returns whether this
-    /// replica is removed for good (placed elsewhere, and no later entry
-    /// adds it back).
-    pub fn membership_applied(
-        &mut self,
-        change: &EntryKind,
-        this: NodeId,
-        in_latest: bool,
-    ) -> bool {
+    /// A membership entry applied on `node`: the group's voters from now
+    /// on. This replica is removed for good when the change removes it,
+    /// the meta group placed it elsewhere, and no later entry in the node's
+    /// log adds it back (a replica that rejoined replays its old removal on
+    /// the way).
+    pub fn membership_applied(&mut self, change: &EntryKind, node: &Node) {
+        let this = node.id();
+        let in_latest = node.membership().contains(this);
         let mut voters = self.membership.voters.clone();
         match change {
             EntryKind::AddVoter(node) => {
@@ -252,7 +259,6 @@ impl StreamCore {
         if *change == EntryKind::RemoveVoter(this) && self.placed_elsewhere && !in_latest {
             self.removed_from_group = true;
         }
-        self.removed_from_group
     }
 
     // ----- compaction and checkpoints ---------------------------------------------
@@ -522,23 +528,22 @@ impl StreamCore {
         self.desired_peers = Some(peers);
     }
 
-    /// The leader's next step towards the voters the meta group gave the
-    /// stream (`None`: there already, or nothing was asked). `voters` are
-    /// the node's newest; `most_caught_up`, its best follower.
-    pub fn membership_step(
-        &mut self,
-        voters: &[NodeId],
-        this: NodeId,
-        most_caught_up: Option<NodeId>,
-    ) -> Option<MembershipStep> {
+    /// The leader's next step on `node` towards the voters the meta group
+    /// gave the stream (`None`: there already, or nothing was asked), from
+    /// the node's newest voters and its best follower.
+    pub fn membership_step(&mut self, node: &Node) -> Option<MembershipStep> {
         let desired = self.desired_peers.as_ref()?;
-        let Some(change) = next_change(voters, desired, this) else {
+        let this = node.id();
+        let Some(change) = next_change(&node.membership().voters, desired, this) else {
             self.desired_peers = None;
             return None;
         };
         if change == EntryKind::RemoveVoter(this) {
             return Some(
-                match most_caught_up.filter(|candidate| desired.contains(candidate)) {
+                match node
+                    .most_caught_up_peer()
+                    .filter(|candidate| desired.contains(candidate))
+                {
                     Some(target) => MembershipStep::TransferTo(target),
                     None => MembershipStep::Wait,
                 },

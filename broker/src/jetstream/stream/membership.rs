@@ -66,14 +66,11 @@ impl StreamTask {
         if self.core.desired_peers.is_none() || !self.is_leading() {
             return;
         }
-        let (voters, this, most_caught_up) = self.groups.node(self.core.group, |node: &Node| {
-            (
-                node.membership().voters.clone(),
-                node.id(),
-                node.most_caught_up_peer(),
-            )
-        });
-        let change = match self.core.membership_step(&voters, this, most_caught_up) {
+        let core = &mut self.core;
+        let step = self
+            .groups
+            .node(core.group, |node| core.membership_step(node));
+        let change = match step {
             None | Some(MembershipStep::Wait) => return,
             Some(MembershipStep::TransferTo(target)) => {
                 log::info!(target: "tern::jetstream", "stream {}: this node leaves the stream's voters; leadership goes to node {target:x} first", self.handle.name);
@@ -107,10 +104,9 @@ impl StreamTask {
         &mut self,
         change: EntryKind,
     ) -> Result<(), StreamFailure> {
-        let (this, in_latest) = self.groups.node(self.core.group, |node: &Node| {
-            (node.id(), node.membership().contains(node.id()))
-        });
-        self.core.membership_applied(&change, this, in_latest);
+        let core = &mut self.core;
+        self.groups
+            .node(core.group, |node| core.membership_applied(&change, node));
         log::info!(target: "tern::jetstream", "stream {}: voters now {:x?}", self.handle.name, self.core.membership.voters);
         if self.files.is_some() {
             let stored = self.js.stored_config_json(

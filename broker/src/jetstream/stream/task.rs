@@ -1116,11 +1116,7 @@ impl StreamTask {
 
     /// Where the group's node log stands.
     pub(super) fn log_position(&self) -> LogPosition {
-        self.groups
-            .node(self.core.group, |node: &Node| LogPosition {
-                last_index: node.last_index(),
-                durable_index: node.log().durable_index(),
-            })
+        self.groups.node(self.core.group, LogPosition::of)
     }
 
     /// The checkpoint the core asks for, if any: the store flushed
