@@ -63,7 +63,10 @@ differential!(nats_py_smoke);
 
 async fn nats_py_jetstream(flavor: Flavor) {
     let replicas = common::target::default_replicas().to_string();
-    run_script_with(flavor, Options::jetstream(), "jetstream", &[&replicas]).await;
+    // The flavor: the script asks nats-server (never tern) again when an
+    // idempotent request goes unanswered.
+    let arguments = [replicas.as_str(), flavor.name()];
+    run_script_with(flavor, Options::jetstream(), "jetstream", &arguments).await;
 }
 differential_cluster!(nats_py_jetstream, nats_cluster_in_ci);
 
